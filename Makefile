@@ -1,0 +1,32 @@
+# Two entry points (see README): `make run` and `make test`. Both set up the
+# virtual environment first; a second `make` reuses it unless
+# requirements.txt or setup.py changed since it was built.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+DATA_DIR ?= ../shared/data/ml-100k
+RUN_DIR ?= runs/default
+PYTEST_ARGS ?=
+
+.PHONY: setup run test clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt setup.py
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; tff_rec needs Python 3.11 (TensorFlow Federated 0.87 supports < 3.12). Set PYTHON=/path/to/python3.11." >&2; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip==24.0"
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+# A short federated MovieLens next-item run on ML-100K (a couple of minutes on 2 cores).
+run: setup
+	$(BIN)/python -m launch.train --task=movielens_next_item --data_dir=$(DATA_DIR) \
+	  --output_dir=$(RUN_DIR) --rounds=20 --clients_per_round=20 --eval_every=5
+
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,75 @@
+"""Reading delimited data files with errors that name the file, line and format."""
+
+import io
+import pathlib
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+
+class DataFormatError(ValueError):
+  """A data file is missing or does not have the expected format."""
+
+
+def require_files(data_dir: str | pathlib.Path, names: Sequence[str], *,
+                  dataset: str) -> pathlib.Path:
+  """Returns `data_dir` as a Path if it holds every file in `names`."""
+  root = pathlib.Path(data_dir)
+  missing = [n for n in names if not (root / n).is_file()]
+  if missing:
+    raise DataFormatError(
+        f'{root}: missing {", ".join(missing)}; a {dataset} directory must hold '
+        f'{", ".join(names)}. Point the data directory at the extracted '
+        'dataset (or download it with tff_rec.data.movielens.download).')
+  return root
+
+
+def read_table(path: pathlib.Path, *, sep: str, columns: Sequence[str],
+               int_columns: Sequence[str], expected: str,
+               encoding: str = 'utf-8') -> pd.DataFrame:
+  """Reads a headerless delimited file into a DataFrame.
+
+  Args:
+    path: the file.
+    sep: the field separator; multi-character separators (MovieLens 1M's
+      '::') are rewritten to a tab first so pandas' C parser does the work.
+    columns: the column names, one per field; a line with another number of
+      fields is an error.
+    int_columns: columns that must parse as integers (int64).
+    expected: a human description of one line, for error messages.
+    encoding: text encoding of the file.
+
+  Raises:
+    DataFormatError: naming the file, the first bad line and `expected`.
+  """
+  text = path.read_text(encoding=encoding)
+  if len(sep) > 1:
+    if '\t' in text:
+      raise DataFormatError(f'{path}: unexpected tab character; expected {expected}')
+    text, sep = text.replace(sep, '\t'), '\t'
+  try:
+    frame = pd.read_csv(io.StringIO(text), sep=sep, header=None, dtype=str,
+                        keep_default_na=False, quoting=3, engine='c')
+  except pd.errors.ParserError as e:
+    raise DataFormatError(f'{path}: {e}; expected {expected}') from None
+  except pd.errors.EmptyDataError:
+    raise DataFormatError(f'{path}: file is empty; expected {expected}') from None
+  if frame.shape[1] != len(columns):
+    raise DataFormatError(f'{path}: found {frame.shape[1]} fields per line; '
+                          f'expected {len(columns)}: {expected}')
+  frame.columns = list(columns)
+  short = frame.isna().any(axis=1).to_numpy()  # a line with too few fields
+  if short.any():
+    line = int(np.argmax(short)) + 1
+    raise DataFormatError(f'{path}, line {line}: too few fields; expected {expected}')
+  for name in int_columns:
+    values = pd.to_numeric(frame[name], errors='coerce')
+    bad = values.isna().to_numpy() | (values.to_numpy() % 1 != 0)
+    if bad.any():
+      line = int(np.argmax(bad)) + 1
+      raise DataFormatError(
+          f'{path}, line {line}: {name}={frame[name].iloc[line - 1]!r} is not '
+          f'an integer; expected {expected}')
+    frame[name] = values.astype(np.int64)
+  return frame

@@ -1,0 +1,139 @@
+"""TFF's native C++ runtime, with a worker process whose lifetime we own.
+
+TFF's own `set_sync_local_cpp_execution_context` starts `worker_binary` with
+the parent's stdout/stderr and stops it only in a `__del__`, which often never
+runs: the worker outlives Python and keeps the terminal's (or CI's) pipe open.
+`NativeRuntime` builds the same context from TFF's public pieces but starts
+the worker itself: output goes to a log file, the kernel kills it if Python
+dies (PR_SET_PDEATHSIG), and `close()` (also run at exit) stops it.
+"""
+
+import atexit
+import ctypes
+import os
+import pathlib
+import signal
+import subprocess
+import tempfile
+import time
+
+import grpc
+import portpicker
+import tensorflow_federated as tff
+
+WORKER_NAME = 'worker_binary'
+_GRPC_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000  # TFF's own cap
+_GRPC_OPTIONS = [
+    ('grpc.max_message_length', _GRPC_MAX_MESSAGE_BYTES),
+    ('grpc.max_receive_message_length', _GRPC_MAX_MESSAGE_BYTES),
+    ('grpc.max_send_message_length', _GRPC_MAX_MESSAGE_BYTES),
+]
+
+
+def worker_binary_path() -> pathlib.Path:
+  return pathlib.Path(tff.__file__).parent / 'data' / WORKER_NAME
+
+
+def _die_with_parent():
+  """Runs in the child before exec: SIGKILL it when its parent dies (Linux)."""
+  pr_set_pdeathsig = 1
+  ctypes.CDLL('libc.so.6', use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+class WorkerStartError(RuntimeError):
+  pass
+
+
+class NativeRuntime:
+  """A TFF sync execution context on a local `worker_binary`.
+
+  Use as a context manager, or call `install()` and `close()`. While installed
+  it is TFF's default context; `close()` restores the previous one.
+  """
+
+  def __init__(self, *, max_concurrent_computation_calls: int = -1,
+               start_timeout_s: float = 60.0):
+    self._max_calls = max_concurrent_computation_calls
+    self._start_timeout_s = start_timeout_s
+    self._process: subprocess.Popen | None = None
+    self._channel: grpc.Channel | None = None
+    self._previous_context = None
+    self._log = None
+
+  @property
+  def worker_pid(self) -> int | None:
+    return self._process.pid if self._process else None
+
+  def install(self) -> 'NativeRuntime':
+    stub = self._start_worker()
+
+    def stack_fn(cardinalities):
+      # A computation with no CLIENTS-placed argument still needs a cardinality.
+      cardinalities.setdefault(tff.CLIENTS, 0)
+      executor = tff.framework.RemoteExecutor(stub)
+      executor.set_cardinalities(cardinalities)
+      return executor
+
+    context = tff.framework.SyncExecutionContext(
+        executor_fn=tff.framework.ResourceManagingExecutorFactory(stack_fn),
+        compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+        transform_args=tff.tensorflow.transform_args,
+        transform_result=tff.tensorflow.transform_result)
+    self._previous_context = tff.framework.get_context_stack().current
+    tff.framework.set_default_context(context)
+    atexit.register(self.close)
+    return self
+
+  def _start_worker(self) -> tff.framework.RemoteExecutorGrpcStub:
+    binary = worker_binary_path()
+    if not binary.is_file():
+      raise WorkerStartError(f'TFF worker binary not found at {binary}; is '
+                             'tensorflow-federated 0.87 installed (make setup)?')
+    port = portpicker.pick_unused_port()
+    self._log = tempfile.NamedTemporaryFile(prefix='tff_worker_', suffix='.log',
+                                            delete=False)
+    self._process = subprocess.Popen(
+        [str(binary), f'--port={port}',
+         f'--max_concurrent_computation_calls={self._max_calls}'],
+        stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+        preexec_fn=_die_with_parent)
+    self._channel = grpc.insecure_channel(f'localhost:{port}', _GRPC_OPTIONS)
+    stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
+    deadline = time.monotonic() + self._start_timeout_s
+    while not stub.is_ready:
+      if self._process.poll() is not None or time.monotonic() > deadline:
+        log = pathlib.Path(self._log.name).read_text(errors='replace')[-2000:]
+        self.close()
+        raise WorkerStartError(f'TFF worker on port {port} did not start; its '
+                               f'log ends:\n{log}')
+      time.sleep(0.1)
+    return stub
+
+  def close(self) -> None:
+    """Stops the worker (idempotent) and restores the previous context."""
+    if self._previous_context is not None:
+      tff.framework.set_default_context(self._previous_context)
+      self._previous_context = None
+    if self._channel is not None:
+      self._channel.close()
+      self._channel = None
+    if self._process is not None:
+      if self._process.poll() is None:
+        self._process.send_signal(signal.SIGINT)
+        try:
+          self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+          self._process.kill()
+          self._process.wait()
+      self._process = None
+    if self._log is not None:
+      self._log.close()
+      os.unlink(self._log.name)
+      self._log = None
+    atexit.unregister(self.close)
+
+  def __enter__(self) -> 'NativeRuntime':
+    return self.install()
+
+  def __exit__(self, *exc) -> None:
+    self.close()
