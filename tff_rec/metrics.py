@@ -28,7 +28,7 @@ class GlobalRecall(tf.keras.metrics.Mean):
   """Mean recall@k over examples; its sum/count state aggregates in TFF."""
 
   def __init__(self, k: int, name: str | None = None, **kwargs):
-    super().__init__(name=name or f'recall@{k}', **kwargs)
+    super().__init__(name=name or f'recall_at_{k}', **kwargs)
     self.k = k
 
   def update_state(self, y_true, y_pred, sample_weight=None):

@@ -1,0 +1,178 @@
+"""MovieLens next-item retrieval with a dual encoder (Ning et al.).
+
+Builds, from a small config: the per-user ClientData (and the paper's
+centralized split), the Keras model and TFF model_fn for a chosen loss, each
+client's training dataset, and global recall@1/5/10 evaluation.
+"""
+
+import collections
+import dataclasses
+import functools
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_rec import losses
+from tff_rec import metrics
+from tff_rec.data import movielens
+from tff_rec.data import next_item
+from tff_rec.models import dual_encoder
+from tff_rec.training import evaluation
+
+RECALL_KS = (1, 5, 10)
+EVAL_BATCH_SIZE = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  data_dir: str
+  loss: str = 'batch_softmax'
+  spreadout_weight: float = 0.001  # used by the *_spreadout losses only
+  embedding_dim: int = 16
+  batch_size: int = 16
+  local_epochs: int = 1
+  shuffle_buffer: int = 100
+  seed: int = 0
+  examples: next_item.NextItemConfig = next_item.NextItemConfig()
+
+  def __post_init__(self):
+    if self.loss not in losses.RETRIEVAL_LOSSES:
+      raise ValueError(f'unknown loss {self.loss!r}; choose one of '
+                       f'{sorted(losses.RETRIEVAL_LOSSES)}')
+    for name in ('embedding_dim', 'batch_size', 'local_epochs', 'shuffle_buffer'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+
+
+def _to_xy(example):
+  return collections.OrderedDict(context=example['context']), example['label']
+
+
+class MovieLensNextItem:
+  """The task; reading the data happens once, in the constructor."""
+
+  def __init__(self, config: Config):
+    self.config = config
+    data = movielens.load(config.data_dir)
+    vocabulary = next_item.item_vocabulary(data.items['item_id'].to_numpy())
+    self.examples = next_item.make_examples(data.ratings, vocabulary, config.examples)
+    self.split = next_item.federated_split(self.examples, config.examples)
+    self.train_data = self.split.client_data('train')
+    self.vocab_size = self.examples.vocab_size
+
+  @property
+  def train_client_ids(self) -> list[str]:
+    return self.train_data.client_ids
+
+  def keras_model(self) -> tf.keras.Model:
+    _, spreadout = losses.RETRIEVAL_LOSSES[self.config.loss]
+    return dual_encoder.build_dual_encoder(
+        vocab_size=self.vocab_size,
+        context_length=self.config.examples.context_length,
+        embedding_dim=self.config.embedding_dim,
+        context_hidden_dims=(self.config.embedding_dim,),
+        spreadout_weight=self.config.spreadout_weight if spreadout else 0.0,
+        seed=self.config.seed)
+
+  def loss(self) -> tf.keras.losses.Loss:
+    loss_class, _ = losses.RETRIEVAL_LOSSES[self.config.loss]
+    return loss_class()
+
+  @staticmethod
+  def metrics() -> list[tf.keras.metrics.Metric]:
+    return [metrics.GlobalRecall(k) for k in RECALL_KS]
+
+  @functools.cached_property
+  def input_spec(self):
+    length = self.config.examples.context_length
+    return (collections.OrderedDict(
+        context=tf.TensorSpec([None, length], tf.int32)),
+            tf.TensorSpec([None], tf.int32))
+
+  def model_fn(self) -> tff.learning.models.VariableModel:
+    return tff.learning.models.from_keras_model(
+        self.keras_model(), loss=self.loss(), input_spec=self.input_spec,
+        metrics=self.metrics())
+
+  def client_dataset(self, client_id: str, seed: int) -> tf.data.Dataset:
+    """One training client's examples: shuffled, E epochs, full batches only."""
+    return self.preprocess(self.train_data.create_tf_dataset_for_client(client_id),
+                           seed=seed)
+
+  @functools.cached_property
+  def _train_rows(self) -> dict[str, tuple[int, int]]:
+    """Training client id -> (first row, number of rows) in self.examples."""
+    users = self.split.users['train']
+    starts, ends = np.searchsorted(self.examples.user, [users, users + 1])
+    return {str(u): (a, b - a) for u, a, b in zip(users, starts, ends) if b > a}
+
+  def client_arguments(self, client_id: str, seed: int) -> tuple[int, int, int]:
+    """What `dataset_computation` needs to build `client_dataset(client_id, seed)`."""
+    start, length = self._train_rows[client_id]
+    return start, length, seed
+
+  @functools.cached_property
+  def dataset_computation(self) -> tff.Computation:
+    """(first row, rows, seed) -> that client's preprocessed dataset, in TFF.
+
+    The examples are constants of the computation, so a round sends each
+    client three integers instead of a serialized dataset. Passing fresh
+    tf.data.Datasets to TFF every round grows the Python process by ~100 KB
+    per client dataset (measured on TFF 0.87); building them in the
+    computation keeps memory flat.
+    """
+    context = self.examples.context
+    label = self.examples.label
+
+    @tff.tensorflow.computation(np.int64, np.int64, np.int64)
+    def build(start, length, seed):
+      rows = tf.range(start, start + length)
+      examples = {'context': tf.gather(tf.constant(context), rows),
+                  'label': tf.gather(tf.constant(label), rows)}
+      return self.preprocess(tf.data.Dataset.from_tensor_slices(examples),
+                             seed=seed)
+
+    return build
+
+  def preprocess(self, dataset: tf.data.Dataset, *, seed: int) -> tf.data.Dataset:
+    c = self.config
+    return (dataset.shuffle(c.shuffle_buffer, seed=seed)
+            .repeat(c.local_epochs)
+            .batch(c.batch_size, drop_remainder=True)  # as the official code
+            .map(_to_xy))
+
+  def evaluation_dataset(self, examples: next_item.Examples) -> tf.data.Dataset:
+    return (tf.data.Dataset.from_tensor_slices(examples)
+            .batch(EVAL_BATCH_SIZE).map(_to_xy))
+
+  def evaluator(self, model: tf.keras.Model) -> evaluation.Evaluator:
+    """Global recall@1/5/10 of `model` on evaluation datasets."""
+    return evaluation.Evaluator(model, self.metrics())
+
+  def evaluate(self, weights: tff.learning.models.ModelWeights, part: str
+               ) -> dict[str, float]:
+    """Global recall@k of `weights` over the pooled examples of `part`'s users."""
+    weights.assign_weights_to(self._federated_evaluator.model)
+    return self._federated_evaluator(self._pooled_dataset(part))
+
+  @functools.cached_property
+  def _federated_evaluator(self) -> evaluation.Evaluator:
+    return self.evaluator(self.keras_model())
+
+  @functools.cache
+  def _pooled_dataset(self, part: str) -> tf.data.Dataset:
+    return self.evaluation_dataset(self.split.pooled(part))
+
+  def centralized_split(self) -> next_item.CentralizedSplit:
+    return next_item.centralized_split(self.examples, self.config.examples,
+                                       seed=self.config.seed)
+
+  def centralized_epoch(self, examples: next_item.Examples, epoch: int
+                        ) -> tf.data.Dataset:
+    """One shuffled pass over centralized training examples."""
+    order = np.random.default_rng([self.config.seed, epoch]).permutation(
+        len(examples['label']))
+    shuffled = {k: v[order] for k, v in examples.items()}
+    return (tf.data.Dataset.from_tensor_slices(shuffled)
+            .batch(self.config.batch_size, drop_remainder=True).map(_to_xy))

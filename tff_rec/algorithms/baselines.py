@@ -1,0 +1,45 @@
+"""FedAvg and FedSGD learning processes, straight from tff.learning."""
+
+import dataclasses
+from typing import Callable
+
+import tensorflow_federated as tff
+
+ALGORITHMS = ('fedavg', 'fedsgd')
+OPTIMIZERS = ('sgd', 'adam')
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+  name: str = 'sgd'
+  learning_rate: float = 0.01
+
+  def __post_init__(self):
+    if self.name not in OPTIMIZERS:
+      raise ValueError(f'unknown optimizer {self.name!r}; choose one of {OPTIMIZERS}')
+    if not self.learning_rate > 0:
+      raise ValueError(f'learning rate must be > 0, got {self.learning_rate}')
+
+  def build(self) -> tff.learning.optimizers.Optimizer:
+    if self.name == 'adam':
+      return tff.learning.optimizers.build_adam(self.learning_rate)
+    return tff.learning.optimizers.build_sgdm(self.learning_rate)
+
+
+def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.VariableModel],
+                  *, client_optimizer: OptimizerConfig,
+                  server_optimizer: OptimizerConfig
+                  ) -> tff.learning.templates.LearningProcess:
+  """FedAvg (client optimizer, E local epochs) or FedSGD (one gradient per client).
+
+  FedSGD ignores the client optimizer: each client returns the gradient of its
+  loss over all its examples at the broadcast model.
+  """
+  if algorithm == 'fedavg':
+    return tff.learning.algorithms.build_weighted_fed_avg(
+        model_fn, client_optimizer_fn=client_optimizer.build(),
+        server_optimizer_fn=server_optimizer.build())
+  if algorithm == 'fedsgd':
+    return tff.learning.algorithms.build_fed_sgd(
+        model_fn, server_optimizer_fn=server_optimizer.build())
+  raise ValueError(f'unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}')
