@@ -52,17 +52,13 @@ def read_table(path: pathlib.Path, *, sep: str, columns: Sequence[str],
     frame = pd.read_csv(io.StringIO(text), sep=sep, header=None, dtype=str,
                         keep_default_na=False, quoting=3, engine='c')
   except pd.errors.ParserError as e:
-    raise DataFormatError(f'{path}: {e}; expected {expected}') from None
+    raise DataFormatError(f'{path}: {str(e).strip()}; expected {expected}') from None
   except pd.errors.EmptyDataError:
     raise DataFormatError(f'{path}: file is empty; expected {expected}') from None
   if frame.shape[1] != len(columns):
     raise DataFormatError(f'{path}: found {frame.shape[1]} fields per line; '
                           f'expected {len(columns)}: {expected}')
   frame.columns = list(columns)
-  short = frame.isna().any(axis=1).to_numpy()  # a line with too few fields
-  if short.any():
-    line = int(np.argmax(short)) + 1
-    raise DataFormatError(f'{path}, line {line}: too few fields; expected {expected}')
   for name in int_columns:
     values = pd.to_numeric(frame[name], errors='coerce')
     bad = values.isna().to_numpy() | (values.to_numpy() % 1 != 0)

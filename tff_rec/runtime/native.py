@@ -6,6 +6,10 @@ runs: the worker outlives Python and keeps the terminal's (or CI's) pipe open.
 `NativeRuntime` builds the same context from TFF's public pieces but starts
 the worker itself: output goes to a log file, the kernel kills it if Python
 dies (PR_SET_PDEATHSIG), and `close()` (also run at exit) stops it.
+
+TFF's import-time default context is dropped when a runtime is installed and
+not restored: its `__del__` fails noisily if it is still alive at interpreter
+exit. After `close()` the default is a context that says the runtime closed.
 """
 
 import atexit
@@ -44,6 +48,14 @@ class WorkerStartError(RuntimeError):
   pass
 
 
+class ClosedContext(tff.framework.SyncContext):
+  """The default context after a runtime closed: fails with a clear message."""
+
+  def invoke(self, comp, arg):
+    raise RuntimeError('the TFF native runtime was closed; run computations '
+                       'inside `with NativeRuntime():`')
+
+
 class NativeRuntime:
   """A TFF sync execution context on a local `worker_binary`.
 
@@ -57,7 +69,7 @@ class NativeRuntime:
     self._start_timeout_s = start_timeout_s
     self._process: subprocess.Popen | None = None
     self._channel: grpc.Channel | None = None
-    self._previous_context = None
+    self._installed = False
     self._log = None
 
   @property
@@ -79,8 +91,8 @@ class NativeRuntime:
         compiler_fn=tff.backends.native.desugar_and_transform_to_native,
         transform_args=tff.tensorflow.transform_args,
         transform_result=tff.tensorflow.transform_result)
-    self._previous_context = tff.framework.get_context_stack().current
     tff.framework.set_default_context(context)
+    self._installed = True
     atexit.register(self.close)
     return self
 
@@ -110,10 +122,10 @@ class NativeRuntime:
     return stub
 
   def close(self) -> None:
-    """Stops the worker (idempotent) and restores the previous context."""
-    if self._previous_context is not None:
-      tff.framework.set_default_context(self._previous_context)
-      self._previous_context = None
+    """Stops the worker (idempotent); later computations raise."""
+    if self._installed:
+      tff.framework.set_default_context(ClosedContext())
+      self._installed = False
     if self._channel is not None:
       self._channel.close()
       self._channel = None

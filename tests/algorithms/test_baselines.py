@@ -1,0 +1,132 @@
+"""FedSGD and FedAvg from tff.learning on the native runtime.
+
+Proposition 1 of Ning et al.: with a batch-insensitive loss, one FedSGD round
+over a cohort equals one centralized SGD step on the union of the cohort's
+examples; with batch softmax it does not.
+"""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_rec import losses
+from tff_rec.algorithms import baselines
+from tff_rec.models import dual_encoder
+
+VOCAB, LENGTH, DIM, BATCH = 30, 4, 4, 4
+LEARNING_RATE = 0.5
+INPUT_SPEC = (collections.OrderedDict(context=tf.TensorSpec([None, LENGTH], tf.int32)),
+              tf.TensorSpec([None], tf.int32))
+
+
+def _client_examples(seed, count):
+  rng = np.random.default_rng(seed)
+  context = rng.integers(0, VOCAB + 1, size=(count, LENGTH)).astype(np.int32)
+  context[:, 0] = rng.integers(1, VOCAB + 1, size=count)  # never all padding
+  # Non-IID: each client's labels come from its own third of the vocabulary.
+  label = (rng.integers(0, VOCAB // 3, size=count) + seed * (VOCAB // 3) + 1).astype(np.int32)
+  return context, label
+
+
+CLIENTS = [_client_examples(seed, count) for seed, count in enumerate((4, 8, 12))]
+
+
+def _keras_model(loss_name):
+  _, spreadout = losses.RETRIEVAL_LOSSES[loss_name]
+  return dual_encoder.build_dual_encoder(
+      vocab_size=VOCAB, context_length=LENGTH, embedding_dim=DIM,
+      context_hidden_dims=(DIM,), spreadout_weight=0.05 if spreadout else 0.0,
+      seed=7)
+
+
+def _fedsgd_round(loss_name):
+  def model_fn():
+    return tff.learning.models.from_keras_model(
+        _keras_model(loss_name), loss=losses.RETRIEVAL_LOSSES[loss_name][0](),
+        input_spec=INPUT_SPEC)
+
+  process = baselines.build_process(
+      'fedsgd', model_fn, client_optimizer=baselines.OptimizerConfig(),
+      server_optimizer=baselines.OptimizerConfig('sgd', LEARNING_RATE))
+  datasets = [tf.data.Dataset.from_tensor_slices(
+      (collections.OrderedDict(context=c), l)).batch(BATCH) for c, l in CLIENTS]
+  state = process.next(process.initialize(), datasets).state
+  return [np.asarray(w) for w in process.get_model_weights(state).trainable]
+
+
+def _centralized_sgd_step(loss_name):
+  model = _keras_model(loss_name)
+  context = np.concatenate([c for c, _ in CLIENTS])
+  label = np.concatenate([l for _, l in CLIENTS])
+  loss_fn = losses.RETRIEVAL_LOSSES[loss_name][0]()
+  with tf.GradientTape() as tape:
+    loss = loss_fn(label, model({'context': context}, training=True))
+    loss += tf.add_n(model.losses) if model.losses else 0.0
+  grads = tape.gradient(loss, model.trainable_weights)
+  return [(w - LEARNING_RATE * tf.convert_to_tensor(g)).numpy()
+          for w, g in zip(model.trainable_weights, grads)]
+
+
+@pytest.mark.parametrize('loss_name', ['global_softmax', 'hinge_spreadout'])
+def test_fedsgd_round_equals_centralized_step_for_batch_insensitive_loss(
+    tff_runtime, loss_name):
+  initial = _keras_model(loss_name).get_weights()
+  federated = _fedsgd_round(loss_name)
+  central = _centralized_sgd_step(loss_name)
+  moved = max(np.abs(f - i).max() for f, i in zip(federated, initial))
+  assert moved > 1e-3  # the step is not trivially zero
+  for f, c in zip(federated, central):
+    np.testing.assert_allclose(f, c, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize('loss_name', ['batch_softmax', 'batch_softmax_spreadout'])
+def test_fedsgd_round_differs_from_centralized_step_for_batch_softmax(
+    tff_runtime, loss_name):
+  federated = _fedsgd_round(loss_name)
+  central = _centralized_sgd_step(loss_name)
+  gap = max(np.abs(f - c).max() for f, c in zip(federated, central))
+  assert gap > 1e-3
+
+
+def test_one_client_fedavg_with_unit_server_sgd_is_local_sgd(tff_runtime):
+  """FedAvg on one client, one batch, server SGD lr 1: the client's SGD step."""
+  loss_name = 'global_softmax'
+
+  def model_fn():
+    return tff.learning.models.from_keras_model(
+        _keras_model(loss_name), loss=losses.GlobalSoftmax(), input_spec=INPUT_SPEC)
+
+  process = baselines.build_process(
+      'fedavg', model_fn,
+      client_optimizer=baselines.OptimizerConfig('sgd', LEARNING_RATE),
+      server_optimizer=baselines.OptimizerConfig('sgd', 1.0))
+  context, label = CLIENTS[2]
+  dataset = tf.data.Dataset.from_tensor_slices(
+      (collections.OrderedDict(context=context), label)).batch(len(label))
+  state = process.next(process.initialize(), [dataset]).state
+  federated = [np.asarray(w) for w in process.get_model_weights(state).trainable]
+
+  model = _keras_model(loss_name)
+  with tf.GradientTape() as tape:
+    loss = losses.GlobalSoftmax()(label, model({'context': context}, training=True))
+  grads = tape.gradient(loss, model.trainable_weights)
+  for f, w, g in zip(federated, model.trainable_weights, grads):
+    np.testing.assert_allclose(f, w - LEARNING_RATE * tf.convert_to_tensor(g), atol=1e-6)
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'name': 'rmsprop'}, "unknown optimizer 'rmsprop'"),
+    ({'learning_rate': 0.0}, 'learning rate must be > 0'),
+])
+def test_bad_optimizer_config(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    baselines.OptimizerConfig(**kwargs)
+
+
+def test_unknown_algorithm():
+  with pytest.raises(ValueError, match="unknown algorithm 'fedfoo'.*fedavg"):
+    baselines.build_process('fedfoo', None, client_optimizer=baselines.OptimizerConfig(),
+                            server_optimizer=baselines.OptimizerConfig())

@@ -1,0 +1,96 @@
+"""Shared fixtures: the TFF runtime, a worker-leak guard, MovieLens-format files."""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import pathlib  # pylint: disable=g-import-not-at-top
+
+import psutil
+import pytest
+
+from tests import fixtures
+from tff_rec.runtime import native
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / 'shared' / 'data'
+
+
+def _is_live_worker(proc: psutil.Process) -> bool:
+  try:
+    return proc.name() == native.WORKER_NAME and proc.status() != psutil.STATUS_ZOMBIE
+  except psutil.NoSuchProcess:
+    return False
+
+
+def worker_processes() -> dict[int, psutil.Process]:
+  """Live TFF worker processes anywhere on this machine, by pid."""
+  return {p.pid: p for p in psutil.process_iter() if _is_live_worker(p)}
+
+
+def own_worker_processes() -> dict[int, psutil.Process]:
+  """Live TFF workers descended from this test process.
+
+  Other programs on the machine may run their own; a worker orphaned by a
+  subprocess under test is checked by that test itself.
+  """
+  return {p.pid: p for p in psutil.Process().children(recursive=True)
+          if _is_live_worker(p)}
+
+
+@pytest.fixture(scope='session', autouse=True)
+def no_tff_default_context():
+  """Drops the context TFF makes at import, as NativeRuntime.install does.
+
+  Left alive until interpreter exit, its __del__ prints an AttributeError.
+  Computations then need the `tff_runtime` fixture.
+  """
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  tff.framework.set_default_context(native.ClosedContext())
+
+
+@pytest.fixture(scope='session')
+def tff_runtime():
+  """One native TFF runtime for the whole session, stopped at the end."""
+  with native.NativeRuntime() as runtime:
+    yield runtime
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_workers(request):
+  """Fails a test that leaves a TFF worker running that nobody owns.
+
+  A leftover worker keeps its parent's stdout open, which makes CI wait until
+  its time limit; the session runtime's own worker is expected.
+  """
+  before = set(own_worker_processes())
+  yield
+  leaked = []
+  runtime = (request.getfixturevalue('tff_runtime')
+             if 'tff_runtime' in request.fixturenames else None)
+  for pid, proc in own_worker_processes().items():
+    if pid in before or (runtime and pid == runtime.worker_pid):
+      continue
+    leaked.append(pid)
+    proc.kill()
+  assert not leaked, f'test left TFF worker processes running: {leaked}'
+
+
+@pytest.fixture
+def ml100k_dir(tmp_path) -> pathlib.Path:
+  """A small MovieLens 100K-format directory: 30 users, 40 items."""
+  return fixtures.write_ml100k(tmp_path / 'ml-100k', fixtures.synthetic_ratings(30, 40), 30, 40)
+
+
+@pytest.fixture
+def ml1m_dir(tmp_path) -> pathlib.Path:
+  """The same ratings as `ml100k_dir`, in MovieLens 1M format."""
+  return fixtures.write_ml1m(tmp_path / 'ml-1m', fixtures.synthetic_ratings(30, 40), 30, 40)
+
+
+@pytest.fixture
+def real_ml100k() -> pathlib.Path:
+  path = SHARED_DATA / 'ml-100k'
+  if not (path / 'u.data').is_file():
+    pytest.skip(f'real MovieLens 100K not found at {path}')
+  return path

@@ -1,0 +1,55 @@
+"""Small files in the real dataset formats, made by tests (never the real data)."""
+
+import pathlib
+import zipfile
+
+import numpy as np
+
+
+def _write(path: pathlib.Path, lines, encoding='utf-8') -> None:
+  path.write_text(''.join(line + '\n' for line in lines), encoding=encoding)
+
+
+def synthetic_ratings(num_users: int, num_items: int, *, seed: int = 0,
+                      min_ratings: int = 20, max_ratings: int = 60):
+  """(user, item, rating, timestamp) rows with per-user sequential tastes."""
+  rng = np.random.default_rng(seed)
+  rows = []
+  for user in range(1, num_users + 1):
+    count = int(rng.integers(min_ratings, max_ratings + 1))
+    start = int(rng.integers(1, num_items + 1))
+    # Users walk through the catalogue in order, so the next item is learnable.
+    items = (start + np.arange(count)) % num_items + 1
+    for t, item in enumerate(items):
+      rows.append((user, int(item), int(rng.integers(1, 6)), 880000000 + 1000 * t))
+  return rows
+
+
+def write_ml100k(root: pathlib.Path, ratings, num_users: int, num_items: int) -> pathlib.Path:
+  root.mkdir(parents=True, exist_ok=True)
+  _write(root / 'u.data', [f'{u}\t{i}\t{r}\t{t}' for u, i, r, t in ratings])
+  _write(root / 'u.user', [f'{u}|{20 + u % 40}|{"MF"[u % 2]}|student|{10000 + u}'
+                           for u in range(1, num_users + 1)])
+  genres = ['0'] * 19
+  _write(root / 'u.item', [
+      f'{i}|Movie {i} (1995)|01-Jan-1995||http://x/{i}|' + '|'.join(
+          genres[:i % 19] + ['1'] + genres[i % 19 + 1:])
+      for i in range(1, num_items + 1)], encoding='latin-1')
+  return root
+
+
+def write_ml1m(root: pathlib.Path, ratings, num_users: int, num_items: int) -> pathlib.Path:
+  root.mkdir(parents=True, exist_ok=True)
+  _write(root / 'ratings.dat', [f'{u}::{i}::{r}::{t}' for u, i, r, t in ratings])
+  _write(root / 'users.dat', [f'{u}::{"MF"[u % 2]}::{18 + u % 40}::{u % 20}::{10000 + u}'
+                              for u in range(1, num_users + 1)])
+  _write(root / 'movies.dat', [f'{i}::Movie {i} (1995)::Comedy|Drama'
+                               for i in range(1, num_items + 1)], encoding='latin-1')
+  return root
+
+
+def zip_dir(directory: pathlib.Path, archive: pathlib.Path) -> pathlib.Path:
+  with zipfile.ZipFile(archive, 'w') as zf:
+    for path in sorted(directory.iterdir()):
+      zf.write(path, f'{directory.name}/{path.name}')
+  return archive

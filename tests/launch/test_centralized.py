@@ -1,0 +1,19 @@
+import json
+import subprocess
+import sys
+
+from tests import conftest
+
+
+def test_centralized_baseline_reports_validation_and_both_test_sets(ml100k_dir, tmp_path):
+  out = tmp_path / 'out'
+  done = subprocess.run(
+      [sys.executable, '-m', 'launch.centralized', f'--data_dir={ml100k_dir}',
+       f'--output_dir={out}', '--epochs=2', '--batch_size=8', '--loss=hinge_spreadout'],
+      cwd=conftest.REPO, capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert 'epoch 2/2' in done.stdout
+  summary = json.loads((out / 'summary.json').read_text())
+  for part in ('validation', 'test', 'test_users'):
+    assert 0 <= summary[f'{part}/recall_at_1'] <= summary[f'{part}/recall_at_10'] <= 1
+  assert (out / 'metrics.csv').read_text().count('\n') == 3  # header + 2 epochs

@@ -1,0 +1,96 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import psutil
+import pytest
+import tensorflow_federated as tff
+
+from tests import conftest
+from tff_rec.runtime import native
+
+
+def _sum_at_clients():
+  @tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
+  def total(values):
+    return tff.federated_sum(values)
+  return total
+
+
+def test_runs_federated_computations_and_stops_its_worker_on_close():
+  runtime = native.NativeRuntime().install()
+  try:
+    pid = runtime.worker_pid
+    assert psutil.Process(pid).name() == native.WORKER_NAME
+    assert _sum_at_clients()([1, 2, 3]) == 6
+  finally:
+    runtime.close()
+  assert pid not in conftest.worker_processes()
+  runtime.close()  # idempotent
+  with pytest.raises(RuntimeError, match='native runtime was closed'):
+    _sum_at_clients()([1])
+
+
+def test_worker_stops_when_the_with_block_raises():
+  try:
+    with native.NativeRuntime() as runtime:
+      pid = runtime.worker_pid
+      raise KeyError('boom')
+  except KeyError:
+    pass
+  assert pid not in conftest.worker_processes()
+
+
+_CHILD = textwrap.dedent('''
+    import os, sys, time
+    os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'
+    from tff_rec.runtime import native
+    runtime = native.NativeRuntime().install()
+    print(runtime.worker_pid, flush=True)
+    if sys.argv[1] == 'exit':
+      sys.exit(0)          # no close(): atexit must stop the worker
+    time.sleep(600)        # killed by the test
+''')
+
+
+def _child(mode):
+  child = subprocess.Popen([sys.executable, '-c', _CHILD, mode], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, cwd=conftest.REPO, text=True)
+  return child, int(child.stdout.readline())
+
+
+def _gone(pid, timeout=10.0):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if pid not in conftest.worker_processes():
+      return True
+    time.sleep(0.1)
+  return False
+
+
+def test_worker_stops_when_python_exits_without_closing():
+  child, pid = _child('exit')
+  # The worker does not hold the parent's stdout: reading to EOF returns.
+  assert child.stdout.read() == ''
+  assert child.wait(timeout=30) == 0
+  assert _gone(pid)
+
+
+def test_exit_is_quiet():
+  """TFF's own default context must not print an error from __del__ at exit."""
+  done = subprocess.run([sys.executable, '-c', _CHILD, 'exit'], capture_output=True,
+                        text=True, cwd=conftest.REPO, timeout=120)
+  assert done.returncode == 0
+  assert 'Exception ignored' not in done.stderr and 'Traceback' not in done.stderr
+
+
+def test_worker_dies_with_a_killed_parent():
+  child, pid = _child('sleep')
+  assert pid in conftest.worker_processes()
+  os.kill(child.pid, signal.SIGKILL)
+  child.wait()
+  assert _gone(pid)

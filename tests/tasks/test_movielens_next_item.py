@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tasks import movielens_next_item as task_lib
+
+
+@pytest.fixture
+def task(ml100k_dir):
+  return task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(ml100k_dir), batch_size=4))
+
+
+def _batches(dataset):
+  return [(x['context'].numpy(), y.numpy()) for x, y in dataset]
+
+
+def test_dataset_computation_builds_the_clients_own_dataset(task, tff_runtime):
+  client = task.train_client_ids[3]
+  built = task.dataset_computation(*task.client_arguments(client, 11))
+  expected = task.client_dataset(client, 11)
+  got, want = _batches(built), _batches(expected)
+  assert len(got) == len(want) > 0
+  for (gc, gl), (wc, wl) in zip(got, want):
+    np.testing.assert_array_equal(gc, wc)
+    np.testing.assert_array_equal(gl, wl)
+  # Another seed shuffles differently.
+  other = _batches(task.dataset_computation(*task.client_arguments(client, 12)))
+  assert any(not np.array_equal(a[1], b[1]) for a, b in zip(got, other))
+
+
+def test_client_dataset_is_full_batches_of_the_users_examples(task):
+  client = task.train_client_ids[0]
+  rows = task.examples.user == int(client)
+  batches = _batches(task.client_dataset(client, 0))
+  assert all(len(labels) == 4 for _, labels in batches)
+  assert len(batches) == rows.sum() // 4
+  seen = np.concatenate([labels for _, labels in batches])
+  assert set(seen) <= set(task.examples.label[rows])
+
+
+def test_evaluate_reports_recall_at_1_5_10_on_held_out_users(task, tff_runtime):
+  import tensorflow_federated as tff
+  model = task.keras_model()
+  weights = tff.learning.models.ModelWeights.from_model(model)
+  result = task.evaluate(weights, 'test')
+  assert set(result) == {'recall_at_1', 'recall_at_5', 'recall_at_10'}
+  assert 0 <= result['recall_at_1'] <= result['recall_at_5'] <= result['recall_at_10'] <= 1
+  # The same numbers as evaluating the Keras model directly.
+  direct = task.evaluator(model)(task.evaluation_dataset(task.split.pooled('test')))
+  assert direct == result
+
+
+def test_users_are_split_into_train_validation_and_test_clients(task):
+  assert len(task.train_client_ids) == 24
+  assert task.split.users['validation'].tolist() == [25, 26, 27]
+  assert task.split.users['test'].tolist() == [28, 29, 30]
+  assert task.vocab_size == 40
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'loss': 'softmax'}, "unknown loss 'softmax'; choose one of"),
+    ({'batch_size': 0}, 'batch_size must be >= 1'),
+])
+def test_bad_config(kwargs, message, ml100k_dir):
+  with pytest.raises(ValueError, match=message):
+    task_lib.Config(data_dir=str(ml100k_dir), **kwargs)
+
+
+def test_real_ml100k_task_sizes(real_ml100k):
+  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(real_ml100k)))
+  assert len(task.train_client_ids) == 754  # 80% of 943 users
+  assert task.vocab_size == 1682
+  # Every user has >= 20 ratings; the cap keeps at most 300 examples per user.
+  per_user = np.bincount(task.examples.user)
+  assert per_user[per_user > 0].min() >= 19 and per_user.max() == 300

@@ -1,0 +1,42 @@
+"""BUILD and the tree stay in step: every tests/ file and package has a target."""
+
+import ast
+import re
+
+from tests import conftest
+
+BUILD = (conftest.REPO / 'BUILD').read_text()
+LISTED = set(re.findall(r'"((?:tests|tff_rec|tasks|launch)/[\w/]+\.py)"', BUILD))
+GLOBBED = set(re.findall(r'glob\(\["([\w/]+)/\*\.py"\]\)', BUILD))
+
+
+def _python_files(top):
+  return {str(p.relative_to(conftest.REPO)) for p in (conftest.REPO / top).rglob('*.py')}
+
+
+def test_every_tests_file_is_in_a_target():
+  missing = _python_files('tests') - LISTED
+  assert not missing, f'add these to BUILD (py_test or test_support): {sorted(missing)}'
+
+
+def test_every_test_module_has_its_own_py_test():
+  tests = {f for f in _python_files('tests') if f.rsplit('/', 1)[-1].startswith('test_')}
+  listed_tests = set(re.findall(r'^    "(tests/[\w/]+/test_\w+\.py|tests/test_\w+\.py)",$',
+                                BUILD, re.M))
+  assert tests == listed_tests
+
+
+def test_every_package_file_is_in_a_library():
+  for top in ('tff_rec', 'tasks', 'launch'):
+    for path in _python_files(top):
+      folder = path.rsplit('/', 1)[0]
+      launcher = re.fullmatch(r'launch/(\w+)\.py', path)
+      covered = (path in LISTED or folder in GLOBBED
+                 or (launcher and f'"{launcher[1]}",' in BUILD))
+      assert covered, f'{path} is in no BUILD target'
+
+
+def test_listed_files_exist_and_build_parses():
+  for path in LISTED:
+    assert (conftest.REPO / path).is_file(), f'BUILD lists missing {path}'
+  ast.parse(BUILD)  # Starlark here is a subset of Python syntax
