@@ -26,6 +26,7 @@ flags.DEFINE_float('learning_rate', 0.01, 'Learning rate.', lower_bound=0)
 flags.DEFINE_integer('eval_every', 1, 'Evaluate every N epochs (0: at the end).',
                      lower_bound=0)
 
+flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
 RUN_FLAGS = ('task', 'data_dir', 'loss', 'spreadout_weight', 'embedding_dim',

@@ -32,7 +32,6 @@ flags.DEFINE_integer('batch_size', 16, 'Training batch size.', lower_bound=1)
 flags.DEFINE_integer('max_examples_per_user', 300,
                      'Cap on examples per user (0: none).', lower_bound=0)
 flags.DEFINE_integer('seed', 0, 'Seed of every random choice.')
-flags.mark_flag_as_required('output_dir')
 
 FLAGS = flags.FLAGS
 logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO

@@ -31,6 +31,7 @@ flags.DEFINE_integer('eval_every', 10, 'Evaluate on validation users every N '
                      'rounds (0: only after the last).', lower_bound=0)
 flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower_bound=1)
 
+flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
 RUN_FLAGS = ('task', 'data_dir', 'loss', 'spreadout_weight', 'embedding_dim',

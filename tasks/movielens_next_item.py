@@ -164,6 +164,19 @@ class MovieLensNextItem:
   def _pooled_dataset(self, part: str) -> tf.data.Dataset:
     return self.evaluation_dataset(self.split.pooled(part))
 
+  def popularity(self, train: next_item.Examples, test: next_item.Examples
+                 ) -> dict[str, float]:
+    """Recall@k of ranking every item by its label count in `train`.
+
+    The floor any learned model must beat; ties count against the label, as
+    for models.
+    """
+    counts = np.bincount(train['label'], minlength=self.vocab_size + 1)[1:]
+    scores = tf.broadcast_to(tf.constant(counts, tf.float32),
+                             [len(test['label']), self.vocab_size])
+    return {f'recall_at_{k}': float(np.mean(metrics.recall_at_k(test['label'], scores, k)))
+            for k in RECALL_KS}
+
   def centralized_split(self) -> next_item.CentralizedSplit:
     return next_item.centralized_split(self.examples, self.config.examples,
                                        seed=self.config.seed)

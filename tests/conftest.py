@@ -50,10 +50,15 @@ def no_tff_default_context():
 
 
 @pytest.fixture(scope='session')
-def tff_runtime():
-  """One native TFF runtime for the whole session, stopped at the end."""
+def _session_runtime():
   with native.NativeRuntime() as runtime:
     yield runtime
+
+
+@pytest.fixture
+def tff_runtime(_session_runtime):
+  """The session's native TFF runtime (one worker), as the default context."""
+  return _session_runtime.activate()
 
 
 @pytest.fixture(autouse=True)
@@ -66,8 +71,8 @@ def no_leaked_workers(request):
   before = set(own_worker_processes())
   yield
   leaked = []
-  runtime = (request.getfixturevalue('tff_runtime')
-             if 'tff_runtime' in request.fixturenames else None)
+  runtime = (request.getfixturevalue('_session_runtime')
+             if '_session_runtime' in request.fixturenames else None)
   for pid, proc in own_worker_processes().items():
     if pid in before or (runtime and pid == runtime.worker_pid):
       continue

@@ -32,7 +32,7 @@ def test_every_package_file_is_in_a_library():
       folder = path.rsplit('/', 1)[0]
       launcher = re.fullmatch(r'launch/(\w+)\.py', path)
       covered = (path in LISTED or folder in GLOBBED
-                 or (launcher and f'"{launcher[1]}",' in BUILD))
+                 or (launcher and f'"{launcher[1]}",' in BUILD))  # binary list
       assert covered, f'{path} is in no BUILD target'
 
 

@@ -50,6 +50,14 @@ def test_evaluate_reports_recall_at_1_5_10_on_held_out_users(task, tff_runtime):
   assert direct == result
 
 
+def test_popularity_ranks_items_by_training_label_count(task):
+  train = {'label': np.array([3, 3, 3, 7, 7, 1], np.int32)}
+  test = {'label': np.array([3, 7, 1, 2], np.int32)}
+  # Ranks: item 3 first, 7 second, 1 third, 2 tied with the 36 unseen items.
+  result = task.popularity(train, test)
+  assert result == {'recall_at_1': 0.25, 'recall_at_5': 0.75, 'recall_at_10': 0.75}
+
+
 def test_users_are_split_into_train_validation_and_test_clients(task):
   assert len(task.train_client_ids) == 24
   assert task.split.users['validation'].tolist() == [25, 26, 27]

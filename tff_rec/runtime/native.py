@@ -69,7 +69,7 @@ class NativeRuntime:
     self._start_timeout_s = start_timeout_s
     self._process: subprocess.Popen | None = None
     self._channel: grpc.Channel | None = None
-    self._installed = False
+    self._context = None
     self._log = None
 
   @property
@@ -86,14 +86,19 @@ class NativeRuntime:
       executor.set_cardinalities(cardinalities)
       return executor
 
-    context = tff.framework.SyncExecutionContext(
+    self._context = tff.framework.SyncExecutionContext(
         executor_fn=tff.framework.ResourceManagingExecutorFactory(stack_fn),
         compiler_fn=tff.backends.native.desugar_and_transform_to_native,
         transform_args=tff.tensorflow.transform_args,
         transform_result=tff.tensorflow.transform_result)
-    tff.framework.set_default_context(context)
-    self._installed = True
     atexit.register(self.close)
+    return self.activate()
+
+  def activate(self) -> 'NativeRuntime':
+    """Makes this runtime TFF's default context again (another may have been)."""
+    if self._context is None:
+      raise RuntimeError('the TFF native runtime is not installed')
+    tff.framework.set_default_context(self._context)
     return self
 
   def _start_worker(self) -> tff.framework.RemoteExecutorGrpcStub:
@@ -123,9 +128,10 @@ class NativeRuntime:
 
   def close(self) -> None:
     """Stops the worker (idempotent); later computations raise."""
-    if self._installed:
-      tff.framework.set_default_context(ClosedContext())
-      self._installed = False
+    if self._context is not None:
+      if tff.framework.get_context_stack().current is self._context:
+        tff.framework.set_default_context(ClosedContext())
+      self._context = None
     if self._channel is not None:
       self._channel.close()
       self._channel = None
