@@ -37,6 +37,21 @@ def test_spreadout_is_frobenius_norm_of_off_diagonal_cosines():
   assert losses.Spreadout(0.5)(table).numpy() == pytest.approx(0.5 * math.sqrt(2), rel=1e-6)
 
 
+def test_spreadout_matches_the_direct_v_by_v_formula_and_its_gradient():
+  table = tf.Variable(tf.random.stateless_normal([60, 8], seed=[3, 4]))
+
+  def direct(t):
+    rows = tf.math.l2_normalize(t[1:], axis=1)
+    sims = tf.matmul(rows, rows, transpose_b=True)
+    return 0.3 * tf.norm(tf.linalg.set_diag(sims, tf.zeros(59)))
+
+  with tf.GradientTape(persistent=True) as tape:
+    fast, slow = losses.Spreadout(0.3)(table), direct(table)
+  assert fast.numpy() == pytest.approx(slow.numpy(), rel=1e-5)
+  np.testing.assert_allclose(tape.gradient(fast, table), tape.gradient(slow, table),
+                             rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize('name', ['global_softmax', 'hinge_spreadout'])
 def test_batch_insensitive_losses_are_means_of_single_example_losses(name):
   loss = losses.RETRIEVAL_LOSSES[name][0]()

@@ -79,10 +79,13 @@ class Spreadout(tf.keras.regularizers.Regularizer):
 
   def __call__(self, table):
     rows = tf.math.l2_normalize(table[self.skip_rows:], axis=1)
-    similarities = tf.matmul(rows, rows, transpose_b=True)
-    off_diagonal = tf.linalg.set_diag(similarities,
-                                      tf.zeros_like(similarities[:, 0]))
-    return self.weight * tf.norm(off_diagonal)
+    # ||off-diagonal of E E^T||_F^2 = ||E^T E||_F^2 - sum_i ||e_i||^4: the
+    # d x d Gram matrix instead of the V x V one (V d^2 work, not V^2 d).
+    gram = tf.matmul(rows, rows, transpose_a=True)
+    squared = tf.reduce_sum(tf.square(gram)) - tf.reduce_sum(
+        tf.square(tf.reduce_sum(tf.square(rows), axis=1)))
+    # Clamped: float error must not make it negative, nor sqrt's gradient infinite.
+    return self.weight * tf.sqrt(tf.maximum(squared, 1e-12))
 
   def get_config(self):
     return {'weight': self.weight, 'skip_rows': self.skip_rows}
