@@ -50,11 +50,14 @@ def test_directory_without_movielens_files(tmp_path):
     movielens.load(tmp_path / 'absent')
 
 
-def test_non_integer_field_names_file_line_and_format(ml100k_dir):
-  path = ml100k_dir / 'u.data'
+def _replace_line(path, index, text):
   lines = path.read_text().splitlines()
-  lines[6] = '1\tabc\t3\t881250949'
+  lines[index] = text
   path.write_text('\n'.join(lines) + '\n')
+
+
+def test_non_integer_field_names_file_line_and_format(ml100k_dir):
+  _replace_line(ml100k_dir / 'u.data', 6, '1\tabc\t3\t881250949')
   with pytest.raises(tables.DataFormatError,
                      match=r"u\.data, line 7: item_id='abc' is not an integer; "
                      r'expected user id \\t item id'):
@@ -62,10 +65,7 @@ def test_non_integer_field_names_file_line_and_format(ml100k_dir):
 
 
 def test_short_line_in_1m_file(ml1m_dir):
-  path = ml1m_dir / 'ratings.dat'
-  lines = path.read_text().splitlines()
-  lines[3] = '1::2::3'
-  path.write_text('\n'.join(lines) + '\n')
+  _replace_line(ml1m_dir / 'ratings.dat', 3, '1::2::3')
   with pytest.raises(tables.DataFormatError,
                      match=r"ratings\.dat, line 4: timestamp='' is not an integer; "
                      'expected UserID::MovieID::Rating::Timestamp'):
@@ -73,10 +73,7 @@ def test_short_line_in_1m_file(ml1m_dir):
 
 
 def test_extra_fields_are_reported(ml1m_dir):
-  path = ml1m_dir / 'ratings.dat'
-  lines = path.read_text().splitlines()
-  lines[3] = '1::2::3::4::5'
-  path.write_text('\n'.join(lines) + '\n')
+  _replace_line(ml1m_dir / 'ratings.dat', 3, '1::2::3::4::5')
   with pytest.raises(tables.DataFormatError, match=r'ratings\.dat: .*line 4.*expected UserID'):
     movielens.load(ml1m_dir)
 

@@ -15,8 +15,6 @@ import pandas as pd
 from tff_rec.data import archives
 from tff_rec.data import tables
 
-ML_100K_FILES = ('u.data', 'u.user', 'u.item')
-ML_1M_FILES = ('ratings.dat', 'users.dat', 'movies.dat')
 
 # Official GroupLens archives; checksums as published in TensorFlow Datasets'
 # url_checksums/movielens.txt.
@@ -60,65 +58,71 @@ def download(name: str, cache_dir: str | pathlib.Path, *,
   return archives.fetch(archive, cache_dir)
 
 
+@dataclasses.dataclass(frozen=True)
+class _File:
+  """How to read one MovieLens file."""
+  name: str
+  sep: str
+  columns: tuple[str, ...]
+  int_columns: tuple[str, ...]
+  expected: str
+  encoding: str = 'utf-8'
+
+
+_RATING_COLUMNS = ('user_id', 'item_id', 'rating', 'timestamp')
+
+# (ratings, users, items) files of each version.
+_FORMATS = {
+    'MovieLens 100K': (
+        _File('u.data', '\t', _RATING_COLUMNS, _RATING_COLUMNS,
+              'user id \\t item id \\t rating \\t timestamp'),
+        _File('u.user', '|', ('user_id', 'age', 'gender', 'occupation', 'zip'),
+              ('user_id', 'age'), 'user id | age | gender | occupation | zip code'),
+        _File('u.item', '|', ('item_id', 'title', 'release_date',
+                              'video_release_date', 'url') + ML_100K_GENRES,
+              ('item_id',) + ML_100K_GENRES,
+              'movie id | title | release date | video release date | url | '
+              '19 genre flags (0/1)', encoding='latin-1'),
+    ),
+    'MovieLens 1M': (
+        _File('ratings.dat', '::', _RATING_COLUMNS, _RATING_COLUMNS,
+              'UserID::MovieID::Rating::Timestamp'),
+        _File('users.dat', '::', ('user_id', 'gender', 'age', 'occupation', 'zip'),
+              ('user_id', 'age'), 'UserID::Gender::Age::Occupation::Zip-code'),
+        _File('movies.dat', '::', ('item_id', 'title', 'genres'), ('item_id',),
+              'MovieID::Title::Genres', encoding='latin-1'),
+    ),
+}
+
+
 def load(data_dir: str | pathlib.Path) -> MovieLens:
   """Reads MovieLens 100K or 1M from `data_dir`, whichever files it holds."""
   root = pathlib.Path(data_dir)
-  if (root / 'u.data').is_file():
-    return _load_100k(root)
-  if (root / 'ratings.dat').is_file():
-    return _load_1m(root)
+  for dataset, files in _FORMATS.items():
+    if (root / files[0].name).is_file():
+      return _load(root, dataset, files)
   if not root.is_dir():
     raise tables.DataFormatError(f'{root}: no such directory; expected a '
                                  'MovieLens 100K or 1M directory')
   raise tables.DataFormatError(
-      f'{root}: not a MovieLens directory; expected {", ".join(ML_100K_FILES)} '
-      f'(100K) or {", ".join(ML_1M_FILES)} (1M)')
+      f'{root}: not a MovieLens directory; expected ' + ' or '.join(
+          f'{", ".join(f.name for f in files)} ({dataset})'
+          for dataset, files in _FORMATS.items()))
 
 
-def _load_100k(root: pathlib.Path) -> MovieLens:
-  tables.require_files(root, ML_100K_FILES, dataset='MovieLens 100K')
-  ratings = tables.read_table(
-      root / 'u.data', sep='\t',
-      columns=('user_id', 'item_id', 'rating', 'timestamp'),
-      int_columns=('user_id', 'item_id', 'rating', 'timestamp'),
-      expected='user id \\t item id \\t rating \\t timestamp')
-  users = tables.read_table(
-      root / 'u.user', sep='|',
-      columns=('user_id', 'age', 'gender', 'occupation', 'zip'),
-      int_columns=('user_id', 'age'),
-      expected='user id | age | gender | occupation | zip code')
-  items = tables.read_table(
-      root / 'u.item', sep='|', encoding='latin-1',
-      columns=('item_id', 'title', 'release_date', 'video_release_date', 'url')
-      + ML_100K_GENRES,
-      int_columns=('item_id',) + ML_100K_GENRES,
-      expected='movie id | title | release date | video release date | url | '
-      '19 genre flags (0/1)')
-  flags = items[list(ML_100K_GENRES)].to_numpy(dtype=bool)
-  names = np.array(ML_100K_GENRES, dtype=object)
-  genres = ['|'.join(names[row]) for row in flags]
-  items = items[['item_id', 'title']].assign(genres=genres)
-  return _checked(MovieLens(ratings, users, items), root / 'u.data')
-
-
-def _load_1m(root: pathlib.Path) -> MovieLens:
-  tables.require_files(root, ML_1M_FILES, dataset='MovieLens 1M')
-  ratings = tables.read_table(
-      root / 'ratings.dat', sep='::',
-      columns=('user_id', 'item_id', 'rating', 'timestamp'),
-      int_columns=('user_id', 'item_id', 'rating', 'timestamp'),
-      expected='UserID::MovieID::Rating::Timestamp')
-  users = tables.read_table(
-      root / 'users.dat', sep='::',
-      columns=('user_id', 'gender', 'age', 'occupation', 'zip'),
-      int_columns=('user_id', 'age'),
-      expected='UserID::Gender::Age::Occupation::Zip-code')
-  items = tables.read_table(
-      root / 'movies.dat', sep='::', encoding='latin-1',
-      columns=('item_id', 'title', 'genres'), int_columns=('item_id',),
-      expected='MovieID::Title::Genres')
-  users = users[['user_id', 'age', 'gender', 'occupation', 'zip']]
-  return _checked(MovieLens(ratings, users, items), root / 'ratings.dat')
+def _load(root: pathlib.Path, dataset: str, files: tuple[_File, ...]) -> MovieLens:
+  tables.require_files(root, [f.name for f in files], dataset=dataset)
+  ratings, users, items = (
+      tables.read_table(root / f.name, sep=f.sep, columns=f.columns,
+                        int_columns=f.int_columns, expected=f.expected,
+                        encoding=f.encoding) for f in files)
+  if 'genres' not in items:  # 100K: genre flags -> '|'-joined names, as in 1M
+    flags = items[list(ML_100K_GENRES)].to_numpy(dtype=bool)
+    names = np.array(ML_100K_GENRES, dtype=object)
+    items = items.assign(genres=['|'.join(names[row]) for row in flags])
+  data = MovieLens(ratings, users[['user_id', 'age', 'gender', 'occupation', 'zip']],
+                   items[['item_id', 'title', 'genres']])
+  return _checked(data, root / files[0].name)
 
 
 def _checked(data: MovieLens, ratings_path: pathlib.Path) -> MovieLens:
