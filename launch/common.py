@@ -15,6 +15,7 @@ from absl import logging
 import tasks
 from tff_rec import losses
 from tff_rec.data import tables
+from tff_rec.runtime import native
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 
@@ -35,6 +36,9 @@ flags.DEFINE_integer('seed', 0, 'Seed of every random choice.')
 
 FLAGS = flags.FLAGS
 logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO
+# Launchers run TFF computations only inside a NativeRuntime; TFF's own
+# import-time context would print an error at exit (see runtime.native).
+native.drop_tff_default_context()
 
 
 def task_config(**overrides):

@@ -40,13 +40,8 @@ def own_worker_processes() -> dict[int, psutil.Process]:
 
 @pytest.fixture(scope='session', autouse=True)
 def no_tff_default_context():
-  """Drops the context TFF makes at import, as NativeRuntime.install does.
-
-  Left alive until interpreter exit, its __del__ prints an AttributeError.
-  Computations then need the `tff_runtime` fixture.
-  """
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  tff.framework.set_default_context(native.ClosedContext())
+  """Computations need the `tff_runtime` fixture; TFF's own context is dropped."""
+  native.drop_tff_default_context()
 
 
 @pytest.fixture(scope='session')

@@ -13,6 +13,7 @@ def test_centralized_baseline_reports_validation_and_both_test_sets(ml100k_dir, 
       cwd=conftest.REPO, capture_output=True, text=True, timeout=600)
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'epoch 2/2' in done.stdout
+  assert 'Traceback' not in done.stderr and 'Exception ignored' not in done.stderr
   summary = json.loads((out / 'summary.json').read_text())
   for part in ('validation', 'test', 'test_users'):
     assert 0 <= summary[f'{part}/recall_at_1'] <= summary[f'{part}/recall_at_10'] <= 1

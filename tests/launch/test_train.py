@@ -60,6 +60,7 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   done = _train(*flags, f'--output_dir={whole}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'round 4/4' in done.stdout and 'ETA' in done.stdout
+  assert 'Traceback' not in done.stderr and 'Exception ignored' not in done.stderr
   summary = json.loads((whole / 'summary.json').read_text())
   assert 0 <= summary['test/recall_at_1'] <= summary['test/recall_at_10'] <= 1
   rows = _rows(whole)

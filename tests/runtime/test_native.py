@@ -31,7 +31,7 @@ def test_runs_federated_computations_and_stops_its_worker_on_close():
     runtime.close()
   assert pid not in conftest.worker_processes()
   runtime.close()  # idempotent
-  with pytest.raises(RuntimeError, match='native runtime was closed'):
+  with pytest.raises(RuntimeError, match='no TFF native runtime is open'):
     _sum_at_clients()([1])
 
 

@@ -49,11 +49,20 @@ class WorkerStartError(RuntimeError):
 
 
 class ClosedContext(tff.framework.SyncContext):
-  """The default context after a runtime closed: fails with a clear message."""
+  """The default context when no runtime is open: fails with a clear message."""
 
   def invoke(self, comp, arg):
-    raise RuntimeError('the TFF native runtime was closed; run computations '
-                       'inside `with NativeRuntime():`')
+    raise RuntimeError('no TFF native runtime is open (or it was closed); run '
+                       'computations inside `with NativeRuntime():`')
+
+
+def drop_tff_default_context() -> None:
+  """Replaces the context TFF makes at import with a ClosedContext.
+
+  For programs that import TFF but run no computation: TFF's context, if
+  still alive at interpreter exit, prints an error from its __del__.
+  """
+  tff.framework.set_default_context(ClosedContext())
 
 
 class NativeRuntime:
@@ -130,7 +139,7 @@ class NativeRuntime:
     """Stops the worker (idempotent); later computations raise."""
     if self._context is not None:
       if tff.framework.get_context_stack().current is self._context:
-        tff.framework.set_default_context(ClosedContext())
+        drop_tff_default_context()
       self._context = None
     if self._channel is not None:
       self._channel.close()
