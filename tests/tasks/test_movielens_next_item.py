@@ -81,3 +81,25 @@ def test_real_ml100k_task_sizes(real_ml100k):
   # Every user has >= 20 ratings; the cap keeps at most 300 examples per user.
   per_user = np.bincount(task.examples.user)
   assert per_user[per_user > 0].min() >= 19 and per_user.max() == 300
+
+
+@pytest.mark.slow
+def test_federated_global_softmax_beats_popularity_on_real_ml100k(real_ml100k, tff_runtime):
+  import tensorflow_federated as tff
+  from tff_rec.algorithms import baselines
+  from tff_rec.training import loop
+
+  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(real_ml100k),
+                                                    loss='global_softmax'))
+  process = tff.simulation.compose_dataset_computation_with_learning_process(
+      task.dataset_computation,
+      baselines.build_process('fedavg', task.model_fn,
+                              client_optimizer=baselines.OptimizerConfig('sgd', 0.1),
+                              server_optimizer=baselines.OptimizerConfig('adam', 0.01)))
+  _, metrics = loop.run(
+      process, client_ids=task.train_client_ids, client_input=task.client_arguments,
+      schedule=loop.Schedule(rounds=25, clients_per_round=50, eval_every=0),
+      evaluate=lambda w: task.evaluate(w, 'test'))
+  popularity = task.popularity(task.split.pooled('train'), task.split.pooled('test'))
+  assert popularity['recall_at_10'] == pytest.approx(0.046, abs=0.002)
+  assert metrics['recall_at_10'] > popularity['recall_at_10'] + 0.01
