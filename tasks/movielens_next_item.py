@@ -102,10 +102,7 @@ class MovieLensNextItem:
 
   @functools.cached_property
   def _train_rows(self) -> dict[str, tuple[int, int]]:
-    """Training client id -> (first row, number of rows) in self.examples."""
-    users = self.split.users['train']
-    starts, ends = np.searchsorted(self.examples.user, [users, users + 1])
-    return {str(u): (a, b - a) for u, a, b in zip(users, starts, ends) if b > a}
+    return self.split.row_ranges('train')
 
   def client_arguments(self, client_id: str, seed: int) -> tuple[int, int, int]:
     """What `dataset_computation` needs to build `client_dataset(client_id, seed)`."""

@@ -107,15 +107,17 @@ class FederatedSplit:
   def vocab_size(self) -> int:
     return self.examples.vocab_size
 
+  def row_ranges(self, part: str) -> dict[str, tuple[int, int]]:
+    """Client id -> (first row, number of rows) of its examples, for `part`."""
+    users = self.users[part]
+    starts, ends = np.searchsorted(self.examples.user, [users, users + 1])
+    return {str(u): (int(a), int(b - a)) for u, a, b in zip(users, starts, ends) if b > a}
+
   def client_data(self, part: str) -> tff.simulation.datasets.ClientData:
     """One client per user of `part`, holding its examples in time order."""
-    users = self.users[part]
-    bounds = np.searchsorted(self.examples.user, [users, users + 1])
-    slices = {
-        str(u): {'context': self.examples.context[a:b],
-                 'label': self.examples.label[a:b]}
-        for u, a, b in zip(users, bounds[0], bounds[1]) if b > a
-    }
+    ex = self.examples
+    slices = {client: {'context': ex.context[a:a + n], 'label': ex.label[a:a + n]}
+              for client, (a, n) in self.row_ranges(part).items()}
     # TestClientData is TFF's in-memory ClientData (a dict of tensor slices).
     return tff.simulation.datasets.TestClientData(slices)
 
