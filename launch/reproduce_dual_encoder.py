@@ -25,6 +25,7 @@ from absl import flags
 import matplotlib  # pylint: disable=g-import-not-at-top
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+import numpy as np
 import pandas as pd
 
 from launch import common
@@ -98,8 +99,30 @@ def table(central: dict, federated: dict, popularity_central: dict,
   return '\n'.join(lines)
 
 
-def plot(path: pathlib.Path, central: dict) -> None:
+def memory_table() -> str:
+  """Resident memory of each federated run by round, and its growth per round.
+
+  The slope is a least-squares fit over rounds 20..last (after warm-up; all
+  rounds for runs under 40), for the trainer process and its TFF worker.
+  """
+  lines = ['| run | trainer MB r10 / r100 / last | trainer MB/round | '
+           'worker MB r10 / r100 / last | worker MB/round |', '|---|---|---|---|---|']
+  for loss, label in LOSSES.items():
+    rows = pd.read_csv(pathlib.Path(FLAGS.runs_dir) / f'fed_{loss}' / 'metrics.csv')
+    cells = [f'federated {label}']
+    for column in ('memory/rss_mb', 'memory/children_rss_mb'):
+      at = rows.set_index('round')[column]
+      late = rows[rows['round'] >= 20] if len(rows) >= 40 else rows  # short runs: all
+      slope = np.polyfit(late['round'], late[column], 1)[0] if len(late) > 1 else np.nan
+      cells += [f'{at.get(10, np.nan):.0f} / {at.get(100, np.nan):.0f} / {at.iloc[-1]:.0f}',
+                f'{slope:+.3f}']
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines)
+
+
+def plot(path: pathlib.Path, central: dict, popularity: float) -> None:
   fig, ax = plt.subplots(figsize=(7, 4.5))
+  ax.axhline(100 * popularity, color='gray', linestyle=':', label='popularity')
   for i, (loss, label) in enumerate(LOSSES.items()):
     rows = pd.read_csv(pathlib.Path(FLAGS.runs_dir) / f'fed_{loss}' / 'metrics.csv')
     rows = rows.dropna(subset=['validation/recall_at_10'])
@@ -131,7 +154,8 @@ def main(argv):
       'test_users': task.popularity(split.train, task.split.pooled('test'))}
   results = pathlib.Path(FLAGS.results_dir)
   results.mkdir(parents=True, exist_ok=True)
-  plot(results / 'recall_at_10.png', central)
+  plot(results / 'recall_at_10.png', central, task.popularity(
+      task.split.pooled('train'), task.split.pooled('validation'))['recall_at_10'])
   tables = {part: table(central, federated, popularity_central[part],
                         popularity_federated, part)
             for part in ('test', 'test_users')}
@@ -162,6 +186,13 @@ Paper (MovieLens 1M): drop at R@10 27.22% (BS), 18.37% (BS+S), 6.46% (H+S),
 0.53% (GS).
 
 ![validation recall@10 by round](recall_at_10.png)
+
+## Memory over the federated runs
+
+Resident memory (MB) of the trainer process and of the TFF worker it starts,
+from each round's `memory/*` metrics.
+
+{memory_table()}
 """
   (results / 'table.md').write_text(text)
   print(text)
