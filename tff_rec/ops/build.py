@@ -1,0 +1,86 @@
+"""Builds the hashed embedding op libraries next to this file.
+
+  python -m tff_rec.ops.build [--force]
+
+Always the CPU library (g++ with tf.sysconfig's flags); also the CUDA one
+when nvcc is on PATH and TensorFlow is a CUDA build. A failed CUDA build is
+reported and skipped: the CPU library (or the composite) still works. A
+library newer than its sources is kept (a second setup reuses it).
+"""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import tensorflow as tf
+
+HERE = pathlib.Path(__file__).parent
+SOURCES = HERE / 'cc'
+CPU_LIBRARY = HERE / '_hashed_embedding_ops.so'
+GPU_LIBRARY = HERE / '_hashed_embedding_ops_gpu.so'
+
+
+def _fresh(target: pathlib.Path) -> bool:
+  newest = max(p.stat().st_mtime for p in SOURCES.iterdir())
+  return target.exists() and target.stat().st_mtime >= newest
+
+
+def _run(command: list[str]) -> None:
+  done = subprocess.run(command, capture_output=True, text=True)
+  if done.returncode:
+    raise RuntimeError(f'{" ".join(command[:3])} ... failed:\n{done.stderr[-4000:]}')
+
+
+def build_cpu(force: bool = False) -> pathlib.Path:
+  if force or not _fresh(CPU_LIBRARY):
+    _run(['g++', '-shared', '-fPIC', '-O3', *tf.sysconfig.get_compile_flags(),
+          str(SOURCES / 'hashed_embedding_ops.cc'), '-o', str(CPU_LIBRARY),
+          *tf.sysconfig.get_link_flags()])
+  return CPU_LIBRARY
+
+
+def _cuda_home(nvcc: str) -> pathlib.Path:
+  """CUDA's root as nvcc itself reports it (nvcc may be a wrapper script)."""
+  done = subprocess.run([nvcc, '--dryrun', '-x', 'cu', '-c', os.devnull, '-o', os.devnull],
+                        capture_output=True, text=True)
+  for line in (done.stdout + done.stderr).splitlines():
+    if line.startswith('#$ TOP='):
+      return pathlib.Path(line.split('=', 1)[1]).resolve()
+  return pathlib.Path(nvcc).resolve().parents[1]
+
+
+def build_gpu(force: bool = False) -> pathlib.Path:
+  nvcc = shutil.which('nvcc')
+  if not nvcc or not tf.test.is_built_with_cuda():
+    raise RuntimeError('needs nvcc on PATH and a CUDA build of TensorFlow')
+  if force or not _fresh(GPU_LIBRARY):
+    cuda_home = _cuda_home(nvcc)
+    flags = [*tf.sysconfig.get_compile_flags(), '-DGOOGLE_CUDA=1']
+    with tempfile.TemporaryDirectory() as tmp:
+      kernels = pathlib.Path(tmp) / 'kernels.o'
+      _run([nvcc, '-c', '-O3', '-x', 'cu', '-Xcompiler', '-fPIC',
+            '--expt-relaxed-constexpr', *flags,
+            str(SOURCES / 'hashed_embedding_kernels.cu.cc'), '-o', str(kernels)])
+      _run(['g++', '-shared', '-fPIC', '-O3', *flags, f'-I{cuda_home / "include"}',
+            str(SOURCES / 'hashed_embedding_ops.cc'), str(kernels), '-o',
+            str(GPU_LIBRARY), f'-L{cuda_home / "lib64"}', '-lcudart',
+            *tf.sysconfig.get_link_flags()])
+  return GPU_LIBRARY
+
+
+def main(argv: list[str]) -> int:
+  force = '--force' in argv
+  print(f'built {build_cpu(force)}')
+  try:
+    print(f'built {build_gpu(force)}')
+  except RuntimeError as e:
+    GPU_LIBRARY.unlink(missing_ok=True)
+    print(f'CUDA kernel not built; the CPU library serves (ops run on CPU):\n{e}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv[1:]))

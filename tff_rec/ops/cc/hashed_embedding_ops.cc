@@ -1,0 +1,240 @@
+// TensorFlow ops HashedEmbeddingLookup and HashedEmbeddingLookupGrad: CPU
+// kernels, and GPU kernels when built with GOOGLE_CUDA.
+#if GOOGLE_CUDA
+#define EIGEN_USE_GPU
+#endif
+
+#include "hashed_embedding.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+namespace tff_rec {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::errors::InvalidArgument;
+namespace shape_inference = ::tensorflow::shape_inference;
+
+REGISTER_OP("HashedEmbeddingLookup")
+    .Input("memory: float")
+    .Input("ids: Tid")
+    .Output("output: float")
+    .Attr("Tid: {int32, int64}")
+    .Attr("dim: int >= 1")
+    .Attr("seed: int")
+    .Attr("chunk: int >= 0 = 0")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle memory;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &memory));
+      int64_t dim;
+      TF_RETURN_IF_ERROR(c->GetAttr("dim", &dim));
+      shape_inference::DimensionHandle n = c->NumElements(c->input(1));
+      c->set_output(0, c->Matrix(n, dim));
+      return Status();
+    })
+    .Doc("Rows `ids` of a virtual n x dim table hashed into flat `memory`.");
+
+REGISTER_OP("HashedEmbeddingLookupGrad")
+    .Input("grad: float")
+    .Input("ids: Tid")
+    .Input("memory_size: int64")
+    .Output("memory_grad: float")
+    .Attr("Tid: {int32, int64}")
+    .Attr("dim: int >= 1")
+    .Attr("seed: int")
+    .Attr("chunk: int >= 0 = 0")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle size;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &size));
+      shape_inference::DimensionHandle m;
+      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(2, &m));
+      c->set_output(0, c->Vector(m));
+      return Status();
+    })
+    .Doc("Gradient of HashedEmbeddingLookup with respect to memory.");
+
+// Attributes and checks shared by the four kernels.
+class HashedEmbeddingBase : public OpKernel {
+ public:
+  explicit HashedEmbeddingBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    int64_t seed;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dim", &dim_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("seed", &seed));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("chunk", &chunk_));
+    OP_REQUIRES(ctx, chunk_ == 0 || dim_ % chunk_ == 0,
+                InvalidArgument("chunk size Z=", chunk_, " must divide dim=", dim_));
+    params_ = ParamsFromSeed(seed);
+  }
+
+ protected:
+  // Memory sizes must be in [1, 2^32]: h has 32 bits.
+  static Status CheckMemorySize(int64_t m) {
+    if (m < 1 || m > (int64_t{1} << 32)) {
+      return InvalidArgument("memory size must be in [1, 2^32], got ", m);
+    }
+    return Status();
+  }
+
+  // Ids must be non-negative (the rows of the virtual table). Checked on the
+  // host for CPU kernels; GPU kernels treat them as unsigned.
+  template <typename Tid>
+  static Status CheckIds(const Tensor& ids) {
+    const auto flat = ids.flat<Tid>();
+    for (int64_t i = 0; i < flat.size(); ++i) {
+      if (flat(i) < 0) {
+        return InvalidArgument("ids must be non-negative; ids[", i, "] = ", flat(i));
+      }
+    }
+    return Status();
+  }
+
+  int64_t dim_;
+  int64_t chunk_;
+  HashParams params_;
+};
+
+template <typename Tid>
+class LookupCpuOp : public HashedEmbeddingBase {
+ public:
+  using HashedEmbeddingBase::HashedEmbeddingBase;
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& memory = ctx->input(0);
+    const Tensor& ids = ctx->input(1);
+    OP_REQUIRES(ctx, memory.dims() == 1,
+                InvalidArgument("memory must be a vector, got shape ",
+                                memory.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckMemorySize(memory.NumElements()));
+    OP_REQUIRES_OK(ctx, CheckIds<Tid>(ids));
+    const int64_t n = ids.NumElements();
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, dim_}), &out));
+    const float* mem = memory.flat<float>().data();
+    const uint64_t m = static_cast<uint64_t>(memory.NumElements());
+    const Tid* id = ids.flat<Tid>().data();
+    float* o = out->flat<float>().data();
+    const HashParams p = params_;
+    const int64_t dim = dim_, chunk = chunk_;
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    ::tensorflow::Shard(workers->NumThreads(), workers, n, /*cost_per_unit=*/20 * dim,
+                        [&](int64_t begin, int64_t end) {
+                          LookupCpu<Tid>(mem, m, id, begin, end, dim, chunk, p, o);
+                        });
+  }
+};
+
+template <typename Tid>
+class LookupGradCpuOp : public HashedEmbeddingBase {
+ public:
+  using HashedEmbeddingBase::HashedEmbeddingBase;
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& grad = ctx->input(0);
+    const Tensor& ids = ctx->input(1);
+    const int64_t m = ctx->input(2).scalar<int64_t>()();
+    OP_REQUIRES_OK(ctx, CheckMemorySize(m));
+    OP_REQUIRES_OK(ctx, CheckIds<Tid>(ids));
+    const int64_t n = ids.NumElements();
+    OP_REQUIRES(ctx, grad.dims() == 2 && grad.dim_size(0) == n && grad.dim_size(1) == dim_,
+                InvalidArgument("grad must have shape [", n, ", ", dim_, "], got ",
+                                grad.shape().DebugString()));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m}), &out));
+    out->flat<float>().setZero();
+    LookupGradCpu<Tid>(grad.flat<float>().data(), ids.flat<Tid>().data(), n, dim_,
+                       chunk_, static_cast<uint64_t>(m), params_,
+                       out->flat<float>().data());
+  }
+};
+
+#define REGISTER_CPU(Tid)                                                     \
+  REGISTER_KERNEL_BUILDER(Name("HashedEmbeddingLookup")                       \
+                              .Device(DEVICE_CPU)                             \
+                              .TypeConstraint<Tid>("Tid"),                    \
+                          LookupCpuOp<Tid>);                                  \
+  REGISTER_KERNEL_BUILDER(Name("HashedEmbeddingLookupGrad")                   \
+                              .Device(DEVICE_CPU)                             \
+                              .TypeConstraint<Tid>("Tid"),                    \
+                          LookupGradCpuOp<Tid>);
+REGISTER_CPU(int32_t)
+REGISTER_CPU(int64_t)
+#undef REGISTER_CPU
+
+#if GOOGLE_CUDA
+using ::tensorflow::DEVICE_GPU;
+
+// On GPU, ids stay on the device and are read as unsigned: a negative id maps
+// to some row, still inside memory (slots are reduced mod m), never past it.
+template <typename Tid>
+class LookupGpuOp : public HashedEmbeddingBase {
+ public:
+  using HashedEmbeddingBase::HashedEmbeddingBase;
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& memory = ctx->input(0);
+    const Tensor& ids = ctx->input(1);
+    OP_REQUIRES(ctx, memory.dims() == 1,
+                InvalidArgument("memory must be a vector, got shape ",
+                                memory.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckMemorySize(memory.NumElements()));
+    const int64_t n = ids.NumElements();
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, dim_}), &out));
+    const int error = LaunchLookupGpu<Tid>(
+        memory.flat<float>().data(), static_cast<uint64_t>(memory.NumElements()),
+        ids.flat<Tid>().data(), n, dim_, chunk_, params_, out->flat<float>().data(),
+        ctx->eigen_device<Eigen::GpuDevice>().stream());
+    OP_REQUIRES(ctx, error == 0,
+                ::tensorflow::errors::Internal("CUDA lookup launch failed: ", error));
+  }
+};
+
+template <typename Tid>
+class LookupGradGpuOp : public HashedEmbeddingBase {
+ public:
+  using HashedEmbeddingBase::HashedEmbeddingBase;
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& grad = ctx->input(0);
+    const Tensor& ids = ctx->input(1);
+    const int64_t m = ctx->input(2).scalar<int64_t>()();
+    OP_REQUIRES_OK(ctx, CheckMemorySize(m));
+    const int64_t n = ids.NumElements();
+    OP_REQUIRES(ctx, grad.dims() == 2 && grad.dim_size(0) == n && grad.dim_size(1) == dim_,
+                InvalidArgument("grad must have shape [", n, ", ", dim_, "], got ",
+                                grad.shape().DebugString()));
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m}), &out));
+    const int error = LaunchLookupGradGpu<Tid>(
+        grad.flat<float>().data(), ids.flat<Tid>().data(), n, dim_, chunk_,
+        static_cast<uint64_t>(m), params_, out->flat<float>().data(),
+        ctx->eigen_device<Eigen::GpuDevice>().stream());
+    OP_REQUIRES(ctx, error == 0,
+                ::tensorflow::errors::Internal("CUDA gradient launch failed: ", error));
+  }
+};
+
+#define REGISTER_GPU(Tid)                                                     \
+  REGISTER_KERNEL_BUILDER(Name("HashedEmbeddingLookup")                       \
+                              .Device(DEVICE_GPU)                             \
+                              .TypeConstraint<Tid>("Tid"),                    \
+                          LookupGpuOp<Tid>);                                  \
+  REGISTER_KERNEL_BUILDER(Name("HashedEmbeddingLookupGrad")                   \
+                              .Device(DEVICE_GPU)                             \
+                              .HostMemory("memory_size")                      \
+                              .TypeConstraint<Tid>("Tid"),                    \
+                          LookupGradGpuOp<Tid>);
+REGISTER_GPU(int32_t)
+REGISTER_GPU(int64_t)
+#undef REGISTER_GPU
+#endif  // GOOGLE_CUDA
+
+}  // namespace tff_rec
