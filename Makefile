@@ -8,9 +8,13 @@ DATA_DIR ?= ../shared/data/ml-100k
 RUN_DIR ?= runs/default
 PYTEST_ARGS ?=
 
-.PHONY: setup run test clean
+.PHONY: setup ops run test clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed ops
+
+# The hashed embedding op library (incremental: rebuilt when its sources change).
+ops: $(VENV)/.installed
+	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m tff_rec.ops.build
 
 $(VENV)/.installed: requirements.txt setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; tff_rec needs Python 3.11 (TensorFlow Federated 0.87 supports < 3.12). Set PYTHON=/path/to/python3.11." >&2; exit 1; }
@@ -29,4 +33,4 @@ test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache tff_rec/ops/*.so

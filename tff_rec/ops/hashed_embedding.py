@@ -36,7 +36,10 @@ def load_library():
     except (tf.errors.NotFoundError, OSError) as e:
       errors.append(f'{name}: {e}')
       continue
-    tf.RegisterGradient('HashedEmbeddingLookup')(_lookup_gradient(module))
+    try:
+      tf.RegisterGradient('HashedEmbeddingLookup')(_lookup_gradient(module))
+    except KeyError:  # registered by an earlier load in this process
+      pass
     return module
   _log.warning('hashed embedding op library unavailable (%s); using the pure-TF '
                'composite (same results, slower). Build it with '
