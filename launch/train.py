@@ -17,6 +17,7 @@ from launch import common  # sets TF's log level before TensorFlow loads
 import tensorflow_federated as tff  # pylint: disable=g-bad-import-order
 from tff_rec.algorithms import baselines
 from tff_rec.runtime import native
+from tff_rec.training import checkpoints
 from tff_rec.training import loop
 
 flags.DEFINE_enum('algorithm', 'fedavg', baselines.ALGORITHMS, 'Learning algorithm.')
@@ -72,8 +73,8 @@ def main(argv):
         baselines.build_process(FLAGS.algorithm, task.model_fn,
                                 client_optimizer=client_optimizer,
                                 server_optimizer=server_optimizer))
-    checkpointing = loop.Checkpointing(tff.program.FileProgramStateManager(
-        str(out / 'checkpoints'), keep_total=2))
+    checkpointing = loop.Checkpointing(checkpoints.NumpyProgramStateManager(
+        out / 'checkpoints', keep_total=2))
     managers = [
         tff.program.CSVFileReleaseManager(str(out / 'metrics.csv'),
                                           key_fieldname='round'),

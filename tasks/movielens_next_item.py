@@ -104,31 +104,31 @@ class MovieLensNextItem:
   def _train_rows(self) -> dict[str, tuple[int, int]]:
     return self.split.row_ranges('train')
 
-  def client_arguments(self, client_id: str, seed: int) -> tuple[int, int, int]:
+  def client_arguments(self, client_id: str, seed: int
+                       ) -> tuple[np.ndarray, np.ndarray, int]:
     """What `dataset_computation` needs to build `client_dataset(client_id, seed)`."""
     start, length = self._train_rows[client_id]
-    return start, length, seed
+    rows = slice(start, start + length)
+    return self.examples.context[rows], self.examples.label[rows], seed
 
   @functools.cached_property
   def dataset_computation(self) -> tff.Computation:
-    """(first row, rows, seed) -> that client's preprocessed dataset, in TFF.
+    """(context, label, seed) arrays -> that client's preprocessed dataset, in TFF.
 
-    The examples are constants of the computation, so a round sends each
-    client three integers instead of a serialized dataset. Passing fresh
-    tf.data.Datasets to TFF every round grows the Python process by ~100 KB
-    per client dataset (measured on TFF 0.87); building them in the
-    computation keeps memory flat.
+    Compose it into a learning process so each round sends every client its
+    example arrays (a few KB) rather than a tf.data.Dataset. Measured on TFF
+    0.87 over 200 rounds: fresh Datasets every round grow the Python process
+    by ~100 KB per client dataset; embedding all examples as constants of this
+    computation grows the worker instead (a 4 MB graph per call); arrays keep
+    the trainer flat and the worker near flat.
     """
-    context = self.examples.context
-    label = self.examples.label
+    length = self.config.examples.context_length
 
-    @tff.tensorflow.computation(np.int64, np.int64, np.int64)
-    def build(start, length, seed):
-      rows = tf.range(start, start + length)
-      examples = {'context': tf.gather(tf.constant(context), rows),
-                  'label': tf.gather(tf.constant(label), rows)}
-      return self.preprocess(tf.data.Dataset.from_tensor_slices(examples),
-                             seed=seed)
+    @tff.tensorflow.computation(tff.TensorType(np.int32, [None, length]),
+                                tff.TensorType(np.int32, [None]), np.int64)
+    def build(context, label, seed):
+      examples = {'context': context, 'label': label}
+      return self.preprocess(tf.data.Dataset.from_tensor_slices(examples), seed=seed)
 
     return build
 

@@ -8,6 +8,7 @@ import tensorflow_federated as tff
 from tff_rec import losses
 from tff_rec.algorithms import baselines
 from tff_rec.models import dual_encoder
+from tff_rec.training import checkpoints
 from tff_rec.training import loop
 
 
@@ -82,7 +83,7 @@ def _run(process, rounds, checkpoint_dir, releases=()):
       evaluate=lambda w: {'validation/norm': float(np.linalg.norm(w.trainable[0]))},
       final_evaluate=lambda w: {'test/marker': 1.0},
       checkpointing=loop.Checkpointing(
-          tff.program.FileProgramStateManager(str(checkpoint_dir))),
+          checkpoints.NumpyProgramStateManager(checkpoint_dir)),
       release_managers=releases,
       on_round=lambda r, m: seen.append(r))
   return state, metrics, seen

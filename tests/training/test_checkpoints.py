@@ -1,0 +1,55 @@
+import asyncio
+import collections
+
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+from tff_rec.training import checkpoints
+
+STATE = collections.OrderedDict(
+    weights=[np.arange(6, dtype=np.float32).reshape(2, 3), np.zeros([0], np.float32)],
+    step=np.int64(7), lr=np.float32(0.5), empty=())
+
+
+def _run(coroutine):
+  return asyncio.run(coroutine)
+
+
+def test_round_trip_keeps_structure_values_and_types(tmp_path):
+  manager = checkpoints.NumpyProgramStateManager(tmp_path)
+  assert _run(manager.load_latest(STATE)) == (None, 0)
+  _run(manager.save(STATE, 3))
+  state, version = _run(manager.load_latest(STATE))
+  assert version == 3 and list(state) == list(STATE)
+  np.testing.assert_array_equal(state['weights'][0], STATE['weights'][0])
+  assert state['step'] == 7 and state['lr'] == np.float32(0.5)
+  assert state['lr'].dtype == np.float32 and state['empty'] == ()
+
+
+def test_keeps_the_latest_versions_only(tmp_path):
+  manager = checkpoints.NumpyProgramStateManager(tmp_path, keep_total=2)
+  for version in (1, 2, 5):
+    _run(manager.save(STATE, version))
+  assert _run(manager.get_versions()) == [2, 5]
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['state_2.npz', 'state_5.npz']
+  with pytest.raises(tff.program.ProgramStateExistsError):
+    _run(manager.save(STATE, 5))
+
+
+def test_ignores_half_written_files(tmp_path):
+  manager = checkpoints.NumpyProgramStateManager(tmp_path)
+  _run(manager.save(STATE, 1))
+  (tmp_path / 'tmpabc.tmp').write_bytes(b'partial')  # a save killed mid-write
+  assert _run(manager.get_versions()) == [1]
+
+
+def test_mismatched_state_is_a_clear_error(tmp_path):
+  manager = checkpoints.NumpyProgramStateManager(tmp_path)
+  _run(manager.save(STATE, 1))
+  other = collections.OrderedDict(STATE, weights=[np.zeros([3, 3], np.float32),
+                                                  np.zeros([0], np.float32)])
+  with pytest.raises(checkpoints.CheckpointMismatchError, match=r'array \d is float32\[2, 3\], the state expects float32\[3, 3\]'):
+    _run(manager.load(1, other))
+  with pytest.raises(checkpoints.CheckpointMismatchError, match='holds 4 arrays; the state has 1'):
+    _run(manager.load(1, [np.zeros(1)]))
