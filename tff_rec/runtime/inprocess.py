@@ -1,0 +1,120 @@
+"""A TFF learning process run in this Python process, as a MapReduce round.
+
+`next` is compiled with tff.backends.mapreduce.get_map_reduce_form_for_computation
+and its TensorFlow pieces run here (tensorflow_runner): prepare on the server
+state, work on each client (concurrently, one TF session per thread), zero /
+accumulate per thread and merge across threads, report, the secure sums
+simulated exactly (sum mod 2^bitwidth, capped plain sum, sum mod modulus),
+then update. This is the production shape of a TFF round, and here custom op
+libraries and the GPU are visible, which TFF's native worker cannot offer.
+"""
+
+import concurrent.futures
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import tensorflow_federated as tff
+
+from tff_rec.runtime import tensorflow_runner
+
+
+class NotMapReduceCompatibleError(ValueError):
+  pass
+
+
+def _zip_map(fn, params, values: list):
+  """fn(param, stacked leaves of `values`) over the structure of `params`."""
+  if isinstance(params, tff.structure.Struct):
+    return tff.structure.Struct([
+        (name, _zip_map(fn, p, [tff.structure.to_elements(v)[i][1] for v in values]))
+        for i, (name, p) in enumerate(tff.structure.to_elements(params))])
+  return fn(params, np.stack([np.asarray(v) for v in values]))
+
+
+def _bitwidth_sum(bitwidth, x):
+  return (x.astype(np.int64).sum(0) % (1 << int(bitwidth))).astype(x.dtype)
+
+
+def _capped_sum(max_input, x):
+  if (x < 0).any() or (x > max_input).any():
+    raise ValueError(f'federated_secure_sum input outside [0, {max_input}]')
+  return x.sum(0).astype(x.dtype)
+
+
+def _modular_sum(modulus, x):
+  return (x.astype(np.int64).sum(0) % int(modulus)).astype(x.dtype)
+
+
+class InProcessLearningProcess:
+  """initialize / next / get_model_weights of a LearningProcess, in-process."""
+
+  def __init__(self, process: tff.learning.templates.LearningProcess, *,
+               threads: int | None = None):
+    try:
+      form = tff.backends.mapreduce.get_map_reduce_form_for_computation(process.next)
+      initialize = tff.backends.mapreduce.get_state_initialization_computation(
+          process.initialize)
+    except (ValueError, TypeError, NotImplementedError) as e:
+      raise NotMapReduceCompatibleError(
+          f'this learning process cannot run in-process: its round is not '
+          f'MapReduce-compatible ({type(e).__name__}: {str(e)[:500]}). Use '
+          '--runtime=native.') from e
+    self._threads = threads or os.cpu_count() or 1
+    self._result_type = process.next.type_signature.result
+    run = tensorflow_runner.TensorFlowRunner
+    self._initialize = run(initialize)
+    self._prepare = run(form.prepare)
+    self._work = run(form.work, sessions=self._threads)
+    self._zero = run(form.zero, sessions=self._threads)
+    self._accumulate = run(form.accumulate, sessions=self._threads)
+    self._merge = run(form.merge)
+    self._report = run(form.report)
+    self._update = run(form.update)
+    self._get_model_weights = run(process.get_model_weights)
+    self._bitwidth = run(form.secure_sum_bitwidth)(as_python=False)
+    self._max_input = run(form.secure_sum_max_input)(as_python=False)
+    self._modulus = run(form.secure_modular_sum_modulus)(as_python=False)
+    self._pool = concurrent.futures.ThreadPoolExecutor(self._threads)
+
+  def initialize(self):
+    return self._initialize()
+
+  def get_model_weights(self, state):
+    return self._get_model_weights(state)
+
+  def _shard(self, clients: Sequence[Any], client_input):
+    """Work and accumulate over one thread's clients."""
+    accumulator = self._zero(as_python=False)
+    secure = []
+    for data in clients:
+      update = tff.structure.to_elements(self._work([data, client_input], as_python=False))
+      accumulator = self._accumulate([accumulator, update[0][1]], as_python=False)
+      secure.append([value for _, value in update[1:]])
+    return accumulator, secure
+
+  def next(self, state, client_data: Sequence[Any]):
+    if not client_data:
+      raise ValueError('a round needs at least one client')
+    client_input = self._prepare(state, as_python=False)
+    shards = [client_data[i::self._threads] for i in range(self._threads)]
+    results = list(self._pool.map(lambda s: self._shard(s, client_input),
+                                  [s for s in shards if s]))
+    merged = results[0][0]
+    for accumulator, _ in results[1:]:
+      merged = self._merge([merged, accumulator], as_python=False)
+    aggregate = self._report(merged, as_python=False)
+    secure = [s for _, shard in results for s in shard]
+    output = self._update([state, [aggregate, *self._secure_sums(secure)]],
+                          as_python=False)
+    return tff.types.type_to_py_container(output, self._result_type)
+
+  def _secure_sums(self, secure: list[list[Any]]) -> list[Any]:
+    """The three secure sums over the clients' inputs, computed exactly."""
+    return [_zip_map(reduce, params, [client[i] for client in secure])
+            for i, (reduce, params) in enumerate((
+                (_bitwidth_sum, self._bitwidth), (_capped_sum, self._max_input),
+                (_modular_sum, self._modulus)))]
+
+  def close(self) -> None:
+    self._pool.shutdown()
