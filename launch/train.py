@@ -10,12 +10,15 @@ same flags), config.json and, at the end, summary.json (final validation and
 test metrics).
 """
 
+import contextlib
+
 from absl import app
 from absl import flags
 
 from launch import common  # sets TF's log level before TensorFlow loads
 import tensorflow_federated as tff  # pylint: disable=g-bad-import-order
 from tff_rec.algorithms import baselines
+from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
 from tff_rec.training import checkpoints
 from tff_rec.training import loop
@@ -31,6 +34,9 @@ flags.DEFINE_float('server_learning_rate', 0.01, 'Server learning rate.', lower_
 flags.DEFINE_integer('eval_every', 10, 'Evaluate on validation users every N '
                      'rounds (0: only after the last).', lower_bound=0)
 flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower_bound=1)
+flags.DEFINE_enum('runtime', 'native', ['native', 'inprocess'],
+                  "native: TFF's C++ worker (CPU). inprocess: the round's "
+                  'MapReduceForm run in this process (custom ops, GPU).')
 
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
@@ -39,7 +45,7 @@ RUN_FLAGS = ('task', 'data_dir', 'loss', 'spreadout_weight', 'embedding_dim',
              'batch_size', 'max_examples_per_user', 'seed', 'algorithm',
              'rounds', 'clients_per_round', 'local_epochs', 'client_optimizer',
              'client_learning_rate', 'server_optimizer', 'server_learning_rate',
-             'eval_every', 'checkpoint_every')
+             'eval_every', 'checkpoint_every', 'runtime')
 
 
 def main(argv):
@@ -67,12 +73,16 @@ def main(argv):
         f'{task.vocab_size} items; {FLAGS.algorithm} with {FLAGS.loss}; '
         f'output in {out}', flush=True)
 
-  with native.NativeRuntime():
+  runtime = (native.NativeRuntime() if FLAGS.runtime == 'native'
+             else contextlib.nullcontext())
+  with runtime:
     process = tff.simulation.compose_dataset_computation_with_learning_process(
         task.dataset_computation,
         baselines.build_process(FLAGS.algorithm, task.model_fn,
                                 client_optimizer=client_optimizer,
                                 server_optimizer=server_optimizer))
+    if FLAGS.runtime == 'inprocess':
+      process = inprocess.InProcessLearningProcess(process)
     checkpointing = loop.Checkpointing(checkpoints.NumpyProgramStateManager(
         out / 'checkpoints', keep_total=2))
     managers = [

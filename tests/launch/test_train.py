@@ -85,6 +85,18 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
       assert resumed[key] == value, key
 
 
+def test_inprocess_runtime_trains_to_the_native_numbers(ml100k_dir, tmp_path):
+  flags = [f'--data_dir={ml100k_dir}', *FAST, '--rounds=2']
+  summaries = {}
+  for runtime in ('native', 'inprocess'):
+    out = tmp_path / runtime
+    done = _train(*flags, f'--runtime={runtime}', f'--output_dir={out}')
+    assert done.returncode == 0, done.stderr[-3000:]
+    summaries[runtime] = json.loads((out / 'summary.json').read_text())
+  for key in ('train/client_work/train/loss', 'test/recall_at_10', 'validation/recall_at_5'):
+    assert summaries['inprocess'][key] == pytest.approx(summaries['native'][key], rel=1e-4)
+
+
 def test_resume_refuses_other_flags(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
   out.mkdir()

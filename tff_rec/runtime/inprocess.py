@@ -46,20 +46,25 @@ def _modular_sum(modulus, x):
   return (x.astype(np.int64).sum(0) % int(modulus)).astype(x.dtype)
 
 
+def map_reduce_form(computation: tff.Computation):
+  """The computation's MapReduceForm, or an error saying why there is none."""
+  try:
+    return tff.backends.mapreduce.get_map_reduce_form_for_computation(computation)
+  except (ValueError, TypeError, NotImplementedError) as e:
+    raise NotMapReduceCompatibleError(
+        'this computation cannot run in-process: its round is not '
+        f'MapReduce-compatible ({type(e).__name__}: {str(e)[:500]}). Use '
+        '--runtime=native.') from e
+
+
 class InProcessLearningProcess:
   """initialize / next / get_model_weights of a LearningProcess, in-process."""
 
   def __init__(self, process: tff.learning.templates.LearningProcess, *,
                threads: int | None = None):
-    try:
-      form = tff.backends.mapreduce.get_map_reduce_form_for_computation(process.next)
-      initialize = tff.backends.mapreduce.get_state_initialization_computation(
-          process.initialize)
-    except (ValueError, TypeError, NotImplementedError) as e:
-      raise NotMapReduceCompatibleError(
-          f'this learning process cannot run in-process: its round is not '
-          f'MapReduce-compatible ({type(e).__name__}: {str(e)[:500]}). Use '
-          '--runtime=native.') from e
+    form = map_reduce_form(process.next)
+    initialize = tff.backends.mapreduce.get_state_initialization_computation(
+        process.initialize)
     self._threads = threads or os.cpu_count() or 1
     self._result_type = process.next.type_signature.result
     run = tensorflow_runner.TensorFlowRunner

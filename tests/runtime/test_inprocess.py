@@ -1,0 +1,114 @@
+"""The in-process runtime against TFF's native runtime: same rounds, same numbers."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks import movielens_next_item as task_lib
+from tff_rec import losses
+from tff_rec.algorithms import baselines
+from tff_rec.models import hashed_embedding
+from tff_rec.runtime import inprocess
+from tff_rec.training import loop
+
+
+def _assert_same(native_output, inprocess_output):
+  """Equal to float rounding: clients are summed in another order (threads),
+  which server Adam's 1/sqrt(v) amplifies for near-zero gradients."""
+  for a, b in zip(tf.nest.flatten(native_output.state), tf.nest.flatten(inprocess_output.state)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+  for a, b in zip(tf.nest.flatten(native_output.metrics),
+                  tf.nest.flatten(inprocess_output.metrics)):
+    np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+def _rounds(process, cohorts):
+  state = process.initialize()
+  output = None
+  for cohort in cohorts:
+    output = process.next(state, cohort)
+    state = output.state
+  return output
+
+
+@pytest.mark.parametrize('algorithm', ['fedavg', 'fedsgd'])
+def test_dual_encoder_rounds_match_native(ml100k_dir, tff_runtime, algorithm):
+  task = task_lib.MovieLensNextItem(task_lib.Config(
+      data_dir=str(ml100k_dir), loss='hinge_spreadout', batch_size=4))
+  process = tff.simulation.compose_dataset_computation_with_learning_process(
+      task.dataset_computation,
+      baselines.build_process(algorithm, task.model_fn,
+                              client_optimizer=baselines.OptimizerConfig('sgd', 0.5),
+                              server_optimizer=baselines.OptimizerConfig('adam', 0.05)))
+  ids = task.train_client_ids
+  cohorts = [[task.client_arguments(c, loop.client_seed(0, r, c))
+              for c in loop.sample_cohort(ids, 5, seed=0, round_num=r)] for r in (1, 2, 3)]
+  native = _rounds(process, cohorts)
+  local = _rounds(inprocess.InProcessLearningProcess(process, threads=2), cohorts)
+  _assert_same(native, local)
+  assert native.metrics['client_work']['train']['num_examples'] > 0
+
+
+def _hashed_process(impl):
+  spec = (tf.TensorSpec([None, 2], tf.int32), tf.TensorSpec([None, 1], tf.float32))
+
+  def model_fn():
+    model = tf.keras.Sequential([
+        tf.keras.Input([2], dtype=tf.int32),
+        hashed_embedding.HashedEmbedding(1000, 4, memory_size=97, impl=impl, seed=3,
+                                         embeddings_initializer=tf.keras.initializers.RandomUniform(seed=1)),
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=2))])
+    return tff.learning.models.from_keras_model(
+        model, loss=tf.keras.losses.BinaryCrossentropy(from_logits=True), input_spec=spec)
+
+  return baselines.build_process('fedavg', model_fn,
+                                 client_optimizer=baselines.OptimizerConfig('sgd', 0.5),
+                                 server_optimizer=baselines.OptimizerConfig('sgd', 1.0))
+
+
+def test_hashed_embedding_composite_on_native_equals_op_in_process(tff_runtime):
+  rng = np.random.default_rng(0)
+  clients = [tf.data.Dataset.from_tensor_slices(
+      (rng.integers(0, 1000, size=(12, 2)).astype(np.int32),
+       rng.integers(0, 2, size=(12, 1)).astype(np.float32))).batch(4) for _ in range(3)]
+  native = _rounds(_hashed_process('composite'), [clients, clients])
+  local = _rounds(inprocess.InProcessLearningProcess(_hashed_process('op'), threads=2),
+                  [clients, clients])
+  _assert_same(native, local)
+  assert np.abs(native.state.global_model_weights.trainable[0]).sum() > 0
+
+
+def test_native_runtime_cannot_run_the_custom_op(tff_runtime):
+  """Why the in-process runtime exists: TFF's worker has no op libraries."""
+  process = _hashed_process('op')
+  dataset = tf.data.Dataset.from_tensor_slices(
+      (np.zeros((4, 2), np.int32), np.zeros((4, 1), np.float32))).batch(4)
+  with pytest.raises(Exception, match='HashedEmbeddingLookup'):
+    process.next(process.initialize(), [dataset])
+
+
+def test_a_two_phase_round_is_refused_with_a_clear_error():
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.SERVER),
+                             tff.FederatedType(np.float32, tff.CLIENTS))
+  def two_phase(state, values):
+    mean = tff.federated_mean(values)
+    again = tff.federated_mean(tff.federated_map(
+        tff.tensorflow.computation(lambda v, m: v - m),
+        (values, tff.federated_broadcast(mean))))
+    return state, again
+
+  with pytest.raises(inprocess.NotMapReduceCompatibleError,
+                     match='not MapReduce-compatible.*Use --runtime=native'):
+    inprocess.map_reduce_form(two_phase)
+
+
+def test_secure_sums_are_exact_modular_sums():
+  assert inprocess._bitwidth_sum(3, np.array([[5], [6]], np.int32)).tolist() == [3]
+  assert inprocess._modular_sum(7, np.array([[5, 1], [6, 1]], np.int64)).tolist() == [4, 2]
+  assert inprocess._capped_sum(10, np.array([4, 6], np.int32)) == 10
+  with pytest.raises(ValueError, match=r'outside \[0, 10\]'):
+    inprocess._capped_sum(10, np.array([4, 11], np.int32))
