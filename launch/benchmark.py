@@ -1,0 +1,192 @@
+r"""Benchmarks that print ratios measured in one run (never timed unit tests).
+
+  python -m launch.benchmark --what=op,round --output=results/benchmarks.md
+
+op:    hashed embedding lookup forward+backward, custom op vs pure-TF
+       composite: 32k ids, dim 16, memory sizes 1e4..1e7, CPU. Time per step
+       and peak resident memory (each case in a fresh process), plus the
+       largest intermediate tensor of each graph: the op must never build a
+       [ids, dim] index tensor.
+round: one FedAvg round of the dual encoder on ML-100K (50 clients, batch
+       16, 1 epoch) on the native and in-process runtimes with the same
+       cohorts, against the floor: the same examples trained sequentially in
+       one tf.function.
+"""
+
+import json
+import os
+import pathlib
+import resource
+import subprocess
+import sys
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+flags.DEFINE_list('what', ['op', 'round'], 'Benchmarks to run: op, round.')
+flags.DEFINE_string('output', None, 'Also write the markdown report here.')
+flags.DEFINE_string('data_dir', '../shared/data/ml-100k', 'MovieLens 100K.')
+flags.DEFINE_integer('rounds', 5, 'Timed rounds per runtime (after 1 warm-up).')
+flags.DEFINE_integer('clients_per_round', 50, 'Cohort size.')
+flags.DEFINE_string('_op_case', None, 'Internal: run one op case, print JSON.')
+
+FLAGS = flags.FLAGS
+NUM_IDS, DIM = 32768, 16
+MEMORY_SIZES = (10_000, 100_000, 1_000_000, 10_000_000)
+
+
+def _largest_intermediate_bytes(function, *args) -> int:
+  """The biggest statically shaped tensor any op of the traced graph produces."""
+  graph = function.get_concrete_function(*args).graph
+  largest = 0
+  for op in graph.get_operations():
+    for t in op.outputs:
+      if t.shape.is_fully_defined() and t.dtype != tf.resource and t.dtype != tf.variant:
+        largest = max(largest, t.shape.num_elements() * t.dtype.size)
+  return largest
+
+
+def _op_case(impl: str, memory_size: int) -> dict:
+  from tff_rec.ops import hashed_embedding  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  memory = tf.Variable(rng.normal(size=memory_size).astype(np.float32))
+  ids = tf.constant(rng.integers(0, 1_000_000, size=NUM_IDS), tf.int64)
+  weights = tf.constant(rng.normal(size=(NUM_IDS, DIM)).astype(np.float32))
+
+  @tf.function
+  def step(ids):
+    with tf.GradientTape() as tape:
+      out = hashed_embedding.hashed_embedding_lookup(memory, ids, dim=DIM, seed=1, impl=impl)
+      loss = tf.reduce_sum(out * weights)
+    return tf.convert_to_tensor(tape.gradient(loss, memory))
+
+  step(ids)  # trace and warm up
+  before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  repeats = 20
+  started = time.perf_counter()
+  for _ in range(repeats):
+    step(ids).numpy()
+  seconds = (time.perf_counter() - started) / repeats
+  peak_growth_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+  return {'ms': 1000 * seconds, 'peak_growth_mb': peak_growth_kb / 1024,
+          'largest_mb': _largest_intermediate_bytes(step, ids) / 2**20}
+
+
+def bench_op() -> str:
+  lines = ['| memory m | op ms | composite ms | speed-up | op largest tensor MB | '
+           'composite largest tensor MB | op peak RSS growth MB | composite peak RSS growth MB |',
+           '|---|---|---|---|---|---|---|---|']
+  for m in MEMORY_SIZES:
+    r = {}
+    for impl in ('op', 'composite'):
+      done = subprocess.run([sys.executable, '-m', 'launch.benchmark',
+                             f'--_op_case={impl}:{m}'], capture_output=True, text=True,
+                            check=True)
+      r[impl] = json.loads(done.stdout.strip().splitlines()[-1])
+    lines.append(f'| {m:,} | {r["op"]["ms"]:.2f} | {r["composite"]["ms"]:.2f} | '
+                 f'{r["composite"]["ms"] / r["op"]["ms"]:.1f}x | '
+                 f'{r["op"]["largest_mb"]:.1f} | {r["composite"]["largest_mb"]:.1f} | '
+                 f'{r["op"]["peak_growth_mb"]:.0f} | {r["composite"]["peak_growth_mb"]:.0f} |')
+    print(lines[-1], flush=True)
+  return '\n'.join(lines)
+
+
+def bench_round() -> str:
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tasks import movielens_next_item  # pylint: disable=g-import-not-at-top
+  from tff_rec.algorithms import baselines  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
+  from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
+
+  task = movielens_next_item.MovieLensNextItem(movielens_next_item.Config(
+      data_dir=FLAGS.data_dir))
+  process = tff.simulation.compose_dataset_computation_with_learning_process(
+      task.dataset_computation,
+      baselines.build_process('fedavg', task.model_fn,
+                              client_optimizer=baselines.OptimizerConfig('sgd', 0.1),
+                              server_optimizer=baselines.OptimizerConfig('adam', 0.01)))
+  ids = task.train_client_ids
+  cohorts = [[task.client_arguments(c, loop.client_seed(0, r, c))
+              for c in loop.sample_cohort(ids, FLAGS.clients_per_round, seed=0, round_num=r)]
+             for r in range(FLAGS.rounds + 1)]
+
+  def time_rounds(proc):
+    state = proc.initialize()
+    state = proc.next(state, cohorts[0]).state  # warm-up
+    started = time.perf_counter()
+    for cohort in cohorts[1:]:
+      state = proc.next(state, cohort).state
+    return (time.perf_counter() - started) / FLAGS.rounds
+
+  with native.NativeRuntime():
+    native_s = time_rounds(process)
+  local = inprocess.InProcessLearningProcess(process)
+  inprocess_s = time_rounds(local)
+  local.close()
+
+  # The floor: every client's batches of a round, one after the other, in
+  # one tf.function with a plain SGD step (no TFF, no per-client reset).
+  model = task.keras_model()
+  loss_fn, optimizer = task.loss(), tf.keras.optimizers.SGD(0.1)
+  datasets = [[task.preprocess(tf.data.Dataset.from_tensor_slices(
+      {'context': c, 'label': l}), seed=s) for c, l, s in cohort] for cohort in cohorts]
+
+  @tf.function
+  def train(dataset):
+    for x, y in dataset:
+      with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True)) + tf.add_n(model.losses or [0.0])
+      optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                    model.trainable_variables))
+
+  def concatenated(cohort_datasets):
+    out = cohort_datasets[0]
+    for d in cohort_datasets[1:]:
+      out = out.concatenate(d)
+    return out
+
+  train(concatenated(datasets[0]))
+  started = time.perf_counter()
+  for cohort in datasets[1:]:
+    train(concatenated(cohort))
+  floor_s = (time.perf_counter() - started) / FLAGS.rounds
+  examples = np.mean([sum(len(l) // 16 * 16 for _, l, _ in c) for c in cohorts[1:]])
+  return '\n'.join([
+      f'FedAvg round, {FLAGS.clients_per_round} clients (~{examples:.0f} examples), '
+      f'mean of {FLAGS.rounds} rounds after a warm-up, {os.cpu_count()} CPU cores:',
+      '',
+      '| runtime | s/round | vs in-process |', '|---|---|---|',
+      f'| native (TFF C++ worker) | {native_s:.3f} | {native_s / inprocess_s:.2f}x |',
+      f'| in-process (MapReduceForm) | {inprocess_s:.3f} | 1.00x |',
+      f'| floor: sequential tf.function | {floor_s:.3f} | {floor_s / inprocess_s:.2f}x |',
+      '',
+      f'Targets: native / in-process >= 2: {native_s / inprocess_s:.2f}; '
+      f'in-process / floor <= 1.5: {inprocess_s / floor_s:.2f}.'])
+
+
+def main(argv):
+  del argv
+  if FLAGS._op_case:  # pylint: disable=protected-access
+    impl, m = FLAGS._op_case.split(':')  # pylint: disable=protected-access
+    print(json.dumps(_op_case(impl, int(m))))
+    return
+  sections = []
+  if 'op' in FLAGS.what:
+    sections.append('## Hashed embedding lookup: op vs composite (forward + backward, '
+                    f'{NUM_IDS} ids, dim {DIM}, CPU)\n\n' + bench_op())
+  if 'round' in FLAGS.what:
+    sections.append('## Round time: in-process vs native\n\n' + bench_round())
+  report = '# Benchmarks\n\n' + '\n\n'.join(sections) + '\n'
+  print(report)
+  if FLAGS.output:
+    pathlib.Path(FLAGS.output).write_text(report)
+
+
+if __name__ == '__main__':
+  app.run(main)
