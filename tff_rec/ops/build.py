@@ -2,10 +2,10 @@
 
   python -m tff_rec.ops.build [--force]
 
-Always the CPU library (g++ with tf.sysconfig's flags); also the CUDA one
-when nvcc is on PATH and TensorFlow is a CUDA build. A failed CUDA build is
-reported and skipped: the CPU library (or the composite) still works. A
-library newer than its sources is kept (a second setup reuses it).
+The CPU library (g++ with tf.sysconfig's flags) and, when nvcc is on PATH
+and TensorFlow is a CUDA build, the CUDA one. A failed build is reported and
+skipped: the wrapper then uses the other library or the pure-TF composite.
+A library newer than its sources is kept (a second setup reuses it).
 """
 
 import os
@@ -72,13 +72,16 @@ def build_gpu(force: bool = False) -> pathlib.Path:
 
 
 def main(argv: list[str]) -> int:
+  """Builds what it can; a failure leaves the pure-TF composite in charge."""
   force = '--force' in argv
-  print(f'built {build_cpu(force)}')
-  try:
-    print(f'built {build_gpu(force)}')
-  except RuntimeError as e:
-    GPU_LIBRARY.unlink(missing_ok=True)
-    print(f'CUDA kernel not built; the CPU library serves (ops run on CPU):\n{e}')
+  for build, library, fallback in (
+      (build_cpu, CPU_LIBRARY, 'the pure-TF composite will be used'),
+      (build_gpu, GPU_LIBRARY, 'the CPU library will be used (ops on CPU)')):
+    try:
+      print(f'built {build(force)}')
+    except (RuntimeError, OSError) as e:
+      library.unlink(missing_ok=True)
+      print(f'{library.name} not built ({fallback}):\n{e}')
   return 0
 
 

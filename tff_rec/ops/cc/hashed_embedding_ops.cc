@@ -4,6 +4,8 @@
 #define EIGEN_USE_GPU
 #endif
 
+#include <algorithm>
+
 #include "hashed_embedding.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -13,7 +15,6 @@
 
 namespace tff_rec {
 
-using ::tensorflow::DEVICE_CPU;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
@@ -61,7 +62,68 @@ REGISTER_OP("HashedEmbeddingLookupGrad")
     })
     .Doc("Gradient of HashedEmbeddingLookup with respect to memory.");
 
-// Attributes and checks shared by the four kernels.
+// The work of each device, behind one interface so that the op classes
+// below hold every check and allocation once.
+struct CpuDevice {
+  // Ids are checked on the host: a negative id is an error.
+  static constexpr bool kChecksIds = true;
+
+  template <typename Tid>
+  static Status Lookup(OpKernelContext* ctx, const float* memory, uint64_t m,
+                       const Tid* ids, int64_t n, int64_t dim, int64_t chunk,
+                       const HashParams& p, float* out) {
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    ::tensorflow::Shard(workers->NumThreads(), workers, n, /*cost_per_unit=*/20 * dim,
+                        [&](int64_t begin, int64_t end) {
+                          LookupCpu<Tid>(memory, m, ids, begin, end, dim, chunk, p, out);
+                        });
+    return Status();
+  }
+
+  template <typename Tid>
+  static Status LookupGrad(OpKernelContext* ctx, const float* grad, const Tid* ids,
+                           int64_t n, int64_t dim, int64_t chunk, uint64_t m,
+                           const HashParams& p, float* memory_grad) {
+    std::fill(memory_grad, memory_grad + m, 0.0f);
+    LookupGradCpu<Tid>(grad, ids, n, dim, chunk, m, p, memory_grad);
+    return Status();
+  }
+};
+
+#if GOOGLE_CUDA
+struct GpuDevice {
+  // Ids stay on the device and are read as unsigned: a negative id maps to
+  // some row, still inside memory (slots are reduced mod m), never past it.
+  static constexpr bool kChecksIds = false;
+
+  template <typename Tid>
+  static Status Lookup(OpKernelContext* ctx, const float* memory, uint64_t m,
+                       const Tid* ids, int64_t n, int64_t dim, int64_t chunk,
+                       const HashParams& p, float* out) {
+    return Launched(LaunchLookupGpu<Tid>(memory, m, ids, n, dim, chunk, p, out,
+                                         Stream(ctx)));
+  }
+
+  template <typename Tid>
+  static Status LookupGrad(OpKernelContext* ctx, const float* grad, const Tid* ids,
+                           int64_t n, int64_t dim, int64_t chunk, uint64_t m,
+                           const HashParams& p, float* memory_grad) {
+    return Launched(LaunchLookupGradGpu<Tid>(grad, ids, n, dim, chunk, m, p,
+                                             memory_grad, Stream(ctx)));
+  }
+
+ private:
+  static void* Stream(OpKernelContext* ctx) {
+    return ctx->eigen_device<Eigen::GpuDevice>().stream();
+  }
+  static Status Launched(int error) {
+    return error == 0 ? Status()
+                      : ::tensorflow::errors::Internal("CUDA launch failed: error ", error);
+  }
+};
+#endif  // GOOGLE_CUDA
+
+// Attributes and checks shared by both ops.
 class HashedEmbeddingBase : public OpKernel {
  public:
   explicit HashedEmbeddingBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -83,8 +145,7 @@ class HashedEmbeddingBase : public OpKernel {
     return Status();
   }
 
-  // Ids must be non-negative (the rows of the virtual table). Checked on the
-  // host for CPU kernels; GPU kernels treat them as unsigned.
+  // Ids must be non-negative (the rows of the virtual table).
   template <typename Tid>
   static Status CheckIds(const Tensor& ids) {
     const auto flat = ids.flat<Tid>();
@@ -101,8 +162,8 @@ class HashedEmbeddingBase : public OpKernel {
   HashParams params_;
 };
 
-template <typename Tid>
-class LookupCpuOp : public HashedEmbeddingBase {
+template <typename Device, typename Tid>
+class LookupOp : public HashedEmbeddingBase {
  public:
   using HashedEmbeddingBase::HashedEmbeddingBase;
 
@@ -113,26 +174,20 @@ class LookupCpuOp : public HashedEmbeddingBase {
                 InvalidArgument("memory must be a vector, got shape ",
                                 memory.shape().DebugString()));
     OP_REQUIRES_OK(ctx, CheckMemorySize(memory.NumElements()));
-    OP_REQUIRES_OK(ctx, CheckIds<Tid>(ids));
+    if (Device::kChecksIds) OP_REQUIRES_OK(ctx, CheckIds<Tid>(ids));
     const int64_t n = ids.NumElements();
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, dim_}), &out));
-    const float* mem = memory.flat<float>().data();
-    const uint64_t m = static_cast<uint64_t>(memory.NumElements());
-    const Tid* id = ids.flat<Tid>().data();
-    float* o = out->flat<float>().data();
-    const HashParams p = params_;
-    const int64_t dim = dim_, chunk = chunk_;
-    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    ::tensorflow::Shard(workers->NumThreads(), workers, n, /*cost_per_unit=*/20 * dim,
-                        [&](int64_t begin, int64_t end) {
-                          LookupCpu<Tid>(mem, m, id, begin, end, dim, chunk, p, o);
-                        });
+    OP_REQUIRES_OK(ctx, Device::template Lookup<Tid>(
+                            ctx, memory.flat<float>().data(),
+                            static_cast<uint64_t>(memory.NumElements()),
+                            ids.flat<Tid>().data(), n, dim_, chunk_, params_,
+                            out->flat<float>().data()));
   }
 };
 
-template <typename Tid>
-class LookupGradCpuOp : public HashedEmbeddingBase {
+template <typename Device, typename Tid>
+class LookupGradOp : public HashedEmbeddingBase {
  public:
   using HashedEmbeddingBase::HashedEmbeddingBase;
 
@@ -141,100 +196,48 @@ class LookupGradCpuOp : public HashedEmbeddingBase {
     const Tensor& ids = ctx->input(1);
     const int64_t m = ctx->input(2).scalar<int64_t>()();
     OP_REQUIRES_OK(ctx, CheckMemorySize(m));
-    OP_REQUIRES_OK(ctx, CheckIds<Tid>(ids));
+    if (Device::kChecksIds) OP_REQUIRES_OK(ctx, CheckIds<Tid>(ids));
     const int64_t n = ids.NumElements();
     OP_REQUIRES(ctx, grad.dims() == 2 && grad.dim_size(0) == n && grad.dim_size(1) == dim_,
                 InvalidArgument("grad must have shape [", n, ", ", dim_, "], got ",
                                 grad.shape().DebugString()));
     Tensor* out = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m}), &out));
-    out->flat<float>().setZero();
-    LookupGradCpu<Tid>(grad.flat<float>().data(), ids.flat<Tid>().data(), n, dim_,
-                       chunk_, static_cast<uint64_t>(m), params_,
-                       out->flat<float>().data());
+    OP_REQUIRES_OK(ctx, Device::template LookupGrad<Tid>(
+                            ctx, grad.flat<float>().data(), ids.flat<Tid>().data(), n,
+                            dim_, chunk_, static_cast<uint64_t>(m), params_,
+                            out->flat<float>().data()));
   }
 };
 
-#define REGISTER_CPU(Tid)                                                     \
-  REGISTER_KERNEL_BUILDER(Name("HashedEmbeddingLookup")                       \
-                              .Device(DEVICE_CPU)                             \
-                              .TypeConstraint<Tid>("Tid"),                    \
-                          LookupCpuOp<Tid>);                                  \
-  REGISTER_KERNEL_BUILDER(Name("HashedEmbeddingLookupGrad")                   \
-                              .Device(DEVICE_CPU)                             \
-                              .TypeConstraint<Tid>("Tid"),                    \
-                          LookupGradCpuOp<Tid>);
-REGISTER_CPU(int32_t)
-REGISTER_CPU(int64_t)
-#undef REGISTER_CPU
-
+// Per-device aliases: REGISTER_KERNEL_BUILDER cannot take a comma in a type.
+template <typename Tid>
+using CpuLookupOp = LookupOp<CpuDevice, Tid>;
+template <typename Tid>
+using CpuLookupGradOp = LookupGradOp<CpuDevice, Tid>;
 #if GOOGLE_CUDA
-using ::tensorflow::DEVICE_GPU;
-
-// On GPU, ids stay on the device and are read as unsigned: a negative id maps
-// to some row, still inside memory (slots are reduced mod m), never past it.
 template <typename Tid>
-class LookupGpuOp : public HashedEmbeddingBase {
- public:
-  using HashedEmbeddingBase::HashedEmbeddingBase;
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& memory = ctx->input(0);
-    const Tensor& ids = ctx->input(1);
-    OP_REQUIRES(ctx, memory.dims() == 1,
-                InvalidArgument("memory must be a vector, got shape ",
-                                memory.shape().DebugString()));
-    OP_REQUIRES_OK(ctx, CheckMemorySize(memory.NumElements()));
-    const int64_t n = ids.NumElements();
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, dim_}), &out));
-    const int error = LaunchLookupGpu<Tid>(
-        memory.flat<float>().data(), static_cast<uint64_t>(memory.NumElements()),
-        ids.flat<Tid>().data(), n, dim_, chunk_, params_, out->flat<float>().data(),
-        ctx->eigen_device<Eigen::GpuDevice>().stream());
-    OP_REQUIRES(ctx, error == 0,
-                ::tensorflow::errors::Internal("CUDA lookup launch failed: ", error));
-  }
-};
-
+using GpuLookupOp = LookupOp<GpuDevice, Tid>;
 template <typename Tid>
-class LookupGradGpuOp : public HashedEmbeddingBase {
- public:
-  using HashedEmbeddingBase::HashedEmbeddingBase;
+using GpuLookupGradOp = LookupGradOp<GpuDevice, Tid>;
+#endif  // GOOGLE_CUDA
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& grad = ctx->input(0);
-    const Tensor& ids = ctx->input(1);
-    const int64_t m = ctx->input(2).scalar<int64_t>()();
-    OP_REQUIRES_OK(ctx, CheckMemorySize(m));
-    const int64_t n = ids.NumElements();
-    OP_REQUIRES(ctx, grad.dims() == 2 && grad.dim_size(0) == n && grad.dim_size(1) == dim_,
-                InvalidArgument("grad must have shape [", n, ", ", dim_, "], got ",
-                                grad.shape().DebugString()));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m}), &out));
-    const int error = LaunchLookupGradGpu<Tid>(
-        grad.flat<float>().data(), ids.flat<Tid>().data(), n, dim_, chunk_,
-        static_cast<uint64_t>(m), params_, out->flat<float>().data(),
-        ctx->eigen_device<Eigen::GpuDevice>().stream());
-    OP_REQUIRES(ctx, error == 0,
-                ::tensorflow::errors::Internal("CUDA gradient launch failed: ", error));
-  }
-};
-
-#define REGISTER_GPU(Tid)                                                     \
+#define REGISTER(DEVICE_NAME, Prefix, Tid)                                    \
   REGISTER_KERNEL_BUILDER(Name("HashedEmbeddingLookup")                       \
-                              .Device(DEVICE_GPU)                             \
+                              .Device(DEVICE_NAME)                            \
                               .TypeConstraint<Tid>("Tid"),                    \
-                          LookupGpuOp<Tid>);                                  \
+                          Prefix##LookupOp<Tid>);                             \
   REGISTER_KERNEL_BUILDER(Name("HashedEmbeddingLookupGrad")                   \
-                              .Device(DEVICE_GPU)                             \
+                              .Device(DEVICE_NAME)                            \
                               .HostMemory("memory_size")                      \
                               .TypeConstraint<Tid>("Tid"),                    \
-                          LookupGradGpuOp<Tid>);
-REGISTER_GPU(int32_t)
-REGISTER_GPU(int64_t)
-#undef REGISTER_GPU
+                          Prefix##LookupGradOp<Tid>);
+REGISTER(::tensorflow::DEVICE_CPU, Cpu, int32_t)
+REGISTER(::tensorflow::DEVICE_CPU, Cpu, int64_t)
+#if GOOGLE_CUDA
+REGISTER(::tensorflow::DEVICE_GPU, Gpu, int32_t)
+REGISTER(::tensorflow::DEVICE_GPU, Gpu, int64_t)
 #endif  // GOOGLE_CUDA
+#undef REGISTER
 
 }  // namespace tff_rec
