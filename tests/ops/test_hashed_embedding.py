@@ -110,3 +110,23 @@ def test_missing_library_falls_back_to_the_composite_and_says_so_once(monkeypatc
       he.hashed_embedding_lookup(_memory(8), tf.constant([1]), dim=2, seed=0, impl='op')
   finally:
     he.load_library.cache_clear()
+
+
+@pytest.mark.parametrize('memory, ids, attrs, message', [
+    (tf.zeros([2, 4]), [1], dict(dim=2), r'memory must be a vector, got shape \[2,4\]'),
+    (tf.zeros([8]), [1], dict(dim=4, chunk=3), 'chunk size Z=3 must divide dim=4'),
+    (tf.zeros([8]), [0, -7], dict(dim=2), r'ids must be non-negative; ids\[1\] = -7'),
+    (tf.zeros([0]), [1], dict(dim=2), r'memory size must be in \[1, 2\^32\], got 0'),
+])
+def test_the_raw_op_checks_its_inputs_too(memory, ids, attrs, message):
+  """Without the Python wrapper in front, the C++ kernel still refuses."""
+  module = he.load_library()
+  with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match=message):
+    module.hashed_embedding_lookup(memory, tf.constant(ids, tf.int64), seed=0, **attrs)
+
+
+def test_the_raw_gradient_op_checks_the_gradient_shape():
+  module = he.load_library()
+  with pytest.raises(tf.errors.InvalidArgumentError, match=r'grad must have shape \[2, 4\]'):
+    module.hashed_embedding_lookup_grad(tf.zeros([2, 3]), tf.constant([1, 2], tf.int64),
+                                        tf.constant(8, tf.int64), dim=4, seed=0)
