@@ -24,8 +24,8 @@ flags.DEFINE_string('data_dir', DEFAULT_DATA_DIR,
                     'Dataset directory (MovieLens 100K or 1M files).')
 flags.DEFINE_string('output_dir', None, 'Where metrics, checkpoints and the '
                     'summary go; an interrupted run resumes from here.')
-flags.DEFINE_enum('loss', 'batch_softmax', sorted(losses.RETRIEVAL_LOSSES),
-                  'Retrieval loss.')
+flags.DEFINE_enum('loss', 'global_softmax', sorted(losses.RETRIEVAL_LOSSES),
+                  'Retrieval loss (global_softmax: the paper\'s best federated).')
 flags.DEFINE_float('spreadout_weight', 0.001,
                    'Weight of the spreadout term of the *_spreadout losses.')
 flags.DEFINE_integer('embedding_dim', 16, 'Item embedding dimension.', lower_bound=1)

@@ -27,7 +27,7 @@ EVAL_BATCH_SIZE = 1024
 @dataclasses.dataclass(frozen=True)
 class Config:
   data_dir: str
-  loss: str = 'batch_softmax'
+  loss: str = 'global_softmax'
   spreadout_weight: float = 0.001  # used by the *_spreadout losses only
   embedding_dim: int = 16
   batch_size: int = 16
