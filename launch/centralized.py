@@ -29,9 +29,7 @@ flags.DEFINE_integer('eval_every', 1, 'Evaluate every N epochs (0: at the end).'
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
-RUN_FLAGS = ('task', 'data_dir', 'loss', 'spreadout_weight', 'embedding_dim',
-             'batch_size', 'max_examples_per_user', 'seed', 'epochs',
-             'optimizer', 'learning_rate', 'eval_every')
+RUN_FLAGS = common.TASK_FLAGS + ('epochs', 'optimizer', 'learning_rate', 'eval_every')
 
 
 def main(argv):

@@ -35,6 +35,9 @@ flags.DEFINE_integer('max_examples_per_user', 300,
 flags.DEFINE_integer('seed', 0, 'Seed of every random choice.')
 
 FLAGS = flags.FLAGS
+# The flags above: what defines the task (a run's config.json includes them).
+TASK_FLAGS = ('task', 'data_dir', 'loss', 'spreadout_weight', 'embedding_dim',
+              'batch_size', 'max_examples_per_user', 'seed')
 logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO
 # Launchers run TFF computations only inside a NativeRuntime; TFF's own
 # import-time context would print an error at exit (see runtime.native).

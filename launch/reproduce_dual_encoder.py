@@ -53,11 +53,8 @@ def _run(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
   summary = out / 'summary.json'
   if not summary.exists():
     print(f'\n== {module} -> {out}', flush=True)
-    shared = [f'--data_dir={FLAGS.data_dir}', f'--output_dir={out}',
-              f'--seed={FLAGS.seed}', f'--batch_size={FLAGS.batch_size}',
-              f'--max_examples_per_user={FLAGS.max_examples_per_user}',
-              f'--spreadout_weight={FLAGS.spreadout_weight}',
-              f'--embedding_dim={FLAGS.embedding_dim}']
+    shared = [f'--{name}={FLAGS[name].value}' for name in common.TASK_FLAGS
+              if name != 'loss'] + [f'--output_dir={out}']
     subprocess.run([sys.executable, '-m', module, *shared, *args], check=True)
   return json.loads(summary.read_text())
 

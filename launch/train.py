@@ -41,9 +41,8 @@ flags.DEFINE_enum('runtime', 'native', ['native', 'inprocess'],
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
-RUN_FLAGS = ('task', 'data_dir', 'loss', 'spreadout_weight', 'embedding_dim',
-             'batch_size', 'max_examples_per_user', 'seed', 'algorithm',
-             'rounds', 'clients_per_round', 'local_epochs', 'client_optimizer',
+RUN_FLAGS = common.TASK_FLAGS + (
+             'algorithm', 'rounds', 'clients_per_round', 'local_epochs', 'client_optimizer',
              'client_learning_rate', 'server_optimizer', 'server_learning_rate',
              'eval_every', 'checkpoint_every', 'runtime')
 

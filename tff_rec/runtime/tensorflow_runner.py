@@ -21,16 +21,16 @@ class NotTensorFlowError(ValueError):
   """The computation is not a single TensorFlow computation."""
 
 
-def _tensor_names(binding) -> list[str]:
-  """Tensor (or dataset variant) names of a binding, in flattening order."""
+def _tensor_names(binding, kinds=('tensor', 'sequence')) -> list[str]:
+  """Names of a binding's tensors (and dataset variants), in flattening order."""
   kind = binding.WhichOneof('binding')
-  if kind == 'tensor':
-    return [binding.tensor.tensor_name]
-  if kind == 'sequence':
-    return [binding.sequence.variant_tensor_name]
   if kind == 'struct':
-    return [name for element in binding.struct.element for name in _tensor_names(element)]
-  return []
+    return [name for element in binding.struct.element
+            for name in _tensor_names(element, kinds)]
+  if kind not in kinds:
+    return []
+  return [binding.tensor.tensor_name if kind == 'tensor'
+          else binding.sequence.variant_tensor_name]
 
 
 def _flatten(value: Any, type_spec) -> list[Any]:
@@ -71,7 +71,7 @@ class TensorFlowRunner:
     self._graph = tf.Graph()
     with self._graph.as_default():
       input_map = {}
-      for name in self._sequence_names(tf_proto.parameter):
+      for name in _tensor_names(tf_proto.parameter, kinds=('sequence',)):
         # A dataset parameter arrives as its serialized graph.
         serialized = tf.compat.v1.placeholder(tf.string, shape=[])
         input_map[name] = tf.raw_ops.DatasetFromGraph(graph_def=serialized)
@@ -84,15 +84,6 @@ class TensorFlowRunner:
     self._sessions = queue.SimpleQueue()
     for _ in range(sessions):
       self._sessions.put(tf.compat.v1.Session(graph=self._graph, config=config))
-
-  @staticmethod
-  def _sequence_names(binding) -> list[str]:
-    kind = binding.WhichOneof('binding')
-    if kind == 'sequence':
-      return [binding.sequence.variant_tensor_name]
-    if kind == 'struct':
-      return [n for e in binding.struct.element for n in TensorFlowRunner._sequence_names(e)]
-    return []
 
   def _feed(self, arg) -> dict:
     if self._parameter_type is None:
