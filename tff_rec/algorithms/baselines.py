@@ -8,6 +8,12 @@ import tensorflow_federated as tff
 ALGORITHMS = ('fedavg', 'fedsgd')
 OPTIMIZERS = ('sgd', 'adam')
 
+# Clients loop over their batches with a dataset iterator, not TFF's default
+# Dataset.reduce: a ReduceDataset op instantiates (and graph-optimizes) its
+# body function on every call, ~150 ms per client for the dual encoder on
+# either runtime, against ~25 ms for the whole iterator loop.
+CLIENT_LOOP = tff.learning.LoopImplementation.DATASET_ITERATOR
+
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
@@ -28,7 +34,8 @@ class OptimizerConfig:
 
 def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.VariableModel],
                   *, client_optimizer: OptimizerConfig,
-                  server_optimizer: OptimizerConfig
+                  server_optimizer: OptimizerConfig,
+                  client_loop: tff.learning.LoopImplementation = CLIENT_LOOP
                   ) -> tff.learning.templates.LearningProcess:
   """FedAvg (client optimizer, E local epochs) or FedSGD (one gradient per client).
 
@@ -38,8 +45,9 @@ def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.Var
   if algorithm == 'fedavg':
     return tff.learning.algorithms.build_weighted_fed_avg(
         model_fn, client_optimizer_fn=client_optimizer.build(),
-        server_optimizer_fn=server_optimizer.build())
+        server_optimizer_fn=server_optimizer.build(), loop_implementation=client_loop)
   if algorithm == 'fedsgd':
     return tff.learning.algorithms.build_fed_sgd(
-        model_fn, server_optimizer_fn=server_optimizer.build())
+        model_fn, server_optimizer_fn=server_optimizer.build(),
+        loop_implementation=client_loop)
   raise ValueError(f'unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}')
