@@ -94,3 +94,18 @@ def real_ml100k() -> pathlib.Path:
   if not (path / 'u.data').is_file():
     pytest.skip(f'real MovieLens 100K not found at {path}')
   return path
+
+
+@pytest.fixture
+def real_goodreads() -> pathlib.Path:
+  path = SHARED_DATA / 'goodreads-100'
+  if not (path / 'train.txt').is_file():
+    pytest.skip(f'real Goodreads-100 not found at {path}')
+  return path
+
+
+@pytest.fixture
+def user_items_dir(tmp_path) -> pathlib.Path:
+  """A small Goodreads-100-format directory: 8 users, 40 items, two taste groups."""
+  train, test = fixtures.synthetic_user_items(8, 40)
+  return fixtures.write_user_items(tmp_path / 'user-items', train, test)

@@ -53,3 +53,28 @@ def zip_dir(directory: pathlib.Path, archive: pathlib.Path) -> pathlib.Path:
     for path in sorted(directory.iterdir()):
       zf.write(path, f'{directory.name}/{path.name}')
   return archive
+
+
+def write_user_items(root: pathlib.Path, train: dict[int, list[int]],
+                     test: dict[int, list[int]] | None = None) -> pathlib.Path:
+  """FAIR's layout (train.txt + test.txt), or one sequence file when test is None."""
+  root.mkdir(parents=True, exist_ok=True)
+  if test is None:
+    _write(root / 'sequences.txt', [' '.join(map(str, [u, *items])) for u, items in train.items()])
+  else:
+    for name, lists in (('train.txt', train), ('test.txt', test)):
+      _write(root / name, [' '.join(map(str, [u, *items])) for u, items in lists.items()])
+  return root
+
+
+def synthetic_user_items(num_users: int, num_items: int, *, seed: int = 0,
+                         per_user: int = 12) -> tuple[dict, dict]:
+  """Users in two taste groups (low / high item ids); 2/3 train, 1/3 test."""
+  rng = np.random.default_rng(seed)
+  train, test = {}, {}
+  for user in range(num_users):
+    half = num_items // 2
+    pool = np.arange(half) + (half if user % 2 else 0)
+    items = rng.choice(pool, size=per_user, replace=False)
+    train[user], test[user] = items[:2 * per_user // 3].tolist(), items[2 * per_user // 3:].tolist()
+  return train, test

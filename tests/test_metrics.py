@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tff_rec import metrics
@@ -32,3 +33,33 @@ def test_keras_metric_averages_over_all_examples_of_all_batches():
   metric.update_state(tf.constant([1, 1]), tf.constant([[0.9, 0.1], [0.1, 0.9]]))  # 1 hit
   metric.update_state(tf.constant([2]), tf.constant([[0.1, 0.9]]))  # 1 hit
   assert metric.result().numpy() == np.float32(2 / 3)
+
+
+def test_top_k_metrics_by_hand():
+  top = np.array([[5, 1, 9], [2, 3, 4], [7, 8, 6]])
+  relevant = [np.array([1, 9, 0]), np.array([6]), np.array([], np.int64)]
+  got = metrics.top_k_metrics(top, relevant, 3)
+  d = 1 / np.log2(np.arange(3) + 2)
+  np.testing.assert_allclose(got['ndcg_at_3'][:2], [(d[1] + d[2]) / d.sum(), 0.0])
+  np.testing.assert_allclose(got['recall_at_3'][:2], [2 / 3, 0.0])
+  np.testing.assert_allclose(got['hr_at_3'][:2], [1.0, 0.0])
+  assert np.isnan(got['ndcg_at_3'][2])  # no test items: left out of means
+
+
+def test_top_k_metrics_ideal_dcg_caps_at_k():
+  # 5 relevant items, k = 2, both top items relevant: NDCG 1, recall 2/5.
+  got = metrics.top_k_metrics(np.array([[0, 1]]), [np.arange(5)], 2)
+  np.testing.assert_allclose([got['ndcg_at_2'][0], got['recall_at_2'][0]], [1.0, 0.4])
+
+
+def test_top_k_ndcg_matches_the_textbook_definition_on_random_lists():
+  rng = np.random.default_rng(0)
+  scores = rng.normal(size=(6, 30))
+  relevant = [rng.choice(30, size=rng.integers(1, 8), replace=False) for _ in range(6)]
+  top = np.argsort(-scores, axis=1)
+  got = metrics.top_k_metrics(top, relevant, 10)['ndcg_at_10']
+  for u in range(6):  # the textbook definition, item by item
+    gains = np.isin(top[u, :10], relevant[u]).astype(float)
+    dcg = (gains / np.log2(np.arange(2, 12))).sum()
+    idcg = (1 / np.log2(np.arange(2, 2 + min(10, len(relevant[u]))))).sum()
+    assert got[u] == pytest.approx(dcg / idcg)

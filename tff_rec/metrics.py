@@ -1,12 +1,19 @@
-"""Ranking metrics over global similarities, exact and vectorised.
+"""Ranking metrics, exact and vectorised.
+
+Retrieval of one label among all items (the dual encoder):
 
 `y_pred` is [B, V] (column j scores item j + 1), `y_true` the label ids [B].
 The label's rank is the number of *other* items scoring at least as high, so
 ties count against the label: a collapsed model that scores every item the
 same gets recall 0, never 1. (tfrs.metrics.FactorizedTopK uses top-k, whose
 tie order is arbitrary, so it is not used here.)
+
+Top-k lists against sets of relevant items (ranking tasks): top_k_metrics.
 """
 
+from typing import Sequence
+
+import numpy as np
 import tensorflow as tf
 
 
@@ -36,3 +43,32 @@ class GlobalRecall(tf.keras.metrics.Mean):
 
   def get_config(self):
     return {**super().get_config(), 'k': self.k}
+
+
+def top_k_metrics(top_items: np.ndarray, relevant: Sequence[np.ndarray], k: int
+                  ) -> dict[str, np.ndarray]:
+  """Per-user NDCG@k, recall@k and HR@k of ranked lists against relevant sets.
+
+  top_items: [users, >= k] item ids, best first (already excluding items the
+  user trained on); relevant: each user's set of relevant (test) items.
+  NDCG@k = DCG / ideal DCG with binary gains and 1 / log2(rank + 2) discounts
+  (sklearn.metrics.ndcg_score's definition for binary relevance);
+  recall@k = hits / |relevant|; HR@k = 1 if any hit. Users with no relevant
+  item get NaN (callers average with nanmean).
+  """
+  top = np.asarray(top_items)[:, :k]
+  users = np.repeat(np.arange(len(relevant)), [len(r) for r in relevant])
+  keys = users.astype(np.int64) * (1 << 32) + np.concatenate(
+      [np.asarray(r, np.int64) for r in relevant] or [np.zeros(0, np.int64)])
+  top_keys = np.arange(len(top), dtype=np.int64)[:, None] * (1 << 32) + top
+  hits = np.isin(top_keys, keys).astype(np.float64)
+  discounts = 1.0 / np.log2(np.arange(k) + 2.0)
+  counts = np.array([len(r) for r in relevant], np.float64)
+  ideal = np.cumsum(discounts)[np.minimum(counts, k).astype(int) - 1]
+  with np.errstate(invalid='ignore', divide='ignore'):
+    empty = counts == 0
+    return {
+        f'ndcg_at_{k}': np.where(empty, np.nan, hits @ discounts / np.where(empty, 1, ideal)),
+        f'recall_at_{k}': np.where(empty, np.nan, hits.sum(1) / np.maximum(counts, 1)),
+        f'hr_at_{k}': np.where(empty, np.nan, (hits.sum(1) > 0).astype(np.float64)),
+    }

@@ -1,0 +1,214 @@
+"""Goodreads-100 ranking with NeuMF + BPR (FAIR's task), and its algorithms.
+
+Each user is a client. Training triples: each train positive with
+`num_negatives` items drawn uniformly from the items the user never trained
+on, redrawn every local epoch (and every round), shuffled per epoch.
+Evaluation: the global model scores every item for every user, train items
+are excluded, and NDCG@k / recall@k / HR@k are taken against the test items
+(the official code's protocol, sklearn's NDCG for binary relevance). Any
+dataset in the same per-user line layout works (user_items.load), e.g.
+Amazon Beauty sequences with a per-user chronological test split.
+"""
+
+import collections
+import dataclasses
+import functools
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_rec import metrics
+from tff_rec.algorithms import capacities
+from tff_rec.algorithms import fair
+from tff_rec.data import user_items
+from tff_rec.models import neumf
+
+DEFAULT_DATA_DIR = '../shared/data/goodreads-100'
+ALGORITHMS = ('fedavg', 'fair', 'fair_hom', 'full_trn', 'fedhm', 'fair_inconsistent')
+USERS_PER_EVAL_BLOCK = 8  # [8, 359k, 16] floats: ~180 MB at a time
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  data_dir: str = DEFAULT_DATA_DIR
+  factors: int = 8
+  mlp_layers: int = 1
+  num_negatives: int = 1
+  l2: float = 1e-6
+  batch_size: int = 512
+  local_epochs: int = 5
+  test_fraction: float = 0.3  # single sequence files only
+  top_k: int = 20
+  seed: int = 0
+
+  def __post_init__(self):
+    for name in ('factors', 'mlp_layers', 'num_negatives', 'batch_size', 'local_epochs',
+                 'top_k'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+    if self.l2 < 0:
+      raise ValueError(f'l2 must be >= 0, got {self.l2}')
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmConfig:
+  """FAIR and its baselines (ignored by fedavg)."""
+  name: str = 'fair'
+  capacities: str = '1x-2x'
+  capacity_fractions: tuple[float, ...] | None = None
+  capacity_assignment: str = 'ordered'
+  impl: str = 'auto'  # hashed lookup kernel: 'composite' on TFF's native runtime
+
+  def __post_init__(self):
+    if self.name not in ALGORITHMS:
+      raise ValueError(f'unknown algorithm {self.name!r} for goodreads_ranking; '
+                       f'choose one of {ALGORITHMS}')
+    capacities.parse(self.capacities)
+
+
+class GoodreadsRanking:
+  """The task; reading the data happens once, in the constructor."""
+
+  def __init__(self, config: Config):
+    self.config = config
+    self.data = user_items.load(config.data_dir, test_fraction=config.test_fraction)
+    self.shape = neumf.NeuMFShape(len(self.data.user_ids), self.data.num_items,
+                                  config.factors, config.mlp_layers)
+    self.vocab_size = self.data.num_items
+    counts = self.data.train.counts
+    self._client_index = {str(uid): k for k, uid in enumerate(self.data.user_ids)
+                          if counts[k] > 0}
+
+  @property
+  def train_client_ids(self) -> list[str]:
+    return list(self._client_index)
+
+  def model(self) -> fair.FairModel:
+    return fair.FairModel(
+        initial_weights=neumf.initial_weights(self.shape, self.config.seed),
+        loss=functools.partial(neumf.bpr_loss, l2=self.config.l2),
+        tables=neumf.ITEM_TABLES, per_user_tables=('user_gmf', 'user_mlp'))
+
+  def client_arguments(self, client_id: str, seed: int
+                       ) -> tuple[np.int32, np.ndarray, np.ndarray]:
+    """(user index, positives, negatives): E shuffled epochs of BPR triples."""
+    user = self._client_index[client_id]
+    positives = self.data.train.of(user)
+    rng = np.random.default_rng(seed)
+    epochs = self.config.local_epochs
+    order = np.concatenate([rng.permutation(len(positives)) for _ in range(epochs)])
+    negatives = self._negatives(positives, len(order) * self.config.num_negatives, rng)
+    return (np.int32(user), positives[order].astype(np.int32),
+            negatives.reshape(len(order), self.config.num_negatives).astype(np.int32))
+
+  def _negatives(self, positives: np.ndarray, count: int, rng) -> np.ndarray:
+    """`count` items drawn uniformly from those not in `positives` (rejection)."""
+    seen = np.sort(positives)
+    draws = rng.integers(0, self.data.num_items, size=count)
+    while len(seen):
+      at = np.minimum(np.searchsorted(seen, draws), len(seen) - 1)
+      rejected = seen[at] == draws
+      if not rejected.any():
+        return draws
+      draws[rejected] = rng.integers(0, self.data.num_items, size=int(rejected.sum()))
+    return draws
+
+  @functools.cached_property
+  def dataset_computation(self) -> tff.Computation:
+    """(user, positives, negatives) arrays -> the client's batched triples, in TFF."""
+    k = self.config.num_negatives
+
+    @tff.tensorflow.computation(np.int32, tff.TensorType(np.int32, [None]),
+                                tff.TensorType(np.int32, [None, k]))
+    def build(user, positives, negatives):
+      return self.triples_dataset(tf.fill(tf.shape(positives), user), positives, negatives)
+
+    return build
+
+  def triples_dataset(self, users, positives, negatives) -> tf.data.Dataset:
+    return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+        user=users, positive=positives, negatives=negatives)).batch(self.config.batch_size)
+
+  def learning_process(self, algorithm: AlgorithmConfig, *,
+                       client_optimizer: tff.learning.optimizers.Optimizer,
+                       server_optimizer: tff.learning.optimizers.Optimizer):
+    """(process, training client ids, client input fn) for one algorithm."""
+    ids = self.train_client_ids
+    scheme = capacities.parse(algorithm.capacities)
+    if algorithm.name == 'fedavg':
+      scheme = [1]
+    elif algorithm.name == 'fair_hom':
+      scheme = [max(scheme)]
+    elif algorithm.name == 'full_trn':  # only clients that can hold the full model
+      full = capacities.assign(len(ids), len(scheme), fractions=algorithm.capacity_fractions,
+                               assignment=algorithm.capacity_assignment,
+                               seed=self.config.seed) == scheme.index(min(scheme))
+      if min(scheme) != 1:
+        raise ValueError(f'full_trn needs a 1x tier; scheme {algorithm.capacities} has none')
+      ids, scheme = [c for c, keep in zip(ids, full) if keep], [1]
+    shapes = {name: (self.shape.num_items, dim)
+              for name, dim in self.shape.table_dims().items()}
+    if algorithm.name == 'fedhm':
+      tiers = capacities.low_rank_tiers(shapes, scheme)
+    else:
+      tiers = capacities.hashed_tiers(
+          shapes, scheme, seed=self.config.seed + 1, impl=algorithm.impl,
+          consistent=algorithm.name != 'fair_inconsistent')
+    tier_of = capacities.assign(
+        len(ids), len(scheme),
+        fractions=algorithm.capacity_fractions if len(scheme) > 1 else None,
+        assignment=algorithm.capacity_assignment, seed=self.config.seed)
+    tier_of = dict(zip(ids, tier_of.tolist()))
+    process = fair.build_fair_process(
+        self.model(), tiers, dataset_computation=self.dataset_computation,
+        client_optimizer=client_optimizer, server_optimizer=server_optimizer)
+
+    def client_input(client_id: str, seed: int):
+      return np.int32(tier_of[client_id]), self.client_arguments(client_id, seed)
+
+    return process, ids, client_input
+
+  def evaluate(self, weights, part: str = 'test') -> dict[str, float]:
+    """Mean NDCG / recall / HR @k of the full model over users with test items."""
+    if part != 'test':
+      raise ValueError(f'goodreads_ranking evaluates on "test" only, got {part!r}')
+    scores = functools.partial(neumf.score_all_items,
+                               {k: tf.constant(v) for k, v in weights.items()})
+    return self._ranking_metrics(lambda users: scores(tf.constant(users)))
+
+  def popularity(self) -> dict[str, float]:
+    """The same metrics for ranking items by their number of train users."""
+    counts = np.bincount(self.data.train.items, minlength=self.data.num_items)
+    scores = tf.constant(counts, tf.float32)
+    return self._ranking_metrics(
+        lambda users: tf.broadcast_to(scores, [len(users), self.data.num_items]))
+
+  def _ranking_metrics(self, score_fn) -> dict[str, float]:
+    k = self.config.top_k
+    users = np.flatnonzero(self.data.test.counts > 0)
+    per_user = collections.defaultdict(list)
+    for start in range(0, len(users), USERS_PER_EVAL_BLOCK):
+      block = users[start:start + USERS_PER_EVAL_BLOCK]
+      scores = score_fn(block).numpy()
+      for row, user in enumerate(block):
+        scores[row, self.data.train.of(user)] = -np.inf
+      top = tf.math.top_k(scores, k).indices.numpy()
+      values = metrics.top_k_metrics(top, [self.data.test.of(u) for u in block], k)
+      for name, value in values.items():
+        per_user[name].append(value)
+    return {name: float(np.mean(np.concatenate(v))) for name, v in per_user.items()}
+
+  def centralized_epoch(self, epoch: int) -> tf.data.Dataset:
+    """One pass over every user's triples (fresh negatives), shuffled across users."""
+    rng = np.random.default_rng([self.config.seed, epoch])
+    users = np.repeat(np.arange(len(self.data.user_ids)), self.data.train.counts)
+    negatives = np.concatenate([
+        self._negatives(self.data.train.of(u), self.data.train.counts[u]
+                        * self.config.num_negatives, rng)
+        for u in range(len(self.data.user_ids))])
+    order = rng.permutation(len(users))
+    k = self.config.num_negatives
+    return self.triples_dataset(
+        users[order].astype(np.int32), self.data.train.items[order].astype(np.int32),
+        negatives.reshape(-1, k)[order].astype(np.int32))

@@ -1,0 +1,167 @@
+"""FAIR on the real TFF runtimes: FedAvg when everyone is 1x, runtime equivalence,
+and the round's bookkeeping (tier counts, bytes)."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks import goodreads_ranking
+from tff_rec.algorithms import fair
+from tff_rec.models import neumf
+from tff_rec.runtime import inprocess
+
+ADAM = tff.learning.optimizers.build_adam(0.05)
+SGD_1 = tff.learning.optimizers.build_sgdm(1.0)
+
+
+def _task(data_dir, **overrides):
+  config = dict(data_dir=str(data_dir), factors=4, batch_size=4, local_epochs=2, seed=1)
+  return goodreads_ranking.GoodreadsRanking(goodreads_ranking.Config(**{**config, **overrides}))
+
+
+def _run(process, client_input, cohorts):
+  state = process.initialize()
+  outputs = []
+  for r, cohort in enumerate(cohorts):
+    output = process.next(state, [client_input(c, r) for c in cohort])
+    state = output.state
+    outputs.append(output)
+  return process.get_model_weights(state), outputs
+
+
+def _tff_fedavg(task):
+  """tff.learning's own FedAvg on NeuMF: client Adam from scratch, server SGD 1."""
+  model = task.model()
+  names = list(model.initial_weights)
+
+  @tf.function
+  def predict_on_batch(model_weights, x, training=True):
+    del training
+    w = collections.OrderedDict(zip(names, model_weights[0]))
+    loss = model.loss(w, x, neumf.full_item_rows(w))
+    return tf.fill([tf.shape(x['user'])[0]], loss)  # one row per example: weights by count
+
+  x_spec = task.dataset_computation.type_signature.result.element
+  functional_model = tff.learning.models.FunctionalModel(
+      initial_weights=(tuple(model.initial_weights.values()), ()),
+      predict_on_batch_fn=predict_on_batch,
+      loss_fn=tf.function(lambda output, label, sample_weight=None: tf.reduce_mean(output)),
+      input_spec=(x_spec, tf.TensorSpec([None], tf.float32)))
+  process = tff.learning.algorithms.build_weighted_fed_avg(
+      functional_model, client_optimizer_fn=ADAM, server_optimizer_fn=SGD_1,
+      loop_implementation=tff.learning.LoopImplementation.DATASET_ITERATOR)
+
+  @tff.tensorflow.computation(task.dataset_computation.type_signature.parameter)
+  def with_labels(args):
+    return task.dataset_computation(args).map(
+        lambda b: (b, tf.zeros([tf.shape(b['user'])[0]])))
+
+  return tff.simulation.compose_dataset_computation_with_learning_process(
+      with_labels, process), names
+
+
+def test_fair_with_every_client_at_1x_is_tff_fedavg(user_items_dir, tff_runtime):
+  task = _task(user_items_dir)
+  process, ids, client_input = task.learning_process(
+      goodreads_ranking.AlgorithmConfig(name='fedavg'), client_optimizer=ADAM,
+      server_optimizer=SGD_1)
+  cohorts = [ids[:3], ids[2:6]]
+  weights, outputs = _run(process, client_input, cohorts)
+
+  reference, names = _tff_fedavg(task)
+  state = reference.initialize()
+  for r, cohort in enumerate(cohorts):
+    state = reference.next(state, [task.client_arguments(c, r) for c in cohort]).state
+  expected = reference.get_model_weights(state).trainable
+  moved = max(np.abs(weights[n] - task.model().initial_weights[n]).max() for n in names)
+  assert moved > 1e-2
+  for name, value in zip(names, expected):
+    np.testing.assert_allclose(weights[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+  assert outputs[0].metrics['clients']['1x'] == 3
+
+
+def test_native_composite_equals_inprocess_op(user_items_dir, tff_runtime):
+  task = _task(user_items_dir)
+  cohorts = [task.train_client_ids[:4], task.train_client_ids[3:8]]
+  results = []
+  for impl in ('composite', 'op'):
+    process, _, client_input = task.learning_process(
+        goodreads_ranking.AlgorithmConfig(name='fair', capacities='1x-2x-4x', impl=impl),
+        client_optimizer=ADAM, server_optimizer=SGD_1)
+    if impl == 'op':
+      process = inprocess.InProcessLearningProcess(process, threads=2)
+    results.append(_run(process, client_input, cohorts))
+  (native_weights, native_out), (local_weights, local_out) = results
+  # The op sums colliding gradients in another order than the composite;
+  # client Adam's 1/sqrt(v) amplifies that rounding for near-zero gradients.
+  for name in native_weights:
+    np.testing.assert_allclose(local_weights[name], native_weights[name], rtol=1e-4,
+                               atol=1e-5, err_msg=name)
+  assert native_out[-1].metrics['clients'] == local_out[-1].metrics['clients']
+  np.testing.assert_allclose(local_out[-1].metrics['train']['loss'],
+                             native_out[-1].metrics['train']['loss'], rtol=1e-5)
+
+
+def test_tier_metrics_count_clients_and_bytes(user_items_dir, tff_runtime):
+  task = _task(user_items_dir, local_epochs=1)
+  algorithm = goodreads_ranking.AlgorithmConfig(name='fair', capacities='1x-4x',
+                                                impl='composite')
+  process, ids, client_input = task.learning_process(
+      algorithm, client_optimizer=ADAM, server_optimizer=SGD_1)
+  _, outputs = _run(process, client_input, [ids[2:7]])  # tiers: 0,0,1,1,1
+  metrics = outputs[0].metrics
+  assert dict(metrics['clients']) == {'1x': 2, '4x': 3}
+  n, f = task.shape.num_items, task.shape.factors
+  dense = (2 * f * f + f) + (2 * f + 1) + 2 * f  # MLP, output, one row of each user table
+  full, quarter = 2 * n * f, 2 * (n * f // 4)
+  assert metrics['bytes_down'] == 4 * (2 * (full + dense) + 3 * (quarter + dense))
+  assert metrics['bytes_up'] == metrics['bytes_down']
+  assert metrics['train']['num_examples'] == sum(
+      len(task.client_arguments(c, 0)[1]) for c in ids[2:7])
+
+
+@pytest.mark.parametrize('name', ['fair_hom', 'fedhm', 'fair_inconsistent', 'full_trn'])
+def test_baselines_train_and_move_the_model(user_items_dir, tff_runtime, name):
+  task = _task(user_items_dir, factors=8, local_epochs=1)
+  process, ids, client_input = task.learning_process(
+      goodreads_ranking.AlgorithmConfig(name=name, capacities='1x-2x', impl='composite'),
+      client_optimizer=ADAM, server_optimizer=SGD_1)
+  if name == 'full_trn':
+    assert ids == task.train_client_ids[:4]  # the 1x half only
+  weights, outputs = _run(process, client_input, [ids[:3]])
+  initial = task.model().initial_weights
+  assert np.abs(weights['item_gmf'] - initial['item_gmf']).max() > 1e-3
+  tiers = {'fair_hom': ['2x'], 'fedhm': ['1x', '2x'], 'fair_inconsistent': ['1x', '2x'],
+           'full_trn': ['1x']}[name]
+  assert list(outputs[0].metrics['clients']) == tiers
+
+
+def test_fair_hom_keeps_the_model_in_the_subspace(user_items_dir, tff_runtime):
+  """Everyone at 2x: the new tables are S psi, so reducing and recovering them is exact."""
+  task = _task(user_items_dir, local_epochs=1)
+  algorithm = goodreads_ranking.AlgorithmConfig(name='fair_hom', capacities='1x-2x',
+                                                impl='composite')
+  process, ids, client_input = task.learning_process(
+      algorithm, client_optimizer=ADAM, server_optimizer=SGD_1)
+  weights, _ = _run(process, client_input, [ids[:3]])
+  form = next(iter(next(iter(_tiers(task, algorithm).values())).values()))
+  table = tf.constant(weights['item_gmf'])
+  np.testing.assert_allclose(form.recover(form.reduce(table)), table, atol=1e-6)
+
+
+def _tiers(task, algorithm):
+  from tff_rec.algorithms import capacities  # pylint: disable=g-import-not-at-top
+  shapes = {name: (task.shape.num_items, dim) for name, dim in task.shape.table_dims().items()}
+  return capacities.hashed_tiers(shapes, [max(capacities.parse(algorithm.capacities))],
+                                 seed=task.config.seed + 1, impl='composite')
+
+
+def test_tiers_must_cover_the_model_tables(user_items_dir):
+  task = _task(user_items_dir)
+  with pytest.raises(ValueError, match="tier 1x has forms for .'item_gmf'., expected"):
+    fair.build_fair_process(
+        task.model(), {'1x': {'item_gmf': None}},
+        dataset_computation=task.dataset_computation, client_optimizer=ADAM)

@@ -1,0 +1,220 @@
+"""FAIR (Desai et al.): federated averaging in random subspaces, one per capacity tier.
+
+A round (Algorithm 1 of the paper):
+1. The server reduces the full item tables theta to every tier's form
+   (tier cx: psi = S^T theta / S^T 1 in n*d/c hashed floats; 1x: theta).
+2. Each sampled client trains E local epochs on its tier's form only, with a
+   fresh client optimizer (the official code's fresh Adam), and returns it.
+3. The server recovers each returned form into the full space (S psi) and
+   takes the weighted mean over the cohort (weights: training examples).
+   The mean replaces the model through the server optimizer (SGD with
+   learning rate 1 is the paper's plain replacement).
+Non-table weights (user embeddings, MLP) are trained and averaged in full.
+
+Everything runs in one MapReduce-compatible round so that both runtimes can
+execute it: the broadcast carries every tier's form and each client keeps
+its own (MapReduceForm has no federated_select). A client's training holds
+only its own tier's tensors (the other branches of its tf.switch_case never
+run). The bytes a real deployment would move per client (its tier's tables,
+the non-table weights, one row of each per-user table) are reported as
+metrics, as are the tiers' client counts.
+
+Baselines are the same process with other tiers: FedAvg (one 1x tier),
+FAIR-HOM (one tier at the smallest capacity), FedHM (low-rank tiers) and
+inconsistent subspaces (hashed tiers with different seeds).
+"""
+
+import collections
+import dataclasses
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_rec.aggregators import tier_recovery
+from tff_rec.models import compressed_table
+from tff_rec.training import functional
+
+# (weights, batch, item_rows) -> scalar loss; item_rows(table name, ids) -> rows.
+LossFn = Callable[[Mapping[str, tf.Tensor], Any, Callable], tf.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class FairModel:
+  """What FAIR needs of a model: weights, a loss, and which weights are tables."""
+  initial_weights: Mapping[str, np.ndarray]
+  loss: LossFn
+  tables: Sequence[str]            # item tables: held in each tier's form
+  per_user_tables: Sequence[str] = ()  # a client needs only its own row
+
+
+def _split(weights: Mapping[str, Any], tables: Sequence[str]):
+  dense = collections.OrderedDict((k, v) for k, v in weights.items() if k not in tables)
+  return dense, collections.OrderedDict((k, weights[k]) for k in tables)
+
+
+def bytes_per_client(model: FairModel, forms: Mapping[str, object]) -> int:
+  """What one client of a tier downloads (and uploads) in a real deployment."""
+  floats = sum(f.num_floats for f in forms.values())
+  for name, value in model.initial_weights.items():
+    if name in model.per_user_tables:
+      floats += int(np.prod(value.shape[1:]))
+    elif name not in model.tables:
+      floats += value.size
+  return compressed_table.BYTES_PER_FLOAT * floats
+
+
+def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object]], *,
+                       dataset_computation: tff.Computation,
+                       client_optimizer: tff.learning.optimizers.Optimizer,
+                       server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+                       aggregator: tff.aggregators.WeightedAggregationFactory | None = None
+                       ) -> tff.learning.templates.LearningProcess:
+  """The FAIR learning process.
+
+  Args:
+    model: weights, loss and table names.
+    tiers: tier label -> table name -> form (compressed_table.Full, Hashed,
+      LowRank), in tier index order.
+    dataset_computation: a client's data arguments -> its training dataset
+      (E epochs). Clients pass (tier index, data arguments) to `next`.
+    client_optimizer: trained from a fresh state by every client every round.
+    server_optimizer: applied to (model - recovered mean); default SGD with
+      learning rate 1, the paper's replacement of the model by the mean.
+    aggregator: the inner weighted factory (default tff's MeanFactory).
+  """
+  labels = list(tiers)
+  for label, forms in tiers.items():
+    if set(forms) != set(model.tables):
+      raise ValueError(f'tier {label} has forms for {sorted(forms)}, expected the '
+                       f'model\'s tables {sorted(model.tables)}')
+  server_optimizer = server_optimizer or tff.learning.optimizers.build_sgdm(1.0)
+  initial = collections.OrderedDict(
+      (k, np.asarray(v, np.float32)) for k, v in model.initial_weights.items())
+  weights_type = tff.types.to_type(collections.OrderedDict(
+      (k, tff.TensorType(np.float32, v.shape)) for k, v in initial.items()))
+  weight_specs = collections.OrderedDict(
+      (k, tf.TensorSpec(v.shape, tf.float32)) for k, v in initial.items())
+  initial_dense, _ = _split(initial, model.tables)
+  tier_bytes = np.array([bytes_per_client(model, tiers[l]) for l in labels], np.float64)
+
+  @tff.tensorflow.computation
+  def server_init():
+    weights = collections.OrderedDict((k, tf.constant(v)) for k, v in initial.items())
+    return weights, server_optimizer.initialize(weight_specs)
+
+  @tff.tensorflow.computation(weights_type)
+  def prepare(weights):
+    dense, tables = _split(weights, model.tables)
+    return collections.OrderedDict(
+        dense=dense,
+        tiers=collections.OrderedDict(
+            (label, collections.OrderedDict(
+                (name, tiers[label][name].reduce(tables[name])) for name in model.tables))
+            for label in labels))
+
+  dataset_type = dataset_computation.type_signature.result
+
+  @tff.tensorflow.computation(np.int32, dataset_type, prepare.type_signature.result)
+  def client_update(tier, dataset, broadcast):
+    def branch(label):
+      def run():
+        weights = collections.OrderedDict(broadcast['dense'])
+        weights.update(broadcast['tiers'][label])
+        forms = tiers[label]
+
+        def loss(w, batch):
+          return model.loss(w, batch, lambda name, ids: forms[name].rows(w[name], ids))
+
+        trained, _, loss_sum, count = functional.train(loss, client_optimizer, weights,
+                                                       dataset)
+        dense, tables = _split(trained, model.tables)
+        value = collections.OrderedDict(
+            dense=dense, tiers=tier_recovery.client_payload(tiers, label, tables))
+        return value, loss_sum, count
+      return run
+
+    value, loss_sum, count = tf.switch_case(tier, [branch(l) for l in labels])
+    return collections.OrderedDict(
+        value=value, weight=tf.cast(count, tf.float32),
+        metrics=collections.OrderedDict(
+            loss_sum=loss_sum, num_examples=count,
+            clients=tf.one_hot(tier, len(labels), dtype=tf.int64)))
+
+  value_type = client_update.type_signature.result['value']
+  table_aggregation = tier_recovery.TierRecoveryFactory(tiers, aggregator).create(
+      value_type['tiers'], tff.TensorType(np.float32))
+  dense_aggregation = (aggregator or tff.aggregators.MeanFactory()).create(
+      value_type['dense'], tff.TensorType(np.float32))
+  optimizer_state_type = server_init.type_signature.result[1]
+
+  @tff.tensorflow.computation(weights_type, optimizer_state_type,
+                              dense_aggregation.next.type_signature.result.result.member,
+                              table_aggregation.next.type_signature.result.result.member)
+  def server_update(weights, optimizer_state, dense_mean, tables_mean):
+    target = collections.OrderedDict(dense_mean)
+    target.update(tables_mean)
+    target = collections.OrderedDict((k, target[k]) for k in weights)
+    pseudo_gradient = tf.nest.map_structure(tf.subtract, weights, target)
+    optimizer_state, weights = server_optimizer.next(optimizer_state, weights,
+                                                     pseudo_gradient)
+    return weights, optimizer_state
+
+  metrics_type = client_update.type_signature.result['metrics']
+
+  @tff.tensorflow.computation(metrics_type)
+  def round_metrics(sums):
+    clients = tf.cast(sums['clients'], tf.float64)
+    return collections.OrderedDict(
+        train=collections.OrderedDict(
+            loss=sums['loss_sum'] / tf.cast(tf.maximum(sums['num_examples'], 1), tf.float32),
+            num_examples=sums['num_examples']),
+        clients=collections.OrderedDict(
+            (label, sums['clients'][i]) for i, label in enumerate(labels)),
+        bytes_down=tf.reduce_sum(clients * tier_bytes),
+        bytes_up=tf.reduce_sum(clients * tier_bytes))
+
+  @tff.federated_computation
+  def initialize():
+    weights, optimizer_state = tff.federated_eval(server_init, tff.SERVER)
+    return tff.federated_zip(collections.OrderedDict(
+        weights=weights, optimizer=optimizer_state,
+        dense_aggregator=dense_aggregation.initialize(),
+        table_aggregator=table_aggregation.initialize()))
+
+  state_type = initialize.type_signature.result
+  client_data_type = tff.FederatedType(
+      tff.StructType([('tier', np.int32),
+                      ('data', dataset_computation.type_signature.parameter)]),
+      tff.CLIENTS)
+
+  @tff.federated_computation(state_type, client_data_type)
+  def next_fn(state, client_data):
+    broadcast = tff.federated_broadcast(tff.federated_map(prepare, state.weights))
+    datasets = tff.federated_map(dataset_computation, client_data.data)
+    outputs = tff.federated_map(client_update, (client_data.tier, datasets, broadcast))
+    dense = dense_aggregation.next(state.dense_aggregator, outputs.value.dense,
+                                   outputs.weight)
+    tables = table_aggregation.next(state.table_aggregator, outputs.value.tiers,
+                                    outputs.weight)
+    weights, optimizer_state = tff.federated_map(
+        server_update, (state.weights, state.optimizer, dense.result, tables.result))
+    metrics = tff.federated_map(round_metrics, tff.federated_sum(outputs.metrics))
+    new_state = tff.federated_zip(collections.OrderedDict(
+        weights=weights, optimizer=optimizer_state, dense_aggregator=dense.state,
+        table_aggregator=tables.state))
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+
+  @tff.tensorflow.computation(state_type.member)
+  def get_model_weights(state):
+    return state['weights']
+
+  @tff.tensorflow.computation(state_type.member, weights_type)
+  def set_model_weights(state, weights):
+    state = collections.OrderedDict(state)  # pylint: disable=unsubscriptable-object
+    state['weights'] = weights
+    return state
+
+  return tff.learning.templates.LearningProcess(initialize, next_fn, get_model_weights,
+                                                set_model_weights)

@@ -1,0 +1,107 @@
+"""Per-user item lists: one line per user, `uid item item ...` (LightGCN layout).
+
+Two layouts of the same line format are read:
+* a train.txt / test.txt pair (FAIR's Goodreads-100 and AmazonProduct-100,
+  0-based ids), used as given;
+* one sequence file, time-ordered (e.g. Amazon Beauty's Beauty.txt, 1-based
+  ids): the last `test_fraction` of each user's items become its test items.
+Item ids are used as they are: the catalogue is 0..max id (an unused id 0 of
+a 1-based file is one never-seen item, harmless for ranking).
+"""
+
+import dataclasses
+import math
+import pathlib
+
+import numpy as np
+
+from tff_rec.data import tables
+
+EXPECTED = 'one line per user: "uid item item ..." (space-separated integers)'
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemLists:
+  """Users' item lists in CSR form: user k's items are items[offsets[k]:offsets[k+1]]."""
+  offsets: np.ndarray  # [users + 1] int64
+  items: np.ndarray    # [interactions] int64
+
+  def of(self, user: int) -> np.ndarray:
+    return self.items[self.offsets[user]:self.offsets[user + 1]]
+
+  @property
+  def counts(self) -> np.ndarray:
+    return np.diff(self.offsets)
+
+  @classmethod
+  def from_lists(cls, lists: list[np.ndarray]) -> 'ItemLists':
+    offsets = np.zeros(len(lists) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(l) for l in lists])
+    items = np.concatenate(lists).astype(np.int64) if lists else np.zeros(0, np.int64)
+    return cls(offsets, items)
+
+
+@dataclasses.dataclass(frozen=True)
+class UserItems:
+  """Train and test item lists of the same users (user k is user_ids[k])."""
+  user_ids: np.ndarray  # [users] the file's uids, ascending
+  train: ItemLists
+  test: ItemLists
+  num_items: int
+
+
+def read_lines(path: pathlib.Path) -> dict[int, np.ndarray]:
+  """uid -> items of one file, in file order; errors name the file and line."""
+  users = {}
+  with path.open() as f:
+    for number, line in enumerate(f, 1):
+      fields = line.split()
+      if not fields:
+        continue
+      try:
+        values = np.array([int(v) for v in fields], np.int64)
+      except ValueError:
+        raise tables.DataFormatError(
+            f'{path}:{number}: non-integer field; expected {EXPECTED}') from None
+      if (values < 0).any():
+        raise tables.DataFormatError(f'{path}:{number}: negative id; expected {EXPECTED}')
+      if values[0] in users:
+        raise tables.DataFormatError(f'{path}:{number}: user {values[0]} appears twice')
+      users[int(values[0])] = values[1:]
+  if not users:
+    raise tables.DataFormatError(f'{path}: no users; expected {EXPECTED}')
+  return users
+
+
+def split_sequences(sequences: dict[int, np.ndarray], test_fraction: float
+                    ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+  """Each user's last ceil(fraction * len) items (at most len - 1) go to test."""
+  train, test = {}, {}
+  for uid, items in sequences.items():
+    held = min(math.ceil(test_fraction * len(items)), len(items) - 1)
+    train[uid], test[uid] = items[:len(items) - held], items[len(items) - held:]
+  return train, test
+
+
+def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3) -> UserItems:
+  """The train.txt/test.txt pair of `data_dir`, or its single sequence file split."""
+  if not 0 < test_fraction < 1:
+    raise ValueError(f'test_fraction must be in (0, 1), got {test_fraction}')
+  root = pathlib.Path(data_dir)
+  if (root / 'train.txt').is_file():
+    tables.require_files(root, ['train.txt', 'test.txt'], dataset='user-items')
+    train, test = read_lines(root / 'train.txt'), read_lines(root / 'test.txt')
+  else:
+    candidates = sorted(root.glob('*.txt')) if root.is_dir() else []
+    if len(candidates) != 1:
+      raise tables.DataFormatError(
+          f'{root}: expected train.txt and test.txt, or exactly one sequence '
+          f'file *.txt (found {[c.name for c in candidates]}); each with {EXPECTED}.')
+    train, test = split_sequences(read_lines(candidates[0]), test_fraction)
+  user_ids = np.array(sorted(set(train) | set(test)), np.int64)
+  empty = np.zeros(0, np.int64)
+  train_lists = [train.get(int(u), empty) for u in user_ids]
+  test_lists = [test.get(int(u), empty) for u in user_ids]
+  num_items = 1 + max(int(l.max()) for l in train_lists + test_lists if len(l))
+  return UserItems(user_ids, ItemLists.from_lists(train_lists),
+                   ItemLists.from_lists(test_lists), num_items)

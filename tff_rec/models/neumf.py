@@ -1,0 +1,145 @@
+"""NeuMF (He et al. 2017) as functions of a weights dict, with BPR training.
+
+A GMF branch (user * item embeddings) and an MLP branch (concatenated user
+and item embeddings through `mlp_layers` halving ReLU layers) meet in one
+linear output. The weights are plain tensors in an OrderedDict rather than a
+Keras model so that a client can train whichever form its item tables take
+(full, hashed memory, low rank: see compressed_table) with the same code, and
+hold only that form in memory. Item rows are read through `item_rows(name,
+ids)`, the one place the form matters.
+
+Initialisation as FAIR's official NeuMF (adapted from yihong-chen's NCF):
+embeddings N(0, 0.01^2), MLP kernels Xavier-uniform, output kernel Kaiming-
+uniform with a = 1 (bound sqrt(3 / fan_in)), biases 0.
+"""
+
+import collections
+import dataclasses
+from typing import Callable, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+ITEM_TABLES = ('item_gmf', 'item_mlp')
+ItemRows = Callable[[str, tf.Tensor], tf.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class NeuMFShape:
+  num_users: int
+  num_items: int
+  factors: int = 8
+  mlp_layers: int = 1
+
+  def __post_init__(self):
+    for name in ('num_users', 'num_items', 'factors', 'mlp_layers'):
+      if getattr(self, name) < 1:
+        raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+
+  @property
+  def mlp_dim(self) -> int:
+    """Width of the MLP branch's embeddings (the layers halve it down to factors)."""
+    return self.factors * 2 ** (self.mlp_layers - 1)
+
+  def table_dims(self) -> dict[str, int]:
+    return {'item_gmf': self.factors, 'item_mlp': self.mlp_dim}
+
+
+def initial_weights(shape: NeuMFShape, seed: int) -> collections.OrderedDict:
+  rng = np.random.default_rng(seed)
+  f, e = shape.factors, shape.mlp_dim
+
+  def normal(rows, cols):
+    return rng.normal(0.0, 0.01, size=(rows, cols)).astype(np.float32)
+
+  def uniform(bound, rows, cols):
+    return rng.uniform(-bound, bound, size=(rows, cols)).astype(np.float32)
+
+  weights = collections.OrderedDict(
+      user_gmf=normal(shape.num_users, f), user_mlp=normal(shape.num_users, e),
+      item_gmf=normal(shape.num_items, f), item_mlp=normal(shape.num_items, e))
+  width = 2 * e
+  for layer in range(shape.mlp_layers):
+    weights[f'mlp_{layer}/kernel'] = uniform(np.sqrt(6 / (width + width // 2)),
+                                             width, width // 2)
+    weights[f'mlp_{layer}/bias'] = np.zeros(width // 2, np.float32)
+    width //= 2
+  weights['output/kernel'] = uniform(np.sqrt(3 / (f + width)), f + width, 1)
+  weights['output/bias'] = np.zeros(1, np.float32)
+  return weights
+
+
+def full_item_rows(weights: Mapping[str, tf.Tensor]) -> ItemRows:
+  """Item rows read from full [num_items, dim] tables."""
+  return lambda name, ids: tf.gather(weights[name], ids)
+
+
+def _mlp(weights, hidden: tf.Tensor) -> tf.Tensor:
+  layer = 0
+  while f'mlp_{layer}/kernel' in weights:
+    hidden = tf.nn.relu(tf.matmul(hidden, weights[f'mlp_{layer}/kernel'])
+                        + weights[f'mlp_{layer}/bias'])
+    layer += 1
+  return hidden
+
+
+def scores(weights: Mapping[str, tf.Tensor], users: tf.Tensor, items: tf.Tensor,
+           item_rows: ItemRows) -> tf.Tensor:
+  """Score of each (user, item) pair: [B]."""
+  gmf = tf.gather(weights['user_gmf'], users) * item_rows('item_gmf', items)
+  mlp = _mlp(weights, tf.concat(
+      [tf.gather(weights['user_mlp'], users), item_rows('item_mlp', items)], -1))
+  out = tf.matmul(tf.concat([gmf, mlp], -1), weights['output/kernel'])
+  return out[:, 0] + weights['output/bias'][0]
+
+
+def bpr_loss(weights: Mapping[str, tf.Tensor], batch: Mapping[str, tf.Tensor],
+             item_rows: ItemRows, *, l2: float) -> tf.Tensor:
+  """BPR with L2 decay on the batch's embeddings, as FAIR's official code.
+
+  batch: user [B], positive [B], negatives [B, K]. Loss:
+  -mean(log sigmoid(s(u, pos) - mean_k s(u, neg_k)))
+  + l2 * (sum of squared norms of every embedding the batch used) / 2 / B.
+  (The official code adds the user MLP embedding's norm six times instead
+  of each embedding's, a bug noted in OFFICIAL_CODE_NOTES.md; this follows
+  the intent.)
+  """
+  users, positive, negatives = batch['user'], batch['positive'], batch['negatives']
+  num_negatives = tf.shape(negatives)[1]
+  pos = scores(weights, users, positive, item_rows)
+  neg = scores(weights, tf.repeat(users, num_negatives), tf.reshape(negatives, [-1]),
+               item_rows)
+  neg = tf.reduce_mean(tf.reshape(neg, [-1, num_negatives]), axis=1)
+  ranking = -tf.reduce_mean(tf.math.log_sigmoid(pos - neg))
+  items = tf.concat([positive, tf.reshape(negatives, [-1])], 0)
+  squares = [tf.reduce_sum(tf.square(tf.gather(weights[name], users)))
+             for name in ('user_gmf', 'user_mlp')]
+  squares += [tf.reduce_sum(tf.square(item_rows(name, items))) for name in ITEM_TABLES]
+  batch_size = tf.cast(tf.shape(users)[0], tf.float32)
+  return ranking + l2 * tf.add_n(squares) / 2.0 / batch_size
+
+
+def score_all_items(weights: Mapping[str, tf.Tensor], users: tf.Tensor) -> tf.Tensor:
+  """[len(users), num_items] scores from full tables, without tiling the MLP input.
+
+  The first MLP layer splits into a user part and an item part (its kernel
+  rows), so each side is multiplied once and broadcast: the biggest tensor
+  is [users, items, first layer width].
+  """
+  user_mlp = tf.gather(weights['user_mlp'], users)
+  kernel = weights['mlp_0/kernel']
+  e = user_mlp.shape[-1]
+  hidden = tf.nn.relu(tf.matmul(user_mlp, kernel[:e])[:, None, :]
+                      + tf.matmul(weights['item_mlp'], kernel[e:])[None]
+                      + weights['mlp_0/bias'])
+  layer = 1
+  while f'mlp_{layer}/kernel' in weights:
+    hidden = tf.nn.relu(tf.einsum('uid,do->uio', hidden, weights[f'mlp_{layer}/kernel'])
+                        + weights[f'mlp_{layer}/bias'])
+    layer += 1
+  f = weights['user_gmf'].shape[-1]
+  out_kernel = weights['output/kernel'][:, 0]
+  gmf_part = tf.matmul(tf.gather(weights['user_gmf'], users) * out_kernel[:f],
+                       weights['item_gmf'], transpose_b=True)
+  mlp_part = tf.einsum('uid,d->ui', hidden, out_kernel[f:])
+  return gmf_part + mlp_part + weights['output/bias'][0]

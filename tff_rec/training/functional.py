@@ -1,0 +1,43 @@
+"""Training a dict of weight tensors with a TFF optimizer: no Keras, no variables.
+
+Clients of FAIR's tiers hold their item tables in different forms; training
+plain tensors lets one loop serve them all (and the centralized baseline),
+with each tier's tensors existing only while its branch runs.
+"""
+
+from typing import Any, Callable, Mapping
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+LossFn = Callable[[Mapping[str, tf.Tensor], Any], tf.Tensor]
+
+
+def train(loss_fn: LossFn, optimizer: tff.learning.optimizers.Optimizer,
+          weights: Mapping[str, tf.Tensor], dataset: tf.data.Dataset,
+          optimizer_state: Any = None):
+  """One pass over `dataset`: (weights, optimizer_state, loss sum, example count).
+
+  The optimizer starts fresh unless `optimizer_state` is given. Sparse
+  gradients (embedding lookups) are densified, as tff.learning does.
+  """
+  if optimizer_state is None:
+    optimizer_state = optimizer.initialize(
+        tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), weights))
+  return _loop(loss_fn, optimizer, weights, dataset, optimizer_state)
+
+
+@tf.function(reduce_retracing=True)  # autograph: a dataset-iterator loop
+def _loop(loss_fn, optimizer, weights, dataset, state):
+  loss_sum = tf.constant(0.0)
+  count = tf.constant(0, tf.int64)
+  for batch in dataset:
+    with tf.GradientTape() as tape:
+      tape.watch(weights)
+      loss = loss_fn(weights, batch)
+    grads = tf.nest.map_structure(tf.convert_to_tensor, tape.gradient(loss, weights))
+    state, weights = optimizer.next(state, weights, grads)
+    size = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
+    loss_sum += loss * tf.cast(size, tf.float32)
+    count += size
+  return weights, state, loss_sum, count
