@@ -1,8 +1,11 @@
 """What the launchers share: task flags, the output directory, progress lines."""
 
+import dataclasses
 import json
 import os
 import pathlib
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -17,56 +20,99 @@ from tff_rec import losses
 from tff_rec.data import tables
 from tff_rec.runtime import native
 
-DEFAULT_DATA_DIR = '../shared/data/ml-100k'
-
 flags.DEFINE_enum('task', 'movielens_next_item', sorted(tasks.TASKS), 'Task to run.')
-flags.DEFINE_string('data_dir', DEFAULT_DATA_DIR,
-                    'Dataset directory (MovieLens 100K or 1M files).')
+flags.DEFINE_string('data_dir', None, "Dataset directory (default: the task's under "
+                    '../shared/data: ml-100k, goodreads-100).')
 flags.DEFINE_string('output_dir', None, 'Where metrics, checkpoints and the '
                     'summary go; an interrupted run resumes from here.')
-flags.DEFINE_enum('loss', 'global_softmax', sorted(losses.RETRIEVAL_LOSSES),
-                  'Retrieval loss (global_softmax: the paper\'s best federated).')
-flags.DEFINE_float('spreadout_weight', 0.001,
-                   'Weight of the spreadout term of the *_spreadout losses.')
-flags.DEFINE_integer('embedding_dim', 16, 'Item embedding dimension.', lower_bound=1)
-flags.DEFINE_integer('batch_size', 16, 'Training batch size.', lower_bound=1)
-flags.DEFINE_integer('max_examples_per_user', 300,
-                     'Cap on examples per user (0: none).', lower_bound=0)
-flags.DEFINE_integer('seed', 0, 'Seed of every random choice.')
+flags.DEFINE_integer('seed', None, 'Seed of every random choice (default 0).')
+flags.DEFINE_integer('batch_size', None, 'Training batch size (default: the task\'s; '
+                     'movielens_next_item 16, goodreads_ranking 512).', lower_bound=1)
+flags.DEFINE_integer('local_epochs', None, 'Client epochs per round (default: the '
+                     "task's; movielens_next_item 1, goodreads_ranking 5).", lower_bound=1)
+# movielens_next_item
+flags.DEFINE_enum('loss', None, sorted(losses.RETRIEVAL_LOSSES),
+                  "Retrieval loss (default global_softmax: the paper's best federated).")
+flags.DEFINE_float('spreadout_weight', None,
+                   'Weight of the spreadout term of the *_spreadout losses (default 0.001).')
+flags.DEFINE_integer('embedding_dim', None, 'Item embedding dimension (default 16).',
+                     lower_bound=1)
+flags.DEFINE_integer('max_examples_per_user', None,
+                     'Cap on examples per user (0: none; default 300).', lower_bound=0)
+# goodreads_ranking
+flags.DEFINE_integer('factors', None, 'NeuMF factors (default 8).', lower_bound=1)
+flags.DEFINE_integer('mlp_layers', None, 'NeuMF MLP layers (default 1).', lower_bound=1)
+flags.DEFINE_integer('num_negatives', None, 'Sampled negatives per positive, redrawn '
+                     'every local epoch (default 1).', lower_bound=1)
+flags.DEFINE_float('l2', None, 'BPR decay on the batch embeddings (default 1e-6).',
+                   lower_bound=0)
+flags.DEFINE_float('test_fraction', None, 'Single sequence files only: the last '
+                   "fraction of each user's items held out for test (default 0.3).")
+flags.DEFINE_integer('top_k', None, 'Cut-off of NDCG/recall/HR (default 20).', lower_bound=1)
 
 FLAGS = flags.FLAGS
 # The flags above: what defines the task (a run's config.json includes them).
-TASK_FLAGS = ('task', 'data_dir', 'loss', 'spreadout_weight', 'embedding_dim',
-              'batch_size', 'max_examples_per_user', 'seed')
+TASK_FLAGS = ('data_dir', 'seed', 'batch_size', 'local_epochs', 'loss', 'spreadout_weight',
+              'embedding_dim', 'max_examples_per_user', 'factors', 'mlp_layers',
+              'num_negatives', 'l2', 'test_fraction', 'top_k')
 logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO
 # Launchers run TFF computations only inside a NativeRuntime; TFF's own
 # import-time context would print an error at exit (see runtime.native).
 native.drop_tff_default_context()
 
 
-def task_config(**overrides):
-  """The task's Config from the shared flags (plus launcher-specific fields)."""
-  from tasks import movielens_next_item  # pylint: disable=g-import-not-at-top
-  from tff_rec.data import next_item  # pylint: disable=g-import-not-at-top
-  return movielens_next_item.Config(
-      data_dir=FLAGS.data_dir, loss=FLAGS.loss,
-      spreadout_weight=FLAGS.spreadout_weight,
-      embedding_dim=FLAGS.embedding_dim, batch_size=FLAGS.batch_size,
-      seed=FLAGS.seed,
-      examples=next_item.NextItemConfig(
-          max_examples_per_user=FLAGS.max_examples_per_user),
-      **overrides)
+def set_flags(names) -> dict:
+  """The flags among `names` given a value (None means: the task's default)."""
+  return {name: FLAGS[name].value for name in names if FLAGS[name].value is not None}
+
+
+def task_config():
+  """The chosen task's Config from the task flags that were set."""
+  try:
+    return tasks.TASKS[FLAGS.task].make_config(**set_flags(TASK_FLAGS))
+  except TypeError as e:  # a flag the task has no setting for
+    unknown = [n for n in set_flags(TASK_FLAGS) if f"'{n}'" in str(e)]
+    raise app.UsageError(f'--{unknown[0] if unknown else e} does not apply to '
+                         f'--task={FLAGS.task}') from None
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
 
 
 def build_task(config):
   """The task, or a UsageError naming --data_dir when its files are wrong."""
   try:
-    return tasks.TASKS[FLAGS.task](config)
+    return tasks.TASKS[FLAGS.task].Task(config)
   except tables.DataFormatError as e:
     raise app.UsageError(
-        f'--data_dir={FLAGS.data_dir}: {e}\nGet MovieLens with '
+        f'--data_dir={config.data_dir}: {e}\nFor MovieLens: '
         '`python -m launch.download --dataset=ml-100k --cache_dir=DIR` and '
         'pass --data_dir=DIR/ml-100k.') from None
+
+
+def run_config(config, **settings) -> dict:
+  """What defines a run: the task, its resolved config and the launcher's settings.
+
+  As JSON would read it back (tuples as lists), to compare with a saved run.
+  """
+  return json.loads(json.dumps({'task': FLAGS.task, **dataclasses.asdict(config),
+                                **settings}))
+
+
+def launch_once(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
+  """Runs a launcher (module) into `out` unless it already finished; its summary.
+
+  Reproduction scripts run each cell in its own process and directory, so an
+  interrupted reproduction resumes where it stopped (and a cut run resumes
+  from its checkpoints). The task flags given to the caller are passed on.
+  """
+  summary = out / 'summary.json'
+  if not summary.exists():
+    print(f'\n== {module} -> {out}', flush=True)
+    shared = [f'--task={FLAGS.task}', *(f'--{name}={value}' for name, value
+                                        in set_flags(TASK_FLAGS).items())]
+    subprocess.run([sys.executable, '-m', module, *shared, f'--output_dir={out}', *args],
+                   check=True)
+  return json.loads(summary.read_text())
 
 
 def output_dir(run_config: dict) -> pathlib.Path:

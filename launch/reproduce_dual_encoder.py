@@ -11,11 +11,8 @@ recall_at_10.png (federated validation recall@10 against rounds) to
 --results_dir.
 """
 
-import json
 import os
 import pathlib
-import subprocess
-import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -49,24 +46,14 @@ flags.DEFINE_float('centralized_learning_rate', 0.01, 'Centralized Adam learning
 FLAGS = flags.FLAGS
 
 
-def _run(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
-  summary = out / 'summary.json'
-  if not summary.exists():
-    print(f'\n== {module} -> {out}', flush=True)
-    shared = [f'--{name}={FLAGS[name].value}' for name in common.TASK_FLAGS
-              if name != 'loss'] + [f'--output_dir={out}']
-    subprocess.run([sys.executable, '-m', module, *shared, *args], check=True)
-  return json.loads(summary.read_text())
-
-
 def _centralized(loss: str) -> dict[str, float]:
-  return _run('launch.centralized', pathlib.Path(FLAGS.runs_dir) / f'central_{loss}',
+  return common.launch_once('launch.centralized', pathlib.Path(FLAGS.runs_dir) / f'central_{loss}',
               f'--loss={loss}', f'--epochs={FLAGS.epochs}',
               f'--learning_rate={FLAGS.centralized_learning_rate}', '--eval_every=1')
 
 
 def _federated(loss: str) -> dict[str, float]:
-  return _run('launch.train', pathlib.Path(FLAGS.runs_dir) / f'fed_{loss}',
+  return common.launch_once('launch.train', pathlib.Path(FLAGS.runs_dir) / f'fed_{loss}',
               f'--loss={loss}', f'--rounds={FLAGS.rounds}',
               f'--clients_per_round={FLAGS.clients_per_round}',
               f'--eval_every={FLAGS.eval_every}', '--algorithm=fedavg',
@@ -142,7 +129,8 @@ def main(argv):
   central = {loss: _centralized(loss) for loss in LOSSES}
   federated = {loss: _federated(loss) for loss in LOSSES}
 
-  task = movielens_next_item.MovieLensNextItem(common.task_config())
+  config = common.task_config()
+  task = movielens_next_item.MovieLensNextItem(config)
   split = task.centralized_split()
   popularity_federated = task.popularity(task.split.pooled('train'),
                                          task.split.pooled('test'))
@@ -163,9 +151,9 @@ centralized, F: federated (FedAvg), drop = (C - F) / C. Popularity: movies
 ranked by how often they are a training label (C: centralized training
 examples; F: federated training users).
 
-Settings: {FLAGS.data_dir}, batch {FLAGS.batch_size}, embedding dim
-{FLAGS.embedding_dim}, at most {FLAGS.max_examples_per_user} examples per user,
-spreadout weight {FLAGS.spreadout_weight}, seed {FLAGS.seed}. Federated:
+Settings: {config.data_dir}, batch {config.batch_size}, embedding dim
+{config.embedding_dim}, at most {config.examples.max_examples_per_user} examples per user,
+spreadout weight {config.spreadout_weight}, seed {config.seed}. Federated:
 {FLAGS.rounds} rounds of {FLAGS.clients_per_round} clients, 1 local epoch,
 client SGD {FLAGS.client_learning_rate}, server Adam
 {FLAGS.server_learning_rate}; evaluated on the test users. Centralized:

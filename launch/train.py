@@ -3,11 +3,13 @@ r"""Federated training from the command line.
   python -m launch.train --task=movielens_next_item --algorithm=fedavg \
       --loss=global_softmax --rounds=100 --clients_per_round=50 \
       --output_dir=runs/gs
+  python -m launch.train --task=goodreads_ranking --algorithm=fair \
+      --capacities=1x-2x-4x --rounds=100 --output_dir=runs/fair
 
 Writes to --output_dir: metrics.csv and tensorboard/ (one row/event per
 round), checkpoints/ (resumed automatically when the run is restarted with the
-same flags), config.json and, at the end, summary.json (final validation and
-test metrics).
+same flags), config.json and, at the end, summary.json (final metrics).
+Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
 import contextlib
@@ -16,70 +18,106 @@ from absl import app
 from absl import flags
 
 from launch import common  # sets TF's log level before TensorFlow loads
-import tensorflow_federated as tff  # pylint: disable=g-bad-import-order
+import tasks  # pylint: disable=g-bad-import-order
+import tensorflow_federated as tff
 from tff_rec.algorithms import baselines
+from tff_rec.algorithms import capacities
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
 from tff_rec.training import checkpoints
 from tff_rec.training import loop
 
-flags.DEFINE_enum('algorithm', 'fedavg', baselines.ALGORITHMS, 'Learning algorithm.')
+ALGORITHMS = sorted({a for module in tasks.TASKS.values() for a in module.Task.ALGORITHMS})
+flags.DEFINE_enum('algorithm', 'fedavg', ALGORITHMS, 'Learning algorithm (the task '
+                  'says which it has).')
 flags.DEFINE_integer('rounds', 100, 'Training rounds.', lower_bound=1)
-flags.DEFINE_integer('clients_per_round', 50, 'Clients sampled per round.', lower_bound=1)
-flags.DEFINE_integer('local_epochs', 1, 'Client epochs per round (FedAvg).', lower_bound=1)
-flags.DEFINE_enum('client_optimizer', 'sgd', baselines.OPTIMIZERS, 'Client optimizer.')
-flags.DEFINE_float('client_learning_rate', 0.1, 'Client learning rate.', lower_bound=0)
-flags.DEFINE_enum('server_optimizer', 'adam', baselines.OPTIMIZERS, 'Server optimizer.')
-flags.DEFINE_float('server_learning_rate', 0.01, 'Server learning rate.', lower_bound=0)
-flags.DEFINE_integer('eval_every', 10, 'Evaluate on validation users every N '
-                     'rounds (0: only after the last).', lower_bound=0)
+flags.DEFINE_integer('clients_per_round', None, "Clients sampled per round (default: "
+                     "the task's; movielens_next_item 50, goodreads_ranking 10).",
+                     lower_bound=1)
+flags.DEFINE_enum('client_optimizer', None, baselines.OPTIMIZERS, "Client optimizer "
+                  "(default: the task's; sgd for movielens, fresh adam for goodreads).")
+flags.DEFINE_float('client_learning_rate', None, "Client learning rate (default: the "
+                   "task's; 0.1 / 1e-3).", lower_bound=0)
+flags.DEFINE_enum('server_optimizer', None, baselines.OPTIMIZERS, "Server optimizer "
+                  "(default: the task's; adam / sgd).")
+flags.DEFINE_float('server_learning_rate', None, "Server learning rate (default: the "
+                   "task's; 0.01 / 1.0, which replaces the model by the mean).",
+                   lower_bound=0)
+flags.DEFINE_integer('eval_every', 10, 'Evaluate every N rounds (0: only after the last).',
+                     lower_bound=0)
 flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower_bound=1)
 flags.DEFINE_enum('runtime', 'native', ['native', 'inprocess'],
                   "native: TFF's C++ worker (CPU). inprocess: the round's "
                   'MapReduceForm run in this process (custom ops, GPU).')
+# FAIR and its baselines (goodreads_ranking)
+flags.DEFINE_string('capacities', None, "Capacity scheme, e.g. 1x-2x-4x: clients in id "
+                    'order split into equal groups, one per capacity (default 1x-2x).')
+flags.DEFINE_list('capacity_fractions', None, 'Share of clients in each capacity group, '
+                  'e.g. 0.2,0.8 (default: equal groups).')
+flags.DEFINE_enum('capacity_assignment', None, capacities.ASSIGNMENTS,
+                  'ordered: groups by client id (the paper); random: after a seeded '
+                  'shuffle (default ordered).')
 
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
-RUN_FLAGS = common.TASK_FLAGS + (
-             'algorithm', 'rounds', 'clients_per_round', 'local_epochs', 'client_optimizer',
-             'client_learning_rate', 'server_optimizer', 'server_learning_rate',
-             'eval_every', 'checkpoint_every', 'runtime')
+OPTION_FLAGS = ('capacities', 'capacity_fractions', 'capacity_assignment')
+
+
+def _algorithm_options(task_class) -> dict:
+  options = common.set_flags(OPTION_FLAGS)
+  for name in options:
+    if name not in task_class.ALGORITHM_OPTIONS:
+      raise app.UsageError(f'--{name} does not apply to --task={FLAGS.task}')
+  if 'capacity_fractions' in options:
+    try:
+      options['capacity_fractions'] = tuple(float(f) for f in options['capacity_fractions'])
+    except ValueError:
+      raise app.UsageError('--capacity_fractions must be numbers, e.g. 0.2,0.8') from None
+  return options
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  task_class = tasks.TASKS[FLAGS.task].Task
+  if FLAGS.algorithm not in task_class.ALGORITHMS:
+    raise app.UsageError(f'--algorithm={FLAGS.algorithm} is not one of --task='
+                         f'{FLAGS.task}\'s algorithms: {", ".join(task_class.ALGORITHMS)}')
+  options = _algorithm_options(task_class)
+  task_config = common.task_config()
+  setting = {**task_class.TRAIN_DEFAULTS, **common.set_flags(task_class.TRAIN_DEFAULTS)}
   try:
-    task_config = common.task_config(local_epochs=FLAGS.local_epochs)
     schedule = loop.Schedule(
-        rounds=FLAGS.rounds, clients_per_round=FLAGS.clients_per_round,
+        rounds=FLAGS.rounds, clients_per_round=setting['clients_per_round'],
         eval_every=FLAGS.eval_every, checkpoint_every=FLAGS.checkpoint_every,
-        seed=FLAGS.seed)
-    client_optimizer = baselines.OptimizerConfig(FLAGS.client_optimizer,
-                                                 FLAGS.client_learning_rate)
-    server_optimizer = baselines.OptimizerConfig(FLAGS.server_optimizer,
-                                                 FLAGS.server_learning_rate)
+        seed=task_config.seed)
+    client_optimizer = baselines.OptimizerConfig(setting['client_optimizer'],
+                                                 setting['client_learning_rate'])
+    server_optimizer = baselines.OptimizerConfig(setting['server_optimizer'],
+                                                 setting['server_learning_rate'])
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   task = common.build_task(task_config)
-  try:
-    schedule.validate(len(task.train_client_ids))
-  except ValueError as e:
-    raise app.UsageError(f'--{e}') from None
-  out = common.output_dir({name: FLAGS[name].value for name in RUN_FLAGS})
-  print(f'{FLAGS.task}: {len(task.train_client_ids)} training clients, '
-        f'{task.vocab_size} items; {FLAGS.algorithm} with {FLAGS.loss}; '
-        f'output in {out}', flush=True)
-
   runtime = (native.NativeRuntime() if FLAGS.runtime == 'native'
              else contextlib.nullcontext())
   with runtime:
-    process = tff.simulation.compose_dataset_computation_with_learning_process(
-        task.dataset_computation,
-        baselines.build_process(FLAGS.algorithm, task.model_fn,
-                                client_optimizer=client_optimizer,
-                                server_optimizer=server_optimizer))
+    try:
+      process, client_ids, client_input = task.learning_process(
+          FLAGS.algorithm, client_optimizer=client_optimizer,
+          server_optimizer=server_optimizer, runtime=FLAGS.runtime, **options)
+    except ValueError as e:
+      raise app.UsageError(str(e)) from None
+    try:
+      schedule.validate(len(client_ids))
+    except ValueError as e:
+      raise app.UsageError(f'--{e}') from None
+    out = common.output_dir(common.run_config(
+        task_config, algorithm=FLAGS.algorithm, **options, runtime=FLAGS.runtime,
+        client_optimizer=vars(client_optimizer), server_optimizer=vars(server_optimizer),
+        **vars(schedule)))
+    print(f'{FLAGS.task}: {task.describe()}; {FLAGS.algorithm}, {len(client_ids)} '
+          f'training clients; output in {out}', flush=True)
     if FLAGS.runtime == 'inprocess':
       process = inprocess.InProcessLearningProcess(process)
     checkpointing = loop.Checkpointing(checkpoints.NumpyProgramStateManager(
@@ -89,16 +127,13 @@ def main(argv):
                                           key_fieldname='round'),
         tff.program.TensorBoardReleaseManager(str(out / 'tensorboard')),
     ]
-    progress = common.Progress(FLAGS.rounds, 'round', {
-        'loss': 'train/client_work/train/loss',
-        'val recall_at_10': 'validation/recall_at_10',
-        'test recall_at_10': 'test/recall_at_10',
-        'rss MB': 'memory/rss_mb'})
+    progress = common.Progress(FLAGS.rounds, 'round',
+                               {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})
+    periodic, final = task.EVAL_PARTS
     _, metrics = loop.run(
-        process, client_ids=task.train_client_ids,
-        client_input=task.client_arguments, schedule=schedule,
-        evaluate=lambda w: _prefixed('validation', task.evaluate(w, 'validation')),
-        final_evaluate=lambda w: _prefixed('test', task.evaluate(w, 'test')),
+        process, client_ids=client_ids, client_input=client_input, schedule=schedule,
+        evaluate=lambda w: _prefixed(periodic, task.evaluate(w, periodic)),
+        final_evaluate=lambda w: _prefixed(final, task.evaluate(w, final)),
         checkpointing=checkpointing, release_managers=managers,
         on_round=progress)
   if metrics:

@@ -1,7 +1,18 @@
-"""Tasks by name: each maps a small config to data, model_fn and evaluation."""
+"""Tasks by name: each maps a small config to data, learning processes and evaluation.
 
+A task module has `make_config(**settings)` and `Task`, a class with
+ALGORITHMS, ALGORITHM_OPTIONS (trainer flags its learning_process takes),
+TRAIN_DEFAULTS (trainer settings it is tuned for), EVAL_PARTS
+(periodic, final), PROGRESS (metrics shown per round), `describe()`,
+`train_client_ids`, `learning_process(algorithm, client_optimizer=,
+server_optimizer=, runtime=, **options)`, `evaluate(weights, part)` and
+`train_centralized(optimizer, epochs=, eval_every=, on_epoch=)`.
+"""
+
+from tasks import goodreads_ranking
 from tasks import movielens_next_item
 
 TASKS = {
-    'movielens_next_item': movielens_next_item.MovieLensNextItem,
+    'goodreads_ranking': goodreads_ranking,
+    'movielens_next_item': movielens_next_item,
 }

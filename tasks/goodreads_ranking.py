@@ -19,10 +19,12 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec import metrics
+from tff_rec.algorithms import baselines
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import fair
 from tff_rec.data import user_items
 from tff_rec.models import neumf
+from tff_rec.training import functional
 
 DEFAULT_DATA_DIR = '../shared/data/goodreads-100'
 ALGORITHMS = ('fedavg', 'fair', 'fair_hom', 'full_trn', 'fedhm', 'fair_inconsistent')
@@ -67,8 +69,24 @@ class AlgorithmConfig:
     capacities.parse(self.capacities)
 
 
+def make_config(**values) -> Config:
+  return Config(**values)
+
+
 class GoodreadsRanking:
   """The task; reading the data happens once, in the constructor."""
+
+  ALGORITHMS = ALGORITHMS
+  # FAIR's settings (official README: K = 10 clients, fresh client Adam 1e-3,
+  # the server replaces the model by the mean); the flags override them.
+  TRAIN_DEFAULTS = dict(clients_per_round=10, client_optimizer='adam',
+                        client_learning_rate=1e-3, server_optimizer='sgd',
+                        server_learning_rate=1.0)
+  # Trainer flags passed on to learning_process (AlgorithmConfig fields).
+  ALGORITHM_OPTIONS = ('capacities', 'capacity_fractions', 'capacity_assignment')
+  EVAL_PARTS = ('test', 'test')  # the paper tracks test NDCG every N rounds
+  PROGRESS = {'loss': 'train/train/loss', 'ndcg_at_20': 'test/ndcg_at_20',
+              'bytes down': 'train/bytes_down'}
 
   def __init__(self, config: Config):
     self.config = config
@@ -83,6 +101,11 @@ class GoodreadsRanking:
   @property
   def train_client_ids(self) -> list[str]:
     return list(self._client_index)
+
+  def describe(self) -> str:
+    return (f'{len(self.train_client_ids)} clients, {self.data.num_items} items, '
+            f'{self.data.train.counts.sum()} train / {self.data.test.counts.sum()} '
+            'test interactions')
 
   def model(self) -> fair.FairModel:
     return fair.FairModel(
@@ -130,9 +153,18 @@ class GoodreadsRanking:
     return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
         user=users, positive=positives, negatives=negatives)).batch(self.config.batch_size)
 
-  def learning_process(self, algorithm: AlgorithmConfig, *,
-                       client_optimizer: tff.learning.optimizers.Optimizer,
-                       server_optimizer: tff.learning.optimizers.Optimizer):
+  def learning_process(self, algorithm: str, *, client_optimizer: baselines.OptimizerConfig,
+                       server_optimizer: baselines.OptimizerConfig, runtime: str,
+                       **options):
+    """(process, training client ids, client input fn); options: AlgorithmConfig's."""
+    impl = 'composite' if runtime == 'native' else 'auto'  # native cannot load the op
+    return self.build_process(AlgorithmConfig(name=algorithm, impl=impl, **options),
+                              client_optimizer=client_optimizer.build(),
+                              server_optimizer=server_optimizer.build())
+
+  def build_process(self, algorithm: AlgorithmConfig, *,
+                    client_optimizer: tff.learning.optimizers.Optimizer,
+                    server_optimizer: tff.learning.optimizers.Optimizer):
     """(process, training client ids, client input fn) for one algorithm."""
     ids = self.train_client_ids
     scheme = capacities.parse(algorithm.capacities)
@@ -212,3 +244,29 @@ class GoodreadsRanking:
     return self.triples_dataset(
         users[order].astype(np.int32), self.data.train.items[order].astype(np.int32),
         negatives.reshape(-1, k)[order].astype(np.int32))
+
+  def train_centralized(self, optimizer: baselines.OptimizerConfig, *, epochs: int,
+                        eval_every: int, on_epoch) -> dict[str, float]:
+    """The same model and loss on every user's triples pooled (the paper's central row).
+
+    One optimizer throughout; test metrics every `eval_every` epochs and
+    after the last; `on_epoch(epoch, metrics)` sees every epoch's metrics.
+    """
+    model = self.model()
+    weights = {k: tf.constant(v) for k, v in model.initial_weights.items()}
+
+    def loss_fn(w, batch):
+      return model.loss(w, batch, neumf.full_item_rows(w))
+
+    tff_optimizer, state, metrics_now = optimizer.build(), None, {}
+    for epoch in range(1, epochs + 1):
+      weights, state, loss_sum, count = functional.train(
+          loss_fn, tff_optimizer, weights, self.centralized_epoch(epoch), state)
+      metrics_now = {'train/loss': float(loss_sum) / max(int(count), 1)}
+      if epoch == epochs or (eval_every and epoch % eval_every == 0):
+        metrics_now.update({f'test/{k}': v for k, v in self.evaluate(
+            {k: v.numpy() for k, v in weights.items()}).items()})
+      on_epoch(epoch, metrics_now)
+    return metrics_now
+
+Task = GoodreadsRanking

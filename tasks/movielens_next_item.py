@@ -15,18 +15,21 @@ import tensorflow_federated as tff
 
 from tff_rec import losses
 from tff_rec import metrics
+from tff_rec.algorithms import baselines
 from tff_rec.data import movielens
 from tff_rec.data import next_item
 from tff_rec.models import dual_encoder
+from tff_rec.training import centralized
 from tff_rec.training import evaluation
 
 RECALL_KS = (1, 5, 10)
 EVAL_BATCH_SIZE = 1024
+DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str
+  data_dir: str = DEFAULT_DATA_DIR
   loss: str = 'global_softmax'
   spreadout_weight: float = 0.001  # used by the *_spreadout losses only
   embedding_dim: int = 16
@@ -45,12 +48,29 @@ class Config:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
 
 
+def make_config(*, max_examples_per_user: int | None = None, **values) -> Config:
+  """Config from flat settings (the trainers' flags)."""
+  if max_examples_per_user is not None:
+    values['examples'] = next_item.NextItemConfig(max_examples_per_user=max_examples_per_user)
+  return Config(**values)
+
+
 def _to_xy(example):
   return collections.OrderedDict(context=example['context']), example['label']
 
 
 class MovieLensNextItem:
   """The task; reading the data happens once, in the constructor."""
+
+  ALGORITHMS = baselines.ALGORITHMS
+  # Trainer settings this task is tuned for (the flags override them).
+  TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
+                        server_optimizer='adam', server_learning_rate=0.01)
+  ALGORITHM_OPTIONS = ()  # trainer flags passed to learning_process
+  EVAL_PARTS = ('validation', 'test')  # every N rounds, after the last
+  PROGRESS = {'loss': 'train/client_work/train/loss',
+              'val recall_at_10': 'validation/recall_at_10',
+              'test recall_at_10': 'test/recall_at_10'}
 
   def __init__(self, config: Config):
     self.config = config
@@ -64,6 +84,20 @@ class MovieLensNextItem:
   @property
   def train_client_ids(self) -> list[str]:
     return self.train_data.client_ids
+
+  def describe(self) -> str:
+    return (f'{len(self.train_client_ids)} training clients, {self.vocab_size} items, '
+            f'loss {self.config.loss}')
+
+  def learning_process(self, algorithm: str, *, client_optimizer: baselines.OptimizerConfig,
+                       server_optimizer: baselines.OptimizerConfig, runtime: str):
+    """(process, training client ids, client input fn) for one algorithm."""
+    del runtime  # the dual encoder runs the same graph on either runtime
+    process = tff.simulation.compose_dataset_computation_with_learning_process(
+        self.dataset_computation,
+        baselines.build_process(algorithm, self.model_fn, client_optimizer=client_optimizer,
+                                server_optimizer=server_optimizer))
+    return process, self.train_client_ids, self.client_arguments
 
   def keras_model(self) -> tf.keras.Model:
     _, spreadout = losses.RETRIEVAL_LOSSES[self.config.loss]
@@ -186,3 +220,39 @@ class MovieLensNextItem:
     shuffled = {k: v[order] for k, v in examples.items()}
     return (tf.data.Dataset.from_tensor_slices(shuffled)
             .batch(self.config.batch_size, drop_remainder=True).map(_to_xy))
+
+  def train_centralized(self, optimizer: baselines.OptimizerConfig, *, epochs: int,
+                        eval_every: int, on_epoch) -> dict[str, float]:
+    """The paper's centralized baseline, trained with Keras.
+
+    Examples of all users are pooled, shuffled and split by example 80/10/10.
+    Recall@k on the validation split every `eval_every` epochs; after the last
+    on the test split and, for a like-for-like comparison with federated
+    runs, on the examples of the federated test users (`test_users/...`).
+    `on_epoch(epoch, metrics)` sees every epoch's metrics.
+    """
+    split = self.centralized_split()
+    tf.keras.utils.set_random_seed(self.config.seed)
+    model = self.keras_model()
+    evaluator = self.evaluator(model)
+    datasets = {name: self.evaluation_dataset(examples) for name, examples in (
+        ('validation', split.validation), ('test', split.test),
+        ('test_users', self.split.pooled('test')))}
+    keras_optimizer = (tf.keras.optimizers.Adam if optimizer.name == 'adam'
+                       else tf.keras.optimizers.SGD)(optimizer.learning_rate)
+
+    def evaluate(unused_model):  # the evaluator holds the model
+      return {f'validation/{k}': v for k, v in evaluator(datasets['validation']).items()}
+
+    def with_test_sets(epoch, metrics):
+      if epoch == epochs:
+        for name in ('test', 'test_users'):
+          metrics.update({f'{name}/{k}': v for k, v in evaluator(datasets[name]).items()})
+      on_epoch(epoch, metrics)
+
+    return centralized.train(
+        model, loss=self.loss(), optimizer=keras_optimizer,
+        epoch_dataset=lambda epoch: self.centralized_epoch(split.train, epoch),
+        epochs=epochs, evaluate=evaluate, eval_every=eval_every, on_epoch=with_test_sets)
+
+Task = MovieLensNextItem

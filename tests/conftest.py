@@ -88,20 +88,21 @@ def ml1m_dir(tmp_path) -> pathlib.Path:
   return fixtures.write_ml1m(tmp_path / 'ml-1m', fixtures.synthetic_ratings(30, 40), 30, 40)
 
 
+def _real_data(folder: str, probe: str) -> pathlib.Path:
+  path = SHARED_DATA / folder
+  if not (path / probe).is_file():
+    pytest.skip(f'real dataset {folder} not found at {path}')
+  return path
+
+
 @pytest.fixture
 def real_ml100k() -> pathlib.Path:
-  path = SHARED_DATA / 'ml-100k'
-  if not (path / 'u.data').is_file():
-    pytest.skip(f'real MovieLens 100K not found at {path}')
-  return path
+  return _real_data('ml-100k', 'u.data')
 
 
 @pytest.fixture
 def real_goodreads() -> pathlib.Path:
-  path = SHARED_DATA / 'goodreads-100'
-  if not (path / 'train.txt').is_file():
-    pytest.skip(f'real Goodreads-100 not found at {path}')
-  return path
+  return _real_data('goodreads-100', 'train.txt')
 
 
 @pytest.fixture

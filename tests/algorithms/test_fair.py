@@ -9,6 +9,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import goodreads_ranking
+from tff_rec.algorithms import capacities
 from tff_rec.algorithms import fair
 from tff_rec.models import neumf
 from tff_rec.runtime import inprocess
@@ -30,6 +31,15 @@ def _run(process, client_input, cohorts):
     state = output.state
     outputs.append(output)
   return process.get_model_weights(state), outputs
+
+
+def _one_native_round(task, name, scheme, cohort_slice):
+  """One round of `name` at `scheme` (composite lookup) over ids[cohort_slice]."""
+  process, ids, client_input = task.build_process(
+      goodreads_ranking.AlgorithmConfig(name=name, capacities=scheme, impl='composite'),
+      client_optimizer=ADAM, server_optimizer=SGD_1)
+  weights, outputs = _run(process, client_input, [ids[cohort_slice]])
+  return weights, outputs[0].metrics, ids
 
 
 def _tff_fedavg(task):
@@ -65,7 +75,7 @@ def _tff_fedavg(task):
 
 def test_fair_with_every_client_at_1x_is_tff_fedavg(user_items_dir, tff_runtime):
   task = _task(user_items_dir)
-  process, ids, client_input = task.learning_process(
+  process, ids, client_input = task.build_process(
       goodreads_ranking.AlgorithmConfig(name='fedavg'), client_optimizer=ADAM,
       server_optimizer=SGD_1)
   cohorts = [ids[:3], ids[2:6]]
@@ -88,7 +98,7 @@ def test_native_composite_equals_inprocess_op(user_items_dir, tff_runtime):
   cohorts = [task.train_client_ids[:4], task.train_client_ids[3:8]]
   results = []
   for impl in ('composite', 'op'):
-    process, _, client_input = task.learning_process(
+    process, _, client_input = task.build_process(
         goodreads_ranking.AlgorithmConfig(name='fair', capacities='1x-2x-4x', impl=impl),
         client_optimizer=ADAM, server_optimizer=SGD_1)
     if impl == 'op':
@@ -107,12 +117,7 @@ def test_native_composite_equals_inprocess_op(user_items_dir, tff_runtime):
 
 def test_tier_metrics_count_clients_and_bytes(user_items_dir, tff_runtime):
   task = _task(user_items_dir, local_epochs=1)
-  algorithm = goodreads_ranking.AlgorithmConfig(name='fair', capacities='1x-4x',
-                                                impl='composite')
-  process, ids, client_input = task.learning_process(
-      algorithm, client_optimizer=ADAM, server_optimizer=SGD_1)
-  _, outputs = _run(process, client_input, [ids[2:7]])  # tiers: 0,0,1,1,1
-  metrics = outputs[0].metrics
+  _, metrics, ids = _one_native_round(task, 'fair', '1x-4x', slice(2, 7))  # tiers 0,0,1,1,1
   assert dict(metrics['clients']) == {'1x': 2, '4x': 3}
   n, f = task.shape.num_items, task.shape.factors
   dense = (2 * f * f + f) + (2 * f + 1) + 2 * f  # MLP, output, one row of each user table
@@ -126,37 +131,25 @@ def test_tier_metrics_count_clients_and_bytes(user_items_dir, tff_runtime):
 @pytest.mark.parametrize('name', ['fair_hom', 'fedhm', 'fair_inconsistent', 'full_trn'])
 def test_baselines_train_and_move_the_model(user_items_dir, tff_runtime, name):
   task = _task(user_items_dir, factors=8, local_epochs=1)
-  process, ids, client_input = task.learning_process(
-      goodreads_ranking.AlgorithmConfig(name=name, capacities='1x-2x', impl='composite'),
-      client_optimizer=ADAM, server_optimizer=SGD_1)
+  weights, metrics, ids = _one_native_round(task, name, '1x-2x', slice(0, 3))
   if name == 'full_trn':
     assert ids == task.train_client_ids[:4]  # the 1x half only
-  weights, outputs = _run(process, client_input, [ids[:3]])
   initial = task.model().initial_weights
   assert np.abs(weights['item_gmf'] - initial['item_gmf']).max() > 1e-3
   tiers = {'fair_hom': ['2x'], 'fedhm': ['1x', '2x'], 'fair_inconsistent': ['1x', '2x'],
            'full_trn': ['1x']}[name]
-  assert list(outputs[0].metrics['clients']) == tiers
+  assert list(metrics['clients']) == tiers
 
 
 def test_fair_hom_keeps_the_model_in_the_subspace(user_items_dir, tff_runtime):
   """Everyone at 2x: the new tables are S psi, so reducing and recovering them is exact."""
   task = _task(user_items_dir, local_epochs=1)
-  algorithm = goodreads_ranking.AlgorithmConfig(name='fair_hom', capacities='1x-2x',
-                                                impl='composite')
-  process, ids, client_input = task.learning_process(
-      algorithm, client_optimizer=ADAM, server_optimizer=SGD_1)
-  weights, _ = _run(process, client_input, [ids[:3]])
-  form = next(iter(next(iter(_tiers(task, algorithm).values())).values()))
+  weights, _, _ = _one_native_round(task, 'fair_hom', '1x-2x', slice(0, 3))
+  shapes = {name: (task.shape.num_items, dim) for name, dim in task.shape.table_dims().items()}
+  form = capacities.hashed_tiers(shapes, [2], seed=task.config.seed + 1,
+                                 impl='composite')['2x']['item_gmf']
   table = tf.constant(weights['item_gmf'])
   np.testing.assert_allclose(form.recover(form.reduce(table)), table, atol=1e-6)
-
-
-def _tiers(task, algorithm):
-  from tff_rec.algorithms import capacities  # pylint: disable=g-import-not-at-top
-  shapes = {name: (task.shape.num_items, dim) for name, dim in task.shape.table_dims().items()}
-  return capacities.hashed_tiers(shapes, [max(capacities.parse(algorithm.capacities))],
-                                 seed=task.config.seed + 1, impl='composite')
 
 
 def test_tiers_must_cover_the_model_tables(user_items_dir):

@@ -18,3 +18,19 @@ def test_centralized_baseline_reports_validation_and_both_test_sets(ml100k_dir, 
   for part in ('validation', 'test', 'test_users'):
     assert 0 <= summary[f'{part}/recall_at_1'] <= summary[f'{part}/recall_at_10'] <= 1
   assert (out / 'metrics.csv').read_text().count('\n') == 3  # header + 2 epochs
+
+
+def test_centralized_goodreads_reports_test_ndcg(user_items_dir, tmp_path):
+  out = tmp_path / 'out'
+  done = subprocess.run(
+      [sys.executable, '-m', 'launch.centralized', '--task=goodreads_ranking',
+       f'--data_dir={user_items_dir}', f'--output_dir={out}', '--epochs=3', '--batch_size=8',
+       '--factors=4', '--learning_rate=0.05', '--eval_every=0'],
+      cwd=conftest.REPO, capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert 'epoch 3/3' in done.stdout
+  summary = json.loads((out / 'summary.json').read_text())
+  # Two taste groups: a trained model ranks the user's own half first.
+  assert summary['test/hr_at_20'] == 1.0
+  assert summary['test/ndcg_at_20'] > 0.3
+  assert (out / 'metrics.csv').read_text().count('\n') == 4

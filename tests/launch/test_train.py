@@ -28,8 +28,13 @@ def _start(*args):
 
 @pytest.mark.parametrize('flag, message', [
     ('--loss=softmax', "flag --loss=softmax: value should be one of <batch_softmax|"),
-    ('--algorithm=fedfoo', 'flag --algorithm=fedfoo: value should be one of <fedavg|fedsgd>'),
-    ('--task=netflix', 'flag --task=netflix: value should be one of <movielens_next_item>'),
+    ('--algorithm=fedfoo', 'flag --algorithm=fedfoo: value should be one of <fair|'),
+    ('--algorithm=fair', "--algorithm=fair is not one of --task=movielens_next_item's "
+     'algorithms: fedavg, fedsgd'),
+    ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_next_item'),
+    ('--factors=4', '--factors does not apply to --task=movielens_next_item'),
+    ('--task=netflix', 'flag --task=netflix: value should be one of '
+     '<goodreads_ranking|movielens_next_item>'),
     ('--rounds=0', 'flag --rounds=0: 0 is not a positive integer'),
     ('--clients_per_round=0', 'flag --clients_per_round=0'),
     ('--clients_per_round=25', '--clients_per_round=25 is larger than the 24 training '
@@ -104,3 +109,37 @@ def test_resume_refuses_other_flags(ml100k_dir, tmp_path):
   done = _train(f'--data_dir={ml100k_dir}', f'--output_dir={out}', *FAST)
   assert done.returncode != 0
   assert 'holds a run with other settings' in done.stderr
+
+
+@pytest.mark.parametrize('flag, message', [
+    ('--capacities=1x-3x', "capacity '3x' in scheme '1x-3x' is not a power of two"),
+    ('--capacities=1x-2x-4x-8x-16x-32x-64x-128x-256x', 'the scheme has 9 tiers but there '
+     'are only 8 clients'),
+    ('--algorithm=fedhm --capacities=1x-64x', 'FedHM cannot hold table item_gmf'),
+    ('--capacity_fractions=0.5,x', '--capacity_fractions must be numbers'),
+    ('--loss=global_softmax', '--loss does not apply to --task=goodreads_ranking'),
+    ('--clients_per_round=9', '--clients_per_round=9 is larger than the 8 training clients'),
+])
+def test_goodreads_bad_flags_stop_before_training(flag, message, user_items_dir, tmp_path):
+  done = _train('--task=goodreads_ranking', f'--data_dir={user_items_dir}', '--algorithm=fair',
+                f'--output_dir={tmp_path / "out"}', *flag.split())
+  assert done.returncode != 0
+  assert message in done.stderr + done.stdout
+  assert not (tmp_path / 'out' / 'metrics.csv').exists()
+
+
+def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_path):
+  out = tmp_path / 'out'
+  done = _train('--task=goodreads_ranking', f'--data_dir={user_items_dir}', '--algorithm=fair',
+                '--capacities=1x-2x-4x', '--capacity_assignment=random', '--rounds=2',
+                '--clients_per_round=4', '--eval_every=1', '--batch_size=4', '--factors=4',
+                '--local_epochs=1', '--runtime=inprocess', f'--output_dir={out}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert 'round 2/2' in done.stdout and 'ndcg_at_20' in done.stdout
+  summary = json.loads((out / 'summary.json').read_text())
+  assert 0 <= summary['test/ndcg_at_20'] <= 1
+  assert sum(summary[f'train/clients/{t}'] for t in ('1x', '2x', '4x')) == 4
+  assert summary['train/bytes_down'] > 0
+  config = json.loads((out / 'config.json').read_text())
+  assert (config['capacities'], config['batch_size'], config['client_optimizer']) == (
+      '1x-2x-4x', 4, {'name': 'adam', 'learning_rate': 1e-3})
