@@ -12,6 +12,10 @@ round: one FedAvg round of the dual encoder on ML-100K (50 clients, batch
        cohorts, against the floor: the same examples trained sequentially in
        one tf.function. Both runtimes use our iterator client loop; native
        is also timed with TFF's default Dataset.reduce loop.
+client_memory: one Goodreads-100 client's training (FAIR's client step: a
+       tier's item tables, NeuMF, fresh Adam, 1 epoch) at capacities 1x..16x,
+       each in a fresh process that holds only that tier: the item tables'
+       floats against the measured peak resident memory growth while training.
 """
 
 import json
@@ -29,12 +33,14 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-flags.DEFINE_list('what', ['op', 'round'], 'Benchmarks to run: op, round.')
+flags.DEFINE_list('what', ['op', 'round', 'client_memory'],
+                  'Benchmarks to run: op, round, client_memory.')
 flags.DEFINE_string('output', None, 'Also write the markdown report here.')
 flags.DEFINE_string('data_dir', '../shared/data/ml-100k', 'MovieLens 100K.')
 flags.DEFINE_integer('rounds', 5, 'Timed rounds per runtime (after 1 warm-up).')
 flags.DEFINE_integer('clients_per_round', 50, 'Cohort size.')
-flags.DEFINE_string('_op_case', None, 'Internal: run one op case, print JSON.')
+flags.DEFINE_string('goodreads_dir', '../shared/data/goodreads-100', 'Goodreads-100.')
+flags.DEFINE_string('_case', None, 'Internal: run one case in this process, print JSON.')
 
 FLAGS = flags.FLAGS
 NUM_IDS, DIM = 32768, 16
@@ -78,6 +84,12 @@ def _op_case(impl: str, memory_size: int) -> dict:
           'largest_mb': _largest_intermediate_bytes(step, ids) / 2**20}
 
 
+def _in_fresh_process(case: str) -> dict:
+  done = subprocess.run([sys.executable, '-m', 'launch.benchmark', f'--_case={case}'],
+                        capture_output=True, text=True, check=True)
+  return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def bench_op() -> str:
   lines = ['| memory m | op ms | composite ms | speed-up | op largest tensor MB | '
            'composite largest tensor MB | op peak RSS growth MB | composite peak RSS growth MB |',
@@ -85,10 +97,7 @@ def bench_op() -> str:
   for m in MEMORY_SIZES:
     r = {}
     for impl in ('op', 'composite'):
-      done = subprocess.run([sys.executable, '-m', 'launch.benchmark',
-                             f'--_op_case={impl}:{m}'], capture_output=True, text=True,
-                            check=True)
-      r[impl] = json.loads(done.stdout.strip().splitlines()[-1])
+      r[impl] = _in_fresh_process(f'op:{impl}:{m}')
     lines.append(f'| {m:,} | {r["op"]["ms"]:.2f} | {r["composite"]["ms"]:.2f} | '
                  f'{r["composite"]["ms"] / r["op"]["ms"]:.1f}x | '
                  f'{r["op"]["largest_mb"]:.1f} | {r["composite"]["largest_mb"]:.1f} | '
@@ -180,11 +189,82 @@ def bench_round() -> str:
       f'in-process / floor <= 1.5: {inprocess_s / floor_s:.2f}.'])
 
 
+CAPACITIES = (1, 2, 4, 8, 16)
+
+
+def _client_memory_case(capacity: int) -> dict:
+  """Peak RSS growth of one client's training at one capacity, sampled every 2 ms."""
+  import threading  # pylint: disable=g-import-not-at-top
+  import psutil  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tasks import goodreads_ranking  # pylint: disable=g-import-not-at-top
+  from tff_rec.algorithms import capacities  # pylint: disable=g-import-not-at-top
+  from tff_rec.training import functional  # pylint: disable=g-import-not-at-top
+
+  task = goodreads_ranking.GoodreadsRanking(goodreads_ranking.Config(
+      data_dir=FLAGS.goodreads_dir, local_epochs=1))
+  model = task.model()
+  shapes = {n: (task.shape.num_items, d) for n, d in task.shape.table_dims().items()}
+  forms = capacities.hashed_tiers(shapes, [capacity], seed=1, impl='op')[f'{capacity}x']
+  # What the client holds: its tier's tables (random values: sizes are what count).
+  weights = {k: tf.constant(v) for k, v in model.initial_weights.items() if k not in forms}
+  weights.update({k: tf.random.normal(f.spec().shape) for k, f in forms.items()})
+  client = sorted(task.train_client_ids,
+                  key=lambda c: len(task.client_arguments(c, 0)[1]))[len(task.train_client_ids) // 2]
+  user, positives, negatives = task.client_arguments(client, 0)
+  dataset = task.triples_dataset(np.full(len(positives), user), positives, negatives)
+
+  def loss(w, batch):
+    return model.loss(w, batch, lambda name, ids: forms[name].rows(w[name], ids))
+
+  optimizer = tff.learning.optimizers.build_adam(1e-3)
+  functional.train(loss, optimizer, weights, dataset.take(1))  # trace and warm up
+  process = psutil.Process()
+  baseline = peak = process.memory_info().rss
+  done = threading.Event()
+
+  def sample():
+    nonlocal peak
+    while not done.is_set():
+      peak = max(peak, process.memory_info().rss)
+      time.sleep(0.002)
+
+  sampler = threading.Thread(target=sample)
+  sampler.start()
+  started = time.perf_counter()
+  functional.train(loss, optimizer, weights, dataset)
+  seconds = time.perf_counter() - started
+  done.set()
+  sampler.join()
+  floats = sum(f.num_floats for f in forms.values())
+  return {'table_floats': floats, 'table_mb': 4 * floats / 2**20,
+          'peak_growth_mb': (peak - baseline) / 2**20, 'seconds': seconds,
+          'examples': len(positives)}
+
+
+def bench_client_memory() -> str:
+  lines = ['| capacity | item-table floats | item tables MB | measured peak growth MB '
+           '| vs 1x | seconds for the epoch |', '|---|---|---|---|---|---|']
+  results = {c: _in_fresh_process(f'client_memory:{c}') for c in CAPACITIES}
+  for c, r in results.items():
+    lines.append(f'| {c}x | {r["table_floats"]:,} | {r["table_mb"]:.1f} | '
+                 f'{r["peak_growth_mb"]:.1f} | '
+                 f'{r["peak_growth_mb"] / results[1]["peak_growth_mb"]:.2f} | '
+                 f'{r["seconds"]:.2f} |')
+    print(lines[-1], flush=True)
+  return (f'One median client ({results[1]["examples"]} positives, batch 512, fresh '
+          'Adam: parameters, Adam m and v, dense gradients and temporaries all scale with '
+          'the tables).\n\n' + '\n'.join(lines))
+
+
 def main(argv):
   del argv
-  if FLAGS._op_case:  # pylint: disable=protected-access
-    impl, m = FLAGS._op_case.split(':')  # pylint: disable=protected-access
-    print(json.dumps(_op_case(impl, int(m))))
+  if FLAGS._case:  # pylint: disable=protected-access
+    kind, *args = FLAGS._case.split(':')  # pylint: disable=protected-access
+    if kind == 'op':
+      print(json.dumps(_op_case(args[0], int(args[1]))))
+    else:
+      print(json.dumps(_client_memory_case(int(args[0]))))
     return
   sections = []
   if 'op' in FLAGS.what:
@@ -192,6 +272,9 @@ def main(argv):
                     f'{NUM_IDS} ids, dim {DIM}, CPU)\n\n' + bench_op())
   if 'round' in FLAGS.what:
     sections.append('## Round time: in-process vs native\n\n' + bench_round())
+  if 'client_memory' in FLAGS.what:
+    sections.append('## FAIR client memory by capacity (Goodreads-100, CPU)\n\n'
+                    + bench_client_memory())
   report = '# Benchmarks\n\n' + '\n\n'.join(sections) + '\n'
   print(report)
   if FLAGS.output:
