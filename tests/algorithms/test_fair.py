@@ -124,6 +124,8 @@ def test_tier_metrics_count_clients_and_bytes(user_items_dir, tff_runtime):
   full, quarter = 2 * n * f, 2 * (n * f // 4)
   assert metrics['bytes_down'] == 4 * (2 * (full + dense) + 3 * (quarter + dense))
   assert metrics['bytes_up'] == metrics['bytes_down']
+  assert dict(metrics['bytes_per_client']) == {'1x': 4 * (full + dense),
+                                               '4x': 4 * (quarter + dense)}
   assert metrics['train']['num_examples'] == sum(
       len(task.client_arguments(c, 0)[1]) for c in ids[2:7])
 

@@ -172,6 +172,8 @@ def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object
             num_examples=sums['num_examples']),
         clients=collections.OrderedDict(
             (label, sums['clients'][i]) for i, label in enumerate(labels)),
+        bytes_per_client=collections.OrderedDict(
+            (label, tier_bytes[i]) for i, label in enumerate(labels)),
         bytes_down=tf.reduce_sum(clients * tier_bytes),
         bytes_up=tf.reduce_sum(clients * tier_bytes))
 
