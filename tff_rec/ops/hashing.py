@@ -4,11 +4,13 @@ Element (row, col) of a virtual n x dim table lives at memory[slot] times a
 sign. Element mode hashes key = row * dim + col; chunk mode (ROBE-Z) hashes
 key = row * (dim / Z) + col // Z and adds col % Z to the slot:
 
-  h(key) = (a_h * key + b_h) >> 32       (mod 2^64 arithmetic)
-  g(key) = -1 if the top bit of (a_g * key + b_g) is set, else +1
+  h(key) = mix(a_h * key + b_h) >> 32       (mod 2^64 arithmetic)
+  g(key) = -1 if the top bit of mix(a_g * key + b_g) is set, else +1
   slot   = (h(key) [+ col % Z]) mod m
 
-(a_h, b_h, a_g, b_g) come from the seed by splitmix64. h does not depend on m,
+(a_h, b_h, a_g, b_g) come from the seed by splitmix64, and mix is splitmix64's
+finaliser (without it, consecutive keys collide in fixed translated pairs and
+colliding entries' signs are correlated). h does not depend on m,
 so for m_i dividing m, slot mod m_i == (slot mod m) mod m_i: memories of size
 m, m/2, m/4, ... are nested (FAIR's consistent, collapsible subspaces).
 """
@@ -29,12 +31,18 @@ class HashParams:
   b_g: int
 
 
+_MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+
+
+def _mix64(z: int) -> int:
+  z = ((z ^ (z >> 30)) * _MIX[0]) & _MASK
+  z = ((z ^ (z >> 27)) * _MIX[1]) & _MASK
+  return z ^ (z >> 31)
+
+
 def _splitmix64(state: int) -> tuple[int, int]:
   state = (state + 0x9E3779B97F4A7C15) & _MASK
-  z = state
-  z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-  z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-  return state, z ^ (z >> 31)
+  return state, _mix64(state)
 
 
 def params_from_seed(seed: int) -> HashParams:
@@ -55,8 +63,8 @@ def locate_reference(row: int, col: int, *, dim: int, chunk: int, m: int,
   else:
     key, offset = row * dim + col, 0
   key &= _MASK
-  h = ((p.a_h * key + p.b_h) & _MASK) >> 32
-  sign = -1.0 if (((p.a_g * key + p.b_g) & _MASK) >> 63) else 1.0
+  h = _mix64((p.a_h * key + p.b_h) & _MASK) >> 32
+  sign = -1.0 if _mix64((p.a_g * key + p.b_g) & _MASK) >> 63 else 1.0
   return (h + offset) % m, sign
 
 
@@ -77,8 +85,15 @@ def locate(rows: tf.Tensor, *, dim: int, chunk: int, m: tf.Tensor,
   else:
     key = rows * u64(dim) + tf.cast(cols, tf.uint64)[None, :]
     offset = u64(0)
-  h = tf.bitwise.right_shift(u64(p.a_h) * key + u64(p.b_h), u64(32))
+  shift = tf.bitwise.right_shift
+
+  def mix(z):
+    z = tf.bitwise.bitwise_xor(z, shift(z, u64(30))) * u64(_MIX[0])
+    z = tf.bitwise.bitwise_xor(z, shift(z, u64(27))) * u64(_MIX[1])
+    return tf.bitwise.bitwise_xor(z, shift(z, u64(31)))
+
+  h = shift(mix(u64(p.a_h) * key + u64(p.b_h)), u64(32))
   slots = tf.math.floormod(h + offset, tf.cast(m, tf.uint64))
-  top = tf.bitwise.right_shift(u64(p.a_g) * key + u64(p.b_g), u64(63))
+  top = shift(mix(u64(p.a_g) * key + u64(p.b_g)), u64(63))
   signs = tf.where(tf.equal(top, u64(1)), -1.0, 1.0)
   return tf.cast(slots, tf.int64), signs

@@ -5,10 +5,12 @@
 //
 // Keys: element mode hashes key = row * dim + col; chunk mode (ROBE-Z) hashes
 // key = row * (dim / Z) + col / Z and adds col % Z to the slot. Slot and sign
-// come from multiply-add-shift hashing of the 64-bit key with two (a, b)
-// pairs drawn from the seed by splitmix64:
-//   h(key) = (a_h * key + b_h) >> 32            (32 bits, independent of m)
-//   g(key) = top bit of (a_g * key + b_g) ? -1 : +1
+// come from multiply-add hashing of the 64-bit key with two (a, b) pairs
+// drawn from the seed by splitmix64, each followed by splitmix64's finaliser
+// (mix): without it consecutive keys collide in fixed translated pairs and
+// colliding entries' signs are correlated.
+//   h(key) = mix(a_h * key + b_h) >> 32         (32 bits, independent of m)
+//   g(key) = top bit of mix(a_g * key + b_g) ? -1 : +1
 //   slot   = (h(key) [+ col % Z]) mod m
 // Since h does not depend on m, slot mod m_i == (slot mod m) mod m_i for any
 // m_i dividing m: tables of sizes m, m/2, m/4, ... are nested subspaces.
@@ -29,12 +31,13 @@ struct HashParams {
   uint64_t a_h, b_h, a_g, b_g;
 };
 
-inline uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+TFF_REC_HOST_DEVICE inline uint64_t Mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
+
+inline uint64_t SplitMix64(uint64_t* state) { return Mix64(*state += 0x9E3779B97F4A7C15ULL); }
 
 inline HashParams ParamsFromSeed(int64_t seed) {
   uint64_t state = static_cast<uint64_t>(seed);
@@ -58,9 +61,9 @@ TFF_REC_HOST_DEVICE inline void Locate(const HashParams& p, uint64_t row, int64_
     key = row * static_cast<uint64_t>(dim / chunk) + static_cast<uint64_t>(col / chunk);
     offset = static_cast<uint64_t>(col % chunk);
   }
-  const uint64_t h = (p.a_h * key + p.b_h) >> 32;
+  const uint64_t h = Mix64(p.a_h * key + p.b_h) >> 32;
   *slot = (h + offset) % m;
-  *sign = ((p.a_g * key + p.b_g) >> 63) ? -1.0f : 1.0f;
+  *sign = (Mix64(p.a_g * key + p.b_g) >> 63) ? -1.0f : 1.0f;
 }
 
 }  // namespace tff_rec
