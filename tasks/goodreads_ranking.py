@@ -139,17 +139,28 @@ class GoodreadsRanking:
 
   @functools.cached_property
   def dataset_computation(self) -> tff.Computation:
-    """(user, positives, negatives) arrays -> the client's batched triples, in TFF."""
-    k = self.config.num_negatives
+    """(user, positives, negatives) of E epochs -> the client's batches, in TFF.
+
+    Each epoch is batched on its own (its last batch may be partial), as the
+    official code's per-epoch DataLoader.
+    """
+    k, epochs = self.config.num_negatives, self.config.local_epochs
 
     @tff.tensorflow.computation(np.int32, tff.TensorType(np.int32, [None]),
                                 tff.TensorType(np.int32, [None, k]))
     def build(user, positives, negatives):
-      return self.triples_dataset(tf.fill(tf.shape(positives), user), positives, negatives)
+      per_epoch = tf.shape(positives)[0] // epochs
+      by_epoch = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+          user=tf.fill([epochs, per_epoch], user),
+          positive=tf.reshape(positives, [epochs, per_epoch]),
+          negatives=tf.reshape(negatives, [epochs, per_epoch, k])))
+      return by_epoch.flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(epoch)
+                               .batch(self.config.batch_size))
 
     return build
 
   def triples_dataset(self, users, positives, negatives) -> tf.data.Dataset:
+    """Batches of (user, positive, negatives) triples, in order."""
     return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
         user=users, positive=positives, negatives=negatives)).batch(self.config.batch_size)
 

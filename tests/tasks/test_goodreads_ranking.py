@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
 
 from tasks import goodreads_ranking
 from tests import fixtures
@@ -52,23 +54,19 @@ def test_triples_are_batched_keeping_the_last_partial_batch(user_items_dir):
 
 
 def test_evaluation_masks_train_items_and_scores_a_perfect_model(user_items_dir):
-  task = _task(user_items_dir, top_k=5)
-  weights = neumf.initial_weights(task.shape, seed=0)
-  # A model whose score is the item's GMF weight alone, with each user's test
-  # items scored highest and train items higher still (they must be masked).
-  for name in weights:
-    if name != 'item_gmf':
-      weights[name] = np.zeros_like(weights[name])
-  weights['user_gmf'][:] = 1.0
-  weights['output/kernel'][0] = 1.0
-  weights['item_gmf'][:] = 0.0
-  for user in range(len(task.data.user_ids)):
-    weights['item_gmf'][task.data.test.of(user), 0] += 1.0
-    weights['item_gmf'][task.data.train.of(user), 0] += 10.0
-  metrics = task.evaluate(weights)
-  # Users share items across the two taste groups' halves, so test items of
-  # others also score 1: NDCG is high but HR must be 1 and NDCG > 0.5.
-  assert metrics['hr_at_5'] == 1.0 and metrics['ndcg_at_5'] > 0.5
+  """Score(u, i) = item_gmf[i, u]: 1 for u's test items, 10 for u's train items.
+
+  With train items masked the top 5 are exactly the 4 test items: every metric
+  is 1. Without the mask the train items would fill the top and score 0.
+  """
+  task = _task(user_items_dir, top_k=5, factors=8)  # 8 users: one factor each
+  weights = {k: np.zeros_like(v) for k, v in neumf.initial_weights(task.shape, 0).items()}
+  weights['user_gmf'][:] = np.eye(8)
+  weights['output/kernel'][:8, 0] = 1.0  # the GMF half of the output layer
+  for user in range(8):
+    weights['item_gmf'][task.data.test.of(user), user] = 1.0
+    weights['item_gmf'][task.data.train.of(user), user] = 10.0
+  assert task.evaluate(weights) == {'ndcg_at_5': 1.0, 'recall_at_5': 1.0, 'hr_at_5': 1.0}
 
 
 def test_popularity_ranks_by_train_users(tmp_path):
@@ -120,3 +118,15 @@ def test_bad_algorithm_config():
     goodreads_ranking.AlgorithmConfig(name='fedprox')
   with pytest.raises(ValueError, match='not a power of two'):
     goodreads_ranking.AlgorithmConfig(capacities='1x-6x')
+
+
+def test_dataset_computation_batches_each_epoch_on_its_own(user_items_dir, tff_runtime):
+  task = _task(user_items_dir, batch_size=3, local_epochs=2)
+  user, positives, negatives = task.client_arguments('2', seed=0)  # 8 positives an epoch
+
+  @tff.tensorflow.computation(task.dataset_computation.type_signature.parameter)
+  def batch_sizes(args):
+    return task.dataset_computation(args).reduce(
+        tf.zeros([0], tf.int32), lambda sizes, b: tf.concat([sizes, tf.shape(b['user'])], 0))
+
+  assert batch_sizes((user, positives, negatives)).tolist() == [3, 3, 2, 3, 3, 2]
