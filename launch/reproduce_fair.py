@@ -32,6 +32,7 @@ from tasks import goodreads_ranking
 from tff_rec.algorithms import capacities
 
 SCHEMES = ('1x-2x', '1x-4x', '1x-8x', '1x-16x')
+RUN_ORDER = ('1x-16x', '1x-2x', '1x-4x', '1x-8x')  # the extremes show the shape first
 HETEROGENEOUS = {'fair': 'FAIR-HET', 'fair_hom': 'FAIR-HOM', 'fedhm': 'FedHM'}
 FULL_FRACTIONS = (0.01, 0.2, 0.3, 0.5)
 METRIC = 'test/ndcg_at_20'
@@ -131,7 +132,7 @@ def main(argv):
   task = goodreads_ranking.GoodreadsRanking(config)
   popularity = task.popularity()
   table2 = {'fedavg': _federated('fedavg', 'fedavg')}
-  for scheme in SCHEMES:
+  for scheme in RUN_ORDER:
     for algorithm in HETEROGENEOUS:
       name = f'{algorithm}_{scheme}'
       table2[name] = _federated(name, algorithm, f'--capacities={scheme}')
