@@ -103,7 +103,7 @@ class GoodreadsRanking:
     return list(self._client_index)
 
   def describe(self) -> str:
-    return (f'{len(self.train_client_ids)} clients, {self.data.num_items} items, '
+    return (f'{len(self.data.user_ids)} users, {self.data.num_items} items, '
             f'{self.data.train.counts.sum()} train / {self.data.test.counts.sum()} '
             'test interactions')
 

@@ -86,8 +86,7 @@ class MovieLensNextItem:
     return self.train_data.client_ids
 
   def describe(self) -> str:
-    return (f'{len(self.train_client_ids)} training clients, {self.vocab_size} items, '
-            f'loss {self.config.loss}')
+    return f'{self.vocab_size} items, loss {self.config.loss}'
 
   def learning_process(self, algorithm: str, *, client_optimizer: baselines.OptimizerConfig,
                        server_optimizer: baselines.OptimizerConfig, runtime: str):
