@@ -50,7 +50,7 @@ flags.DEFINE_integer('eval_every', 10, 'Federated evaluation period.', lower_bou
 flags.DEFINE_integer('epochs', 10, 'Central training epochs.', lower_bound=1)
 flags.DEFINE_float('learning_rate', 1e-3, 'Client (and central) Adam learning rate.')
 flags.DEFINE_list('only', None, 'Run only these cells (e.g. fedavg,fair_1x-2x), then '
-                  'tabulate what exists.')
+                  'tabulate what exists (--only=none: tabulate only).')
 
 FLAGS = flags.FLAGS
 
@@ -59,11 +59,14 @@ def _wanted(name: str) -> bool:
   return not FLAGS.only or name in FLAGS.only
 
 
-def _federated(name: str, algorithm: str, *args: str) -> dict | None:
-  """A finished run's summary; None for a cell that cannot run or was not run."""
+NOT_RUN, CANNOT_RUN = 'not run', 'N/A'
+
+
+def _federated(name: str, algorithm: str, *args: str) -> dict | str:
+  """A finished run's summary, CANNOT_RUN (the method refuses) or NOT_RUN."""
   out = pathlib.Path(FLAGS.runs_dir) / name
   if not (out / 'summary.json').exists() and not _wanted(name):
-    return None
+    return NOT_RUN
   try:
     return common.launch_once(
         'launch.train', out, f'--algorithm={algorithm}', f'--rounds={FLAGS.rounds}',
@@ -71,13 +74,13 @@ def _federated(name: str, algorithm: str, *args: str) -> dict | None:
         *args)
   except subprocess.CalledProcessError:
     print(f'{name}: could not run (see the error above): N/A', flush=True)
-    return None
+    return CANNOT_RUN
 
 
-def _central() -> dict | None:
+def _central() -> dict | str:
   out = pathlib.Path(FLAGS.runs_dir) / 'central'
   if not (out / 'summary.json').exists() and not _wanted('central'):
-    return None
+    return NOT_RUN
   return common.launch_once('launch.centralized', out, f'--epochs={FLAGS.epochs}',
                             f'--learning_rate={FLAGS.learning_rate}', '--eval_every=1')
 
@@ -94,12 +97,21 @@ def _best(name: str) -> float | None:
   return None if rows is None or rows.empty else float(rows[METRIC].max())
 
 
-def _cell(summary: dict | None, name: str, paper: float | None) -> str:
-  if summary is None:
-    return f'N/A (paper {paper})' if paper else 'N/A'
+def _cell(summary: dict | str, name: str, paper: float | None) -> str:
+  if isinstance(summary, str):
+    return f'{summary} (paper {paper or "N/A"})'
   best = _best(name)
   text = f'{summary[METRIC]:.3f} / {best:.3f}' if best is not None else f'{summary[METRIC]:.3f}'
   return f'{text} (paper {paper})' if paper else text
+
+
+def _fedhm_can_run(task, scheme: str) -> bool:
+  try:
+    capacities.low_rank_tiers({'t': (task.shape.num_items, task.shape.factors)},
+                              capacities.parse(scheme))
+    return True
+  except ValueError:
+    return False
 
 
 def _full_trn_clients(num_clients: int, fraction: float) -> int:
@@ -135,7 +147,10 @@ def main(argv):
   for scheme in RUN_ORDER:
     for algorithm in HETEROGENEOUS:
       name = f'{algorithm}_{scheme}'
-      table2[name] = _federated(name, algorithm, f'--capacities={scheme}')
+      if algorithm == 'fedhm' and not _fedhm_can_run(task, scheme):
+        table2[name] = CANNOT_RUN
+      else:
+        table2[name] = _federated(name, algorithm, f'--capacities={scheme}')
   # Consistency needs two hashed tiers or more (1x is the full table, unhashed).
   consistency = {f'fair_{CONSISTENCY_SCHEME}': f'consistent {CONSISTENCY_SCHEME}',
                  f'fair_inconsistent_{CONSISTENCY_SCHEME}':
