@@ -87,9 +87,10 @@ def _central() -> dict | str:
 
 def _curve(name: str) -> pd.DataFrame | None:
   path = pathlib.Path(FLAGS.runs_dir) / name / 'metrics.csv'
-  if not path.exists():
+  rows = pd.read_csv(path) if path.exists() else None
+  if rows is None or METRIC not in rows:  # not evaluated yet
     return None
-  return pd.read_csv(path).dropna(subset=[METRIC])
+  return rows.dropna(subset=[METRIC])
 
 
 def _best(name: str) -> float | None:
