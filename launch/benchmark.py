@@ -204,13 +204,12 @@ def _client_memory_case(capacity: int) -> dict:
   task = goodreads_ranking.GoodreadsRanking(goodreads_ranking.Config(
       data_dir=FLAGS.goodreads_dir, local_epochs=1))
   model = task.model()
-  shapes = {n: (task.shape.num_items, d) for n, d in task.shape.table_dims().items()}
-  forms = capacities.hashed_tiers(shapes, [capacity], seed=1, impl='op')[f'{capacity}x']
+  forms = capacities.hashed_tiers(task.shape.table_shapes(), [capacity], seed=1, impl='op')[f'{capacity}x']
   # What the client holds: its tier's tables (random values: sizes are what count).
   weights = {k: tf.constant(v) for k, v in model.initial_weights.items() if k not in forms}
   weights.update({k: tf.random.normal(f.spec().shape) for k, f in forms.items()})
-  client = sorted(task.train_client_ids,
-                  key=lambda c: len(task.client_arguments(c, 0)[1]))[len(task.train_client_ids) // 2]
+  median = np.argsort(task.data.train.counts, kind='stable')[len(task.data.user_ids) // 2]
+  client = str(task.data.user_ids[median])
   user, positives, negatives = task.client_arguments(client, 0)
   dataset = task.triples_dataset(np.full(len(positives), user), positives, negatives)
 

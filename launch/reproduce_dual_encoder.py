@@ -47,18 +47,20 @@ FLAGS = flags.FLAGS
 
 
 def _centralized(loss: str) -> dict[str, float]:
-  return common.launch_once('launch.centralized', pathlib.Path(FLAGS.runs_dir) / f'central_{loss}',
-              f'--loss={loss}', f'--epochs={FLAGS.epochs}',
-              f'--learning_rate={FLAGS.centralized_learning_rate}', '--eval_every=1')
+  return common.launch_once(
+      'launch.centralized', pathlib.Path(FLAGS.runs_dir) / f'central_{loss}',
+      f'--loss={loss}', f'--epochs={FLAGS.epochs}',
+      f'--learning_rate={FLAGS.centralized_learning_rate}', '--eval_every=1')
 
 
 def _federated(loss: str) -> dict[str, float]:
-  return common.launch_once('launch.train', pathlib.Path(FLAGS.runs_dir) / f'fed_{loss}',
-              f'--loss={loss}', f'--rounds={FLAGS.rounds}',
-              f'--clients_per_round={FLAGS.clients_per_round}',
-              f'--eval_every={FLAGS.eval_every}', '--algorithm=fedavg',
-              f'--client_learning_rate={FLAGS.client_learning_rate}',
-              f'--server_learning_rate={FLAGS.server_learning_rate}')
+  return common.launch_once(
+      'launch.train', pathlib.Path(FLAGS.runs_dir) / f'fed_{loss}',
+      f'--loss={loss}', f'--rounds={FLAGS.rounds}',
+      f'--clients_per_round={FLAGS.clients_per_round}',
+      f'--eval_every={FLAGS.eval_every}', '--algorithm=fedavg',
+      f'--client_learning_rate={FLAGS.client_learning_rate}',
+      f'--server_learning_rate={FLAGS.server_learning_rate}')
 
 
 def _percent(x: float) -> str:

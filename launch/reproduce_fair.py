@@ -7,9 +7,10 @@ Table 2: central training, FedAvg, and FAIR-HET / FAIR-HOM / FedHM at
 1x-2x, 1x-4x, 1x-8x, 1x-16x (users in id order, equal groups). Table 3:
 FULL-TRN (only the 1x users train) vs FAIR-HET when 1% / 20% / 30% / 50% of
 users, drawn at random, are 1x and the rest 2x. Plus FAIR with consistent vs
-inconsistent subspaces at 2x-4x-8x-16x (every tier hashed). Each cell is a launch.train / launch.centralized run
-in its own directory under --runs_dir (an interrupted reproduction resumes);
-a cell the method cannot run (FedHM past 4x) is N/A. Writes table.md,
+inconsistent subspaces at 2x-4x-8x-16x (every tier hashed). Each cell is a
+launch.train / launch.centralized run in its own directory under --runs_dir
+(an interrupted reproduction resumes); a cell the method cannot run (FedHM
+past 4x) is N/A. Writes table.md,
 ndcg_curves.png and consistency.png to --results_dir.
 """
 
@@ -62,27 +63,27 @@ def _wanted(name: str) -> bool:
 NOT_RUN, CANNOT_RUN = 'not run', 'N/A'
 
 
-def _federated(name: str, algorithm: str, *args: str) -> dict | str:
-  """A finished run's summary, CANNOT_RUN (the method refuses) or NOT_RUN."""
+def _cell_run(name: str, module: str, *args: str) -> dict | str:
+  """A finished run's summary, CANNOT_RUN (the launcher refused) or NOT_RUN."""
   out = pathlib.Path(FLAGS.runs_dir) / name
   if not (out / 'summary.json').exists() and not _wanted(name):
     return NOT_RUN
   try:
-    return common.launch_once(
-        'launch.train', out, f'--algorithm={algorithm}', f'--rounds={FLAGS.rounds}',
-        f'--eval_every={FLAGS.eval_every}', f'--client_learning_rate={FLAGS.learning_rate}',
-        *args)
+    return common.launch_once(module, out, *args)
   except subprocess.CalledProcessError:
     print(f'{name}: could not run (see the error above): N/A', flush=True)
     return CANNOT_RUN
 
 
+def _federated(name: str, algorithm: str, *args: str) -> dict | str:
+  return _cell_run(name, 'launch.train', f'--algorithm={algorithm}',
+                   f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
+                   f'--client_learning_rate={FLAGS.learning_rate}', *args)
+
+
 def _central() -> dict | str:
-  out = pathlib.Path(FLAGS.runs_dir) / 'central'
-  if not (out / 'summary.json').exists() and not _wanted('central'):
-    return NOT_RUN
-  return common.launch_once('launch.centralized', out, f'--epochs={FLAGS.epochs}',
-                            f'--learning_rate={FLAGS.learning_rate}', '--eval_every=1')
+  return _cell_run('central', 'launch.centralized', f'--epochs={FLAGS.epochs}',
+                   f'--learning_rate={FLAGS.learning_rate}', '--eval_every=1')
 
 
 def _curve(name: str) -> pd.DataFrame | None:
@@ -108,8 +109,7 @@ def _cell(summary: dict | str, name: str, paper: float | None) -> str:
 
 def _fedhm_can_run(task, scheme: str) -> bool:
   try:
-    capacities.low_rank_tiers({'t': (task.shape.num_items, task.shape.factors)},
-                              capacities.parse(scheme))
+    capacities.low_rank_tiers(task.shape.table_shapes(), capacities.parse(scheme))
     return True
   except ValueError:
     return False

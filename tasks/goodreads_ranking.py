@@ -190,13 +190,11 @@ class GoodreadsRanking:
       if min(scheme) != 1:
         raise ValueError(f'full_trn needs a 1x tier; scheme {algorithm.capacities} has none')
       ids, scheme = [c for c, keep in zip(ids, full) if keep], [1]
-    shapes = {name: (self.shape.num_items, dim)
-              for name, dim in self.shape.table_dims().items()}
     if algorithm.name == 'fedhm':
-      tiers = capacities.low_rank_tiers(shapes, scheme)
+      tiers = capacities.low_rank_tiers(self.shape.table_shapes(), scheme)
     else:
       tiers = capacities.hashed_tiers(
-          shapes, scheme, seed=self.config.seed + 1, impl=algorithm.impl,
+          self.shape.table_shapes(), scheme, seed=self.config.seed + 1, impl=algorithm.impl,
           consistent=algorithm.name != 'fair_inconsistent')
     tier_of = capacities.assign(
         len(ids), len(scheme),

@@ -56,13 +56,14 @@ def _split(weights: Mapping[str, Any], tables: Sequence[str]):
 
 def bytes_per_client(model: FairModel, forms: Mapping[str, object]) -> int:
   """What one client of a tier downloads (and uploads) in a real deployment."""
-  floats = sum(f.num_floats for f in forms.values())
+  floats = 0
   for name, value in model.initial_weights.items():
     if name in model.per_user_tables:
       floats += int(np.prod(value.shape[1:]))
     elif name not in model.tables:
       floats += value.size
-  return compressed_table.BYTES_PER_FLOAT * floats
+  return (sum(compressed_table.num_bytes(f) for f in forms.values())
+          + compressed_table.BYTES_PER_FLOAT * floats)
 
 
 def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object]], *,
@@ -96,7 +97,6 @@ def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object
       (k, tff.TensorType(np.float32, v.shape)) for k, v in initial.items()))
   weight_specs = collections.OrderedDict(
       (k, tf.TensorSpec(v.shape, tf.float32)) for k, v in initial.items())
-  initial_dense, _ = _split(initial, model.tables)
   tier_bytes = np.array([bytes_per_client(model, tiers[l]) for l in labels], np.float64)
 
   @tff.tensorflow.computation
@@ -165,7 +165,7 @@ def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object
 
   @tff.tensorflow.computation(metrics_type)
   def round_metrics(sums):
-    clients = tf.cast(sums['clients'], tf.float64)
+    moved = tf.reduce_sum(tf.cast(sums['clients'], tf.float64) * tier_bytes)
     return collections.OrderedDict(
         train=collections.OrderedDict(
             loss=sums['loss_sum'] / tf.cast(tf.maximum(sums['num_examples'], 1), tf.float32),
@@ -174,8 +174,7 @@ def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object
             (label, sums['clients'][i]) for i, label in enumerate(labels)),
         bytes_per_client=collections.OrderedDict(
             (label, tier_bytes[i]) for i, label in enumerate(labels)),
-        bytes_down=tf.reduce_sum(clients * tier_bytes),
-        bytes_up=tf.reduce_sum(clients * tier_bytes))
+        bytes_down=moved, bytes_up=moved)  # a client uploads what it downloaded
 
   @tff.federated_computation
   def initialize():

@@ -41,8 +41,10 @@ class NeuMFShape:
     """Width of the MLP branch's embeddings (the layers halve it down to factors)."""
     return self.factors * 2 ** (self.mlp_layers - 1)
 
-  def table_dims(self) -> dict[str, int]:
-    return {'item_gmf': self.factors, 'item_mlp': self.mlp_dim}
+  def table_shapes(self) -> dict[str, tuple[int, int]]:
+    """Shape of each item table (the tables FAIR compresses)."""
+    return {'item_gmf': (self.num_items, self.factors),
+            'item_mlp': (self.num_items, self.mlp_dim)}
 
 
 def initial_weights(shape: NeuMFShape, seed: int) -> collections.OrderedDict:
