@@ -106,8 +106,10 @@ def test_a_two_phase_round_is_refused_with_a_clear_error():
     inprocess.map_reduce_form(two_phase)
 
 
-def test_secure_sums_are_exact_modular_sums():
-  assert inprocess._bitwidth_sum(3, np.array([[5], [6]], np.int32)).tolist() == [3]
+def test_secure_sums_are_exact_sums_of_bounded_inputs():
+  assert inprocess._bitwidth_sum(3, np.array([[5], [6]], np.int32)).tolist() == [11]
+  with pytest.raises(ValueError, match=r'outside \[0, 7\]'):
+    inprocess._bitwidth_sum(3, np.array([[5], [8]], np.int32))
   assert inprocess._modular_sum(7, np.array([[5, 1], [6, 1]], np.int64)).tolist() == [4, 2]
   assert inprocess._capped_sum(10, np.array([4, 6], np.int32)) == 10
   with pytest.raises(ValueError, match=r'outside \[0, 10\]'):

@@ -4,7 +4,8 @@
 and its TensorFlow pieces run here (tensorflow_runner): prepare on the server
 state, work on each client (concurrently, one TF session per thread), zero /
 accumulate per thread and merge across threads, report, the secure sums
-simulated exactly (sum mod 2^bitwidth, capped plain sum, sum mod modulus),
+simulated exactly (plain sums of inputs checked against 2^bitwidth - 1 or
+the max input, sum mod modulus),
 then update. This is the production shape of a TFF round, and here custom op
 libraries and the GPU are visible, which TFF's native worker cannot offer.
 """
@@ -33,7 +34,9 @@ def _zip_map(fn, params, values: list):
 
 
 def _bitwidth_sum(bitwidth, x):
-  return (x.astype(np.int64).sum(0) % (1 << int(bitwidth))).astype(x.dtype)
+  # `bitwidth` bounds each input, not the sum (TFF's own test backend: a
+  # capped sum with max input 2^bitwidth - 1).
+  return _capped_sum((1 << int(bitwidth)) - 1, x)
 
 
 def _capped_sum(max_input, x):
