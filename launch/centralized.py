@@ -8,7 +8,9 @@ r"""The centralized baseline: same task, model, loss and metrics, data pooled.
 What is pooled and evaluated is the task's protocol (its train_centralized):
 MovieLens next-item splits all users' examples by example 80/10/10 and reports
 recall@k on validation, test and the federated test users; Goodreads ranking
-trains on every user's triples and reports test NDCG@k.
+trains on every user's triples and reports test NDCG@k. MovieLens CTR trains
+on every training example; with --steps_per_epoch=I and --batch_size=K*B an
+epoch is FedSubAvg's CentralSGD round (the examples of one federated round).
 """
 
 import asyncio
@@ -25,6 +27,8 @@ flags.DEFINE_enum('optimizer', 'adam', baselines.OPTIMIZERS, 'Optimizer.')
 flags.DEFINE_float('learning_rate', 0.01, 'Learning rate.', lower_bound=0)
 flags.DEFINE_integer('eval_every', 1, 'Evaluate every N epochs (0: at the end).',
                      lower_bound=0)
+flags.DEFINE_integer('steps_per_epoch', 0, 'movielens_ctr: batches per epoch (0: a full '
+                     'pass).', lower_bound=0)
 
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
@@ -34,13 +38,18 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   config = common.task_config()
+  target = common.parse_target(FLAGS.target)
   try:
     optimizer = baselines.OptimizerConfig(FLAGS.optimizer, FLAGS.learning_rate)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   task = common.build_task(config)
+  steps = {'steps_per_epoch': FLAGS.steps_per_epoch} if FLAGS.steps_per_epoch else {}
+  if steps and FLAGS.task != 'movielens_ctr':
+    raise app.UsageError(f'--steps_per_epoch does not apply to --task={FLAGS.task}')
   out = common.output_dir(common.run_config(
-      config, epochs=FLAGS.epochs, optimizer=vars(optimizer), eval_every=FLAGS.eval_every))
+      config, epochs=FLAGS.epochs, optimizer=vars(optimizer), eval_every=FLAGS.eval_every,
+      **steps))
   print(f'{FLAGS.task} centralized: {task.describe()}; output in {out}', flush=True)
   csv = tff.program.CSVFileReleaseManager(str(out / 'metrics.csv'), key_fieldname='epoch')
   progress = common.Progress(FLAGS.epochs, 'epoch', {
@@ -51,7 +60,9 @@ def main(argv):
     progress(epoch, metrics)
 
   metrics = task.train_centralized(optimizer, epochs=FLAGS.epochs,
-                                   eval_every=FLAGS.eval_every, on_epoch=on_epoch)
+                                   eval_every=FLAGS.eval_every, on_epoch=on_epoch, **steps)
+  if target:
+    metrics.update(common.first_reached(out / 'metrics.csv', 'epoch', target))
   common.write_json(out / 'summary.json', metrics)
   print(f'done: {out / "summary.json"}', flush=True)
 

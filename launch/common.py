@@ -14,6 +14,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # before TensorFlow loads
 from absl import app
 from absl import flags
 from absl import logging
+import pandas as pd
 
 import tasks
 from tff_rec import losses
@@ -23,6 +24,9 @@ from tff_rec.runtime import native
 flags.DEFINE_enum('task', 'movielens_next_item', sorted(tasks.TASKS), 'Task to run.')
 flags.DEFINE_string('data_dir', None, "Dataset directory (default: the task's under "
                     '../shared/data: ml-100k, goodreads-100).')
+flags.DEFINE_string('target', None, 'Report in the summary the first round (epoch) whose '
+                    'evaluation reaches a value, e.g. "eval/test_auc>=0.6" or '
+                    '"eval/train_loss<=0.33".')
 flags.DEFINE_string('output_dir', None, 'Where metrics, checkpoints and the '
                     'summary go; an interrupted run resumes from here.')
 flags.DEFINE_integer('seed', None, 'Seed of every random choice (default 0).')
@@ -35,7 +39,8 @@ flags.DEFINE_enum('loss', None, sorted(losses.RETRIEVAL_LOSSES),
                   "Retrieval loss (default global_softmax: the paper's best federated).")
 flags.DEFINE_float('spreadout_weight', None,
                    'Weight of the spreadout term of the *_spreadout losses (default 0.001).')
-flags.DEFINE_integer('embedding_dim', None, 'Item embedding dimension (default 16).',
+flags.DEFINE_integer('embedding_dim', None, 'Embedding dimension (default: the task\'s; '
+                     'movielens_next_item 16, movielens_ctr lr 1 / dcn 4 / din 18).',
                      lower_bound=1)
 flags.DEFINE_integer('max_examples_per_user', None,
                      'Cap on examples per user (0: none; default 300).', lower_bound=0)
@@ -46,15 +51,29 @@ flags.DEFINE_integer('num_negatives', None, 'Sampled negatives per positive, red
                      'every local epoch (default 1).', lower_bound=1)
 flags.DEFINE_float('l2', None, 'BPR decay on the batch embeddings (default 1e-6).',
                    lower_bound=0)
-flags.DEFINE_float('test_fraction', None, 'Single sequence files only: the last '
-                   "fraction of each user's items held out for test (default 0.3).")
+flags.DEFINE_float('test_fraction', None, 'goodreads_ranking on single sequence files: '
+                   "the last fraction of each user's items held out for test (default "
+                   '0.3); movielens_ctr: the test share (default 0.1 chronological, 0.2 '
+                   'random).')
 flags.DEFINE_integer('top_k', None, 'Cut-off of NDCG/recall/HR (default 20).', lower_bound=1)
+# movielens_ctr
+flags.DEFINE_enum('model', None, ['lr', 'dcn', 'din'], "CTR model: FedSubAvg's LR with "
+                  "gender x movie and age x movie crosses, DCNv2 (MetaUA's), DIN "
+                  "(FedSubAvg's CTR model) (default lr).")
+flags.DEFINE_enum('split', None, ['chronological', 'random'], "Test examples: each user's "
+                  "last ones (MetaUA) or a random share of all (FedSubAvg) "
+                  '(default chronological).')
+flags.DEFINE_integer('history_length', None, 'Clicked movies in the DIN history '
+                     '(default 10).', lower_bound=1)
+flags.DEFINE_integer('local_steps', None, 'At most this many client batches per round '
+                     '(0: whole epochs; default 0).', lower_bound=0)
 
 FLAGS = flags.FLAGS
 # The flags above: what defines the task (a run's config.json includes them).
 TASK_FLAGS = ('data_dir', 'seed', 'batch_size', 'local_epochs', 'loss', 'spreadout_weight',
               'embedding_dim', 'max_examples_per_user', 'factors', 'mlp_layers',
-              'num_negatives', 'l2', 'test_fraction', 'top_k')
+              'num_negatives', 'l2', 'test_fraction', 'top_k', 'model', 'split',
+              'history_length', 'local_steps')
 logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO
 # Launchers run TFF computations only inside a NativeRuntime; TFF's own
 # import-time context would print an error at exit (see runtime.native).
@@ -169,6 +188,41 @@ class Progress:
                        for label, key in self.shown.items() if key in metrics)
     print(f'{self.unit} {step}/{self.total}  {values}  '
           f'{per_step:.2f} s/{self.unit}  ETA {_duration(eta)}', flush=True)
+
+
+def parse_target(text: str | None) -> tuple[str, str, float] | None:
+  """'metric>=value' or 'metric<=value' -> (metric, op, value); a UsageError otherwise."""
+  if text is None:
+    return None
+  for op in ('>=', '<='):
+    metric, found, value = text.partition(op)
+    if found:
+      try:
+        return metric.strip(), op, float(value)
+      except ValueError:
+        break
+  raise app.UsageError(f'--target={text}: expected METRIC>=VALUE or METRIC<=VALUE, '
+                       'e.g. eval/test_auc>=0.6')
+
+
+def first_reached(metrics_csv: pathlib.Path, step: str, target) -> dict:
+  """The first `step` (round, epoch) in a run's metrics.csv that reached the target.
+
+  Read back from the CSV, so a resumed run counts the rounds before its
+  restart. Returns the summary entries: target, rounds_to_target (None if
+  not reached).
+  """
+  metric, op, value = target
+  table = pd.read_csv(metrics_csv)
+  if metric not in table:
+    raise app.UsageError(f'--target metric {metric!r} was never reported; evaluated '
+                         f'metrics: {", ".join(c for c in table if "/" in c)}')
+  values = table[metric]
+  reached = table[step][values >= value if op == '>=' else values <= value]
+  first = int(reached.min()) if len(reached) else None
+  print(f'target {metric}{op}{value:g}: ' + (f'reached at {step} {first}' if first else
+        f'not reached in {int(table[step].max())} {step}s'), flush=True)
+  return {'target': f'{metric}{op}{value:g}', 'rounds_to_target': first}
 
 
 def _duration(seconds: float) -> str:

@@ -5,6 +5,8 @@ r"""Federated training from the command line.
       --output_dir=runs/gs
   python -m launch.train --task=goodreads_ranking --algorithm=fair \
       --capacities=1x-2x-4x --rounds=100 --output_dir=runs/fair
+  python -m launch.train --task=movielens_ctr --model=lr --algorithm=fedsubavg \
+      --split=random --target='eval/train_loss<=0.5' --output_dir=runs/fedsubavg
 
 Writes to --output_dir: metrics.csv and tensorboard/ (one row/event per
 round), checkpoints/ (resumed automatically when the run is restarted with the
@@ -57,11 +59,18 @@ flags.DEFINE_list('capacity_fractions', None, 'Share of clients in each capacity
 flags.DEFINE_enum('capacity_assignment', None, capacities.ASSIGNMENTS,
                   'ordered: groups by client id (the paper); random: after a seeded '
                   'shuffle (default ordered).')
+# FedSubAvg and the CTR baselines (movielens_ctr)
+flags.DEFINE_enum('heat', None, ['clients', 'examples'], "Feature heat and client weights: "
+                  "'clients' counts clients per row and weighs clients equally (the "
+                  "paper); 'examples' counts and weighs training examples (the official "
+                  'code) (default clients).')
+flags.DEFINE_float('proximal_strength', None, 'FedProx mu (default 0.01).', lower_bound=0)
 
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
-OPTION_FLAGS = ('capacities', 'capacity_fractions', 'capacity_assignment')
+OPTION_FLAGS = ('capacities', 'capacity_fractions', 'capacity_assignment', 'heat',
+                'proximal_strength')
 
 
 def _algorithm_options(task_class) -> dict:
@@ -85,8 +94,11 @@ def main(argv):
     raise app.UsageError(f'--algorithm={FLAGS.algorithm} is not one of --task='
                          f'{FLAGS.task}\'s algorithms: {", ".join(task_class.ALGORITHMS)}')
   options = _algorithm_options(task_class)
+  target = common.parse_target(FLAGS.target)
   task_config = common.task_config()
-  setting = {**task_class.TRAIN_DEFAULTS, **common.set_flags(task_class.TRAIN_DEFAULTS)}
+  setting = {**task_class.TRAIN_DEFAULTS,
+             **getattr(task_class, 'ALGORITHM_DEFAULTS', {}).get(FLAGS.algorithm, {}),
+             **common.set_flags(task_class.TRAIN_DEFAULTS)}
   try:
     schedule = loop.Schedule(
         rounds=FLAGS.rounds, clients_per_round=setting['clients_per_round'],
@@ -137,6 +149,8 @@ def main(argv):
         checkpointing=checkpointing, release_managers=managers,
         on_round=progress)
   if metrics:
+    if target:
+      metrics.update(common.first_reached(out / 'metrics.csv', 'round', target))
     common.write_json(out / 'summary.json', metrics)
   print(f'done: {out / "summary.json"}', flush=True)
 

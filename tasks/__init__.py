@@ -2,7 +2,8 @@
 
 A task module has `make_config(**settings)` and `Task`, a class with
 ALGORITHMS, ALGORITHM_OPTIONS (trainer flags its learning_process takes),
-TRAIN_DEFAULTS (trainer settings it is tuned for), EVAL_PARTS
+TRAIN_DEFAULTS (trainer settings it is tuned for), optionally
+ALGORITHM_DEFAULTS (algorithm -> settings that override them), EVAL_PARTS
 (periodic, final), PROGRESS (metrics shown per round), `describe()`,
 `train_client_ids`, `learning_process(algorithm, client_optimizer=,
 server_optimizer=, runtime=, **options)`, `evaluate(weights, part)` and
@@ -10,9 +11,11 @@ server_optimizer=, runtime=, **options)`, `evaluate(weights, part)` and
 """
 
 from tasks import goodreads_ranking
+from tasks import movielens_ctr
 from tasks import movielens_next_item
 
 TASKS = {
     'goodreads_ranking': goodreads_ranking,
+    'movielens_ctr': movielens_ctr,
     'movielens_next_item': movielens_next_item,
 }

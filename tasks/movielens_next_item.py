@@ -237,8 +237,6 @@ class MovieLensNextItem:
     datasets = {name: self.evaluation_dataset(examples) for name, examples in (
         ('validation', split.validation), ('test', split.test),
         ('test_users', self.split.pooled('test')))}
-    keras_optimizer = (tf.keras.optimizers.Adam if optimizer.name == 'adam'
-                       else tf.keras.optimizers.SGD)(optimizer.learning_rate)
 
     def evaluate(unused_model):  # the evaluator holds the model
       return {f'validation/{k}': v for k, v in evaluator(datasets['validation']).items()}
@@ -250,7 +248,7 @@ class MovieLensNextItem:
       on_epoch(epoch, metrics)
 
     return centralized.train(
-        model, loss=self.loss(), optimizer=keras_optimizer,
+        model, loss=self.loss(), optimizer=optimizer.keras(),
         epoch_dataset=lambda epoch: self.centralized_epoch(split.train, epoch),
         epochs=epochs, evaluate=evaluate, eval_every=eval_every, on_epoch=with_test_sets)
 

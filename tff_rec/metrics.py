@@ -9,11 +9,13 @@ same gets recall 0, never 1. (tfrs.metrics.FactorizedTopK uses top-k, whose
 tie order is arbitrary, so it is not used here.)
 
 Top-k lists against sets of relevant items (ranking tasks): top_k_metrics.
+Click prediction: auc, logloss.
 """
 
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 import tensorflow as tf
 
 
@@ -72,3 +74,25 @@ def top_k_metrics(top_items: np.ndarray, relevant: Sequence[np.ndarray], k: int
         f'recall_at_{k}': np.where(empty, np.nan, hits.sum(1) / np.maximum(counts, 1)),
         f'hr_at_{k}': np.where(empty, np.nan, (hits.sum(1) > 0).astype(np.float64)),
     }
+
+
+def auc(labels: np.ndarray, scores: np.ndarray) -> float:
+  """Exact ROC AUC: P(a positive outscores a negative), ties counting half.
+
+  The Mann-Whitney statistic over average ranks (what sklearn's roc_auc_score
+  computes), vectorised with pandas; NaN when one class is absent.
+  """
+  labels = np.asarray(labels).reshape(-1) > 0
+  positives, negatives = labels.sum(), (~labels).sum()
+  if not positives or not negatives:
+    return float('nan')
+  ranks = pd.Series(np.asarray(scores, np.float64).reshape(-1)).rank().to_numpy()
+  return float((ranks[labels].sum() - positives * (positives + 1) / 2)
+               / (positives * negatives))
+
+
+def logloss(labels: np.ndarray, logits: np.ndarray) -> float:
+  """Mean binary cross-entropy of click logits, computed stably."""
+  y = np.asarray(labels, np.float64).reshape(-1)
+  z = np.asarray(logits, np.float64).reshape(-1)
+  return float(np.mean(np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))))

@@ -1,12 +1,13 @@
-"""FedAvg and FedSGD learning processes, straight from tff.learning."""
+"""FedAvg, FedSGD and FedProx learning processes, straight from tff.learning."""
 
 import dataclasses
 from typing import Callable
 
+import tensorflow as tf
 import tensorflow_federated as tff
 
-ALGORITHMS = ('fedavg', 'fedsgd')
-OPTIMIZERS = ('sgd', 'adam')
+ALGORITHMS = ('fedavg', 'fedsgd', 'fedprox')
+OPTIMIZERS = ('sgd', 'adam', 'adagrad')
 
 # Clients loop over their batches with a dataset iterator, not TFF's default
 # Dataset.reduce: a ReduceDataset op instantiates (and graph-optimizes) its
@@ -29,25 +30,42 @@ class OptimizerConfig:
   def build(self) -> tff.learning.optimizers.Optimizer:
     if self.name == 'adam':
       return tff.learning.optimizers.build_adam(self.learning_rate)
+    if self.name == 'adagrad':
+      return tff.learning.optimizers.build_adagrad(self.learning_rate)
     return tff.learning.optimizers.build_sgdm(self.learning_rate)
+
+  def keras(self) -> tf.keras.optimizers.Optimizer:
+    """The same optimizer for centralized Keras training (TFF's defaults match)."""
+    return {'adam': tf.keras.optimizers.Adam, 'adagrad': tf.keras.optimizers.Adagrad,
+            'sgd': tf.keras.optimizers.SGD}[self.name](self.learning_rate)
 
 
 def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.VariableModel],
                   *, client_optimizer: OptimizerConfig,
                   server_optimizer: OptimizerConfig,
-                  client_loop: tff.learning.LoopImplementation = CLIENT_LOOP
+                  client_loop: tff.learning.LoopImplementation = CLIENT_LOOP,
+                  model_aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
+                  client_weighting: tff.learning.ClientWeighting = (
+                      tff.learning.ClientWeighting.NUM_EXAMPLES),
+                  proximal_strength: float = 0.01
                   ) -> tff.learning.templates.LearningProcess:
-  """FedAvg (client optimizer, E local epochs) or FedSGD (one gradient per client).
+  """FedAvg (client optimizer, E local epochs), FedSGD (one gradient per client)
+  or FedProx (FedAvg with a proximal term of `proximal_strength` at the clients).
 
   FedSGD ignores the client optimizer: each client returns the gradient of its
   loss over all its examples at the broadcast model.
   """
+  shared = dict(server_optimizer_fn=server_optimizer.build(), loop_implementation=client_loop,
+                model_aggregator=model_aggregator)
   if algorithm == 'fedavg':
     return tff.learning.algorithms.build_weighted_fed_avg(
         model_fn, client_optimizer_fn=client_optimizer.build(),
-        server_optimizer_fn=server_optimizer.build(), loop_implementation=client_loop)
+        client_weighting=client_weighting, **shared)
+  if algorithm == 'fedprox':
+    return tff.learning.algorithms.build_weighted_fed_prox(
+        model_fn, proximal_strength=proximal_strength,
+        client_optimizer_fn=client_optimizer.build(), client_weighting=client_weighting,
+        **shared)
   if algorithm == 'fedsgd':
-    return tff.learning.algorithms.build_fed_sgd(
-        model_fn, server_optimizer_fn=server_optimizer.build(),
-        loop_implementation=client_loop)
+    return tff.learning.algorithms.build_fed_sgd(model_fn, **shared)
   raise ValueError(f'unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}')

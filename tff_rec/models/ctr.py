@@ -1,0 +1,151 @@
+"""CTR models over int feature ids (tff_rec.data.ctr): LR, DCNv2 and DIN.
+
+Each model is a Keras model from a dict of int32 feature tensors to one
+click logit per example ([batch, 1]). Its embedding tables are Keras
+Embedding layers named after the table, so FedSubAvg can find a table's
+variable ('<table>/embeddings:0') and count which clients touch its rows.
+Row 0 of every table is the padding id: multi-valued features mask it, so
+padding never receives a gradient, and a row a client's data never index
+gets an exactly zero update (no weight decay on the tables).
+"""
+
+import dataclasses
+from typing import Callable
+
+import tensorflow as tf
+import tensorflow_recommenders as tfrs
+
+
+@dataclasses.dataclass(frozen=True)
+class CtrModel:
+  """What a model reads and which columns index each of its tables."""
+  columns: tuple[str, ...]
+  tables: dict[str, tuple[str, ...]]  # table name -> feature columns that index it
+  default_dim: int
+  build: Callable[..., tf.keras.Model]  # (vocab_sizes, dim, seed) -> Keras model
+
+
+def _inputs(columns, widths: dict[str, int]) -> dict[str, tf.keras.Input]:
+  return {c: tf.keras.Input(shape=(widths[c],) if widths.get(c) else (), name=f'{c}_ids',
+                            dtype=tf.int32) for c in columns}
+
+
+def _table(name: str, vocab_size: int, dim: int, seed: int) -> tf.keras.layers.Embedding:
+  return tf.keras.layers.Embedding(
+      vocab_size, dim, name=name,
+      embeddings_initializer=tf.keras.initializers.RandomNormal(stddev=0.01, seed=seed))
+
+
+def _masked_rows(table, ids):
+  """[batch, width, dim] embeddings of `ids` with padding rows zeroed, and the mask."""
+  mask = tf.cast(tf.not_equal(ids, 0), tf.float32)[..., None]
+  return table(ids) * mask, mask
+
+
+def build_lr(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 1,
+             seed: int = 0) -> tf.keras.Model:
+  """FedSubAvg's MovieLens LR: one weight per one-hot feature value, plus a bias."""
+  del dim  # one weight per value
+  inputs = _inputs(LR.columns, widths)
+  terms = [_table(c, vocab_sizes[c], 1, seed + k)(inputs[c])
+           for k, c in enumerate(LR.columns)]
+  logit = _Bias(name='bias')(tf.keras.layers.Add()(terms))
+  return tf.keras.Model(inputs, logit, name='lr')
+
+
+class _Bias(tf.keras.layers.Layer):
+  """x + b: LR's intercept (a Dense layer would also scale the sum)."""
+
+  def build(self, input_shape):
+    self.bias = self.add_weight(name='bias', shape=(1,), initializer='zeros')
+
+  def call(self, x):
+    return x + self.bias
+
+
+def _pooled_fields(inputs, columns, vocab_sizes, dim, seed):
+  """One [batch, dim] vector per column: the row, or the mean of the non-padding rows."""
+  vectors = []
+  for k, c in enumerate(columns):
+    table = _table(c, vocab_sizes[c], dim, seed + k)
+    ids = inputs[c]
+    if len(ids.shape) == 1:
+      vectors.append(table(ids))
+    else:
+      rows, mask = _masked_rows(table, ids)
+      vectors.append(tf.reduce_sum(rows, 1) / tf.maximum(tf.reduce_sum(mask, 1), 1.0))
+  return vectors
+
+
+def build_dcn(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 4,
+              seed: int = 0, cross_layers: int = 2, deep_units=(64, 32)) -> tf.keras.Model:
+  """DCNv2 (Wang et al. 2021), stacked: field embeddings -> cross layers -> MLP."""
+  inputs = _inputs(DCN.columns, widths)
+  x0 = tf.keras.layers.Concatenate()(_pooled_fields(inputs, DCN.columns, vocab_sizes,
+                                                    dim, seed))
+  x = x0
+  for k in range(cross_layers):
+    x = tfrs.layers.dcn.Cross(
+        kernel_initializer=tf.keras.initializers.TruncatedNormal(seed=seed + 100 + k))(x0, x)
+  for k, units in enumerate(deep_units):
+    x = tf.keras.layers.Dense(units, 'relu', kernel_initializer=tf.keras.initializers
+                              .GlorotUniform(seed=seed + 200 + k))(x)
+  logit = tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers
+                                .GlorotUniform(seed=seed + 300))(x)
+  return tf.keras.Model(inputs, logit, name='dcn')
+
+
+def build_din(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 18,
+              seed: int = 0, attention_units=(80, 40), units=(200, 80)) -> tf.keras.Model:
+  """DIN (Zhou et al. 2018), FedSubAvg's CTR model: attention over clicked movies.
+
+  Input as the official code: [user, movie, sum of history, movie * sum,
+  attention-weighted history], then an MLP. Deviations: no BatchNorm
+  (moving statistics are not federated parameters) and PReLU in place of
+  Dice (whose statistics are batch ones too).
+  """
+  inputs = _inputs(DIN.columns, widths)
+  user = _table('user', vocab_sizes['user'], dim, seed)(inputs['user'])
+  movies = _table('movie', vocab_sizes['movie'], dim, seed + 1)
+  query = movies(inputs['movie'])
+  keys, mask = _masked_rows(movies, inputs['history'])
+  queries = tf.broadcast_to(query[:, None, :], tf.shape(keys))
+  score = tf.concat([queries, keys, queries - keys, queries * keys], -1)
+  for k, n in enumerate(attention_units):
+    score = tf.keras.layers.Dense(n, 'sigmoid', kernel_initializer=tf.keras.initializers
+                                  .GlorotUniform(seed=seed + 10 + k))(score)
+  score = tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers
+                                .GlorotUniform(seed=seed + 20))(score)
+  attended = tf.reduce_sum(score * mask * keys, 1)  # DIN keeps the weights unnormalised
+  summed = tf.reduce_sum(keys, 1)
+  x = tf.concat([user, query, summed, query * summed, attended], -1)
+  for k, n in enumerate(units):
+    x = tf.keras.layers.Dense(n, kernel_initializer=tf.keras.initializers
+                              .GlorotUniform(seed=seed + 30 + k))(x)
+    x = tf.keras.layers.PReLU()(x)
+  logit = tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers
+                                .GlorotUniform(seed=seed + 40))(x)
+  return tf.keras.Model(inputs, logit, name='din')
+
+
+LR = CtrModel(columns=('gender', 'age', 'movie', 'gender_x_movie', 'age_x_movie'),
+              tables={c: (c,) for c in ('gender', 'age', 'movie', 'gender_x_movie',
+                                        'age_x_movie')},
+              default_dim=1, build=build_lr)
+DCN = CtrModel(columns=('user', 'movie', 'gender', 'age', 'occupation', 'zip', 'genres'),
+               tables={c: (c,) for c in ('user', 'movie', 'gender', 'age', 'occupation',
+                                         'zip', 'genres')},
+               default_dim=4, build=build_dcn)
+DIN = CtrModel(columns=('user', 'movie', 'history'),
+               tables={'user': ('user',), 'movie': ('movie', 'history')},
+               default_dim=18, build=build_din)
+MODELS = {'lr': LR, 'dcn': DCN, 'din': DIN}
+
+
+def table_variables(model: tf.keras.Model, spec: CtrModel) -> list[str | None]:
+  """Per trainable variable of `model`, in order: its table's name, or None (dense)."""
+  names = []
+  for variable in model.trainable_variables:
+    layer = variable.name.split('/')[0]
+    names.append(layer if layer in spec.tables else None)
+  return names
