@@ -63,3 +63,20 @@ def test_top_k_ndcg_matches_the_textbook_definition_on_random_lists():
     dcg = (gains / np.log2(np.arange(2, 12))).sum()
     idcg = (1 / np.log2(np.arange(2, 2 + min(10, len(relevant[u]))))).sum()
     assert got[u] == pytest.approx(dcg / idcg)
+
+
+def test_auc_is_the_share_of_correctly_ordered_pairs_ties_half():
+  rng = np.random.default_rng(0)
+  labels = rng.integers(0, 2, 200)
+  scores = rng.integers(0, 10, 200).astype(float)  # many ties
+  pos, neg = scores[labels == 1], scores[labels == 0]
+  pairs = (pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean()
+  assert metrics.auc(labels, scores) == pytest.approx(pairs, rel=1e-12)
+  assert np.isnan(metrics.auc(np.ones(3), np.arange(3.0)))
+
+
+def test_logloss_is_stable_binary_cross_entropy_of_logits():
+  logits = np.array([-800.0, -1.0, 0.0, 2.0, 800.0])
+  labels = np.array([0, 1, 1, 0, 1])
+  expected = np.mean([0.0, np.log1p(np.e), np.log(2), 2 + np.log1p(np.exp(-2)), 0.0])
+  assert metrics.logloss(labels, logits) == pytest.approx(expected)

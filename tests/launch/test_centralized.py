@@ -34,3 +34,18 @@ def test_centralized_goodreads_reports_test_ndcg(user_items_dir, tmp_path):
   assert summary['test/hr_at_20'] == 1.0
   assert summary['test/ndcg_at_20'] > 0.3
   assert (out / 'metrics.csv').read_text().count('\n') == 4
+
+
+def test_central_sgd_rounds_with_a_target(ml100k_dir, tmp_path):
+  out = tmp_path / 'out'
+  done = subprocess.run(
+      [sys.executable, '-m', 'launch.centralized', '--task=movielens_ctr',
+       f'--data_dir={ml100k_dir}', f'--output_dir={out}', '--epochs=3', '--batch_size=40',
+       '--steps_per_epoch=2', '--optimizer=sgd', '--learning_rate=0.5',
+       '--target=eval/test_auc>=0'],
+      cwd=conftest.REPO, capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  summary = json.loads((out / 'summary.json').read_text())
+  assert summary['rounds_to_target'] == 1 and 'eval/test_logloss' in summary
+  config = json.loads((out / 'config.json').read_text())
+  assert config['steps_per_epoch'] == 2

@@ -30,11 +30,11 @@ def _start(*args):
     ('--loss=softmax', "flag --loss=softmax: value should be one of <batch_softmax|"),
     ('--algorithm=fedfoo', 'flag --algorithm=fedfoo: value should be one of <fair|'),
     ('--algorithm=fair', "--algorithm=fair is not one of --task=movielens_next_item's "
-     'algorithms: fedavg, fedsgd'),
+     'algorithms: fedavg, fedsgd, fedprox'),
     ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_next_item'),
     ('--factors=4', '--factors does not apply to --task=movielens_next_item'),
     ('--task=netflix', 'flag --task=netflix: value should be one of '
-     '<goodreads_ranking|movielens_next_item>'),
+     '<goodreads_ranking|movielens_ctr|movielens_next_item>'),
     ('--rounds=0', 'flag --rounds=0: 0 is not a positive integer'),
     ('--clients_per_round=0', 'flag --clients_per_round=0'),
     ('--clients_per_round=25', '--clients_per_round=25 is larger than the 24 training '
@@ -143,3 +143,36 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
   config = json.loads((out / 'config.json').read_text())
   assert (config['capacities'], config['batch_size'], config['client_optimizer']) == (
       '1x-2x-4x', 4, {'name': 'adam', 'learning_rate': 1e-3})
+
+
+@pytest.mark.parametrize('flag, message', [
+    ('--model=xgboost', 'flag --model=xgboost: value should be one of <lr|dcn|din>'),
+    ('--heat=rows', 'flag --heat=rows: value should be one of <clients|examples>'),
+    ('--target=auc>0.6', '--target=auc>0.6: expected METRIC>=VALUE or METRIC<=VALUE'),
+    ('--algorithm=fedadam --server_optimizer=sgd',
+     'fedadam is FedAvg with a adam server optimizer, got sgd'),
+    ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_ctr'),
+])
+def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path):
+  done = _train('--task=movielens_ctr', f'--data_dir={ml100k_dir}',
+                f'--output_dir={tmp_path / "out"}', *flag.split())
+  assert done.returncode != 0
+  assert message in done.stderr + done.stdout
+  assert not (tmp_path / 'out' / 'metrics.csv').exists()
+
+
+def test_ctr_fedsubavg_reports_rounds_to_target_and_submodel_bytes(ml100k_dir, tmp_path):
+  out = tmp_path / 'out'
+  done = _train('--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=fedsubavg',
+                '--model=lr', '--split=random', '--rounds=3', '--clients_per_round=10',
+                '--eval_every=1', '--local_steps=5', '--batch_size=8',
+                '--client_learning_rate=0.5', '--target=eval/train_loss<=0.6925',
+                f'--output_dir={out}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  summary = json.loads((out / 'summary.json').read_text())
+  losses = [float(r['eval/train_loss']) for r in _rows(out)]
+  reached = [r for r, loss in enumerate(losses, 1) if loss <= 0.6925]
+  assert summary['rounds_to_target'] == (reached[0] if reached else None)
+  assert summary['target'] == 'eval/train_loss<=0.6925'
+  assert 0 < summary['train/aggregator/submodel_bytes'] < summary['train/aggregator/model_bytes']
+  assert 0 <= summary['eval/test_auc'] <= 1

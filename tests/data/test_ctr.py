@@ -1,0 +1,76 @@
+"""MovieLens CTR examples: features, history, crosses, splits, id checks."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tff_rec.data import ctr
+from tff_rec.data import movielens
+
+
+def _tiny() -> movielens.MovieLens:
+  """Two users; user 10 rates 5 movies (two ties in time), user 20 rates 2."""
+  ratings = pd.DataFrame({
+      'user_id': [20, 10, 10, 10, 20, 10, 10],
+      'item_id': [3, 1, 2, 3, 1, 4, 5],
+      'rating': [5, 4, 2, 5, 1, 4, 3],
+      'timestamp': [7, 1, 2, 2, 5, 3, 4]})
+  users = pd.DataFrame({'user_id': [10, 20], 'age': [17, 30], 'gender': ['M', 'F'],
+                        'occupation': ['student', 'artist'], 'zip': ['12345', 'T8H1N']})
+  items = pd.DataFrame({'item_id': [1, 2, 3, 4, 5], 'title': list('abcde'),
+                        'genres': ['Drama', 'Comedy|Drama', '', 'Action', 'Drama']})
+  return movielens.MovieLens(ratings, users, items)
+
+
+def test_features_labels_history_and_crosses():
+  e = ctr.make_examples(_tiny(), history_length=2, test_fraction=0.2)
+  # Rows sorted by (client, time, file order): user 10 movies 1, 2, 3, 4, 5; user 20: 1, 3.
+  np.testing.assert_array_equal(e.features['movie'], [1, 2, 3, 4, 5, 1, 3])
+  np.testing.assert_array_equal(e.labels, [1, 0, 1, 1, 0, 0, 1])
+  np.testing.assert_array_equal(e.clients, [0, 0, 0, 0, 0, 1, 1])
+  # Last 2 clicks strictly before each row, oldest first, per client.
+  np.testing.assert_array_equal(e.features['history'], [
+      [0, 0], [0, 1], [0, 1], [1, 3], [3, 4], [0, 0], [0, 0]])
+  np.testing.assert_array_equal(e.features['age'], [1, 1, 1, 1, 1, 2, 2])  # buckets 1, 25
+  np.testing.assert_array_equal(e.features['gender'], [2, 2, 2, 2, 2, 1, 1])  # F=1, M=2
+  np.testing.assert_array_equal(e.features['zip'], [1, 1, 1, 1, 1, 2, 2])  # '123' < 'T8H'
+  assert e.vocab_sizes['gender_x_movie'] == 2 * 5 + 1
+  np.testing.assert_array_equal(e.features['gender_x_movie'][[0, 5]], [5 + 1, 0 + 1])
+  np.testing.assert_array_equal(e.features['genres'][:3], [[3, 0], [2, 3], [0, 0]])
+  ctr.check_ids(e.features, e.vocab_sizes)
+  np.testing.assert_array_equal(e.user_ids, [10, 20])
+
+
+def test_chronological_split_holds_out_each_clients_last_rows():
+  e = ctr.make_examples(_tiny(), test_fraction=0.2)
+  np.testing.assert_array_equal(e.is_test, [0, 0, 0, 0, 1, 0, 1])
+  assert {k: v.tolist() for k, v in e.client_rows().items()} == {0: [0, 1, 2, 3], 1: [5]}
+
+
+def test_random_split_takes_an_exact_seeded_share():
+  data = _tiny()
+  first = ctr.make_examples(data, split='random', test_fraction=0.3, seed=4)
+  again = ctr.make_examples(data, split='random', test_fraction=0.3, seed=4)
+  assert first.is_test.sum() == 2
+  np.testing.assert_array_equal(first.is_test, again.is_test)
+
+
+def test_real_movielens_100k(real_ml100k):
+  e = ctr.make_examples(movielens.load(real_ml100k))
+  assert len(e.labels) == 100_000 and len(e.user_ids) == 943
+  assert e.labels.mean() == pytest.approx(0.55375)  # ratings >= 4
+  assert e.vocab_sizes['movie'] == 1683 and e.vocab_sizes['age'] == 8
+  assert e.vocab_sizes['genres'] == 20  # 19 genres + padding
+  # Each user keeps >= 1 training example and holds out ceil(10%).
+  counts = np.bincount(e.clients)
+  np.testing.assert_array_equal(np.bincount(e.clients, weights=e.is_test),
+                                np.ceil(0.1 * counts))
+
+
+def test_bad_input_is_named():
+  with pytest.raises(ValueError, match="feature 'movie': id 9 is outside its vocabulary"):
+    ctr.check_ids({'movie': np.array([1, 9])}, {'movie': 6})
+  with pytest.raises(ValueError, match='unknown split'):
+    ctr.make_examples(_tiny(), split='by_week')
+  with pytest.raises(ValueError, match='test_fraction must be in'):
+    ctr.make_examples(_tiny(), test_fraction=1.0)

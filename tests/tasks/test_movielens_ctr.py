@@ -1,0 +1,131 @@
+"""MovieLens CTR task: heat, FedSubAvg vs FedAvg rounds, baselines, evaluation."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tasks import movielens_ctr as task_lib
+from tff_rec import metrics
+from tff_rec.algorithms import baselines
+from tff_rec.runtime import inprocess
+
+SGD = baselines.OptimizerConfig('sgd', 0.5)
+SERVER = baselines.OptimizerConfig('sgd', 1.0)
+
+
+@pytest.fixture
+def lr_task(ml100k_dir):
+  return task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), model='lr',
+                                               local_steps=3, batch_size=8))
+
+
+def _round(task, algorithm, cohort, server=SERVER, **options):
+  process, _, client_input = task.learning_process(
+      algorithm, client_optimizer=SGD, server_optimizer=server, runtime='native', **options)
+  state = process.initialize()
+  before = [np.array(v) for v in process.get_model_weights(state).trainable]
+  output = process.next(state, [client_input(c, 7) for c in cohort])
+  after = [np.array(v) for v in process.get_model_weights(output.state).trainable]
+  return [a - b for a, b in zip(after, before)], output.metrics
+
+
+def test_heat_counts_the_clients_whose_training_rows_hold_each_movie(lr_task):
+  e = lr_task.examples
+  train = ~e.is_test
+  movie_heat = lr_task.heat('clients')['movie']
+  for movie in (1, 7, 40):
+    assert movie_heat[movie] == len(np.unique(e.clients[train & (e.features['movie'] == movie)]))
+  assert movie_heat[0] == 0
+  examples = lr_task.heat('examples')['gender']
+  assert examples.sum() == train.sum()  # one gender per client: each example counted once
+  assert lr_task.heat_dispersion('clients') == 30 / min(
+      h[h > 0].min() for h in lr_task.heat('clients').values())
+
+
+def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime):
+  cohort = lr_task.train_client_ids[:6]
+  plain, _ = _round(lr_task, 'fedavg', cohort)
+  corrected, round_metrics = _round(lr_task, 'fedsubavg', cohort)
+  heat = lr_task.heat('clients')
+  for table, a, b in zip(lr_task.table_of_variable, plain, corrected):
+    if table is None:
+      np.testing.assert_allclose(b, a, rtol=1e-6)
+    else:
+      scale = np.where(heat[table] > 0, 30 / np.maximum(heat[table], 1), 1)
+      np.testing.assert_allclose(b, a * scale.reshape(-1, *[1] * (a.ndim - 1)),
+                                 rtol=1e-5, atol=1e-8)
+  assert 0 < round_metrics['aggregator']['submodel_bytes'] < round_metrics['aggregator'][
+      'model_bytes']
+
+
+def test_rows_a_client_never_reads_get_exactly_zero_update(ml100k_dir, tff_runtime):
+  task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), model='din',
+                                               local_steps=4, batch_size=8))
+  client = task.train_client_ids[3]
+  features, _, _ = task.client_arguments(client, 0)
+  delta, _ = _round(task, 'fedsubavg', [client])
+  for table, d in zip(task.table_of_variable, delta):
+    if table is None:
+      continue
+    read = np.unique(np.concatenate([features[c].reshape(-1) for c in task.spec.tables[table]]))
+    changed = np.flatnonzero(np.any(d != 0, axis=1))
+    assert set(changed) <= set(read[read > 0]), table
+    assert len(changed) > 0
+
+
+@pytest.mark.parametrize('algorithm,server', [
+    ('fedprox', SERVER), ('fedadam', baselines.OptimizerConfig('adam', 0.01)),
+    ('fedadagrad', baselines.OptimizerConfig('adagrad', 0.1))])
+def test_baselines_take_a_round(lr_task, tff_runtime, algorithm, server):
+  delta, round_metrics = _round(lr_task, algorithm, lr_task.train_client_ids[:4], server=server)
+  assert any(np.abs(d).max() > 0 for d in delta)
+  assert round_metrics['client_work']['train']['num_examples'] > 0
+
+
+def test_fedadam_refuses_another_server_optimizer(lr_task):
+  with pytest.raises(ValueError, match='fedadam is FedAvg with a adam server optimizer'):
+    lr_task.learning_process('fedadam', client_optimizer=SGD, server_optimizer=SERVER,
+                             runtime='native')
+
+
+def test_fedsubavg_runs_in_process_with_the_same_numbers(lr_task, tff_runtime):
+  process, _, client_input = lr_task.learning_process(
+      'fedsubavg', client_optimizer=SGD, server_optimizer=SERVER, runtime='inprocess')
+  inputs = [client_input(c, 3) for c in lr_task.train_client_ids[:5]]
+  native_state = process.next(process.initialize(), inputs).state
+  local = inprocess.InProcessLearningProcess(process)
+  local_state = local.next(local.initialize(), inputs).state
+  for a, b in zip(process.get_model_weights(native_state).trainable,
+                  local.get_model_weights(local_state).trainable):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_evaluation_is_exact_auc_and_logloss(lr_task, tff_runtime):
+  process, _, _ = lr_task.learning_process('fedavg', client_optimizer=SGD,
+                                           server_optimizer=SERVER, runtime='native')
+  weights = process.get_model_weights(process.initialize())
+  values = lr_task.evaluate(weights)
+  model = lr_task.keras_model()
+  weights.assign_weights_to(model)
+  rows = lr_task.examples.rows(test=True)
+  logits = model(lr_task.examples.take(rows, lr_task.spec.columns)).numpy()
+  assert values['test_auc'] == pytest.approx(metrics.auc(lr_task.examples.labels[rows], logits))
+  assert values['train_loss'] == pytest.approx(np.log(2), abs=1e-3)  # initial logits ~0
+
+
+def test_central_sgd_epochs_of_fixed_steps_lower_the_train_loss(lr_task):
+  seen = []
+  final = lr_task.train_centralized(baselines.OptimizerConfig('sgd', 0.5), epochs=4,
+                                    eval_every=2, steps_per_epoch=5,
+                                    on_epoch=lambda e, m: seen.append(m))
+  assert [('eval/train_loss' in m) for m in seen] == [False, True, False, True]
+  assert final['eval/train_loss'] < np.log(2) - 0.005
+
+
+def test_users_with_no_training_example_are_skipped_and_counted(ml100k_dir):
+  task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), split='random',
+                                               test_fraction=0.97, seed=1))
+  assert task.clients_without_train > 0
+  assert len(task.train_client_ids) == 30 - task.clients_without_train
+  assert f'{task.clients_without_train} users with no training example skipped' in (
+      task.describe())
