@@ -7,9 +7,11 @@ CTR model), from tff_rec.models.ctr. Metrics: exact AUC and logloss of the
 global model on the pooled test examples, and its loss on the pooled training
 examples (FedSubAvg's target for the rating task is a train loss).
 
-Algorithms: FedAvg, FedSubAvg, FedProx, FedAdam, FedAdagrad. Every one
-aggregates through FedSubAvgFactory, which reports the submodel bytes a client
-would move; only fedsubavg applies the heat correction. Client weighting goes
+Algorithms: FedAvg, FedSubAvg, FedProx, FedAdam, FedAdagrad, and exact
+SCAFFOLD (client control variates kept by the driver: native runtime, small
+models). All but SCAFFOLD aggregate through FedSubAvgFactory, which reports
+the submodel bytes a client would move; only fedsubavg applies the heat
+correction. Client weighting goes
 with the heat: 'clients' (the paper: n_m counts clients, uniform weights)
 or 'examples' (the official code: both weighted by training examples).
 """
@@ -25,12 +27,13 @@ import tensorflow_federated as tff
 from tff_rec import metrics
 from tff_rec.aggregators import fedsubavg
 from tff_rec.algorithms import baselines
+from tff_rec.algorithms import scaffold
 from tff_rec.data import ctr
 from tff_rec.data import movielens
 from tff_rec.models import ctr as ctr_models
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
-ALGORITHMS = ('fedavg', 'fedsubavg', 'fedprox', 'fedadam', 'fedadagrad')
+ALGORITHMS = ('fedavg', 'fedsubavg', 'fedprox', 'fedadam', 'fedadagrad', 'scaffold')
 HEAT = ('clients', 'examples')
 # FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
 SERVER_OPTIMIZER_OF = {'fedadam': 'adam', 'fedadagrad': 'adagrad'}
@@ -207,10 +210,11 @@ class MovieLensCtr:
                        server_optimizer: baselines.OptimizerConfig, runtime: str,
                        heat: str = 'clients', proximal_strength: float = 0.01):
     """(process, training client ids, client input fn) for one algorithm."""
-    del runtime  # the same graphs run on either runtime
     if algorithm not in ALGORITHMS:
       raise ValueError(f'unknown algorithm {algorithm!r} for movielens_ctr; choose one '
                        f'of {ALGORITHMS}')
+    if algorithm == 'scaffold':
+      return self._scaffold(client_optimizer, server_optimizer, runtime)
     if heat not in HEAT:
       raise ValueError(f'unknown heat {heat!r}; choose one of {HEAT}')
     if algorithm in SERVER_OPTIMIZER_OF and server_optimizer.name != SERVER_OPTIMIZER_OF[algorithm]:
@@ -226,6 +230,27 @@ class MovieLensCtr:
     process = tff.simulation.compose_dataset_computation_with_learning_process(
         self.dataset_computation, process)
     return process, self.train_client_ids, self.client_arguments
+
+  def _scaffold(self, client_optimizer: baselines.OptimizerConfig,
+                server_optimizer: baselines.OptimizerConfig, runtime: str):
+    if runtime != 'native':
+      raise ValueError('scaffold keeps every client\'s control variate between rounds, '
+                       'which a MapReduce round cannot hand back to a client; use '
+                       '--runtime=native')
+    if client_optimizer.name != 'sgd' or server_optimizer.name != 'sgd':
+      raise ValueError('scaffold takes SGD steps at the clients and the server; got '
+                       f'{client_optimizer.name} / {server_optimizer.name}')
+    ids = self.train_client_ids
+    process = scaffold.ScaffoldProcess(
+        self.model_fn, self.dataset_computation, num_clients=len(ids),
+        client_learning_rate=client_optimizer.learning_rate,
+        server_learning_rate=server_optimizer.learning_rate)
+    index = {client: k for k, client in enumerate(ids)}
+
+    def client_input(client_id: str, seed: int):
+      return index[client_id], self.client_arguments(client_id, seed)
+
+    return process, ids, client_input
 
   # Evaluation --------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from tasks import movielens_ctr as task_lib
 from tff_rec import metrics
 from tff_rec.algorithms import baselines
 from tff_rec.runtime import inprocess
+from tff_rec.training import loop
 
 SGD = baselines.OptimizerConfig('sgd', 0.5)
 SERVER = baselines.OptimizerConfig('sgd', 1.0)
@@ -80,6 +81,24 @@ def test_baselines_take_a_round(lr_task, tff_runtime, algorithm, server):
   delta, round_metrics = _round(lr_task, algorithm, lr_task.train_client_ids[:4], server=server)
   assert any(np.abs(d).max() > 0 for d in delta)
   assert round_metrics['client_work']['train']['num_examples'] > 0
+
+
+def test_scaffold_trains_with_the_loop_and_refuses_what_it_cannot_run(lr_task, tff_runtime):
+  process, ids, client_input = lr_task.learning_process(
+      'scaffold', client_optimizer=SGD, server_optimizer=SERVER, runtime='native')
+  state, round_metrics = loop.run(
+      process, client_ids=ids, client_input=client_input,
+      schedule=loop.Schedule(rounds=3, clients_per_round=10, eval_every=0),
+      evaluate=lr_task.evaluate)
+  assert round_metrics['train_loss'] < np.log(2) - 0.002  # evaluate's keys, unprefixed
+  touched = np.any(state['client_controls'][2] != 0, axis=(1, 2))  # the movie table
+  assert 10 <= touched.sum() <= 30
+  with pytest.raises(ValueError, match='use --runtime=native'):
+    lr_task.learning_process('scaffold', client_optimizer=SGD, server_optimizer=SERVER,
+                             runtime='inprocess')
+  with pytest.raises(ValueError, match='scaffold takes SGD steps'):
+    lr_task.learning_process('scaffold', client_optimizer=baselines.OptimizerConfig('adam', 1),
+                             server_optimizer=SERVER, runtime='native')
 
 
 def test_fedadam_refuses_another_server_optimizer(lr_task):

@@ -31,7 +31,9 @@ def train(loss_fn: LossFn, optimizer: tff.learning.optimizers.Optimizer,
 def _loop(loss_fn, optimizer, weights, dataset, state):
   loss_sum = tf.constant(0.0)
   count = tf.constant(0, tf.int64)
-  for batch in dataset:
+  # iter(): autograph turns a loop over the dataset itself into a slow
+  # ReduceDataset op (see baselines.CLIENT_LOOP).
+  for batch in iter(dataset):
     with tf.GradientTape() as tape:
       tape.watch(weights)
       loss = loss_fn(weights, batch)
