@@ -134,6 +134,32 @@ def launch_once(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
   return json.loads(summary.read_text())
 
 
+NOT_RUN, CANNOT_RUN = 'not run', 'N/A'  # reproduction cells without a result
+
+
+def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = True
+             ) -> dict | str:
+  """A reproduction cell: its finished run's summary, CANNOT_RUN (the launcher
+  refused it) or NOT_RUN (not wanted this time and not run before)."""
+  out = pathlib.Path(runs_dir) / name
+  if not (out / 'summary.json').exists() and not wanted:
+    return NOT_RUN
+  try:
+    return launch_once(module, out, *args)
+  except subprocess.CalledProcessError:
+    print(f'{name}: could not run (see the error above): {CANNOT_RUN}', flush=True)
+    return CANNOT_RUN
+
+
+def read_curve(runs_dir: str, name: str, metric: str) -> pd.DataFrame | None:
+  """The rows of a cell's metrics.csv where `metric` was evaluated, or None."""
+  path = pathlib.Path(runs_dir) / name / 'metrics.csv'
+  rows = pd.read_csv(path) if path.exists() else None
+  if rows is None or metric not in rows:  # not evaluated yet
+    return None
+  return rows.dropna(subset=[metric])
+
+
 def output_dir(run_config: dict) -> pathlib.Path:
   """Creates --output_dir, or checks that the run there had the same config.
 

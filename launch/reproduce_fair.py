@@ -16,7 +16,6 @@ ndcg_curves.png and consistency.png to --results_dir.
 
 import os
 import pathlib
-import subprocess
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -60,19 +59,8 @@ def _wanted(name: str) -> bool:
   return not FLAGS.only or name in FLAGS.only
 
 
-NOT_RUN, CANNOT_RUN = 'not run', 'N/A'
-
-
 def _cell_run(name: str, module: str, *args: str) -> dict | str:
-  """A finished run's summary, CANNOT_RUN (the launcher refused) or NOT_RUN."""
-  out = pathlib.Path(FLAGS.runs_dir) / name
-  if not (out / 'summary.json').exists() and not _wanted(name):
-    return NOT_RUN
-  try:
-    return common.launch_once(module, out, *args)
-  except subprocess.CalledProcessError:
-    print(f'{name}: could not run (see the error above): N/A', flush=True)
-    return CANNOT_RUN
+  return common.run_cell(FLAGS.runs_dir, name, module, *args, wanted=_wanted(name))
 
 
 def _federated(name: str, algorithm: str, *args: str) -> dict | str:
@@ -87,11 +75,7 @@ def _central() -> dict | str:
 
 
 def _curve(name: str) -> pd.DataFrame | None:
-  path = pathlib.Path(FLAGS.runs_dir) / name / 'metrics.csv'
-  rows = pd.read_csv(path) if path.exists() else None
-  if rows is None or METRIC not in rows:  # not evaluated yet
-    return None
-  return rows.dropna(subset=[METRIC])
+  return common.read_curve(FLAGS.runs_dir, name, METRIC)
 
 
 def _best(name: str) -> float | None:
@@ -141,6 +125,7 @@ def plot_curves(path: pathlib.Path, names: dict[str, str], popularity: float,
 
 def main(argv):
   del argv
+  FLAGS.task = 'goodreads_ranking'  # the table's task, whatever --task says
   config = common.task_config()
   task = goodreads_ranking.GoodreadsRanking(config)
   popularity = task.popularity()
@@ -149,7 +134,7 @@ def main(argv):
     for algorithm in HETEROGENEOUS:
       name = f'{algorithm}_{scheme}'
       if algorithm == 'fedhm' and not _fedhm_can_run(task, scheme):
-        table2[name] = CANNOT_RUN
+        table2[name] = common.CANNOT_RUN
       else:
         table2[name] = _federated(name, algorithm, f'--capacities={scheme}')
   # Consistency needs two hashed tiers or more (1x is the full table, unhashed).
