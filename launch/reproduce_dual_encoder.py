@@ -19,13 +19,11 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 
-import matplotlib  # pylint: disable=g-import-not-at-top
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 import pandas as pd
 
 from launch import common
+from launch import plots
 from tasks import movielens_next_item
 
 LOSSES = {'batch_softmax': 'BS', 'batch_softmax_spreadout': 'BS+S',
@@ -107,7 +105,7 @@ def memory_table() -> str:
 
 
 def plot(path: pathlib.Path, central: dict, popularity: float) -> None:
-  fig, ax = plt.subplots(figsize=(7, 4.5))
+  fig, ax = plots.figure()
   ax.axhline(100 * popularity, color='gray', linestyle=':', label='popularity')
   for i, (loss, label) in enumerate(LOSSES.items()):
     rows = pd.read_csv(pathlib.Path(FLAGS.runs_dir) / f'fed_{loss}' / 'metrics.csv')
@@ -117,13 +115,8 @@ def plot(path: pathlib.Path, central: dict, popularity: float) -> None:
             marker='.', label=f'federated {label}')
     ax.axhline(100 * central[loss]['validation/recall_at_10'], color=color,
                linestyle='--', linewidth=1, label=f'centralized {label} (final)')
-  ax.set_xlabel('round')
-  ax.set_ylabel('validation recall@10 (%)')
-  ax.set_title('Federated vs centralized dual encoder, MovieLens')
-  ax.legend(fontsize=7, ncol=2)
-  ax.grid(alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  plots.save(fig, ax, path, xlabel='round', ylabel='validation recall@10 (%)',
+             title='Federated vs centralized dual encoder, MovieLens', legend_columns=2)
 
 
 def main(argv):

@@ -22,12 +22,10 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 
-import matplotlib  # pylint: disable=g-import-not-at-top
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import pandas as pd
 
 from launch import common
+from launch import plots
 from tasks import goodreads_ranking
 from tff_rec.algorithms import capacities
 
@@ -107,20 +105,14 @@ def _full_trn_clients(num_clients: int, fraction: float) -> int:
 
 def plot_curves(path: pathlib.Path, names: dict[str, str], popularity: float,
                 title: str) -> None:
-  fig, ax = plt.subplots(figsize=(7, 4.5))
+  fig, ax = plots.figure()
   ax.axhline(popularity, color='gray', linestyle=':', label='popularity')
   for name, label in names.items():
     rows = _curve(name)
     if rows is not None and not rows.empty:
       ax.plot(rows['round'], rows[METRIC], marker='.', label=label)
-  ax.set_xlabel('round')
-  ax.set_ylabel('test NDCG@20')
-  ax.set_title(title)
-  ax.legend(fontsize=7, ncol=2)
-  ax.grid(alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  plots.save(fig, ax, path, xlabel='round', ylabel='test NDCG@20', title=title,
+             legend_columns=2)
 
 
 def main(argv):

@@ -25,11 +25,9 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 
-import matplotlib  # pylint: disable=g-import-not-at-top
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
 from launch import common
+from launch import plots
 from tasks import movielens_ctr
 
 flags.DEFINE_string('runs_dir', 'runs/fedsubavg', 'Where the individual runs go.')
@@ -50,7 +48,7 @@ METHODS = {'central': 'CentralSGD', 'fedavg': 'FedAvg', 'fedprox': 'FedProx',
 # central) learning rates tried.
 SETTINGS = {
     'lr': dict(task=dict(model='lr', split='random'), metric='eval/train_loss',
-               lower_is_better=True, rates=(0.3, 1.0, 3.0), central_rates=(3.0, 10.0, 30.0)),
+               lower_is_better=True, rates=(0.3, 1.0, 3.0, 10.0), central_rates=(1.0, 3.0, 10.0)),
     'din': dict(task=dict(model='din', split='chronological'), metric='eval/test_auc',
                 lower_is_better=False, rates=(0.1, 0.3, 1.0), central_rates=(1.0, 3.0, 10.0)),
 }
@@ -105,20 +103,14 @@ def _rounds_to(name: str, metric: str, target: float, lower: bool) -> str:
 
 def _plot(path: pathlib.Path, setting: str, finals: dict[str, str], target: float) -> None:
   metric = SETTINGS[setting]['metric']
-  fig, ax = plt.subplots(figsize=(7, 4.5))
+  fig, ax = plots.figure()
   for method, name in finals.items():
     rows = common.read_curve(FLAGS.runs_dir, name, metric)
     step = 'epoch' if 'epoch' in rows else 'round'
     ax.plot(rows[step], rows[metric], label=METHODS[method])
   ax.axhline(target, color='gray', linestyle=':', label='target')
-  ax.set_xlabel('round')
-  ax.set_ylabel(metric)
-  ax.set_title(f'MovieLens-100K, {setting.upper()}: {metric} by round')
-  ax.legend(fontsize=8)
-  ax.grid(alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  plots.save(fig, ax, path, xlabel='round', ylabel=metric,
+             title=f'MovieLens-100K, {setting.upper()}: {metric} by round')
 
 
 def main(argv):

@@ -74,3 +74,12 @@ def test_bad_input_is_named():
     ctr.make_examples(_tiny(), split='by_week')
   with pytest.raises(ValueError, match='test_fraction must be in'):
     ctr.make_examples(_tiny(), test_fraction=1.0)
+
+
+def test_movielens_1m_format(ml1m_dir):
+  e = ctr.make_examples(movielens.load(ml1m_dir))
+  assert e.vocab_sizes['genres'] == 3  # Comedy, Drama + padding
+  np.testing.assert_array_equal(e.features['genres'][0], [1, 2])
+  # ML-1M's age codes are already the buckets' lower ends.
+  assert set(np.unique(e.features['age'])) <= set(range(1, len(ctr.AGE_BUCKETS) + 1))
+  ctr.check_ids(e.features, e.vocab_sizes)

@@ -41,7 +41,11 @@ def _start(*args):
      'clients; use at most 24'),
 ])
 def test_bad_flags_stop_before_training_naming_the_flag(flag, message, ml100k_dir, tmp_path):
-  done = _train(f'--data_dir={ml100k_dir}', f'--output_dir={tmp_path / "out"}', flag)
+  _assert_refused(message, tmp_path, f'--data_dir={ml100k_dir}', flag)
+
+
+def _assert_refused(message, tmp_path, *args):
+  done = _train(f'--output_dir={tmp_path / "out"}', *args)
   assert done.returncode != 0
   assert message in done.stderr + done.stdout
   assert not (tmp_path / 'out' / 'metrics.csv').exists()
@@ -121,11 +125,8 @@ def test_resume_refuses_other_flags(ml100k_dir, tmp_path):
     ('--clients_per_round=9', '--clients_per_round=9 is larger than the 8 training clients'),
 ])
 def test_goodreads_bad_flags_stop_before_training(flag, message, user_items_dir, tmp_path):
-  done = _train('--task=goodreads_ranking', f'--data_dir={user_items_dir}', '--algorithm=fair',
-                f'--output_dir={tmp_path / "out"}', *flag.split())
-  assert done.returncode != 0
-  assert message in done.stderr + done.stdout
-  assert not (tmp_path / 'out' / 'metrics.csv').exists()
+  _assert_refused(message, tmp_path, '--task=goodreads_ranking', f'--data_dir={user_items_dir}',
+                  '--algorithm=fair', *flag.split())
 
 
 def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_path):
@@ -154,11 +155,8 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
     ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_ctr'),
 ])
 def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path):
-  done = _train('--task=movielens_ctr', f'--data_dir={ml100k_dir}',
-                f'--output_dir={tmp_path / "out"}', *flag.split())
-  assert done.returncode != 0
-  assert message in done.stderr + done.stdout
-  assert not (tmp_path / 'out' / 'metrics.csv').exists()
+  _assert_refused(message, tmp_path, '--task=movielens_ctr', f'--data_dir={ml100k_dir}',
+                  *flag.split())
 
 
 def test_ctr_fedsubavg_reports_rounds_to_target_and_submodel_bytes(ml100k_dir, tmp_path):
