@@ -242,7 +242,7 @@ central: {FLAGS.epochs} epochs of Adam {FLAGS.learning_rate}. Seed {config.seed}
 
 | capacity | FAIR-HOM |
 |---|---|
-{chr(10).join(f"| {s} | {_cell(v, f'fair_hom_{s}', None)} |" for s, v in beyond.items())}
+{chr(10).join(f"| {s} | {_cell(v, f'fair_hom_{s}', 'not reported')} |" for s, v in beyond.items())}
 
 ## What a cx subspace can hold of FedAvg's model
 
