@@ -33,8 +33,10 @@ from tasks import movielens_ctr
 flags.DEFINE_string('runs_dir', 'runs/fedsubavg', 'Where the individual runs go.')
 flags.DEFINE_string('results_dir', 'results/fedsubavg_movielens', 'Where the results go.')
 flags.DEFINE_list('settings', ['lr', 'din'], 'Which rows: lr, din.')
-flags.DEFINE_integer('rounds', 200, 'Rounds of the final runs.', lower_bound=1)
-flags.DEFINE_integer('sweep_rounds', 40, 'Rounds of each learning-rate trial.', lower_bound=1)
+flags.DEFINE_integer('rounds', None, "Rounds of the final runs (default: the setting's, "
+                     'lr 200, din 100).', lower_bound=1)
+flags.DEFINE_integer('sweep_rounds', None, "Rounds of each learning-rate trial (default: "
+                     "the setting's, lr 40, din 20).", lower_bound=1)
 flags.DEFINE_integer('clients', 50, 'K: clients per round.', lower_bound=1)
 flags.DEFINE_integer('eval_every', 2, 'Evaluation period of the final runs.', lower_bound=1)
 flags.DEFINE_float('auc_margin', 0.02, 'DIN target: CentralSGD best test AUC minus this.')
@@ -48,9 +50,11 @@ METHODS = {'central': 'CentralSGD', 'fedavg': 'FedAvg', 'fedprox': 'FedProx',
 # central) learning rates tried.
 SETTINGS = {
     'lr': dict(task=dict(model='lr', split='random'), metric='eval/train_loss',
-               lower_is_better=True, rates=(0.3, 1.0, 3.0, 10.0), central_rates=(1.0, 3.0, 10.0)),
+               lower_is_better=True, rates=(0.3, 1.0, 3.0, 10.0), central_rates=(1.0, 3.0, 10.0),
+               rounds=200, sweep_rounds=40),
     'din': dict(task=dict(model='din', split='chronological'), metric='eval/test_auc',
-                lower_is_better=False, rates=(0.1, 0.3, 1.0), central_rates=(1.0, 3.0, 10.0)),
+                lower_is_better=False, rates=(0.1, 0.3, 1.0), central_rates=(1.0, 3.0, 10.0),
+                rounds=100, sweep_rounds=20),
 }
 PAPER = {'lr': 'MovieLens-1M LR: CentralSGD 180, FedAvg 170, FedProx 170, Scaffold 180, '
                'FedAdam 170, FedSubAvg 100 rounds to the train loss target 0.325',
@@ -83,22 +87,28 @@ def _final_value(name: str, metric: str) -> float:
   return float(rows[metric].iloc[-1]) if rows is not None and len(rows) else float('nan')
 
 
+def _rounds(setting: str, kind: str) -> int:
+  """--rounds / --sweep_rounds, or the setting's own."""
+  return FLAGS[kind].value or SETTINGS[setting][kind]
+
+
 def _best_rate(setting: str, method: str) -> float:
-  """The grid's rate with the best metric after --sweep_rounds."""
+  """The grid's rate with the best metric after the sweep's rounds."""
   spec = SETTINGS[setting]
   rates = spec['central_rates'] if method == 'central' else spec['rates']
-  scores = {r: _final_value(_run(setting, method, r, FLAGS.sweep_rounds, FLAGS.sweep_rounds),
-                            spec['metric']) for r in rates}
+  sweep = _rounds(setting, 'sweep_rounds')
+  scores = {r: _final_value(_run(setting, method, r, sweep, sweep), spec['metric'])
+            for r in rates}
   sign = 1 if spec['lower_is_better'] else -1
   finite = {r: s for r, s in scores.items() if s == s}  # NaN: diverged
   return min(finite, key=lambda r: sign * finite[r]) if finite else rates[0]
 
 
-def _rounds_to(name: str, metric: str, target: float, lower: bool) -> str:
+def _rounds_to(name: str, metric: str, target: float, lower: bool, rounds: int) -> str:
   rows = common.read_curve(FLAGS.runs_dir, name, metric)
   step = 'epoch' if 'epoch' in rows else 'round'
   reached = rows[step][rows[metric] <= target if lower else rows[metric] >= target]
-  return str(int(reached.min())) if len(reached) else f'{FLAGS.rounds}+'
+  return str(int(reached.min())) if len(reached) else f'{rounds}+'
 
 
 def _plot(path: pathlib.Path, setting: str, finals: dict[str, str], target: float) -> None:
@@ -122,12 +132,13 @@ def main(argv):
            '', f'K = {FLAGS.clients} clients per round, each {LOCAL_STEPS} SGD steps of '
            f'{BATCH_SIZE} examples; CentralSGD: {LOCAL_STEPS} steps of '
            f'{FLAGS.clients * BATCH_SIZE} pooled examples per round. Learning rates: the best '
-           f'of a grid after {FLAGS.sweep_rounds} rounds. Server: SGD 1.0 (FedAdam: Adam '
-           '0.01, FedAdagrad: Adagrad 0.1). Heat and weights: clients (the paper).', '']
+           'of a grid after a short run. Server: SGD 1.0 (FedAdam: Adam 0.01, FedAdagrad: '
+           'Adagrad 0.1). Heat and weights: clients (the paper). One seed.', '']
   for setting in FLAGS.settings:
     spec = SETTINGS[setting]
+    rounds = _rounds(setting, 'rounds')
     rates = {m: _best_rate(setting, m) for m in METHODS}
-    finals = {m: _run(setting, m, rates[m], FLAGS.rounds, FLAGS.eval_every) for m in METHODS}
+    finals = {m: _run(setting, m, rates[m], rounds, FLAGS.eval_every) for m in METHODS}
     central = common.read_curve(FLAGS.runs_dir, finals['central'], spec['metric'])
     if spec['lower_is_better']:
       target = float(central[spec['metric']].min())
@@ -140,11 +151,12 @@ def main(argv):
               '| | ' + ' | '.join(METHODS.values()) + ' |',
               '|---' * (len(METHODS) + 1) + '|',
               '| rounds to target | ' + ' | '.join(
-                  _rounds_to(finals[m], spec['metric'], target, spec['lower_is_better'])
+                  _rounds_to(finals[m], spec['metric'], target, spec['lower_is_better'], rounds)
                   for m in METHODS) + ' |',
-              f'| {spec["metric"]} at {FLAGS.rounds} | ' + ' | '.join(
+              f'| {spec["metric"]} at {rounds} | ' + ' | '.join(
                   f'{_final_value(finals[m], spec["metric"]):.4f}' for m in METHODS) + ' |',
-              '| learning rate | ' + ' | '.join(f'{rates[m]:g}' for m in METHODS) + ' |',
+              f'| learning rate (grid after {_rounds(setting, "sweep_rounds")} rounds) | '
+              + ' | '.join(f'{rates[m]:g}' for m in METHODS) + ' |',
               '', f'Paper: {PAPER[setting]}.', '', f'![curves]({setting}_curves.png)', '']
     _plot(results / f'{setting}_curves.png', setting, finals, target)
   (results / 'table.md').write_text('\n'.join(lines))
