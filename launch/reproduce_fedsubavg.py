@@ -82,9 +82,18 @@ def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int) -
   return name
 
 
-def _final_value(name: str, metric: str) -> float:
+def _curve(name: str, metric: str):
+  """(steps, values) of a cell's evaluations; empty when it has none (it failed)."""
   rows = common.read_curve(FLAGS.runs_dir, name, metric)
-  return float(rows[metric].iloc[-1]) if rows is not None and len(rows) else float('nan')
+  if rows is None:
+    return [], []
+  step = 'epoch' if 'epoch' in rows else 'round'
+  return rows[step].to_numpy(), rows[metric].to_numpy()
+
+
+def _final_value(name: str, metric: str) -> float:
+  _, values = _curve(name, metric)
+  return float(values[-1]) if len(values) else float('nan')
 
 
 def _rounds(setting: str, kind: str) -> int:
@@ -105,9 +114,10 @@ def _best_rate(setting: str, method: str) -> float:
 
 
 def _rounds_to(name: str, metric: str, target: float, lower: bool, rounds: int) -> str:
-  rows = common.read_curve(FLAGS.runs_dir, name, metric)
-  step = 'epoch' if 'epoch' in rows else 'round'
-  reached = rows[step][rows[metric] <= target if lower else rows[metric] >= target]
+  steps, values = _curve(name, metric)
+  if not len(steps):
+    return common.CANNOT_RUN
+  reached = steps[values <= target if lower else values >= target]
   return str(int(reached.min())) if len(reached) else f'{rounds}+'
 
 
@@ -115,9 +125,7 @@ def _plot(path: pathlib.Path, setting: str, finals: dict[str, str], target: floa
   metric = SETTINGS[setting]['metric']
   fig, ax = plots.figure()
   for method, name in finals.items():
-    rows = common.read_curve(FLAGS.runs_dir, name, metric)
-    step = 'epoch' if 'epoch' in rows else 'round'
-    ax.plot(rows[step], rows[metric], label=METHODS[method])
+    ax.plot(*_curve(name, metric), label=METHODS[method])
   ax.axhline(target, color='gray', linestyle=':', label='target')
   plots.save(fig, ax, path, xlabel='round', ylabel=metric,
              title=f'MovieLens-100K, {setting.upper()}: {metric} by round')
@@ -137,17 +145,24 @@ def main(argv):
   for setting in FLAGS.settings:
     spec = SETTINGS[setting]
     rounds = _rounds(setting, 'rounds')
+    if rounds == _rounds(setting, 'sweep_rounds'):  # cells are named by their rounds
+      raise app.UsageError('--rounds must differ from --sweep_rounds: a final run would '
+                           'reuse a sweep run, evaluated only at its end')
     rates = {m: _best_rate(setting, m) for m in METHODS}
     finals = {m: _run(setting, m, rates[m], rounds, FLAGS.eval_every) for m in METHODS}
-    central = common.read_curve(FLAGS.runs_dir, finals['central'], spec['metric'])
-    if spec['lower_is_better']:
-      target = float(central[spec['metric']].min())
-    else:
-      target = float(central[spec['metric']].max()) - FLAGS.auc_margin
+    _, central = _curve(finals['central'], spec['metric'])
+    if not len(central):
+      raise app.UsageError(f'CentralSGD ({finals["central"]}) has no evaluations: its '
+                           'target cannot be set; see its error above')
+    target = (float(central.min()) if spec['lower_is_better']
+              else float(central.max()) - FLAGS.auc_margin)
     task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(**spec['task']))
     lines += [f'## {setting.upper()} ({spec["metric"]}, target {target:.4f})', '',
-              f'{task.describe()}; feature heat dispersion (max n_m / min n_m): '
-              f'{task.heat_dispersion("clients"):.0f}.', '',
+              f'{task.describe()}. Feature heat dispersion (max n_m / min n_m over '
+              'embedding rows, the paper\'s Table 1; ML-1M there: 4,331) / over all '
+              'parameters: {:.0f} / {:.0f}. Evaluated every {} rounds: rounds to target '
+              'are resolved to that.'.format(*task.heat_dispersion('clients'),
+                                             FLAGS.eval_every), '',
               '| | ' + ' | '.join(METHODS.values()) + ' |',
               '|---' * (len(METHODS) + 1) + '|',
               '| rounds to target | ' + ' | '.join(

@@ -120,8 +120,8 @@ class MovieLensCtr:
                if self.clients_without_train else '')
     return (f'{len(self._train_rows)} clients{skipped}, {int((~e.is_test).sum())} train / '
             f'{int(e.is_test.sum())} test examples ({c.split} split), click rate '
-            f'{e.labels.mean():.3f}; model {c.model} (dim {self.dim}), heat dispersion '
-            f'{self.heat_dispersion("clients"):.0f}')
+            f'{e.labels.mean():.3f}; model {c.model} (dim {self.dim}), feature / parameter '
+            'heat dispersion {:.0f} / {:.0f}'.format(*self.heat_dispersion('clients')))
 
   # Models ------------------------------------------------------------------
 
@@ -149,26 +149,33 @@ class MovieLensCtr:
 
   @functools.cache
   def heat(self, mode: str) -> dict[str, np.ndarray]:
-    """Per table, n_m: the clients (or their training examples) whose data index row m."""
+    """Per table, n_m: the clients (or their training examples) whose data index row m.
+
+    Row 0, the padding id, is no feature: its heat is 0 (it never moves).
+    """
     if mode not in HEAT:
       raise ValueError(f'unknown heat {mode!r}; choose one of {HEAT}')
     rows = list(self._train_rows.values())
     weights = [len(r) for r in rows] if mode == 'examples' else None
-    return {table: fedsubavg.feature_heat(
-        [np.concatenate([self.examples.features[c][r].reshape(-1) for c in columns])
-         for r in rows], self.examples.vocab_sizes[columns[0]], weights)
-            for table, columns in self.spec.tables.items()}
+    heat = {}
+    for table, columns in self.spec.tables.items():
+      heat[table] = fedsubavg.feature_heat(
+          [np.concatenate([self.examples.features[c][r].reshape(-1) for c in columns])
+           for r in rows], self.examples.vocab_sizes[columns[0]], weights)
+      heat[table][0] = 0
+    return heat
 
   def heat_population(self, mode: str) -> float:
     """N: what a dense parameter's heat is (clients, or all training examples)."""
     return float(sum(len(r) for r in self._train_rows.values()) if mode == 'examples'
                  else len(self._train_rows))
 
-  def heat_dispersion(self, mode: str) -> float:
-    """max n_m / min n_m over all parameters: dense ones have heat N."""
-    heat = self.heat(mode)
-    touched = np.concatenate([h[h > 0] for h in heat.values()])
-    return max(self.heat_population(mode), touched.max()) / touched.min()
+  def heat_dispersion(self, mode: str) -> tuple[float, float]:
+    """(feature, parameter) heat dispersion, max n_m / min n_m: over the tables' rows
+    (the paper's Table 1), and over all parameters (dense ones have heat N)."""
+    touched = np.concatenate([h[h > 0] for h in self.heat(mode).values()])
+    return (fedsubavg.dispersion(touched),
+            max(self.heat_population(mode), touched.max()) / touched.min())
 
   def aggregator(self, algorithm: str, heat: str) -> fedsubavg.FedSubAvgFactory:
     tables = [t is not None for t in self.table_of_variable]
@@ -217,6 +224,12 @@ class MovieLensCtr:
       return self._scaffold(client_optimizer, server_optimizer, runtime)
     if heat not in HEAT:
       raise ValueError(f'unknown heat {heat!r}; choose one of {HEAT}')
+    if heat == 'examples' and self.config.local_steps:
+      # TFF weighs a client by the examples it processed, which --local_steps
+      # caps: no longer its training-set size, which the heat counts.
+      raise ValueError('heat=examples weighs clients by the examples they train on, '
+                       'proportional to their data only without local_steps; set '
+                       'local_steps=0 or use heat=clients')
     if algorithm in SERVER_OPTIMIZER_OF and server_optimizer.name != SERVER_OPTIMIZER_OF[algorithm]:
       raise ValueError(f'{algorithm} is FedAvg with a {SERVER_OPTIMIZER_OF[algorithm]} '
                        f'server optimizer, got {server_optimizer.name}')

@@ -39,8 +39,20 @@ def test_heat_counts_the_clients_whose_training_rows_hold_each_movie(lr_task):
   assert movie_heat[0] == 0
   examples = lr_task.heat('examples')['gender']
   assert examples.sum() == train.sum()  # one gender per client: each example counted once
-  assert lr_task.heat_dispersion('clients') == 30 / min(
-      h[h > 0].min() for h in lr_task.heat('clients').values())
+  touched = np.concatenate([h[h > 0] for h in lr_task.heat('clients').values()])
+  assert lr_task.heat_dispersion('clients') == (touched.max() / touched.min(),
+                                                30 / touched.min())
+
+
+def test_padding_rows_have_no_heat(ml100k_dir):
+  task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), model='din'))
+  assert task.heat('clients')['movie'][0] == 0  # the history's padding
+
+
+def test_example_heat_refuses_capped_local_steps(lr_task):
+  with pytest.raises(ValueError, match='set local_steps=0 or use heat=clients'):
+    lr_task.learning_process('fedsubavg', client_optimizer=SGD, server_optimizer=SERVER,
+                             runtime='native', heat='examples')
 
 
 def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime):

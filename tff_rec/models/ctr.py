@@ -100,9 +100,10 @@ def build_din(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 18
   """DIN (Zhou et al. 2018), FedSubAvg's CTR model: attention over clicked movies.
 
   Input as the official code: [user, movie, sum of history, movie * sum,
-  attention-weighted history], then an MLP. Deviations: no BatchNorm
-  (moving statistics are not federated parameters) and PReLU in place of
-  Dice (whose statistics are batch ones too).
+  attention-weighted history], then an MLP. Attention weights stay
+  unnormalised, as the DIN paper has them (FedSubAvg's code applies a masked
+  softmax). Deviations from both: no BatchNorm (moving statistics are not
+  federated parameters) and PReLU in place of Dice (batch statistics too).
   """
   inputs = _inputs(DIN.columns, widths)
   user = _table('user', vocab_sizes['user'], dim, seed)(inputs['user'])
