@@ -304,8 +304,7 @@ class MovieLensCtr:
     'epoch' is FedSubAvg's CentralSGD round: the examples of one federated
     round, drawn from everyone's data. Otherwise an epoch is one pass.
     """
-    tf.keras.utils.set_random_seed(self.config.seed)
-    model = self.keras_model()
+    model = self.keras_model()  # seeded initializers; no global seed (it leaks)
     model.compile(optimizer=optimizer.keras(),
                   loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))
     rows = self.examples.rows(test=False)
