@@ -117,20 +117,30 @@ def run_config(config, **settings) -> dict:
                                 **settings}))
 
 
+WORKER_RETRIES = 2  # restarts of a cell whose TFF worker died
+
+
 def launch_once(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
   """Runs a launcher (module) into `out` unless it already finished; its summary.
 
   Reproduction scripts run each cell in its own process and directory, so an
   interrupted reproduction resumes where it stopped (and a cut run resumes
-  from its checkpoints). The task flags given to the caller are passed on.
+  from its checkpoints; one whose TFF worker died is restarted, twice at
+  most). The task flags given to the caller are passed on.
   """
   summary = out / 'summary.json'
-  if not summary.exists():
+  shared = [f'--task={FLAGS.task}', *(f'--{name}={value}' for name, value
+                                      in set_flags(TASK_FLAGS).items())]
+  for attempt in range(1, WORKER_RETRIES + 2):
+    if summary.exists():
+      break
     print(f'\n== {module} -> {out}', flush=True)
-    shared = [f'--task={FLAGS.task}', *(f'--{name}={value}' for name, value
-                                        in set_flags(TASK_FLAGS).items())]
-    subprocess.run([sys.executable, '-m', module, *shared, f'--output_dir={out}', *args],
-                   check=True)
+    done = subprocess.run([sys.executable, '-m', module, *shared, f'--output_dir={out}',
+                           *args])
+    if done.returncode == native.WORKER_DIED_EXIT_CODE and attempt <= WORKER_RETRIES:
+      print(f'the TFF worker died; resuming {out} from its checkpoint', flush=True)
+      continue
+    done.check_returncode()
   return json.loads(summary.read_text())
 
 

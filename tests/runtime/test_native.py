@@ -94,3 +94,9 @@ def test_worker_dies_with_a_killed_parent():
   os.kill(child.pid, signal.SIGKILL)
   child.wait()
   assert _gone(pid)
+
+
+def test_a_worker_that_dies_in_use_ends_the_program_with_a_retry_code():
+  child, pid = _child('sleep')  # the child waits, as a trainer waits on a round
+  os.kill(pid, signal.SIGKILL)  # as when TFF's worker segfaults
+  assert child.wait(timeout=30) == native.WORKER_DIED_EXIT_CODE

@@ -5,7 +5,11 @@ the parent's stdout/stderr and stops it only in a `__del__`, which often never
 runs: the worker outlives Python and keeps the terminal's (or CI's) pipe open.
 `NativeRuntime` builds the same context from TFF's public pieces but starts
 the worker itself: output goes to a log file, the kernel kills it if Python
-dies (PR_SET_PDEATHSIG), and `close()` (also run at exit) stops it.
+dies (PR_SET_PDEATHSIG), and `close()` (also run at exit) stops it. If the
+worker dies on its own (TFF 0.87's worker has segfaulted in a gRPC thread
+mid-run), a call waiting on it would wait forever: a watchdog thread then
+prints the worker's log tail and ends the program with WORKER_DIED_EXIT_CODE,
+so a driver can restart it from its last checkpoint.
 
 TFF's import-time default context is dropped when a runtime is installed and
 not restored: its `__del__` fails noisily if it is still alive at interpreter
@@ -18,7 +22,9 @@ import os
 import pathlib
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 
 import grpc
@@ -26,6 +32,7 @@ import portpicker
 import tensorflow_federated as tff
 
 WORKER_NAME = 'worker_binary'
+WORKER_DIED_EXIT_CODE = 75  # EX_TEMPFAIL: worth a retry from the last checkpoint
 _GRPC_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000  # TFF's own cap
 _GRPC_OPTIONS = [
     ('grpc.max_message_length', _GRPC_MAX_MESSAGE_BYTES),
@@ -133,7 +140,21 @@ class NativeRuntime:
         raise WorkerStartError(f'TFF worker on port {port} did not start; its '
                                f'log ends:\n{log}')
       time.sleep(0.1)
+    threading.Thread(target=self._watch, args=(self._process,), daemon=True,
+                     name='tff-worker-watchdog').start()
     return stub
+
+  def _watch(self, process: subprocess.Popen) -> None:
+    """Ends the program if `process` exits while this runtime still uses it."""
+    code = process.wait()
+    if self._process is not process:  # close() stopped it
+      return
+    log = pathlib.Path(self._log.name).read_text(errors='replace')[-2000:]
+    print(f'TFF worker (pid {process.pid}) exited with code {code} while in use; '
+          f'its log ends:\n{log}\nStopping (exit {WORKER_DIED_EXIT_CODE}); a run '
+          'restarted with the same flags resumes from its last checkpoint.',
+          file=sys.stderr, flush=True)
+    os._exit(WORKER_DIED_EXIT_CODE)  # pylint: disable=protected-access
 
   def close(self) -> None:
     """Stops the worker (idempotent); later computations raise."""
@@ -145,14 +166,14 @@ class NativeRuntime:
       self._channel.close()
       self._channel = None
     if self._process is not None:
-      if self._process.poll() is None:
-        self._process.send_signal(signal.SIGINT)
+      process, self._process = self._process, None  # first: the watchdog stands down
+      if process.poll() is None:
+        process.send_signal(signal.SIGINT)
         try:
-          self._process.wait(timeout=5)
+          process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-          self._process.kill()
-          self._process.wait()
-      self._process = None
+          process.kill()
+          process.wait()
     if self._log is not None:
       self._log.close()
       os.unlink(self._log.name)
