@@ -158,11 +158,10 @@ def main(argv):
               else float(central.max()) - FLAGS.auc_margin)
     task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(**spec['task']))
     lines += [f'## {setting.upper()} ({spec["metric"]}, target {target:.4f})', '',
-              f'{task.describe()}. Feature heat dispersion (max n_m / min n_m over '
-              'embedding rows, the paper\'s Table 1; ML-1M there: 4,331) / over all '
-              'parameters: {:.0f} / {:.0f}. Evaluated every {} rounds: rounds to target '
-              'are resolved to that.'.format(*task.heat_dispersion('clients'),
-                                             FLAGS.eval_every), '',
+              f'{task.describe()}. Feature heat dispersion: max n_m / min n_m over '
+              "embedding rows (the paper's Table 1; ML-1M there: 4,331); parameter: over "
+              f'all parameters. Evaluated every {FLAGS.eval_every} rounds: rounds to target '
+              'are resolved to that.', '',
               '| | ' + ' | '.join(METHODS.values()) + ' |',
               '|---' * (len(METHODS) + 1) + '|',
               '| rounds to target | ' + ' | '.join(
