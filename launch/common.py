@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,8 @@ flags.DEFINE_enum('loss', None, sorted(losses.RETRIEVAL_LOSSES),
 flags.DEFINE_float('spreadout_weight', None,
                    'Weight of the spreadout term of the *_spreadout losses (default 0.001).')
 flags.DEFINE_integer('embedding_dim', None, 'Embedding dimension (default: the task\'s; '
-                     'movielens_next_item 16, movielens_ctr lr 1 / dcn 4 / din 18).',
+                     'movielens_next_item 16, movielens_ctr lr 1 / dcn 4 / din 18, '
+                     'movielens_ranking 64).',
                      lower_bound=1)
 flags.DEFINE_integer('max_examples_per_user', None,
                      'Cap on examples per user (0: none; default 300).', lower_bound=0)
@@ -55,7 +57,8 @@ flags.DEFINE_float('test_fraction', None, 'goodreads_ranking on single sequence 
                    "the last fraction of each user's items held out for test (default "
                    '0.3); movielens_ctr: the test share (default 0.1 chronological, 0.2 '
                    'random).')
-flags.DEFINE_integer('top_k', None, 'Cut-off of NDCG/recall/HR (default 20).', lower_bound=1)
+flags.DEFINE_integer('top_k', None, 'Cut-off of NDCG/recall/HR (default: goodreads_ranking '
+                     '20, movielens_ranking 10).', lower_bound=1)
 # movielens_ctr
 flags.DEFINE_enum('model', None, ['lr', 'dcn', 'din'], "CTR model: FedSubAvg's LR with "
                   "gender x movie and age x movie crosses, DCNv2 (MetaUA's), DIN "
@@ -67,13 +70,22 @@ flags.DEFINE_integer('history_length', None, 'Clicked movies in the DIN history 
                      '(default 10).', lower_bound=1)
 flags.DEFINE_integer('local_steps', None, 'At most this many client batches per round '
                      '(0: whole epochs; default 0).', lower_bound=0)
+# movielens_ranking
+flags.DEFINE_integer('min_interactions', None, 'Users with fewer items are skipped and '
+                     'counted (default 20).', lower_bound=3)
+flags.DEFINE_enum('user_state', None, ['stored', 'reconstructed'], "A client's user "
+                  'vector: kept between the rounds it joins (native runtime), or '
+                  'reconstructed every round and at evaluation (default stored).')
+flags.DEFINE_integer('reconstruction_epochs', None, 'Epochs fitting a reconstructed user '
+                     'vector with the items frozen (default 1).', lower_bound=1)
 
 FLAGS = flags.FLAGS
 # The flags above: what defines the task (a run's config.json includes them).
 TASK_FLAGS = ('data_dir', 'seed', 'batch_size', 'local_epochs', 'loss', 'spreadout_weight',
               'embedding_dim', 'max_examples_per_user', 'factors', 'mlp_layers',
               'num_negatives', 'l2', 'test_fraction', 'top_k', 'model', 'split',
-              'history_length', 'local_steps')
+              'history_length', 'local_steps', 'min_interactions', 'user_state',
+              'reconstruction_epochs')
 logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO
 # Launchers run TFF computations only inside a NativeRuntime; TFF's own
 # import-time context would print an error at exit (see runtime.native).
@@ -145,25 +157,55 @@ def launch_once(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
 
 
 NOT_RUN, CANNOT_RUN = 'not run', 'N/A'  # reproduction cells without a result
+# What a finished cell keeps in its record: small files, committed with the
+# results, so a table can be rebuilt without the runs (checkpoints, logs).
+RECORD_FILES = ('config.json', 'metrics.csv', 'summary.json')  # summary last: done
 
 
-def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = True
-             ) -> dict | str:
+def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = True,
+             records_dir: str | None = None) -> dict | str:
   """A reproduction cell: its finished run's summary, CANNOT_RUN (the launcher
-  refused it) or NOT_RUN (not wanted this time and not run before)."""
+  refused it) or NOT_RUN (not wanted this time and not run before).
+
+  With `records_dir`, a cell whose record is there is not run again, and a
+  cell that finishes is recorded there (RECORD_FILES).
+  """
+  record = pathlib.Path(records_dir) / name if records_dir else None
+  if record and (record / 'summary.json').exists():
+    return json.loads((record / 'summary.json').read_text())
   out = pathlib.Path(runs_dir) / name
   if not (out / 'summary.json').exists() and not wanted:
     return NOT_RUN
   try:
-    return launch_once(module, out, *args)
+    summary = launch_once(module, out, *args)
   except subprocess.CalledProcessError:
     print(f'{name}: could not run (see the error above): {CANNOT_RUN}', flush=True)
     return CANNOT_RUN
+  if record:
+    record.mkdir(parents=True, exist_ok=True)
+    for file in RECORD_FILES:
+      _copy_atomically(out / file, record / file)
+  return summary
 
 
-def read_curve(runs_dir: str, name: str, metric: str) -> pd.DataFrame | None:
+def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
+  temporary = target.with_suffix(target.suffix + '.tmp')
+  shutil.copyfile(source, temporary)
+  os.replace(temporary, target)
+
+
+def cell_file(runs_dir: str, name: str, file: str, records_dir: str | None = None
+              ) -> pathlib.Path:
+  """A cell's file: from its record when there is one, else from its run."""
+  if records_dir and (pathlib.Path(records_dir) / name / file).exists():
+    return pathlib.Path(records_dir) / name / file
+  return pathlib.Path(runs_dir) / name / file
+
+
+def read_curve(runs_dir: str, name: str, metric: str, records_dir: str | None = None
+               ) -> pd.DataFrame | None:
   """The rows of a cell's metrics.csv where `metric` was evaluated, or None."""
-  path = pathlib.Path(runs_dir) / name / 'metrics.csv'
+  path = cell_file(runs_dir, name, 'metrics.csv', records_dir)
   rows = pd.read_csv(path) if path.exists() else None
   if rows is None or metric not in rows:  # not evaluated yet
     return None
@@ -194,10 +236,15 @@ def output_dir(run_config: dict) -> pathlib.Path:
 
 
 def write_json(path: pathlib.Path, value) -> None:
-  """Writes JSON atomically (temp file + rename): never half-written."""
+  """Writes JSON atomically: never half-written."""
+  write_text(path, json.dumps(value, indent=2, sort_keys=True))
+
+
+def write_text(path: pathlib.Path, text: str) -> None:
+  """Writes a file atomically (temp file + rename): never half-written."""
   with tempfile.NamedTemporaryFile('w', dir=path.parent, delete=False,
                                    suffix='.tmp') as f:
-    json.dump(value, f, indent=2, sort_keys=True)
+    f.write(text)
   os.replace(f.name, path)
 
 

@@ -10,8 +10,9 @@ users, drawn at random, are 1x and the rest 2x. Plus FAIR with consistent vs
 inconsistent subspaces at 2x-4x-8x-16x (every tier hashed). Each cell is a
 launch.train / launch.centralized run in its own directory under --runs_dir
 (an interrupted reproduction resumes); a cell the method cannot run (FedHM
-past 4x) is N/A. Writes table.md,
-ndcg_curves.png and consistency.png to --results_dir.
+past 4x) is N/A. A finished cell's metrics, summary and config are recorded
+in --results_dir/cells and not run again. Writes table.md, ndcg_curves.png
+and consistency.png to --results_dir.
 """
 
 import asyncio
@@ -65,8 +66,14 @@ def _wanted(name: str) -> bool:
   return not FLAGS.only or name in FLAGS.only
 
 
+def _records() -> str:
+  """Finished cells' records (metrics, summary, config): committed with the table."""
+  return str(pathlib.Path(FLAGS.results_dir) / 'cells')
+
+
 def _cell_run(name: str, module: str, *args: str) -> dict | str:
-  return common.run_cell(FLAGS.runs_dir, name, module, *args, wanted=_wanted(name))
+  return common.run_cell(FLAGS.runs_dir, name, module, *args, wanted=_wanted(name),
+                         records_dir=_records())
 
 
 def _federated(name: str, algorithm: str, *args: str) -> dict | str:
@@ -81,7 +88,7 @@ def _central() -> dict | str:
 
 
 def _curve(name: str) -> pd.DataFrame | None:
-  return common.read_curve(FLAGS.runs_dir, name, METRIC)
+  return common.read_curve(FLAGS.runs_dir, name, METRIC, _records())
 
 
 def _best(name: str) -> float | None:
@@ -100,10 +107,15 @@ def _cell(summary: dict | str, name: str, paper: float | None) -> str:
 def compression_probe(task, config) -> list[str]:
   """Table rows: NDCG@20 of FedAvg's final model with its item tables squeezed
   through a cx hashed table (project, then recover), no retraining: how much of
-  what FedAvg learned a FAIR-HOM subspace can hold at all."""
+  what FedAvg learned a FAIR-HOM subspace can hold at all.
+
+  Needs FedAvg's checkpoint; the rows are kept in the records, so a table
+  rebuilt without the runs still has them.
+  """
+  kept = pathlib.Path(_records()) / 'compression_probe.md'
   saved = pathlib.Path(FLAGS.runs_dir) / 'fedavg' / 'checkpoints'
   if not saved.exists():
-    return ['(FedAvg has not run)']
+    return kept.read_text().splitlines() if kept.exists() else ['(FedAvg has not run)']
   with native.NativeRuntime():
     process, _, _ = task.build_process(
         goodreads_ranking.AlgorithmConfig(name='fedavg', impl='composite'),
@@ -122,6 +134,8 @@ def compression_probe(task, config) -> list[str]:
       squeezed[name] = forms[name].recover(forms[name].reduce(tf.constant(weights[name])))
       squeezed[name] = squeezed[name].numpy()
     rows.append(f'| {capacity}x | {task.evaluate(squeezed)["ndcg_at_20"]:.3f} |')
+  kept.parent.mkdir(parents=True, exist_ok=True)
+  common.write_text(kept, '\n'.join(rows) + '\n')
   return rows
 
 
@@ -208,7 +222,7 @@ def main(argv):
     rows3.append(f'| {label} | ' + ' | '.join(cells) + ' |')
   bytes_rows = ['| run | MB down per round (10 clients) |', '|---|---|']
   for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES)]:
-    path = pathlib.Path(FLAGS.runs_dir) / name / 'metrics.csv'
+    path = common.cell_file(FLAGS.runs_dir, name, 'metrics.csv', _records())
     if path.exists():
       mean = pd.read_csv(path)['train/bytes_down'].mean() / 2**20
       bytes_rows.append(f'| {name} | {mean:.1f} |')
@@ -259,7 +273,7 @@ FedAvg's final item tables projected to a cx hashed memory and recovered
 
 ![consistent vs inconsistent](consistency.png)
 """
-  (results / 'table.md').write_text(text)
+  common.write_text(results / 'table.md', text)
   print(text)
 
 

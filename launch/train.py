@@ -7,6 +7,8 @@ r"""Federated training from the command line.
       --capacities=1x-2x-4x --rounds=100 --output_dir=runs/fair
   python -m launch.train --task=movielens_ctr --model=lr --algorithm=fedsubavg \
       --split=random --target='eval/train_loss<=0.5' --output_dir=runs/fedsubavg
+  python -m launch.train --task=movielens_ranking --algorithm=colr --rank=4 \
+      --rounds=1000 --output_dir=runs/colr4
 
 Writes to --output_dir: metrics.csv and tensorboard/ (one row/event per
 round), checkpoints/ (resumed automatically when the run is restarted with the
@@ -65,12 +67,25 @@ flags.DEFINE_enum('heat', None, ['clients', 'examples'], "Feature heat and clien
                   "paper); 'examples' counts and weighs training examples (the official "
                   'code) (default clients).')
 flags.DEFINE_float('proximal_strength', None, 'FedProx mu (default 0.01).', lower_bound=0)
+# CoLR and its baselines (movielens_ranking)
+flags.DEFINE_integer('rank', None, 'colr / svd: the rank r of the item update; scolr: the '
+                     'global rank R; topk: keep as many entries as a rank-r factor '
+                     'has bytes (default 4).')
+flags.DEFINE_string('local_ranks', None, "scolr: each client group's local rank, e.g. "
+                    '1-2-4 (clients in id order, equal groups); default: uniform in 1..R, '
+                    'drawn every round.')
+flags.DEFINE_enum('item_average', None, ['cohort', 'touched'], "The server's mean of an "
+                  "item's update: over the cohort (the paper's FedAvg) or over the clients "
+                  "whose data touched the item (the official code) (default cohort).")
+flags.DEFINE_float('secure_sum_bound', None, "Sum the clients' payloads with TFF's secure "
+                   'sum, each value clipped to +-bound (0: plain sum; default 0).',
+                   lower_bound=0)
 
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
 OPTION_FLAGS = ('capacities', 'capacity_fractions', 'capacity_assignment', 'heat',
-                'proximal_strength')
+                'proximal_strength', 'rank', 'local_ranks', 'item_average', 'secure_sum_bound')
 
 
 def _algorithm_options(task_class) -> dict:

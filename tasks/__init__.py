@@ -13,9 +13,11 @@ server_optimizer=, runtime=, **options)`, `evaluate(weights, part)` and
 from tasks import goodreads_ranking
 from tasks import movielens_ctr
 from tasks import movielens_next_item
+from tasks import movielens_ranking
 
 TASKS = {
     'goodreads_ranking': goodreads_ranking,
     'movielens_ctr': movielens_ctr,
     'movielens_next_item': movielens_next_item,
+    'movielens_ranking': movielens_ranking,
 }

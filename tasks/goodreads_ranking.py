@@ -22,6 +22,7 @@ from tff_rec import metrics
 from tff_rec.algorithms import baselines
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import fair
+from tff_rec.data import implicit
 from tff_rec.data import user_items
 from tff_rec.models import neumf
 from tff_rec.training import functional
@@ -126,16 +127,7 @@ class GoodreadsRanking:
             negatives.reshape(len(order), self.config.num_negatives).astype(np.int32))
 
   def _negatives(self, positives: np.ndarray, count: int, rng) -> np.ndarray:
-    """`count` items drawn uniformly from those not in `positives` (rejection)."""
-    seen = np.sort(positives)
-    draws = rng.integers(0, self.data.num_items, size=count)
-    while len(seen):
-      at = np.minimum(np.searchsorted(seen, draws), len(seen) - 1)
-      rejected = seen[at] == draws
-      if not rejected.any():
-        return draws
-      draws[rejected] = rng.integers(0, self.data.num_items, size=int(rejected.sum()))
-    return draws
+    return implicit.unseen_items(positives, count, self.data.num_items, rng)
 
   @functools.cached_property
   def dataset_computation(self) -> tff.Computation:
@@ -149,13 +141,10 @@ class GoodreadsRanking:
     @tff.tensorflow.computation(np.int32, tff.TensorType(np.int32, [None]),
                                 tff.TensorType(np.int32, [None, k]))
     def build(user, positives, negatives):
-      per_epoch = tf.shape(positives)[0] // epochs
-      by_epoch = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-          user=tf.fill([epochs, per_epoch], user),
-          positive=tf.reshape(positives, [epochs, per_epoch]),
-          negatives=tf.reshape(negatives, [epochs, per_epoch, k])))
-      return by_epoch.flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(epoch)
-                               .batch(self.config.batch_size))
+      return implicit.epoch_batches(
+          collections.OrderedDict(user=tf.fill(tf.shape(positives), user),
+                                  positive=positives, negatives=negatives),
+          epochs, self.config.batch_size)
 
     return build
 

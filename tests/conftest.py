@@ -83,6 +83,14 @@ def ml100k_dir(tmp_path) -> pathlib.Path:
 
 
 @pytest.fixture
+def ranking_dir(tmp_path) -> pathlib.Path:
+  """MovieLens 100K-format ratings for leave-one-out ranking: 30 users, 200
+  items (enough for 99 unseen evaluation negatives each)."""
+  return fixtures.write_ml100k(tmp_path / 'ml-100k', fixtures.synthetic_ratings(30, 200),
+                               30, 200)
+
+
+@pytest.fixture
 def ml1m_dir(tmp_path) -> pathlib.Path:
   """The same ratings as `ml100k_dir`, in MovieLens 1M format."""
   return fixtures.write_ml1m(tmp_path / 'ml-1m', fixtures.synthetic_ratings(30, 40), 30, 40)
@@ -98,6 +106,11 @@ def _real_data(folder: str, probe: str) -> pathlib.Path:
 @pytest.fixture
 def real_ml100k() -> pathlib.Path:
   return _real_data('ml-100k', 'u.data')
+
+
+@pytest.fixture
+def real_beauty() -> pathlib.Path:
+  return _real_data('amazon-beauty', 'Beauty.txt')
 
 
 @pytest.fixture

@@ -13,6 +13,9 @@ def test_label_rank_counts_ties_against_the_label():
   np.testing.assert_array_equal(metrics.recall_at_k(labels, sims, 2), [1, 1, 0])
   # A collapsed model (all scores equal) never gets credit.
   np.testing.assert_array_equal(metrics.recall_at_k(labels, sims, 3), [1, 1, 1])
+  # Nor does a diverged one (NaN scores).
+  nan = tf.fill([2, 3], float('nan'))
+  np.testing.assert_array_equal(metrics.recall_at_k(tf.constant([1, 2]), nan, 2), [0, 0])
 
 
 def test_recall_matches_a_sort_based_reference():
@@ -80,3 +83,18 @@ def test_logloss_is_stable_binary_cross_entropy_of_logits():
   labels = np.array([0, 1, 1, 0, 1])
   expected = np.mean([0.0, np.log1p(np.e), np.log(2), 2 + np.log1p(np.exp(-2)), 0.0])
   assert metrics.logloss(labels, logits) == pytest.approx(expected)
+
+
+def test_sampled_rank_metrics_count_ties_against_the_held_out_item():
+  positive = np.array([5.0, 1.0, 1.0, 0.0])
+  negatives = np.array([[1.0, 2.0, 3.0],    # rank 0: HR 1, NDCG 1
+                        [0.0, 2.0, 0.5],    # rank 1: NDCG 1 / log2(3)
+                        [1.0, 0.0, 0.0],    # a tie: rank 1
+                        [3.0, 2.0, 1.0]])   # rank 3: outside the top 2
+  got = metrics.sampled_rank_metrics(positive, negatives, 2)
+  assert got['hr_at_2'] == pytest.approx(3 / 4)
+  assert got['ndcg_at_2'] == pytest.approx((1 + 2 / np.log2(3)) / 4)
+  constant = metrics.sampled_rank_metrics(np.zeros(3), np.zeros((3, 99)), 10)
+  assert constant == {'hr_at_10': 0.0, 'ndcg_at_10': 0.0}
+  diverged = metrics.sampled_rank_metrics(np.full(3, np.nan), np.full((3, 99), np.nan), 10)
+  assert diverged == {'hr_at_10': 0.0, 'ndcg_at_10': 0.0}

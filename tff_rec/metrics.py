@@ -4,11 +4,12 @@ Retrieval of one label among all items (the dual encoder):
 
 `y_pred` is [B, V] (column j scores item j + 1), `y_true` the label ids [B].
 The label's rank is the number of *other* items scoring at least as high, so
-ties count against the label: a collapsed model that scores every item the
-same gets recall 0, never 1. (tfrs.metrics.FactorizedTopK uses top-k, whose
+ties (and NaN scores) count against the label: a collapsed or diverged model
+gets recall 0, never 1. (tfrs.metrics.FactorizedTopK uses top-k, whose
 tie order is arbitrary, so it is not used here.)
 
 Top-k lists against sets of relevant items (ranking tasks): top_k_metrics.
+One held-out item among sampled negatives (leave-one-out): sampled_rank_metrics.
 Click prediction: auc, logloss.
 """
 
@@ -23,7 +24,8 @@ def label_rank(y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
   """0-based rank of each label among all V items, ties counted against it."""
   columns = tf.cast(tf.reshape(y_true, [-1]), tf.int32) - 1
   positive = tf.gather(y_pred, columns, axis=1, batch_dims=1)
-  at_least = tf.reduce_sum(tf.cast(y_pred >= positive[:, None], tf.int32), axis=1)
+  # 'not below' rather than '>=': NaN scores count against the label too.
+  at_least = tf.reduce_sum(tf.cast(tf.logical_not(y_pred < positive[:, None]), tf.int32), axis=1)
   return at_least - 1
 
 
@@ -74,6 +76,22 @@ def top_k_metrics(top_items: np.ndarray, relevant: Sequence[np.ndarray], k: int
         f'recall_at_{k}': np.where(empty, np.nan, hits.sum(1) / np.maximum(counts, 1)),
         f'hr_at_{k}': np.where(empty, np.nan, (hits.sum(1) > 0).astype(np.float64)),
     }
+
+
+def sampled_rank_metrics(positive: np.ndarray, negatives: np.ndarray, k: int
+                         ) -> dict[str, float]:
+  """Mean HR@k and NDCG@k of each user's held-out item among its negatives.
+
+  positive: [users] the held-out item's score; negatives: [users, C] the
+  sampled items' scores. The item's 0-based rank is the number of negatives
+  scoring at least as high (ties and NaN scores count against it, so a
+  constant or diverged model gets HR 0, not 1); HR@k = rank < k, NDCG@k = 1 / log2(rank + 2) within the top k.
+  """
+  # "not below" rather than ">=": a NaN score counts against the item, too.
+  rank = (~(np.asarray(negatives) < np.asarray(positive)[:, None])).sum(axis=1)
+  hit = rank < k
+  return {f'hr_at_{k}': float(hit.mean()),
+          f'ndcg_at_{k}': float(np.where(hit, 1.0 / np.log2(rank + 2.0), 0.0).mean())}
 
 
 def auc(labels: np.ndarray, scores: np.ndarray) -> float:

@@ -34,7 +34,7 @@ def _start(*args):
     ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_next_item'),
     ('--factors=4', '--factors does not apply to --task=movielens_next_item'),
     ('--task=netflix', 'flag --task=netflix: value should be one of '
-     '<goodreads_ranking|movielens_ctr|movielens_next_item>'),
+     '<goodreads_ranking|movielens_ctr|movielens_next_item|movielens_ranking>'),
     ('--rounds=0', 'flag --rounds=0: 0 is not a positive integer'),
     ('--clients_per_round=0', 'flag --clients_per_round=0'),
     ('--clients_per_round=25', '--clients_per_round=25 is larger than the 24 training '
@@ -174,3 +174,57 @@ def test_ctr_fedsubavg_reports_rounds_to_target_and_submodel_bytes(ml100k_dir, t
   assert summary['target'] == 'eval/train_loss<=0.6925'
   assert 0 < summary['train/aggregator/submodel_bytes'] < summary['train/aggregator/model_bytes']
   assert 0 <= summary['eval/test_auc'] <= 1
+
+
+RANKING = ['--task=movielens_ranking', '--rounds=4', '--clients_per_round=5', '--eval_every=2',
+           '--checkpoint_every=1', '--batch_size=32', '--embedding_dim=8']
+
+
+@pytest.mark.parametrize('flags, message', [
+    ('--algorithm=colr --rank=0', 'rank must be in 1..8 (the embedding dimension) for colr'),
+    ('--algorithm=scolr --rank=2 --local_ranks=1-4', 'local ranks [1, 4] must be in 1..2'),
+    ('--algorithm=colr --runtime=inprocess', 'use --runtime=native or --user_state='
+     'reconstructed'),
+    ('--algorithm=colr --user_state=reconstructed --secure_sum_bound=1',
+     "TFF's native worker has no secure sum"),
+    ('--algorithm=fair', "--algorithm=fair is not one of --task=movielens_ranking's"),
+    ('--algorithm=colr --client_optimizer=adam', 'movielens_ranking trains with SGD'),
+])
+def test_ranking_bad_flags_stop_before_training(flags, message, ranking_dir, tmp_path):
+  _assert_refused(message, tmp_path, *RANKING, f'--data_dir={ranking_dir}', *flags.split())
+
+
+def test_ranking_colr_trains_in_process_through_secure_sum(ranking_dir, tmp_path):
+  out = tmp_path / 'out'
+  done = _train(*RANKING, f'--data_dir={ranking_dir}', '--algorithm=colr', '--rank=2',
+                '--user_state=reconstructed', '--runtime=inprocess', '--secure_sum_bound=2',
+                f'--output_dir={out}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert 'round 4/4' in done.stdout and 'val hr' in done.stdout
+  summary = json.loads((out / 'summary.json').read_text())
+  assert 0 <= summary['test/ndcg_at_10'] <= summary['test/hr_at_10'] <= 1
+  assert summary['train/train/bytes_up'] == 200 * 2 * 4  # A: items x rank floats
+  assert summary['train/aggregation/secure_upper_clipped_count'] == 0
+  assert summary['train/aggregation/secure_upper_threshold'] == 2.0
+
+
+def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path):
+  flags = [*RANKING, f'--data_dir={ranking_dir}', '--algorithm=scolr', '--rank=4']
+  whole = tmp_path / 'whole'
+  done = _train(*flags, f'--output_dir={whole}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  summary = json.loads((whole / 'summary.json').read_text())
+  cut = tmp_path / 'cut'
+  child = _start(*flags, f'--output_dir={cut}')
+  for line in child.stdout:  # kill it once round 2 is checkpointed
+    if line.startswith('round 2/4'):
+      break
+  child.send_signal(signal.SIGKILL)
+  child.wait()
+  done = _train(*flags, f'--output_dir={cut}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert 'resumed from checkpoint at round 3' in done.stdout
+  resumed = json.loads((cut / 'summary.json').read_text())
+  for key in ('test/hr_at_10', 'validation/ndcg_at_10', 'train/train/loss',
+              'train/train/bytes_up'):
+    assert resumed[key] == summary[key], key

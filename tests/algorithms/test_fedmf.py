@@ -1,0 +1,155 @@
+"""FedMF, CoLR, SCoLR, SVD and top-k rounds, checked against numpy references."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_rec.algorithms import fedmf
+from tff_rec.algorithms import item_updates
+from tff_rec.data import implicit
+from tff_rec.runtime import inprocess
+
+N, D, LR, L2 = 8, 4, 0.5, 0.01
+
+
+def _dataset_computation(epochs: int, batch_size: int = 64):
+  @tff.tensorflow.computation(tff.TensorType(np.int32, [None]), tff.TensorType(np.int32, [None]),
+                              tff.TensorType(np.float32, [None]))
+  def build(epoch, item, label):
+    return implicit.epoch_batches(collections.OrderedDict(epoch=epoch, item=item, label=label),
+                                  epochs, batch_size)
+  return build
+
+
+def _config(form='full', rank=0, **overrides):
+  return fedmf.FedMFConfig(num_items=N, dim=D, form=item_updates.UpdateForm(form, rank),
+                           client_learning_rate=LR, l2=L2, seed=3, **overrides)
+
+
+def _rows(items, labels, epochs=1):
+  items, labels = np.tile(items, epochs), np.tile(labels, epochs)
+  return (np.repeat(np.arange(epochs), len(items) // epochs).astype(np.int32),
+          np.asarray(items, np.int32), np.asarray(labels, np.float32))
+
+
+ITEMS = np.random.default_rng(0).normal(size=(N, D)).astype(np.float32) / 2
+USERS = np.random.default_rng(1).normal(size=(3, D)).astype(np.float32) / 2
+# Client 0 reads items 0, 1 (item 0 twice), client 1 items 2, 3.
+DATA = [_rows([0, 1, 0], [1, 0, 1]), _rows([2, 3], [0, 1])]
+
+
+def _one_step_gradient(user, items, labels):
+  """(d loss / d item rows [N, D] with each row's mean over its occurrences, d / d user)."""
+  rows = ITEMS[items]
+  error = 1 / (1 + np.exp(-rows @ user)) - labels
+  grad = np.zeros_like(ITEMS)
+  for item in set(items):
+    at = items == item
+    grad[item] = np.mean(error[at, None] * user + 2 * L2 * rows[at], axis=0)
+  return grad, np.mean(error[:, None] * rows, 0) + 2 * L2 * user
+
+
+def _stored_round(config, clients=(0,), ranks=None):
+  process = fedmf.StoredUsersProcess(config, ITEMS, USERS, _dataset_computation(1))
+  state = process.initialize()
+  inputs = [(c, (ranks or {}).get(c, config.form.rank), DATA[c]) for c in clients]
+  return process, state, process.next(state, inputs)
+
+
+def test_fedmf_round_is_one_sgd_step_on_items_and_user(tff_runtime):
+  _, _, output = _stored_round(_config())
+  grad, user_grad = _one_step_gradient(USERS[0], DATA[0][1], DATA[0][2])
+  np.testing.assert_allclose(output.state['server']['items'], ITEMS - LR * grad, atol=1e-6)
+  np.testing.assert_allclose(output.state['users'][0], USERS[0] - LR * user_grad, atol=1e-6)
+  np.testing.assert_array_equal(output.state['users'][1:], USERS[1:])  # not in the cohort
+  np.testing.assert_allclose(output.metrics['train']['bytes_up'], N * D * 4)
+
+
+def test_colr_round_moves_items_by_the_gradient_projected_on_the_shared_basis(tff_runtime):
+  rank = 2
+  _, _, output = _stored_round(_config('colr', rank))
+  grad, _ = _one_step_gradient(USERS[0], DATA[0][1], DATA[0][2])
+  seed = item_updates.round_seeds(tf.constant([3, 0], tf.int64))[0]  # (config seed, round 0)
+  basis = item_updates.correlated_basis(seed, rank, D).numpy()
+  # A = -lr sqrt(r/d) G B^T from zero, and the server adds A B.
+  expected = ITEMS - LR * np.sqrt(rank / D) * grad @ basis.T @ basis
+  np.testing.assert_allclose(output.state['server']['items'], expected, atol=1e-6)
+  assert output.state['server']['round'] == 1
+  np.testing.assert_allclose(output.metrics['train']['bytes_up'], N * rank * 4)
+
+
+@pytest.mark.parametrize('average, touched_share', [('cohort', 0.5), ('touched', 1.0)])
+def test_item_average_over_the_cohort_or_over_the_clients_that_touched_it(
+    tff_runtime, average, touched_share):
+  _, _, output = _stored_round(_config(item_average=average), clients=(0, 1))
+  moved = output.state['server']['items'] - ITEMS
+  for client in (0, 1):
+    grad, _ = _one_step_gradient(USERS[client], DATA[client][1], DATA[client][2])
+    rows = sorted(set(DATA[client][1]))
+    np.testing.assert_allclose(moved[rows], -LR * touched_share * grad[rows], atol=1e-6)
+  np.testing.assert_array_equal(moved[4:], 0)  # no client touched items 4..7
+
+
+def test_scolr_clients_train_nested_columns_of_one_permutation(tff_runtime):
+  # Two clients at local rank 1 of R = 3 train the same column: a rank-1 update.
+  _, _, output = _stored_round(_config('scolr', 3), clients=(0, 1), ranks={0: 1, 1: 1})
+  moved = output.state['server']['items'] - ITEMS
+  assert np.linalg.matrix_rank(moved, tol=1e-6) == 1
+  np.testing.assert_allclose(output.metrics['train']['bytes_up'], N * 4)
+  _, _, output = _stored_round(_config('scolr', 3), clients=(0, 1), ranks={0: 1, 1: 3})
+  np.testing.assert_allclose(output.metrics['train']['bytes_up'], N * 4 * 2)  # mean of 1, 3
+  assert np.linalg.matrix_rank(output.state['server']['items'] - ITEMS, tol=1e-6) == 3
+
+
+@pytest.mark.parametrize('form, check', [
+    ('svd', lambda moved: np.linalg.matrix_rank(moved, tol=1e-6) <= 1),
+    ('topk', lambda moved: (moved != 0).sum() <= N // 2),  # k = n r / 2 entries
+])
+def test_compressed_updates_stay_compressed_after_aggregation(tff_runtime, form, check):
+  _, _, output = _stored_round(_config(form, 1), clients=(0, 1))
+  moved = output.state['server']['items'] - ITEMS
+  assert np.abs(moved).max() > 0 and check(moved)
+
+
+def test_reconstruction_round_is_mapreduce_and_runs_the_same_in_process(tff_runtime):
+  config = _config('colr', 2, reconstruction_epochs=1)
+  process = fedmf.build_reconstruction_process(config, ITEMS, _dataset_computation(2))
+  clients = [(USERS[c], np.int32(2), _rows(DATA[c][1], DATA[c][2], epochs=2)) for c in (0, 1)]
+  native = process.next(process.initialize(), clients)
+  local = inprocess.InProcessLearningProcess(process, threads=2)
+  try:
+    in_process = local.next(local.initialize(), clients)
+  finally:
+    local.close()
+  np.testing.assert_allclose(in_process.state['items'], native.state['items'], atol=1e-6)
+  assert np.abs(native.state['items'] - ITEMS).max() > 1e-4
+
+
+def test_secure_sum_of_colr_payloads_matches_the_plain_sum(tff_runtime):
+  """TFF's secure sum (clip to +-1, 32-bit quantization) in place of the plain sum."""
+  config = _config('colr', 2, reconstruction_epochs=1)
+  clients = [(USERS[c], np.int32(2), _rows(DATA[c][1], DATA[c][2], epochs=2)) for c in (0, 1)]
+  results = {}
+  for name, factory in (('plain', None), ('secure', tff.aggregators.SecureSumFactory(1.0))):
+    process = inprocess.InProcessLearningProcess(fedmf.build_reconstruction_process(
+        config, ITEMS, _dataset_computation(2), sum_factory=factory), threads=1)
+    try:
+      results[name] = process.next(process.initialize(), clients)
+    finally:
+      process.close()
+  np.testing.assert_allclose(results['secure'].state['items'], results['plain'].state['items'],
+                             atol=1e-6)
+  measurements = results['secure'].metrics['aggregation']
+  assert measurements['secure_upper_clipped_count'] == 0
+  assert measurements['secure_upper_threshold'] == 1.0
+
+
+def test_stored_users_refuse_reconstruction_and_vice_versa():
+  with pytest.raises(ValueError, match='stored user vectors are never reconstructed'):
+    fedmf.StoredUsersProcess(_config(reconstruction_epochs=1), ITEMS, USERS,
+                             _dataset_computation(1))
+  with pytest.raises(ValueError, match='needs reconstruction_epochs >= 1'):
+    fedmf.build_reconstruction_process(_config(), ITEMS, _dataset_computation(1))

@@ -1,0 +1,32 @@
+"""Implicit-feedback batching: per-epoch batches, and many users' batches side by side."""
+
+import collections
+
+import numpy as np
+
+from tff_rec.data import implicit
+
+
+def _rows(lengths, offset):
+  epoch = np.repeat(np.arange(len(lengths)), lengths).astype(np.int32)
+  return epoch, np.arange(len(epoch), dtype=np.int32) + offset
+
+
+def test_each_epoch_is_batched_on_its_own():
+  epoch, item = _rows([5, 5], 0)
+  dataset = implicit.epoch_batches(collections.OrderedDict(epoch=epoch, item=item), 2, 2)
+  batches = [b['item'].tolist() for b in dataset.as_numpy_iterator()]
+  assert batches == [[0, 1], [2, 3], [4], [5, 6], [7, 8], [9]]
+
+
+def test_padded_batches_hold_each_users_epoch_batches_in_order():
+  users = [_rows([5, 5], 0), _rows([2, 2], 100), _rows([7], 200)]
+  (items,), mask = implicit.padded_batches(users, batch_size=3)
+  assert items.shape == mask.shape == (3, 4, 3)  # user 0: [3, 2] + [3, 2] rows
+  for n, (epoch, item) in enumerate(users):
+    expected = implicit.epoch_batches(collections.OrderedDict(item=item),
+                                      int(epoch.max()) + 1, 3)
+    expected = [b['item'].tolist() for b in expected.as_numpy_iterator()]
+    got = [items[n, s][mask[n, s] > 0].tolist() for s in range(4)]
+    assert got[:len(expected)] == expected
+    assert not any(got[len(expected):])  # padding steps are empty

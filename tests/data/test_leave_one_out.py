@@ -1,0 +1,69 @@
+"""Leave-one-out splits: held-out items by time, fixed unseen negatives, skipped users."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tff_rec.data import leave_one_out
+
+
+def _ratings(rows):
+  return pd.DataFrame(rows, columns=['user_id', 'item_id', 'timestamp'])
+
+
+def test_latest_item_is_test_the_one_before_validation_rest_train_in_time_order():
+  # User 7 rated items 30, 10, 20, 40, 50 at times 5, 1, 3, 3, 9 (20 before 40: file order).
+  ratings = _ratings([(7, 30, 5), (7, 10, 1), (7, 20, 3), (7, 40, 3), (7, 50, 9),
+                      (8, 10, 1), (8, 20, 2), (8, 60, 3)])
+  split = leave_one_out.from_ratings(ratings, min_interactions=3, num_negatives=1, seed=0)
+  ids = split.item_ids
+  assert list(ids) == [10, 20, 30, 40, 50, 60]
+  assert list(split.user_ids) == [7, 8]
+  assert list(ids[split.train.of(0)]) == [10, 20, 40]
+  assert ids[split.held_out['validation'][0]] == 30 and ids[split.held_out['test'][0]] == 50
+  assert list(ids[split.train.of(1)]) == [10]
+  assert ids[split.held_out['test'][1]] == 60
+
+
+def test_negatives_are_distinct_never_interacted_and_fixed_by_the_seed():
+  rng = np.random.default_rng(1)
+  rows = [(u, int(i), t) for u in range(20) for t, i in enumerate(rng.choice(200, 30, False))]
+  split = leave_one_out.from_ratings(_ratings(rows), num_negatives=99, seed=3)
+  for part in ('validation', 'test'):
+    negatives = split.negatives[part]
+    assert negatives.shape == (20, 99)
+    for user in range(20):
+      history = np.concatenate([split.train.of(user), [split.held_out['validation'][user],
+                                                       split.held_out['test'][user]]])
+      assert len(set(negatives[user])) == 99
+      assert not np.isin(negatives[user], history).any()
+  again = leave_one_out.from_ratings(_ratings(rows), num_negatives=99, seed=3)
+  np.testing.assert_array_equal(again.negatives['test'], split.negatives['test'])
+  other = leave_one_out.from_ratings(_ratings(rows), num_negatives=99, seed=4)
+  assert not np.array_equal(other.negatives['test'], split.negatives['test'])
+
+
+def test_users_below_min_interactions_are_skipped_and_counted():
+  rows = ([(1, i, i) for i in range(25)] + [(2, i, i) for i in range(19)] + [(3, 0, 0)]
+          + [(4, 100 + i, i) for i in range(20)])
+  split = leave_one_out.from_ratings(_ratings(rows), min_interactions=20, num_negatives=1)
+  assert list(split.user_ids) == [1, 4] and split.skipped_users == 2
+  assert split.num_items == 45 and len(split.train.of(0)) == 23
+
+
+def test_a_repeated_item_counts_once_at_its_latest_position():
+  split = leave_one_out.from_sequences({5: np.array([1, 2, 3, 2, 4]), 6: np.arange(5, 9)},
+                                       min_interactions=3, num_negatives=1, seed=0)
+  ids = split.item_ids
+  assert list(ids[split.train.of(0)]) == [1, 3]
+  assert ids[split.held_out['validation'][0]] == 2 and ids[split.held_out['test'][0]] == 4
+
+
+@pytest.mark.parametrize('options, message', [
+    (dict(min_interactions=2), 'min_interactions must be >= 3'),
+    (dict(min_interactions=50), 'no user has 50 or more distinct items'),
+    (dict(num_negatives=30), 'fewer than 30 items they never interacted with'),
+])
+def test_bad_settings_are_refused_with_the_fix(options, message):
+  with pytest.raises(ValueError, match=message):
+    leave_one_out.from_sequences({1: np.arange(20), 2: np.arange(5, 25)}, **options)

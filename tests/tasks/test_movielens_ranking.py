@@ -1,0 +1,136 @@
+"""MovieLens leave-one-out ranking: client rows, evaluation, popularity, processes, bad input."""
+
+import numpy as np
+import pytest
+
+from tasks import movielens_ranking as task_lib
+from tests import fixtures
+from tff_rec.algorithms import baselines
+from tff_rec.training import loop
+
+SGD = baselines.OptimizerConfig('sgd', 0.5)
+
+
+def _task(data_dir, **overrides):
+  return task_lib.MovieLensRanking(task_lib.Config(data_dir=str(data_dir), **overrides))
+
+
+def _process(task, algorithm='colr', runtime='native', **options):
+  return task.learning_process(algorithm, client_optimizer=SGD, server_optimizer=
+                               baselines.OptimizerConfig('sgd', 1.0), runtime=runtime,
+                               **options)
+
+
+def test_client_rows_are_epochs_of_positives_and_fresh_unseen_negatives(ranking_dir):
+  task = _task(ranking_dir, num_negatives=3)
+  epoch, items, labels = task.client_rows(4, seed=1, epochs=2)
+  positives = task.data.train.of(4)
+  assert len(items) == 2 * 4 * len(positives)
+  for e in (0, 1):
+    chunk, chunk_labels = items[epoch == e], labels[epoch == e]
+    assert sorted(chunk[chunk_labels == 1]) == sorted(positives)
+    negatives = chunk[chunk_labels == 0]
+    assert len(negatives) == 3 * len(positives) and not np.isin(negatives, positives).any()
+  assert not np.array_equal(items[epoch == 0], items[epoch == 1])  # redrawn and reshuffled
+  np.testing.assert_array_equal(task.client_rows(4, seed=1, epochs=2)[1], items)
+
+
+def test_evaluation_ranks_each_held_out_item_among_its_own_negatives(ranking_dir):
+  task = _task(ranking_dir, embedding_dim=3)
+  rng = np.random.default_rng(0)
+  weights = {'items': rng.normal(size=(task.data.num_items, 3)),
+             'users': rng.normal(size=(len(task.data.user_ids), 3))}
+  hits, gains = [], []
+  for user, vector in enumerate(weights['users']):  # one user at a time, by hand
+    scores = weights['items'] @ vector
+    held_out = task.data.held_out['validation'][user]
+    rank = sum(scores[n] >= scores[held_out] for n in task.data.negatives['validation'][user])
+    hits.append(rank < 10)
+    gains.append(1 / np.log2(rank + 2) if rank < 10 else 0)
+  got = task.evaluate(weights, 'validation')
+  assert got['hr_at_10'] == pytest.approx(np.mean(hits))
+  assert got['ndcg_at_10'] == pytest.approx(np.mean(gains))
+  assert 0 < got['hr_at_10'] < 1
+
+
+def test_sequence_files_work_with_no_code_change(tmp_path):
+  rng = np.random.default_rng(0)
+  sequences = {u: rng.choice(np.arange(1, 301), size=int(rng.integers(20, 40)), replace=False)
+               for u in range(1, 13)}
+  sequences[13] = np.array([1, 2, 3])  # too short: skipped and counted
+  task = _task(fixtures.write_user_items(tmp_path / 'beauty', sequences))
+  assert len(task.data.user_ids) == 12 and task.data.skipped_users == 1
+  assert 'users with < 20 items skipped' in task.describe()
+
+
+def test_real_ml100k_split_and_popularity(real_ml100k):
+  task = _task(real_ml100k)
+  assert len(task.data.user_ids) == 943 and task.data.num_items == 1682
+  assert len(task.data.train.items) == 100_000 - 2 * 943
+  popularity = task.popularity('test')
+  assert popularity['hr_at_10'] == pytest.approx(0.404, abs=0.001)
+
+
+def test_real_beauty_keeps_users_with_20_items(real_beauty):
+  task = _task(real_beauty)
+  assert task.data.skipped_users > 20_000 and 0 < len(task.data.user_ids) < 2_000
+
+
+def test_federated_colr_learns_beyond_its_initial_ranking(ranking_dir, tff_runtime):
+  task = _task(ranking_dir, embedding_dim=8, batch_size=32)
+  process, ids, client_input = _process(task, rank=2)
+  initial = task.evaluate(process.get_model_weights(process.initialize()), 'validation')
+  _, metrics = loop.run(process, client_ids=ids, client_input=client_input,
+                        schedule=loop.Schedule(rounds=40, clients_per_round=10, eval_every=0),
+                        evaluate=lambda w: task.evaluate(w, 'validation'))
+  # Users walk through the catalogue in order: the next items are learnable.
+  assert metrics['hr_at_10'] > initial['hr_at_10'] + 0.2
+
+
+def test_reconstructed_users_at_evaluation_match_the_clients_reconstruction(ranking_dir):
+  import collections
+  import tensorflow as tf
+  from tff_rec.algorithms import fedmf
+  from tff_rec.data import implicit
+
+  task = _task(ranking_dir, embedding_dim=4, batch_size=16, user_state='reconstructed',
+               reconstruction_epochs=2)
+  _process(task, runtime='inprocess')
+  items = task.initial_items * 3
+  vectors = task.user_vectors(items)
+  for user in (0, 17):
+    rows = task.client_rows(user, [0, task_lib.EVAL_SEED_OFFSET, user], 2)
+    dataset = implicit.epoch_batches(
+        collections.OrderedDict(epoch=rows[0], item=rows[1], label=rows[2]), 2, 16)
+    alone = fedmf.reconstruct_user(task.fedmf_config, tf.constant(items),
+                                   tf.constant(task.initial_users[user]), dataset)
+    np.testing.assert_allclose(vectors[user], alone.numpy(), atol=1e-6)
+    assert np.abs(vectors[user] - task.initial_users[user]).max() > 0.01
+
+
+@pytest.mark.parametrize('state, runtime, options, message', [
+    ('stored', 'inprocess', {}, 'use --runtime=native or --user_state=reconstructed'),
+    ('reconstructed', 'native', dict(secure_sum_bound=1.0), 'native worker has no secure sum'),
+    ('stored', 'native', dict(rank=0), r'rank must be in 1..64'),
+    ('stored', 'native', dict(rank=65), r'rank must be in 1..64'),
+    ('stored', 'native', dict(rank=4, local_ranks='1-8'), r'local ranks \[1, 8\] must be in '
+     r'1..4 \(the global rank R\)'),
+    ('stored', 'native', dict(local_ranks='1-2'), 'local_ranks applies to scolr only'),
+    ('stored', 'native', dict(item_average='all'), "unknown item_average 'all'"),
+])
+def test_bad_settings_are_refused_before_training(ranking_dir, state, runtime, options,
+                                                  message):
+  task = _task(ranking_dir, user_state=state)
+  algorithm = 'scolr' if 'local_ranks' in options and options['local_ranks'] == '1-8' else 'colr'
+  with pytest.raises(ValueError, match=message):
+    _process(task, algorithm, runtime=runtime, **options)
+
+
+def test_scolr_local_ranks_uniform_or_by_client_group(ranking_dir):
+  task = _task(ranking_dir)
+  _, ids, client_input = _process(task, 'scolr', rank=4)
+  ranks = {client_input(c, seed)[1] for c in ids[:5] for seed in range(40)}
+  assert ranks == {1, 2, 3, 4}
+  _, ids, client_input = _process(task, 'scolr', rank=4, local_ranks='1-4')
+  ranks = [client_input(c, 0)[1] for c in ids]
+  assert ranks == [1] * 15 + [4] * 15  # users in id order, equal groups

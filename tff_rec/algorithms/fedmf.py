@@ -1,0 +1,328 @@
+"""Federated matrix factorization with private user vectors, and CoLR.
+
+Item vectors are global; each user's vector lives only on its client and is
+never sent or aggregated. Two ways to keep it between rounds:
+* stored: the client keeps its trained vector for the next round it joins.
+  A MapReduce round cannot hand a value back to a client, so the round here
+  returns each client's vector at tff.CLIENTS and `StoredUsersProcess` (the
+  driver) keeps every user's vector in the program state: TFF's native
+  runtime only.
+* reconstructed (TFF's federated reconstruction): each round the client
+  starts from its fixed initial vector, fits it with the item table frozen
+  for `reconstruction_epochs`, then trains as usual and discards it. The
+  round is a plain tff LearningProcess that both runtimes run.
+
+A round: the server broadcasts the item table W and the round's seed; each
+client trains its vector and its item update in the chosen form
+(item_updates: full, colr, scolr, svd, topk) with SGD for the local epochs,
+and sends its payload. Everything a client sends goes through one sum
+(`sum_factory`: TFF's plain sum, or its secure sum): the payload and its
+coverage (which rows / columns it speaks for). The server divides the two
+(a mean per entry), decodes (mean A times B for CoLR; a recompression for
+svd and topk), and adds it to W times the server learning rate. Clients are
+weighted equally, as the official code does in effect.
+
+`item_average`: 'cohort' (the paper's FedAvg mean over the cohort, an item
+no client touched counts as zero change) or 'touched' (the official code: the
+mean over the clients whose training touched the item, positives and
+sampled negatives; the client also sends that row mask).
+"""
+
+import collections
+import dataclasses
+import math
+from typing import Any, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_rec.algorithms import item_updates
+from tff_rec.models import mf
+from tff_rec.training import functional
+
+ITEM_AVERAGES = ('cohort', 'touched')
+
+
+@dataclasses.dataclass(frozen=True)
+class FedMFConfig:
+  num_items: int
+  dim: int
+  form: item_updates.UpdateForm = item_updates.UpdateForm()
+  client_learning_rate: float = 0.5
+  server_learning_rate: float = 1.0
+  l2: float = 0.0
+  reconstruction_epochs: int = 0  # 0: stored user vectors
+  item_average: str = 'cohort'
+  seed: int = 0
+
+  def __post_init__(self):
+    self.form.validate(self.dim)
+    if self.item_average not in ITEM_AVERAGES:
+      raise ValueError(f'unknown item_average {self.item_average!r}; choose one of '
+                       f'{ITEM_AVERAGES}')
+    if self.reconstruction_epochs < 0:
+      raise ValueError(f'reconstruction_epochs must be >= 0, got {self.reconstruction_epochs}')
+
+
+def _sgd(learning_rate: float) -> tff.learning.optimizers.Optimizer:
+  return tff.learning.optimizers.build_sgdm(learning_rate)
+
+
+def _loss(config: FedMFConfig, items: tf.Tensor):
+  """(weights, batch) -> loss with the item rows read from `items` (frozen)."""
+  def loss(weights, batch):
+    return mf.loss(weights['user'], mf.frequency_scaled_gather(items, batch['item']),
+                   batch['label'], config.l2)
+  return loss
+
+
+def reconstruct_user(config: FedMFConfig, items: tf.Tensor, user: tf.Tensor,
+                     dataset: tf.data.Dataset) -> tf.Tensor:
+  """The user vector fitted to `dataset` with the item table frozen."""
+  weights, _, _, _ = functional.train(_loss(config, items), _sgd(config.client_learning_rate),
+                                      {'user': user}, dataset)
+  return weights['user']
+
+
+@tf.function
+def _reconstruct_in_lockstep(items, users, item_ids, labels, mask, learning_rate, l2):
+  for step in tf.range(tf.shape(item_ids)[1]):
+    users -= learning_rate * mf.user_gradients(
+        users, tf.gather(items, item_ids[:, step]), labels[:, step], mask[:, step], l2)
+  return users
+
+
+def reconstruct_users(config: FedMFConfig, items: np.ndarray, users: np.ndarray,
+                      item_ids: np.ndarray, labels: np.ndarray, mask: np.ndarray
+                      ) -> np.ndarray:
+  """reconstruct_user for many users at once (evaluation): the same SGD steps,
+  users side by side. item_ids, labels, mask: [users, steps, batch]
+  (implicit.padded_batches)."""
+  return _reconstruct_in_lockstep(
+      tf.constant(items, tf.float32), tf.constant(users, tf.float32), tf.constant(item_ids),
+      tf.constant(labels), tf.constant(mask), tf.constant(config.client_learning_rate,
+                                                          tf.float32),
+      tf.constant(config.l2, tf.float32)).numpy()
+
+
+def _local_training(config: FedMFConfig, items, seed, user, local_rank, dataset):
+  """(payload, coverage, trained user, loss sum, count) of one client.
+
+  payload: [n, d] (full forms, after compression) or [n, R] (A).
+  """
+  form = config.form
+  if config.reconstruction_epochs:
+    user = reconstruct_user(config, items, user, dataset.filter(
+        lambda b: b['epoch'][0] < config.reconstruction_epochs))
+    dataset = dataset.filter(lambda b: b['epoch'][0] >= config.reconstruction_epochs)
+  if form.columns:
+    basis_seed, permutation_seed = item_updates.round_seeds(seed)
+    basis = item_updates.correlated_basis(basis_seed, form.rank, config.dim)
+    columns = (item_updates.column_mask(permutation_seed, form.rank, local_rank)
+               if form.name == 'scolr' else tf.ones([form.rank]))
+    gradient_scale = math.sqrt(form.rank / config.dim)  # the official code's, see README
+
+    def loss(weights, batch):
+      factor = mf.scale_gradient(weights['a'] * columns, gradient_scale)
+      rows = (mf.frequency_scaled_gather(items, batch['item'])
+              + tf.matmul(mf.frequency_scaled_gather(factor, batch['item']), basis))
+      return mf.loss(weights['user'], rows, batch['label'], config.l2)
+
+    start = {'user': user, 'a': tf.zeros([config.num_items, form.rank])}
+  else:
+    columns = tf.ones([config.dim])
+
+    def loss(weights, batch):
+      return _loss(config, weights['items'])(weights, batch)
+
+    start = {'user': user, 'items': items}
+  trained, _, loss_sum, count = functional.train(
+      loss, _sgd(config.client_learning_rate), start, dataset)
+  update = trained['a'] * columns if form.columns else trained['items'] - items
+  if config.item_average == 'touched':  # rows outside the data get exactly zero change
+    rows = tf.cast(tf.reduce_any(tf.not_equal(update, 0.0), axis=1), tf.float32)
+  else:
+    rows = tf.ones([config.num_items])
+  payload = update if form.columns else item_updates.compress(form, update)
+  return payload, rows[:, None] * columns[None, :], trained['user'], loss_sum, count
+
+
+def _upload_bytes(config: FedMFConfig, local_rank: tf.Tensor) -> tf.Tensor:
+  sizes = item_updates.payload_bytes(config.form, config.num_items, config.dim)
+  up = tf.constant(float(sizes['up']), tf.float64)
+  if config.form.name == 'scolr':  # `up` is per trained column
+    up *= tf.cast(local_rank, tf.float64)
+  if config.item_average == 'touched':  # the row mask, one bit per item
+    up += math.ceil(config.num_items / 8)
+  return up
+
+
+def build_round(config: FedMFConfig, initial_items: np.ndarray,
+                dataset_computation: tff.Computation, *,
+                sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None):
+  """(initialize, next) federated computations of one round.
+
+  next(state, client data) -> (state, each client's trained user vector at
+  CLIENTS, metrics). Client data: (user vector, local rank (scolr; else
+  ignored), the dataset computation's arguments). The dataset's elements
+  carry 'epoch' (the first reconstruction_epochs are reconstruction),
+  'item' and 'label'.
+  """
+  form = config.form
+  sum_factory = sum_factory or tff.aggregators.SumFactory()
+  items_type = tff.TensorType(np.float32, [config.num_items, config.dim])
+  seed_type = tff.TensorType(np.int64, [2])
+  user_type = tff.TensorType(np.float32, [config.dim])
+  sizes = item_updates.payload_bytes(form, config.num_items, config.dim)
+
+  @tff.tensorflow.computation
+  def server_init():
+    return collections.OrderedDict(items=tf.constant(initial_items, tf.float32),
+                                   round=tf.constant(0, tf.int64))
+
+  @tff.tensorflow.computation(items_type, np.int64)
+  def prepare(items, round_num):
+    return collections.OrderedDict(
+        items=items, seed=tf.stack([tf.constant(config.seed, tf.int64), round_num]))
+
+  broadcast_type = prepare.type_signature.result
+
+  @tff.tensorflow.computation(user_type, np.int32, dataset_computation.type_signature.result,
+                              broadcast_type)
+  def client_update(user, local_rank, dataset, broadcast):
+    payload, coverage, user, loss_sum, count = _local_training(
+        config, broadcast['items'], broadcast['seed'], user, local_rank, dataset)
+    return collections.OrderedDict(
+        value=collections.OrderedDict(payload=payload, coverage=coverage),
+        user=user,
+        metrics=collections.OrderedDict(
+            loss_sum=loss_sum, num_examples=count, clients=tf.constant(1, tf.int64),
+            bytes_up=_upload_bytes(config, local_rank)))
+
+  value_type = client_update.type_signature.result['value']
+  aggregation = sum_factory.create(value_type)
+
+  @tff.tensorflow.computation(items_type, np.int64, broadcast_type, value_type)
+  def server_update(items, round_num, broadcast, sums):
+    mean = sums['payload'] / tf.maximum(sums['coverage'], 1.0)
+    if form.columns:
+      basis_seed, _ = item_updates.round_seeds(broadcast['seed'])
+      update = tf.matmul(mean, item_updates.correlated_basis(basis_seed, form.rank,
+                                                             config.dim))
+    else:
+      update = item_updates.compress(form, mean)  # svd / topk: the compressed download
+    return items + config.server_learning_rate * update, round_num + 1
+
+  metrics_type = client_update.type_signature.result['metrics']
+
+  @tff.tensorflow.computation(metrics_type)
+  def round_metrics(sums):
+    clients = tf.cast(tf.maximum(sums['clients'], 1), tf.float64)
+    return collections.OrderedDict(
+        loss=sums['loss_sum'] / tf.cast(tf.maximum(sums['num_examples'], 1), tf.float32),
+        num_examples=sums['num_examples'],
+        bytes_up=sums['bytes_up'] / clients,
+        bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
+        bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64))
+
+  @tff.federated_computation
+  def initialize():
+    server = tff.federated_eval(server_init, tff.SERVER)
+    return tff.federated_zip(collections.OrderedDict(
+        items=server.items, round=server.round, aggregator=aggregation.initialize()))
+
+  state_type = initialize.type_signature.result
+  client_data_type = tff.FederatedType(
+      tff.StructType([('user', user_type), ('rank', np.int32),
+                      ('data', dataset_computation.type_signature.parameter)]),
+      tff.CLIENTS)
+
+  @tff.federated_computation(state_type, client_data_type)
+  def next_fn(state, client_data):
+    broadcast = tff.federated_map(prepare, (state.items, state.round))
+    datasets = tff.federated_map(dataset_computation, client_data.data)
+    outputs = tff.federated_map(client_update, (
+        client_data.user, client_data.rank, datasets, tff.federated_broadcast(broadcast)))
+    summed = aggregation.next(state.aggregator, outputs.value)
+    items, round_num = tff.federated_map(server_update, (
+        state.items, state.round, broadcast, summed.result))
+    metrics = tff.federated_zip(collections.OrderedDict(
+        train=tff.federated_map(round_metrics, tff.federated_sum(outputs.metrics)),
+        aggregation=summed.measurements))
+    new_state = tff.federated_zip(collections.OrderedDict(
+        items=items, round=round_num, aggregator=summed.state))
+    return new_state, outputs.user, metrics
+
+  return initialize, next_fn
+
+
+def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
+                                 dataset_computation: tff.Computation, *,
+                                 sum_factory=None) -> tff.learning.templates.LearningProcess:
+  """The round with reconstructed user vectors, as a LearningProcess (both runtimes).
+
+  get_model_weights gives the item table: a user's vector is reconstructed
+  from its data wherever it is needed (reconstruct_user).
+  """
+  if not config.reconstruction_epochs:
+    raise ValueError('a reconstruction process needs reconstruction_epochs >= 1')
+  initialize, round_fn = build_round(config, initial_items, dataset_computation,
+                                     sum_factory=sum_factory)
+  state_type, client_data_type = round_fn.type_signature.parameter
+
+  @tff.federated_computation(state_type, client_data_type)
+  def next_fn(state, client_data):
+    new_state, _, metrics = round_fn(state, client_data)
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+
+  @tff.tensorflow.computation(state_type.member)
+  def get_model_weights(state):
+    return state['items']
+
+  @tff.tensorflow.computation(state_type.member, get_model_weights.type_signature.result)
+  def set_model_weights(state, items):
+    state = collections.OrderedDict(state)  # pylint: disable=unsubscriptable-object
+    state['items'] = items
+    return state
+
+  return tff.learning.templates.LearningProcess(initialize, next_fn, get_model_weights,
+                                                set_model_weights)
+
+
+@dataclasses.dataclass
+class _Output:
+  state: Any
+  metrics: Any
+
+
+class StoredUsersProcess:
+  """initialize / next / get_model_weights with every user's vector in the state.
+
+  Client inputs are (user index, local rank, dataset arguments); the state is
+  {'server': the round's server state, 'users': [users, d]}, plain arrays a
+  checkpoint holds. Model weights: {'items': W, 'users': the vectors}.
+  """
+
+  def __init__(self, config: FedMFConfig, initial_items: np.ndarray,
+               initial_users: np.ndarray, dataset_computation: tff.Computation):
+    if config.reconstruction_epochs:
+      raise ValueError('stored user vectors are never reconstructed; set '
+                       'reconstruction_epochs=0')
+    self._initialize, self._next = build_round(config, initial_items, dataset_computation)
+    self._initial_users = np.asarray(initial_users, np.float32)
+
+  def initialize(self):
+    return {'server': self._initialize(), 'users': self._initial_users.copy()}
+
+  def next(self, state, client_inputs: Sequence[tuple[int, int, Any]]) -> _Output:
+    indices = [int(index) for index, _, _ in client_inputs]
+    server, trained, metrics = self._next(
+        state['server'], [(state['users'][i], np.int32(rank), arguments)
+                          for i, (_, rank, arguments) in zip(indices, client_inputs)])
+    users = state['users'].copy()
+    users[indices] = np.stack(trained)
+    return _Output({'server': server, 'users': users}, metrics)
+
+  def get_model_weights(self, state) -> dict[str, np.ndarray]:
+    return {'items': np.asarray(state['server']['items']), 'users': state['users']}

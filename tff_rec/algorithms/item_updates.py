@@ -1,0 +1,116 @@
+"""How a client's item-table update is shaped, sent and merged: FedMF's full
+update, CoLR's and SCoLR's correlated low-rank factor, and the SVD and top-k
+compressions CoLR compares against.
+
+* full: the client trains the whole table and sends its change (n x d).
+* colr (Nguyen et al.): the client trains A (n x r, from zero) in W + A B, B an
+  r x d matrix drawn by the server from the round's seed, identical for every
+  client of the round and frozen; it sends A. Since B is shared, the mean
+  update is mean(A) B: the aggregate is a plain sum of the payloads.
+* scolr: B has the global rank R; each client trains only r_i <= R of its
+  rows, the first r_i of a permutation shared by the round, and sends those
+  columns of A (the others are zero). Still a plain sum.
+* svd: the client trains the whole table, sends the rank-r SVD factors of its
+  change; the server compresses the mean change to rank r again for the
+  download (the official code compresses both ways).
+* topk: as svd, keeping the k largest-magnitude entries (value + index).
+"""
+
+import dataclasses
+import math
+
+import tensorflow as tf
+
+FORMS = ('full', 'colr', 'scolr', 'svd', 'topk')
+LOW_RANK = ('colr', 'scolr')  # the client trains A in W + A B
+BYTES_PER_FLOAT = 4
+BYTES_PER_INDEX = 4   # int32 entry indices of a top-k payload
+BYTES_PER_SEED = 8    # the round seed from which clients draw B
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateForm:
+  """An update form and its rank (colr, svd: r; scolr: the global R; topk: the
+  payload of a rank-r factor, n * r / 2 entries of value + index)."""
+  name: str = 'full'
+  rank: int = 0
+
+  def validate(self, dim: int) -> None:
+    if self.name not in FORMS:
+      raise ValueError(f'unknown update form {self.name!r}; choose one of {FORMS}')
+    if self.name != 'full' and not 1 <= self.rank <= dim:
+      raise ValueError(f'rank must be in 1..{dim} (the embedding dimension) for '
+                       f'{self.name}, got {self.rank}')
+
+  @property
+  def columns(self) -> int | None:
+    """Width of the trained factor A (None: the client trains the table itself)."""
+    return self.rank if self.name in LOW_RANK else None
+
+  def top_k(self, num_items: int) -> int:
+    return max(1, num_items * self.rank // 2)
+
+
+def correlated_basis(seed: tf.Tensor, rank: int, dim: int) -> tf.Tensor:
+  """B: a Gaussian r x d matrix with its rows orthonormalised, scaled by
+  sqrt(d / r) so that E[B^T B] = I (the paper's appendix D; the official
+  code's 'orthnorm')."""
+  gaussian = tf.random.stateless_normal([rank, dim], seed)
+  _, u, v = tf.linalg.svd(gaussian)
+  return tf.matmul(u, v, transpose_b=True) * math.sqrt(dim / rank)
+
+
+def column_mask(seed: tf.Tensor, rank: int, local_rank: tf.Tensor) -> tf.Tensor:
+  """[rank] 1.0 for the first `local_rank` columns of a permutation drawn from `seed`."""
+  position = tf.argsort(tf.argsort(tf.random.stateless_uniform([rank], seed)))
+  return tf.cast(position < local_rank, tf.float32)
+
+
+def round_seeds(seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+  """(B's seed, the SCoLR permutation's seed) of a round seed."""
+  split = tf.random.experimental.stateless_split(seed, 2)
+  return split[0], split[1]
+
+
+def svd_compress(matrix: tf.Tensor, rank: int) -> tf.Tensor:
+  """The best rank-r approximation of `matrix` (what its SVD factors decode to)."""
+  s, u, v = tf.linalg.svd(matrix)
+  return tf.matmul(u[:, :rank] * s[:rank], v[:, :rank], transpose_b=True)
+
+
+def top_k_compress(matrix: tf.Tensor, k: int) -> tf.Tensor:
+  """`matrix` with all but its k largest-magnitude entries set to zero."""
+  flat = tf.reshape(matrix, [-1])
+  kept = tf.math.top_k(tf.abs(flat), k).indices
+  return tf.reshape(tf.scatter_nd(kept[:, None], tf.gather(flat, kept), tf.shape(flat)),
+                    tf.shape(matrix))
+
+
+def compress(form: UpdateForm, update: tf.Tensor) -> tf.Tensor:
+  """What a full-table update decodes to after the form's compression."""
+  if form.name == 'svd':
+    return svd_compress(update, form.rank)
+  if form.name == 'topk':
+    return top_k_compress(update, form.top_k(update.shape[0]))
+  return update
+
+
+def payload_bytes(form: UpdateForm, num_items: int, dim: int) -> dict[str, int]:
+  """Bytes per client per round: 'up' (for scolr: per column trained),
+  'down_update' (the round's global update, for a client that holds the
+  previous model) and 'down_model' (the whole table, for any client)."""
+  table = num_items * dim * BYTES_PER_FLOAT
+  factor = num_items * form.rank * BYTES_PER_FLOAT
+  if form.name in LOW_RANK:
+    # Up: A (scolr: its trained columns). Down: the previous round's mean A
+    # and seed, then this round's seed.
+    up = num_items * BYTES_PER_FLOAT if form.name == 'scolr' else factor
+    return dict(up=up, down_update=factor + 2 * BYTES_PER_SEED,
+                down_model=table + BYTES_PER_SEED)
+  if form.name == 'svd':
+    factors = form.rank * (num_items + dim) * BYTES_PER_FLOAT
+    return dict(up=factors, down_update=factors, down_model=table)
+  if form.name == 'topk':
+    entries = form.top_k(num_items) * (BYTES_PER_FLOAT + BYTES_PER_INDEX)
+    return dict(up=entries, down_update=entries, down_model=table)
+  return dict(up=table, down_update=table, down_model=table)

@@ -1,0 +1,60 @@
+"""Training examples from implicit feedback: sampled negatives, per-epoch batches."""
+
+import numpy as np
+import tensorflow as tf
+
+
+def unseen_items(seen: np.ndarray, count: int, num_items: int, rng) -> np.ndarray:
+  """`count` items drawn uniformly (with replacement) from those not in `seen`.
+
+  Rejection sampling: fast while `seen` is a small part of the catalogue.
+  """
+  seen = np.sort(seen)
+  draws = rng.integers(0, num_items, size=count)
+  while len(seen):
+    at = np.minimum(np.searchsorted(seen, draws), len(seen) - 1)
+    rejected = seen[at] == draws
+    if not rejected.any():
+      return draws
+    draws[rejected] = rng.integers(0, num_items, size=int(rejected.sum()))
+  return draws
+
+
+def epoch_batches(columns: dict[str, tf.Tensor], epochs: int, batch_size: int
+                  ) -> tf.data.Dataset:
+  """Batches of `columns`, whose rows are `epochs` equal epochs one after the
+  other; each epoch is batched on its own (its last batch may be partial), as
+  a per-epoch DataLoader would."""
+  per_epoch = tf.shape(tf.nest.flatten(columns)[0])[0] // epochs
+  by_epoch = tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(
+      lambda c: tf.reshape(c, [epochs, per_epoch, *c.shape[1:]]), columns))
+  return by_epoch.flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(epoch)
+                           .batch(batch_size))
+
+
+def padded_batches(users_rows: list[tuple[np.ndarray, ...]], batch_size: int
+                   ) -> tuple[list[np.ndarray], np.ndarray]:
+  """Many users' epoch_batches side by side, for training them in lockstep.
+
+  users_rows: per user, (epoch, column, column, ...) arrays of its rows,
+  epochs one after the other. Returns ([users, steps, batch_size] arrays of
+  each column, zero-padded) and the [users, steps, batch_size] 0/1 mask of
+  real rows: user n's s-th batch is exactly its s-th batch of epoch_batches.
+  """
+  placed = []
+  for epoch, *_ in users_rows:
+    starts = np.flatnonzero(np.diff(epoch, prepend=-1))  # first row of each epoch
+    lengths = np.diff(np.append(starts, len(epoch)))
+    first_batch = np.concatenate([[0], np.cumsum(-(-lengths // batch_size))])[:-1]
+    within = np.arange(len(epoch)) - np.repeat(starts, lengths)
+    placed.append((np.repeat(first_batch, lengths) + within // batch_size,
+                   within % batch_size))
+  steps = max([int(b.max()) + 1 for b, _ in placed if len(b)] or [1])
+  shape = (len(users_rows), steps, batch_size)
+  mask = np.zeros(shape, np.float32)
+  columns = [np.zeros(shape, np.asarray(c).dtype) for c in users_rows[0][1:]] if users_rows else []
+  for n, ((batch, slot), (_, *values)) in enumerate(zip(placed, users_rows)):
+    mask[n, batch, slot] = 1
+    for column, value in zip(columns, values):
+      column[n, batch, slot] = value
+  return columns, mask

@@ -1,0 +1,82 @@
+"""Matrix factorization for implicit feedback (FedMF, as CoLR trains it).
+
+score(u, i) = <user vector, item row>; loss: binary cross-entropy on
+(user, item, label) rows (positives and sampled negatives), averaged over
+the batch, plus `l2` x the squared norms of the batch's user and item rows
+/ batch size (the official code's decay on the batch's embeddings).
+
+Each item row moves by the mean of its occurrences' gradients in the batch,
+not their sum divided by the batch size: item lookups go through
+`frequency_scaled_gather`. That is the update of CoLR's official code
+(PyTorch embeddings with scale_grad_by_freq and the learning rate multiplied
+by the batch size), which the paper's learning rates (0.5 on ML-1M) assume.
+The user vector, in every row of a client's batch, moves by the batch mean.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+
+def initial_table(rows: int, dim: int, seed: int) -> np.ndarray:
+  """N(0, 1/dim) entries, as the official code (a dot product of two has variance 1/dim)."""
+  rng = np.random.default_rng(seed)
+  return (rng.standard_normal((rows, dim)) / np.sqrt(dim)).astype(np.float32)
+
+
+def initial_user(user: int, dim: int, seed: int) -> np.ndarray:
+  """The starting vector of one user: a function of (seed, user) only."""
+  return initial_table(1, dim, [seed, user])[0]
+
+
+def frequency_scaled_gather(table: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
+  """tf.gather whose gradient for each occurrence of an id is scaled by
+  (number of ids) / (occurrences of that id): with a batch-mean loss, each
+  row then moves by the mean gradient of its occurrences."""
+
+  @tf.custom_gradient
+  def gather(table):
+    def grad(upstream):
+      _, index, counts = tf.unique_with_counts(ids)
+      scale = tf.cast(tf.size(ids), upstream.dtype) / tf.cast(
+          tf.gather(counts, index), upstream.dtype)
+      return tf.IndexedSlices(upstream * scale[:, None], ids, tf.shape(table, tf.int64))
+    return tf.gather(table, ids), grad
+
+  return gather(table)
+
+
+def scale_gradient(x: tf.Tensor, scale: float) -> tf.Tensor:
+  """x in the forward pass; its gradient times `scale` in the backward pass."""
+
+  @tf.custom_gradient
+  def identity(x):
+    return tf.identity(x), lambda upstream: tf.convert_to_tensor(upstream) * scale
+
+  return identity(x)
+
+
+def loss(users: tf.Tensor, item_rows: tf.Tensor, labels: tf.Tensor, l2: float) -> tf.Tensor:
+  """Mean BCE of the batch's (user, item) rows plus the L2 term.
+
+  users: [batch, d] rows, or one [d] vector (a client's) for every row.
+  """
+  users = tf.broadcast_to(users, tf.shape(item_rows))
+  bce = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+      labels=labels, logits=tf.reduce_sum(users * item_rows, axis=-1)))
+  batch = tf.cast(tf.shape(item_rows)[0], tf.float32)
+  return bce + l2 * (tf.reduce_sum(tf.square(item_rows)) + tf.reduce_sum(tf.square(users))
+                     ) / batch
+
+
+def user_gradients(users: tf.Tensor, item_rows: tf.Tensor, labels: tf.Tensor,
+                   mask: tf.Tensor, l2: float) -> tf.Tensor:
+  """The gradient of `loss` with respect to each user's vector, for many users at once.
+
+  users [N, d]; item_rows [N, B, d], labels and mask [N, B]: user n's batch is
+  its rows with mask 1 (a user with none gets a zero gradient). Closed form:
+  mean over the batch of (sigmoid(score) - label) x item row, plus 2 l2 u.
+  """
+  rows = tf.reduce_sum(mask, axis=1, keepdims=True)
+  error = (tf.sigmoid(tf.einsum('nd,nbd->nb', users, item_rows)) - labels) * mask
+  gradient = tf.einsum('nb,nbd->nd', error, item_rows) + 2.0 * l2 * users * rows
+  return tf.math.divide_no_nan(gradient, rows)
