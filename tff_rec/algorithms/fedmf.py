@@ -106,7 +106,7 @@ def reconstruct_users(config: FedMFConfig, items: np.ndarray, users: np.ndarray,
       tf.constant(config.l2, tf.float32)).numpy()
 
 
-def _local_training(config: FedMFConfig, items, seed, user, local_rank, dataset):
+def client_training(config: FedMFConfig, items, seed, user, local_rank, dataset):
   """(payload, coverage, trained user, loss sum, count) of one client.
 
   payload: [n, d] (full forms, after compression) or [n, R] (A).
@@ -191,7 +191,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   @tff.tensorflow.computation(user_type, np.int32, dataset_computation.type_signature.result,
                               broadcast_type)
   def client_update(user, local_rank, dataset, broadcast):
-    payload, coverage, user, loss_sum, count = _local_training(
+    payload, coverage, user, loss_sum, count = client_training(
         config, broadcast['items'], broadcast['seed'], user, local_rank, dataset)
     return collections.OrderedDict(
         value=collections.OrderedDict(payload=payload, coverage=coverage),
