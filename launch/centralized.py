@@ -48,7 +48,7 @@ def main(argv):
   if steps and FLAGS.task != 'movielens_ctr':
     raise app.UsageError(f'--steps_per_epoch does not apply to --task={FLAGS.task}')
   out = common.output_dir(common.run_config(
-      config, epochs=FLAGS.epochs, optimizer=vars(optimizer), eval_every=FLAGS.eval_every,
+      config, epochs=FLAGS.epochs, optimizer=optimizer.settings(), eval_every=FLAGS.eval_every,
       **steps))
   print(f'{FLAGS.task} centralized: {task.describe()}; output in {out}', flush=True)
   csv = tff.program.CSVFileReleaseManager(str(out / 'metrics.csv'), key_fieldname='epoch')

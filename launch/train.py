@@ -47,6 +47,9 @@ flags.DEFINE_enum('server_optimizer', None, baselines.OPTIMIZERS, "Server optimi
 flags.DEFINE_float('server_learning_rate', None, "Server learning rate (default: the "
                    "task's; 0.01 / 1.0, which replaces the model by the mean).",
                    lower_bound=0)
+flags.DEFINE_float('server_adaptivity', None, "adagrad / adam server: Reddi et al.'s tau, "
+                   "the epsilon and (adagrad) sqrt of the starting accumulator (default: the "
+                   "task's; TFF's defaults, metaua 1e-3).", lower_bound=0)
 flags.DEFINE_integer('eval_every', 10, 'Evaluate every N rounds (0: only after the last).',
                      lower_bound=0)
 flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower_bound=1)
@@ -67,6 +70,21 @@ flags.DEFINE_enum('heat', None, ['clients', 'examples'], "Feature heat and clien
                   "paper); 'examples' counts and weighs training examples (the official "
                   'code) (default clients).')
 flags.DEFINE_float('proximal_strength', None, 'FedProx mu (default 0.01).', lower_bound=0)
+# MetaUA (movielens_ctr)
+flags.DEFINE_float('meta_lr', None, "MetaUA's SGD learning rate on the meta parameters "
+                   '(default 2.0, the paper\'s).', lower_bound=0)
+flags.DEFINE_list('attributes', None, 'MetaUA client attributes (z1..z6): num_samples, '
+                  'local_loss, update_norm, loss_ratio, positive_rate, unique_features '
+                  '(default local_loss).')
+flags.DEFINE_boolean('client_weighting', None, 'MetaUA: learn client weights (off: FedAvg '
+                     'weights) (default on).')
+flags.DEFINE_boolean('server_lr_scaling', None, 'MetaUA: learn the per-layer server '
+                     'learning-rate scale (off: 1) (default on).')
+flags.DEFINE_enum('meta_loss', None, ['sum', 'client_mean', 'mean'], "MetaUA's meta loss "
+                  "over the cohort's query examples: summed (the paper's eq. 1), each "
+                  "client's mean summed, or the mean over all (default sum).")
+flags.DEFINE_float('query_fraction', None, "MetaUA: share of each client's training "
+                   'examples held out as its query set (default 0.2).')
 # CoLR and its baselines (movielens_ranking)
 flags.DEFINE_integer('rank', None, 'colr / svd: the rank r of the item update; scolr: the '
                      'global rank R; topk: keep as many entries as a rank-r factor '
@@ -85,7 +103,9 @@ flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
 OPTION_FLAGS = ('capacities', 'capacity_fractions', 'capacity_assignment', 'heat',
-                'proximal_strength', 'rank', 'local_ranks', 'item_average', 'secure_sum_bound')
+                'proximal_strength', 'rank', 'local_ranks', 'item_average', 'secure_sum_bound',
+                'meta_lr', 'attributes', 'client_weighting', 'server_lr_scaling',
+                'query_fraction', 'meta_loss')
 
 
 def _algorithm_options(task_class) -> dict:
@@ -93,6 +113,8 @@ def _algorithm_options(task_class) -> dict:
   for name in options:
     if name not in task_class.ALGORITHM_OPTIONS:
       raise app.UsageError(f'--{name} does not apply to --task={FLAGS.task}')
+  if 'attributes' in options:
+    options['attributes'] = tuple(options['attributes'])
   if 'capacity_fractions' in options:
     try:
       options['capacity_fractions'] = tuple(float(f) for f in options['capacity_fractions'])
@@ -113,7 +135,7 @@ def main(argv):
   task_config = common.task_config()
   setting = {**task_class.TRAIN_DEFAULTS,
              **getattr(task_class, 'ALGORITHM_DEFAULTS', {}).get(FLAGS.algorithm, {}),
-             **common.set_flags(task_class.TRAIN_DEFAULTS)}
+             **common.set_flags([*task_class.TRAIN_DEFAULTS, 'server_adaptivity'])}
   try:
     schedule = loop.Schedule(
         rounds=FLAGS.rounds, clients_per_round=setting['clients_per_round'],
@@ -121,8 +143,11 @@ def main(argv):
         seed=task_config.seed)
     client_optimizer = baselines.OptimizerConfig(setting['client_optimizer'],
                                                  setting['client_learning_rate'])
+    adaptivity = setting.get('server_adaptivity')
+    if FLAGS.server_adaptivity is None and setting['server_optimizer'] == 'sgd':
+      adaptivity = None  # a default tau of an adaptive server the flags replaced by SGD
     server_optimizer = baselines.OptimizerConfig(setting['server_optimizer'],
-                                                 setting['server_learning_rate'])
+                                                 setting['server_learning_rate'], adaptivity)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   task = common.build_task(task_config)
@@ -141,7 +166,8 @@ def main(argv):
       raise app.UsageError(f'--{e}') from None
     out = common.output_dir(common.run_config(
         task_config, algorithm=FLAGS.algorithm, **options, runtime=FLAGS.runtime,
-        client_optimizer=vars(client_optimizer), server_optimizer=vars(server_optimizer),
+        client_optimizer=client_optimizer.settings(),
+        server_optimizer=server_optimizer.settings(),
         **vars(schedule)))
     print(f'{FLAGS.task}: {task.describe()}; {FLAGS.algorithm}, {len(client_ids)} '
           f'training clients; output in {out}', flush=True)

@@ -7,9 +7,11 @@ CTR model), from tff_rec.models.ctr. Metrics: exact AUC and logloss of the
 global model on the pooled test examples, and its loss on the pooled training
 examples (FedSubAvg's target for the rating task is a train loss).
 
-Algorithms: FedAvg, FedSubAvg, FedProx, FedAdam, FedAdagrad, and exact
+Algorithms: FedAvg, FedSubAvg, FedProx, FedAdam, FedAdagrad, exact
 SCAFFOLD (client control variates kept by the driver: native runtime, small
-models). All but SCAFFOLD aggregate through FedSubAvgFactory, which reports
+models), and MetaUA and FedNova (tff_rec.algorithms.metaua: each client's
+training examples split once, with a seed, into support and query; native
+runtime). All but SCAFFOLD aggregate through FedSubAvgFactory, which reports
 the submodel bytes a client would move; only fedsubavg applies the heat
 correction. Client weighting goes
 with the heat: 'clients' (the paper: n_m counts clients, uniform weights)
@@ -27,13 +29,15 @@ import tensorflow_federated as tff
 from tff_rec import metrics
 from tff_rec.aggregators import fedsubavg
 from tff_rec.algorithms import baselines
+from tff_rec.algorithms import metaua
 from tff_rec.algorithms import scaffold
 from tff_rec.data import ctr
 from tff_rec.data import movielens
 from tff_rec.models import ctr as ctr_models
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
-ALGORITHMS = ('fedavg', 'fedsubavg', 'fedprox', 'fedadam', 'fedadagrad', 'scaffold')
+ALGORITHMS = ('fedavg', 'fedsubavg', 'fedprox', 'fedadam', 'fedadagrad', 'scaffold', 'metaua',
+              'fednova')
 HEAT = ('clients', 'examples')
 # FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
 SERVER_OPTIMIZER_OF = {'fedadam': 'adam', 'fedadagrad': 'adagrad'}
@@ -85,8 +89,12 @@ class MovieLensCtr:
                         server_optimizer='sgd', server_learning_rate=1.0)
   ALGORITHM_DEFAULTS = {'fedadam': dict(server_optimizer='adam', server_learning_rate=0.01),
                         'fedadagrad': dict(server_optimizer='adagrad',
-                                           server_learning_rate=0.1)}
-  ALGORITHM_OPTIONS = ('heat', 'proximal_strength')
+                                           server_learning_rate=0.1),
+                        # MetaUA: the paper's FedAdagrad, accumulator from ~0 (Reddi et al.)
+                        'metaua': dict(server_optimizer='adagrad', server_learning_rate=0.1,
+                                       server_adaptivity=1e-3)}
+  ALGORITHM_OPTIONS = ('heat', 'proximal_strength', 'meta_lr', 'attributes', 'client_weighting',
+                       'server_lr_scaling', 'query_fraction', 'meta_loss')
   EVAL_PARTS = ('eval', 'eval')
   PROGRESS = {'loss': 'train/client_work/train/loss', 'train loss': 'eval/train_loss',
               'test auc': 'eval/test_auc'}
@@ -215,13 +223,18 @@ class MovieLensCtr:
 
   def learning_process(self, algorithm: str, *, client_optimizer: baselines.OptimizerConfig,
                        server_optimizer: baselines.OptimizerConfig, runtime: str,
-                       heat: str = 'clients', proximal_strength: float = 0.01):
-    """(process, training client ids, client input fn) for one algorithm."""
+                       heat: str = 'clients', proximal_strength: float = 0.01,
+                       **meta_options):
+    """(process, training client ids, client input fn) for one algorithm;
+    meta_options: _meta_aggregation's (MetaUA, FedNova)."""
     if algorithm not in ALGORITHMS:
       raise ValueError(f'unknown algorithm {algorithm!r} for movielens_ctr; choose one '
                        f'of {ALGORITHMS}')
     if algorithm == 'scaffold':
       return self._scaffold(client_optimizer, server_optimizer, runtime)
+    if algorithm in ('metaua', 'fednova'):
+      return self._meta_aggregation(algorithm, client_optimizer, server_optimizer, runtime,
+                                    **meta_options)
     if heat not in HEAT:
       raise ValueError(f'unknown heat {heat!r}; choose one of {HEAT}')
     if heat == 'examples' and self.config.local_steps:
@@ -264,6 +277,77 @@ class MovieLensCtr:
       return index[client_id], self.client_arguments(client_id, seed)
 
     return process, ids, client_input
+
+  def _meta_aggregation(self, algorithm: str, client_optimizer: baselines.OptimizerConfig,
+                        server_optimizer: baselines.OptimizerConfig, runtime: str, *,
+                        meta_lr: float = 2.0, attributes=('local_loss',),
+                        client_weighting: bool = True, server_lr_scaling: bool = True,
+                        query_fraction: float = 0.2, meta_loss: str = 'sum'):
+    """MetaUA (or FedNova: FedAvg weights, updates normalised by local steps)."""
+    if runtime != 'native':
+      raise ValueError(f'{algorithm} aggregates each client\'s update at the server, which '
+                       'a MapReduce round cannot; use --runtime=native')
+    if client_optimizer.name != 'sgd':
+      raise ValueError(f'{algorithm} clients take SGD steps; got {client_optimizer.name}')
+    if not 0 <= query_fraction < 1:
+      raise ValueError(f'query_fraction must be in [0, 1), got {query_fraction}')
+    if algorithm == 'fednova':
+      config = metaua.MetaUAConfig(client_weighting=False, server_lr_scaling=False,
+                                   normalize_by_steps=True)
+      query_fraction = 0.0  # FedNova has no meta loss: clients train on all their data
+    else:
+      config = metaua.MetaUAConfig(attributes=tuple(attributes), meta_learning_rate=meta_lr,
+                                   client_weighting=client_weighting,
+                                   server_lr_scaling=server_lr_scaling, meta_loss=meta_loss)
+    layers = [v.name.split('/')[0] for v in self.keras_model().trainable_variables]
+    groups = [sorted(set(layers), key=layers.index).index(l) for l in layers]
+    parameters = sum(int(np.prod(v.shape)) for v in self.keras_model().trainable_variables)
+    process = metaua.MetaUAProcess(
+        self.model_fn, self.meta_dataset_computation, config=config,
+        client_learning_rate=client_optimizer.learning_rate,
+        server_optimizer=server_optimizer.build(), groups=groups, model_bytes=4 * parameters)
+
+    def client_input(client_id: str, seed: int):
+      return self.meta_client_arguments(client_id, seed, query_fraction)
+
+    return process, self.train_client_ids, client_input
+
+  def meta_client_arguments(self, client_id: str, seed: int, query_fraction: float):
+    """((support features, labels, query features, labels, seed), the support's
+    metaua.DATA_ATTRIBUTES (examples, click rate, distinct feature values)): a fixed seeded
+    split of the client's training examples, round(fraction x n) of them query
+    (none for a client of one example)."""
+    index = self._client_index[client_id]
+    rows = self._train_rows[index]
+    query = min(int(round(query_fraction * len(rows))), len(rows) - 1)
+    in_query = np.zeros(len(rows), bool)
+    in_query[np.random.default_rng([self.config.seed, index]).permutation(len(rows))[:query]] = True
+    support, held = rows[~in_query], rows[in_query]  # each in data order
+    features = self.examples.take(support, self.spec.columns)
+    distinct = sum(len(np.unique(v[v != 0])) for v in features.values())
+    labels = self.examples.labels
+    return ((collections.OrderedDict(features), labels[support],
+             collections.OrderedDict(self.examples.take(held, self.spec.columns)),
+             labels[held], np.int64(seed)),
+            np.array([len(support), labels[support].mean(), distinct], np.float32))
+
+  @functools.cached_property
+  def meta_dataset_computation(self) -> tff.Computation:
+    """(support, query arrays, seed) -> (train: E shuffled epochs of the support
+    batches, one pass over the support, one pass over the query)."""
+    features, _ = self.input_spec
+    feature_type = collections.OrderedDict(
+        (c, tff.TensorType(np.int32, spec.shape)) for c, spec in features.items())
+    labels_type = tff.TensorType(np.float32, [None])
+
+    @tff.tensorflow.computation(feature_type, labels_type, feature_type, labels_type, np.int64)
+    def build(support, support_labels, query, query_labels, seed):
+      support = tf.data.Dataset.from_tensor_slices((support, support_labels))
+      query = tf.data.Dataset.from_tensor_slices((query, query_labels))
+      once = lambda d: d.batch(self.config.batch_size).map(lambda x, y: (x, y[:, None]))
+      return self.batches(support, seed=seed), once(support), once(query)
+
+    return build
 
   # Evaluation --------------------------------------------------------------
 

@@ -63,6 +63,19 @@ def _rows(out):
     return list(csv.DictReader(f))
 
 
+def _kill_after_round_2_and_resume(flags, out):
+  """Starts a 4-round run, kills it once round 2 is checkpointed, and runs it again."""
+  child = _start(*flags, f'--output_dir={out}')
+  for line in child.stdout:
+    if line.startswith('round 2/4'):
+      break
+  child.send_signal(signal.SIGKILL)
+  child.wait()
+  done = _train(*flags, f'--output_dir={out}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert 'resumed from checkpoint at round 3' in done.stdout
+
+
 def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   flags = [f'--data_dir={ml100k_dir}', *FAST]
   whole = tmp_path / 'whole'
@@ -78,15 +91,7 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   assert (whole / 'tensorboard').is_dir()
 
   cut = tmp_path / 'cut'
-  child = _start(*flags, f'--output_dir={cut}')
-  for line in child.stdout:  # kill it once round 2 is checkpointed
-    if line.startswith('round 2/4'):
-      break
-  child.send_signal(signal.SIGKILL)
-  child.wait()
-  done = _train(*flags, f'--output_dir={cut}')
-  assert done.returncode == 0, done.stderr[-3000:]
-  assert 'resumed from checkpoint at round 3' in done.stdout
+  _kill_after_round_2_and_resume(flags, cut)
   assert [r['round'] for r in _rows(cut)] == ['1', '2', '3', '4']
   resumed = json.loads((cut / 'summary.json').read_text())
   for key, value in summary.items():
@@ -153,10 +158,31 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
     ('--algorithm=fedadam --server_optimizer=sgd',
      'fedadam is FedAvg with a adam server optimizer, got sgd'),
     ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_ctr'),
+    ('--algorithm=metaua --runtime=inprocess', 'metaua aggregates each client\'s update at '
+     'the server'),
+    ('--algorithm=metaua --attributes=zip', 'attributes must be a non-empty subset'),
+    ('--algorithm=fedavg --server_adaptivity=0.001', 'adaptivity applies to adagrad and adam'),
 ])
 def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path):
   _assert_refused(message, tmp_path, '--task=movielens_ctr', f'--data_dir={ml100k_dir}',
                   *flag.split())
+
+
+def test_ctr_metaua_trains_with_its_switches_and_reports_meta_metrics(ml100k_dir, tmp_path):
+  out = tmp_path / 'out'
+  done = _train('--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=metaua',
+                '--model=dcn', '--rounds=3', '--clients_per_round=6', '--eval_every=3',
+                '--batch_size=8', '--attributes=local_loss,update_norm', '--noclient_weighting',
+                '--meta_loss=client_mean', f'--output_dir={out}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  summary = json.loads((out / 'summary.json').read_text())
+  assert 0 <= summary['eval/test_auc'] <= 1
+  assert summary['train/meta/max_client_weight'] < 1 and summary['train/bytes_up'] > 0
+  config = json.loads((out / 'config.json').read_text())
+  assert config['server_optimizer'] == {'name': 'adagrad', 'learning_rate': 0.1,
+                                        'adaptivity': 1e-3}
+  assert (config['client_weighting'], config['attributes']) == (False,
+                                                                ['local_loss', 'update_norm'])
 
 
 def test_ctr_fedsubavg_reports_rounds_to_target_and_submodel_bytes(ml100k_dir, tmp_path):
@@ -215,15 +241,7 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path):
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((whole / 'summary.json').read_text())
   cut = tmp_path / 'cut'
-  child = _start(*flags, f'--output_dir={cut}')
-  for line in child.stdout:  # kill it once round 2 is checkpointed
-    if line.startswith('round 2/4'):
-      break
-  child.send_signal(signal.SIGKILL)
-  child.wait()
-  done = _train(*flags, f'--output_dir={cut}')
-  assert done.returncode == 0, done.stderr[-3000:]
-  assert 'resumed from checkpoint at round 3' in done.stdout
+  _kill_after_round_2_and_resume(flags, cut)
   resumed = json.loads((cut / 'summary.json').read_text())
   for key in ('test/hr_at_10', 'validation/ndcg_at_10', 'train/train/loss',
               'train/train/bytes_up'):

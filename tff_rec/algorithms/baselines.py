@@ -18,21 +18,37 @@ CLIENT_LOOP = tff.learning.LoopImplementation.DATASET_ITERATOR
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
+  """An optimizer; `adaptivity` (adagrad, adam) is Reddi et al.'s tau: the
+  epsilon, and for Adagrad sqrt of the starting accumulator. None keeps TFF's
+  defaults (Adagrad starts its accumulator at 0.1, which damps the first steps
+  of small updates; the FedAdagrad of Reddi et al. and MetaUA start near 0)."""
   name: str = 'sgd'
   learning_rate: float = 0.01
+  adaptivity: float | None = None
 
   def __post_init__(self):
     if self.name not in OPTIMIZERS:
       raise ValueError(f'unknown optimizer {self.name!r}; choose one of {OPTIMIZERS}')
     if not self.learning_rate > 0:
       raise ValueError(f'learning rate must be > 0, got {self.learning_rate}')
+    if self.adaptivity is not None and (self.name == 'sgd' or not self.adaptivity > 0):
+      raise ValueError(f'adaptivity applies to adagrad and adam and must be > 0; got '
+                       f'{self.adaptivity} for {self.name}')
 
   def build(self) -> tff.learning.optimizers.Optimizer:
+    tau = self.adaptivity
     if self.name == 'adam':
-      return tff.learning.optimizers.build_adam(self.learning_rate)
+      return (tff.learning.optimizers.build_adam(self.learning_rate, epsilon=tau) if tau
+              else tff.learning.optimizers.build_adam(self.learning_rate))
     if self.name == 'adagrad':
-      return tff.learning.optimizers.build_adagrad(self.learning_rate)
+      return (tff.learning.optimizers.build_adagrad(
+          self.learning_rate, initial_preconditioner_value=tau**2, epsilon=tau) if tau
+              else tff.learning.optimizers.build_adagrad(self.learning_rate))
     return tff.learning.optimizers.build_sgdm(self.learning_rate)
+
+  def settings(self) -> dict:
+    """Its fields that are set, for a run's config (unset ones leave older runs' alone)."""
+    return {k: v for k, v in vars(self).items() if v is not None}
 
   def keras(self) -> tf.keras.optimizers.Optimizer:
     """The same optimizer for centralized Keras training (TFF's defaults match)."""

@@ -33,6 +33,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import tier_recovery
+from tff_rec.algorithms import templates
 from tff_rec.models import compressed_table
 from tff_rec.training import functional
 
@@ -207,15 +208,4 @@ def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object
         table_aggregator=tables.state))
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return state['weights']
-
-  @tff.tensorflow.computation(state_type.member, weights_type)
-  def set_model_weights(state, weights):
-    state = collections.OrderedDict(state)  # pylint: disable=unsubscriptable-object
-    state['weights'] = weights
-    return state
-
-  return tff.learning.templates.LearningProcess(initialize, next_fn, get_model_weights,
-                                                set_model_weights)
+  return templates.learning_process(initialize, next_fn, 'weights')

@@ -38,6 +38,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.algorithms import item_updates
+from tff_rec.algorithms import templates
 from tff_rec.models import mf
 from tff_rec.training import functional
 
@@ -276,18 +277,7 @@ def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
     new_state, _, metrics = round_fn(state, client_data)
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return state['items']
-
-  @tff.tensorflow.computation(state_type.member, get_model_weights.type_signature.result)
-  def set_model_weights(state, items):
-    state = collections.OrderedDict(state)  # pylint: disable=unsubscriptable-object
-    state['items'] = items
-    return state
-
-  return tff.learning.templates.LearningProcess(initialize, next_fn, get_model_weights,
-                                                set_model_weights)
+  return templates.learning_process(initialize, next_fn, 'items')
 
 
 @dataclasses.dataclass

@@ -1,0 +1,211 @@
+"""MetaUA: the delayed meta-gradient, the aggregation, its ablations and FedNova."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks import movielens_ctr
+from tff_rec.algorithms import baselines
+from tff_rec.algorithms import metaua
+from tff_rec.training import loop
+
+SHAPES = [(3, 2), (2,), (4,)]
+GROUPS = [0, 0, 1]  # a layer with kernel and bias, and a second layer
+
+
+def _server(**options):
+  config = metaua.MetaUAConfig(**{'attributes': ('local_loss', 'update_norm'), **options})
+  return metaua.MetaUAServer(config, tff.learning.optimizers.build_adagrad(0.1), GROUPS)
+
+
+def _round(rng, clients=5):
+  reports = collections.OrderedDict(
+      update=[rng.normal(size=(clients, *s)).astype(np.float32) for s in SHAPES],
+      local_loss=rng.uniform(0.3, 0.9, clients).astype(np.float32),
+      loss_ratio=rng.uniform(0.5, 1.0, clients).astype(np.float32),
+      steps=rng.integers(1, 6, clients).astype(np.float32),
+      query_count=rng.integers(1, 9, clients).astype(np.float32),
+      support_count=rng.integers(5, 50, clients).astype(np.float32))
+  attributes = np.stack([reports['support_count'], rng.uniform(size=clients),
+                         rng.integers(1, 9, clients)], axis=1).astype(np.float32)
+  return reports, attributes
+
+
+def _state(server, rng):
+  weights = [rng.normal(size=s).astype(np.float32) for s in SHAPES]
+  optimizer = server.optimizer.initialize([tf.TensorSpec(s, tf.float32) for s in SHAPES])
+  j = len(server.config.attributes)
+  return collections.OrderedDict(
+      weights=weights, optimizer=optimizer,
+      meta=collections.OrderedDict(rho=np.array([0.3, -0.2], np.float32),
+                                   theta_alpha=rng.normal(size=(2, j)).astype(np.float32)),
+      previous=collections.OrderedDict(weights=weights, optimizer=optimizer,
+                                       m0=[np.zeros(s, np.float32) for s in SHAPES],
+                                       mj=[np.zeros((j, *s), np.float32) for s in SHAPES]),
+      has_previous=np.array(False), skipped_total=np.float32(0))
+
+
+def test_meta_gradient_is_the_gradient_of_the_full_softmax_aggregation():
+  """Eq. 4 from round t-1's stored M0 / M_j equals autodiff of g . w_t with
+  w_t recomputed from every client's update, softmax and optimizer."""
+  rng = np.random.default_rng(0)
+  server = _server()
+  state = _state(server, rng)
+  reports, attributes = _round(rng)
+  after, _ = server.step(state, reports, attributes, [np.zeros(s, np.float32) for s in SHAPES])
+  gradient = [rng.normal(size=s).astype(np.float32) for s in SHAPES]  # round t's g
+  got = server.meta_gradient(state['meta'], after['previous'], gradient)
+
+  z = server.attributes(reports, attributes)
+  rho, theta = [tf.constant(state['meta'][k]) for k in ('rho', 'theta_alpha')]
+  with tf.GradientTape() as tape:
+    tape.watch([rho, theta])
+    alpha = tf.nn.softmax(tf.einsum('kgj,gj->kg', z, theta), axis=0)
+    update = [tf.sigmoid(rho[g]) * tf.tensordot(alpha[:, g], u, axes=1)
+              for u, g in zip(reports['update'], GROUPS)]
+    _, weights = server.optimizer.next(state['optimizer'],
+                                       [tf.constant(w) for w in state['weights']],
+                                       [-u for u in update])
+    objective = tf.add_n([tf.reduce_sum(g * w) for g, w in zip(gradient, weights)])
+  want = tape.gradient(objective, [rho, theta])
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-6)
+  # And the state's weights are that round's w_t.
+  for a, b in zip(after['weights'], weights):
+    np.testing.assert_allclose(np.asarray(a), b.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize('meta_loss', ['sum', 'mean'])
+def test_a_meta_step_moves_the_meta_parameters_against_their_gradient(meta_loss):
+  rng = np.random.default_rng(1)
+  server = _server(meta_learning_rate=0.5, meta_loss=meta_loss)
+  state = _state(server, rng)
+  state, _ = server.step(state, *_round(rng), [np.zeros(s, np.float32) for s in SHAPES])
+  gradient = [rng.normal(size=s).astype(np.float32) for s in SHAPES]
+  reports, attributes = _round(rng)
+  scale = 1 / reports['query_count'].sum() if meta_loss == 'mean' else 1  # eq. 1's sum
+  expected = server.meta_gradient(state['meta'], state['previous'],
+                                  [g * scale for g in gradient])
+  after, metrics = server.step(state, reports, attributes, gradient)
+  np.testing.assert_allclose(after['meta']['rho'],
+                             state['meta']['rho'] - 0.5 * expected[0].numpy(), rtol=1e-5)
+  np.testing.assert_allclose(after['meta']['theta_alpha'],
+                             state['meta']['theta_alpha'] - 0.5 * expected[1].numpy(),
+                             rtol=1e-5)
+  assert float(metrics['meta_skipped']) == 0
+
+
+def test_a_non_finite_meta_gradient_is_skipped_counted_and_training_goes_on():
+  rng = np.random.default_rng(2)
+  server = _server()
+  state, _ = server.step(_state(server, rng), *_round(rng),
+                         [np.zeros(s, np.float32) for s in SHAPES])
+  broken = [np.full(s, np.nan, np.float32) for s in SHAPES]
+  after, metrics = server.step(state, *_round(rng), broken)
+  np.testing.assert_array_equal(after['meta']['rho'], state['meta']['rho'])
+  assert float(metrics['meta_skipped']) == 1 and float(after['skipped_total']) == 1
+  assert all(np.isfinite(np.asarray(w)).all() for w in after['weights'])
+  assert not np.allclose(np.asarray(after['weights'][0]), np.asarray(state['weights'][0]))
+
+
+def test_client_weights_are_a_softmax_over_the_cohort_of_standardised_attributes():
+  rng = np.random.default_rng(3)
+  server = _server()
+  reports, attributes = _round(rng, clients=7)
+  z = server.attributes(reports, attributes).numpy()
+  np.testing.assert_allclose(z.mean(0), 0, atol=1e-5)
+  np.testing.assert_allclose(z.std(0), 1, atol=1e-3)
+  alpha = server.weights(tf.zeros([2, 2]), z, reports['support_count']).numpy()
+  np.testing.assert_allclose(alpha, 1 / 7, rtol=1e-6)  # theta_alpha = 0: uniform
+  alpha = server.weights(tf.constant([[2.0, 0.0], [0.0, -1.0]]), z,
+                         reports['support_count']).numpy()
+  np.testing.assert_allclose(alpha.sum(0), 1, rtol=1e-6)
+  assert np.argmax(alpha[:, 0]) == np.argmax(reports['local_loss'])  # loss-heavy weighting
+
+
+def test_fednova_normalises_each_update_by_its_local_steps():
+  rng = np.random.default_rng(4)
+  config = dict(client_weighting=False, server_lr_scaling=False, normalize_by_steps=True)
+  server = metaua.MetaUAServer(metaua.MetaUAConfig(**config),
+                               tff.learning.optimizers.build_sgdm(1.0), GROUPS)
+  state = _state(server, rng)
+  reports, attributes = _round(rng)
+  after, _ = server.step(state, reports, attributes, [np.zeros(s, np.float32) for s in SHAPES])
+  shares = reports['support_count'] / reports['support_count'].sum()
+  effective = (shares * reports['steps']).sum()
+  for w, before, u in zip(after['weights'], state['weights'], reports['update']):
+    expected = before + np.tensordot(shares * effective / reports['steps'], u, axes=1)
+    np.testing.assert_allclose(np.asarray(w), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_configs_are_refused():
+  with pytest.raises(ValueError, match='attributes must be a non-empty subset'):
+    metaua.MetaUAConfig(attributes=('zip_code',))
+  with pytest.raises(ValueError, match='FedNova normalises by local steps'):
+    metaua.MetaUAConfig(normalize_by_steps=True)
+
+
+def _ctr_task(data_dir):
+  return movielens_ctr.MovieLensCtr(movielens_ctr.Config(
+      data_dir=str(data_dir), model='dcn', batch_size=8, local_epochs=1))
+
+
+def _run(process, ids, client_input, rounds=2):
+  return loop.run(process, client_ids=ids, client_input=client_input,
+                  schedule=loop.Schedule(rounds=rounds, clients_per_round=6, eval_every=0),
+                  evaluate=lambda w: {})
+
+
+def test_metaua_without_learning_is_fedadagrad_on_the_clients_data(ml100k_dir, tff_runtime):
+  task = _ctr_task(ml100k_dir)
+  sgd, adagrad = baselines.OptimizerConfig('sgd', 0.05), baselines.OptimizerConfig('adagrad', 0.1)
+  process, ids, client_input = task.learning_process(
+      'metaua', client_optimizer=sgd, server_optimizer=adagrad, runtime='native',
+      client_weighting=False, server_lr_scaling=False, query_fraction=0.0)
+  meta_state, _ = _run(process, ids, client_input)
+  fedadagrad, ids, client_input = task.learning_process(  # weighted by examples
+      'fedadagrad', client_optimizer=sgd, server_optimizer=adagrad, runtime='native',
+      heat='examples')
+  state, _ = _run(fedadagrad, ids, client_input)
+  for got, want in zip(process.get_model_weights(meta_state).trainable,
+                       fedadagrad.get_model_weights(state).trainable):
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-6)
+
+
+def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_query(
+    ml100k_dir, tff_runtime):
+  task = _ctr_task(ml100k_dir)
+  process, ids, client_input = task.learning_process(
+      'metaua', client_optimizer=baselines.OptimizerConfig('sgd', 0.05),
+      server_optimizer=baselines.OptimizerConfig('adagrad', 0.1), runtime='native',
+      query_fraction=0.005)  # round(0.005 n) = 0 for every fixture client
+  state, metrics = _run(process, ids, client_input, rounds=3)
+  assert metrics['train/clients_without_query'] == 6
+  # No query gradient anywhere: a zero meta gradient, the meta parameters stay at 0.
+  np.testing.assert_array_equal(state['meta']['rho'], 0)
+  process, ids, client_input = task.learning_process(
+      'metaua', client_optimizer=baselines.OptimizerConfig('sgd', 0.05),
+      server_optimizer=baselines.OptimizerConfig('adagrad', 0.1), runtime='native',
+      attributes=('local_loss', 'unique_features'))
+  state, metrics = _run(process, ids, client_input, rounds=3)
+  parameters = sum(np.size(w) for w in state['weights'])
+  assert metrics['train/bytes_up'] == 2 * 4 * parameters
+  assert metrics['train/clients_without_query'] == 0
+  assert np.abs(state['meta']['theta_alpha']).max() > 0  # learned from rounds 2 and 3
+  assert state['meta']['theta_alpha'].shape == (len(set(process._server.groups)), 2)  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize('options, runtime, message', [
+    ({}, 'inprocess', 'use --runtime=native'),
+    (dict(query_fraction=1.0), 'native', r'query_fraction must be in \[0, 1\)'),
+    (dict(attributes=('age',)), 'native', 'attributes must be a non-empty subset'),
+])
+def test_metaua_bad_options_are_refused(ml100k_dir, options, runtime, message):
+  task = _ctr_task(ml100k_dir)
+  with pytest.raises(ValueError, match=message):
+    task.learning_process('metaua', client_optimizer=baselines.OptimizerConfig('sgd', 0.01),
+                          server_optimizer=baselines.OptimizerConfig('adagrad', 0.1),
+                          runtime=runtime, **options)

@@ -1,0 +1,362 @@
+"""MetaUA (Liu, Twardowski, Wijaya, AdKDD 2022): online meta-learned update aggregation.
+
+Per layer group A (layer-wise partition), the server aggregates the cohort's
+updates as
+
+    dw[A] = theta_s[A] * sum_k alpha_k[A] * dw_k[A],
+    alpha_k[A] = softmax over the cohort of theta_alpha[A] . z_k[A],
+
+theta_s[A] = sigmoid(rho[A]) in (0, 1), z_k the client's attributes
+(standardised over the cohort: the paper leaves their scale open, and a
+linear model of raw sample counts would saturate the softmax), then applies
+the server optimizer (FedAdagrad by default, as the paper). The meta
+parameters (rho, theta_alpha) learn online from a delayed meta loss: each
+client of round t also returns g_k, the gradient at the broadcast model w_t
+of its loss summed over its query examples (the paper's eq. 1 and 3), and the
+server takes one SGD step on d(g_t . w_t) / d theta_{t-1} (eq. 4) before
+aggregating round t. The scale of that meta loss is a choice (META_LOSSES):
+the paper's sum grows with the cohort and its query sets.
+
+The server keeps of round t-1 not every client's update but what the
+derivative needs: w_{t-1}, the optimizer state before its step, and per
+group M0 = sum_k alpha_k dw_k and M_j = sum_k alpha_k (z_kj - zbar_j) dw_k
+(zbar: the alpha-weighted mean attribute). Since d alpha_k / d theta_alpha_j
+= alpha_k (z_kj - zbar_j), the aggregation as a function of theta near
+theta_{t-1} is theta_s (M0 + sum_j (theta_alpha_j - theta_alpha_j(t-1)) M_j)
+to first order, which is all the gradient needs: differentiating that through
+the server optimizer gives eq. 4 exactly, with state of a fixed size.
+
+Clients train on their support examples only. A client with no query example
+contributes no meta gradient (counted in the metrics). A non-finite meta
+gradient is skipped (counted), and training continues.
+
+The ablations switch the two parts off: without client weighting alpha_k is
+FedAvg's n_k / n; without server-lr learning theta_s is 1. With both off it
+is FedAdagrad on the support sets. FedNova (Wang et al. 2020), normalised
+averaging, is the same round with weights n_k / n, each update divided by
+its local steps tau_k and the sum multiplied by sum_k tau_k n_k / n.
+
+Every client's update reaches the server individually (the paper's setting),
+so the round returns them at tff.CLIENTS and `MetaUAProcess` (the driver)
+runs the server step: TFF's native runtime, like SCAFFOLD.
+"""
+
+import collections
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+# Client attributes (the paper's z1..z6), each computed without sending data.
+ATTRIBUTES = ('num_samples', 'local_loss', 'update_norm', 'loss_ratio', 'positive_rate',
+              'unique_features')
+# Statistics of the client's data, passed with its input (the others it computes
+# in training; update_norm is per group, taken at the server).
+DATA_ATTRIBUTES = ('num_samples', 'positive_rate', 'unique_features')
+STANDARDISE_EPSILON = 1e-6
+# How the cohort's query losses make the meta loss: 'sum' over every query
+# example (eq. 1 as written), 'client_mean' (each client's mean, summed over
+# the cohort: what a mean-reduced loss per client gives), 'mean' over all the
+# cohort's query examples (a scale that does not grow with the cohort).
+META_LOSSES = ('sum', 'client_mean', 'mean')
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaUAConfig:
+  attributes: tuple[str, ...] = ('local_loss',)
+  client_weighting: bool = True
+  server_lr_scaling: bool = True
+  meta_learning_rate: float = 2.0
+  meta_loss: str = 'sum'  # see META_LOSSES
+  normalize_by_steps: bool = False  # FedNova (meta learning off)
+
+  def __post_init__(self):
+    unknown = [a for a in self.attributes if a not in ATTRIBUTES]
+    if unknown or not self.attributes:
+      raise ValueError(f'attributes must be a non-empty subset of {ATTRIBUTES}, got '
+                       f'{list(self.attributes)}')
+    if self.meta_loss not in META_LOSSES:
+      raise ValueError(f'unknown meta_loss {self.meta_loss!r}; choose one of {META_LOSSES}')
+    if self.meta_learning_rate <= 0:
+      raise ValueError(f'meta learning rate must be > 0, got {self.meta_learning_rate}')
+    if self.normalize_by_steps and (self.client_weighting or self.server_lr_scaling):
+      raise ValueError('FedNova normalises by local steps with FedAvg weights: turn client '
+                       'weighting and server-lr learning off')
+
+  @property
+  def learns(self) -> bool:
+    return self.client_weighting or self.server_lr_scaling
+
+
+def _tensor_specs(values):
+  return [tf.TensorSpec(v.shape, v.dtype) for v in values]
+
+
+def _client_work(model, learning_rate: float, weights, train, support, query):
+  """One client's round: (report for the server, g_k)."""
+
+  @tf.function  # one function, so its control dependencies order assignments and steps
+  def run():
+    variables = model.trainable_variables
+    for variable, value in zip(variables, weights):
+      variable.assign(value)
+
+    def loss_sum(dataset):
+      total, count = tf.constant(0.0), tf.constant(0.0)
+      for batch in iter(dataset):  # iter(): see baselines.CLIENT_LOOP
+        output = model.forward_pass(batch, training=False)
+        size = tf.cast(output.num_examples, tf.float32)
+        total, count = total + output.loss * size, count + size
+      return total, count
+
+    support_before, support_count = loss_sum(support)
+    query_before, query_count = loss_sum(query)
+    gradient = [tf.zeros_like(v) for v in variables]
+    for batch in iter(query):  # g_k: the gradient of the summed query loss at w_t
+      with tf.GradientTape() as tape:
+        output = model.forward_pass(batch, training=False)
+        total = output.loss * tf.cast(output.num_examples, tf.float32)
+      gradient = [g + tf.convert_to_tensor(d) for g, d in
+                  zip(gradient, tape.gradient(total, variables))]
+    steps, train_loss, train_count = tf.constant(0.0), tf.constant(0.0), tf.constant(0.0)
+    for batch in iter(train):
+      with tf.GradientTape() as tape:
+        output = model.forward_pass(batch, training=True)
+      for variable, grad in zip(variables, tape.gradient(output.loss, variables)):
+        variable.assign_sub(learning_rate * tf.convert_to_tensor(grad))
+      size = tf.cast(output.num_examples, tf.float32)
+      steps, train_loss, train_count = steps + 1.0, train_loss + output.loss * size, (
+          train_count + size)
+    support_after, _ = loss_sum(support)
+    query_after, _ = loss_sum(query)
+    all_count = tf.maximum(support_count + query_count, 1.0)
+    before = (support_before + query_before) / all_count
+    after = (support_after + query_after) / all_count
+    report = collections.OrderedDict(
+        update=[v - w for v, w in zip(variables, weights)], local_loss=before,
+        loss_ratio=after / tf.maximum(before, 1e-12), steps=steps,
+        support_count=support_count, query_count=query_count, train_loss=train_loss,
+        train_count=train_count)
+    return report, gradient
+
+  return run()
+
+
+def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel],
+                       dataset_computation: tff.Computation, *, client_learning_rate: float,
+                       client_mean: bool = False):
+  """The federated part of a round: (weights at SERVER, client data) ->
+  (each client's report at CLIENTS, the summed query gradient at SERVER).
+
+  The dataset computation gives a client's (train, support, query) datasets:
+  E shuffled epochs of its support examples, and one pass over each split.
+  With `client_mean`, each client's gradient is of its mean query loss.
+  """
+  with tf.Graph().as_default():
+    model = model_fn()
+    weights_type = tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape)
+                                      for v in model.trainable_variables])
+  datasets_type = dataset_computation.type_signature.result
+
+  @tff.tensorflow.computation(weights_type, datasets_type)
+  def client_update(weights, datasets):
+    report, gradient = _client_work(model_fn(), client_learning_rate, weights, *datasets)
+    if client_mean:
+      gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
+    return collections.OrderedDict(report=report, gradient=gradient)
+
+  @tff.federated_computation(
+      tff.FederatedType(weights_type, tff.SERVER),
+      tff.FederatedType(dataset_computation.type_signature.parameter, tff.CLIENTS))
+  def round_fn(weights, client_arguments):
+    datasets = tff.federated_map(dataset_computation, client_arguments)
+    outputs = tff.federated_map(client_update, (tff.federated_broadcast(weights), datasets))
+    return outputs.report, tff.federated_sum(outputs.gradient)
+
+  return round_fn
+
+
+def _group_norms(updates: Sequence[tf.Tensor], groups: Sequence[int], num_groups: int
+                 ) -> tf.Tensor:
+  """[K, G] the norm of each client's update within each group."""
+  squares = [tf.reduce_sum(tf.square(u), axis=list(range(1, len(u.shape)))) for u in updates]
+  return tf.sqrt(tf.stack([tf.add_n([s for s, g in zip(squares, groups) if g == group])
+                           for group in range(num_groups)], axis=-1))
+
+
+class MetaUAServer:
+  """The server's meta step and aggregation, as TF functions of plain tensors."""
+
+  def __init__(self, config: MetaUAConfig, optimizer: tff.learning.optimizers.Optimizer,
+               groups: Sequence[int]):
+    self.config, self.optimizer, self.groups = config, optimizer, list(groups)
+    self.num_groups = max(self.groups) + 1
+
+  def _aggregate(self, rho, theta_alpha, m0, mj):
+    """The update as a function of theta, exact to first order at theta_{t-1}."""
+    scale = tf.sigmoid(rho) if self.config.server_lr_scaling else tf.ones_like(rho)
+    shift = theta_alpha - tf.stop_gradient(theta_alpha)  # zero, with gradient 1
+    return [scale[g] * (a + tf.tensordot(shift[g], b, axes=1))
+            for a, b, g in zip(m0, mj, self.groups)]
+
+  def meta_gradient(self, meta, previous, gradient):
+    """d(g_t . w_t) / d(rho, theta_alpha) at theta_{t-1}."""
+    meta, previous, gradient = tf.nest.map_structure(tf.convert_to_tensor,
+                                                     (meta, previous, gradient))
+    rho, theta_alpha = meta['rho'], meta['theta_alpha']
+    with tf.GradientTape() as tape:
+      tape.watch([rho, theta_alpha])
+      update = self._aggregate(rho, theta_alpha, previous['m0'], previous['mj'])
+      _, weights = self.optimizer.next(previous['optimizer'], previous['weights'],
+                                       [-u for u in update])
+      objective = tf.add_n([tf.reduce_sum(g * w) for g, w in zip(gradient, weights)])
+    return tape.gradient(objective, [rho, theta_alpha], unconnected_gradients='zero')
+
+  def attributes(self, reports, client_attributes) -> tf.Tensor:
+    """[K, G, J] the chosen attributes, standardised over the cohort."""
+    columns = []
+    for name in self.config.attributes:
+      if name == 'update_norm':
+        columns.append(_group_norms(reports['update'], self.groups, self.num_groups))
+        continue
+      if name in ('local_loss', 'loss_ratio'):
+        value = reports[name]
+      else:
+        value = client_attributes[:, DATA_ATTRIBUTES.index(name)]
+      columns.append(tf.tile(value[:, None], [1, self.num_groups]))
+    z = tf.stack(columns, axis=-1)
+    mean, variance = tf.nn.moments(z, axes=[0])
+    return (z - mean) / (tf.sqrt(variance) + STANDARDISE_EPSILON)
+
+  def weights(self, theta_alpha, z, num_samples) -> tf.Tensor:
+    """[K, G] each client's weight per group."""
+    if self.config.client_weighting:
+      return tf.nn.softmax(tf.einsum('kgj,gj->kg', z, theta_alpha), axis=0)
+    shares = num_samples / tf.reduce_sum(num_samples)
+    return tf.tile(shares[:, None], [1, self.num_groups])
+
+  def step(self, state, reports, client_attributes, gradient):
+    """(new state, metrics): the meta step (if a previous round exists), then the
+    aggregation and server optimizer step of this round."""
+    state, reports, client_attributes = tf.nest.map_structure(
+        tf.convert_to_tensor, (state, reports, client_attributes))
+    meta = dict(state['meta'])
+    skipped = tf.constant(0.0)
+    if self.config.learns:
+      if self.config.meta_loss == 'mean':
+        examples = tf.maximum(tf.reduce_sum(reports['query_count']), 1.0)
+        gradient = [g / examples for g in gradient]
+      grads = self.meta_gradient(meta, state['previous'], gradient)
+      finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+      apply = tf.logical_and(finite, state['has_previous'])
+      lr = self.config.meta_learning_rate
+      meta = {name: tf.where(apply, meta[name] - lr * g, meta[name])
+              for name, g in zip(('rho', 'theta_alpha'), grads)}
+      skipped = tf.cast(tf.logical_and(state['has_previous'], tf.logical_not(finite)),
+                        tf.float32)
+    num_samples = reports['support_count']
+    z = self.attributes(reports, client_attributes)
+    alpha = self.weights(meta['theta_alpha'], z, num_samples)  # [K, G]
+    updates = reports['update']
+    if self.config.normalize_by_steps:  # FedNova
+      tau = tf.maximum(reports['steps'], 1.0)
+      shares = num_samples / tf.reduce_sum(num_samples)
+      effective = tf.reduce_sum(tau * shares)
+      updates = [u * tf.reshape(effective / tau, [-1] + [1] * (len(u.shape) - 1))
+                 for u in updates]
+    per_variable = [tf.gather(alpha, g, axis=1) for g in self.groups]  # [K] each
+    m0 = [tf.tensordot(a, u, axes=1) for a, u in zip(per_variable, updates)]
+    centred = z - tf.einsum('kg,kgj->gj', alpha, z)[None]
+    mj = [tf.einsum('k,kj,k...->j...', a, tf.gather(centred, g, axis=1), u)
+          for a, g, u in zip(per_variable, self.groups, updates)]
+    update = self._aggregate(meta['rho'], meta['theta_alpha'], m0, mj)
+    optimizer_state, weights = self.optimizer.next(state['optimizer'], state['weights'],
+                                                   [-u for u in update])
+    new_state = collections.OrderedDict(
+        weights=weights, optimizer=optimizer_state, meta=meta,
+        previous=collections.OrderedDict(weights=state['weights'],
+                                         optimizer=state['optimizer'], m0=m0, mj=mj),
+        has_previous=tf.constant(True), skipped_total=state['skipped_total'] + skipped)
+    scale = tf.sigmoid(meta['rho']) if self.config.server_lr_scaling else tf.ones_like(
+        meta['rho'])
+    metrics = collections.OrderedDict(
+        meta_skipped=skipped, meta_skipped_total=new_state['skipped_total'],
+        server_scale_mean=tf.reduce_mean(scale),
+        max_client_weight=tf.reduce_mean(tf.reduce_max(alpha, axis=0)))
+    return new_state, metrics
+
+
+@dataclasses.dataclass
+class _Output:
+  state: Any
+  metrics: Any
+
+
+class MetaUAProcess:
+  """initialize / next / get_model_weights of MetaUA (and FedNova).
+
+  Client inputs: (dataset arguments, the DATA_ATTRIBUTES of its data). The state holds plain arrays (checkpointable):
+  weights, server optimizer state, meta parameters and round t-1's record.
+  """
+
+  def __init__(self, model_fn, dataset_computation: tff.Computation, *,
+               config: MetaUAConfig, client_learning_rate: float,
+               server_optimizer: tff.learning.optimizers.Optimizer,
+               groups: Sequence[int], model_bytes: int):
+    self._round = build_client_round(model_fn, dataset_computation,
+                                     client_learning_rate=client_learning_rate,
+                                     client_mean=config.meta_loss == 'client_mean')
+    self._server = MetaUAServer(config, server_optimizer, groups)
+    self._model_fn = model_fn
+    self._model_bytes = model_bytes
+    self._config = config
+    self._step = tf.function(self._server.step)
+
+  def initialize(self):
+    model = self._model_fn()
+    weights = [v.numpy() for v in model.trainable_variables]
+    optimizer = self._server.optimizer.initialize(_tensor_specs(weights))
+    groups, j = self._server.num_groups, len(self._config.attributes)
+    zeros = [np.zeros_like(w) for w in weights]
+    return _numpy(collections.OrderedDict(
+        weights=weights, non_trainable=[v.numpy() for v in model.non_trainable_variables],
+        optimizer=optimizer,
+        meta=collections.OrderedDict(rho=np.zeros(groups, np.float32),
+                                     theta_alpha=np.zeros((groups, j), np.float32)),
+        previous=collections.OrderedDict(weights=weights, optimizer=optimizer, m0=zeros,
+                                         mj=[np.zeros((j, *w.shape), np.float32)
+                                             for w in weights]),
+        has_previous=np.array(False), skipped_total=np.float32(0)))
+
+  def next(self, state, client_inputs: Sequence[tuple[Any, np.ndarray]]) -> _Output:
+    reports, gradient = self._round(state['weights'], [arguments for arguments, _ in
+                                                       client_inputs])
+    stacked = {key: (np.stack([r[key] for r in reports]) if key != 'update'
+                     else [np.stack(v) for v in zip(*[r[key] for r in reports])])
+               for key in reports[0]}
+    attributes = np.stack([np.asarray(a, np.float32) for _, a in client_inputs])
+    server_state = {k: v for k, v in state.items() if k != 'non_trainable'}
+    new_state, meta_metrics = self._step(server_state, stacked, attributes, list(gradient))
+    new_state = _numpy(new_state)
+    new_state['non_trainable'] = state['non_trainable']
+    counts = stacked['train_count']
+    upload = self._model_bytes * (2 if self._config.learns else 1)  # dw_k (and g_k)
+    metrics = collections.OrderedDict(
+        client_work=collections.OrderedDict(train=collections.OrderedDict(
+            loss=float(stacked['train_loss'].sum() / max(counts.sum(), 1.0)),
+            num_examples=float(counts.sum()))),  # named as tff.learning's
+        bytes_up=float(upload))
+    if self._config.learns:
+      metrics['clients_without_query'] = float((stacked['query_count'] == 0).sum())
+      metrics['meta'] = _numpy(meta_metrics)
+    return _Output(new_state, metrics)
+
+  def get_model_weights(self, state) -> tff.learning.models.ModelWeights:
+    return tff.learning.models.ModelWeights(trainable=list(state['weights']),
+                                            non_trainable=list(state['non_trainable']))
+
+
+def _numpy(structure):
+  return tf.nest.map_structure(lambda t: np.asarray(t), structure)
