@@ -158,9 +158,6 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
     ('--algorithm=fedadam --server_optimizer=sgd',
      'fedadam is FedAvg with a adam server optimizer, got sgd'),
     ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_ctr'),
-    ('--algorithm=metaua --runtime=inprocess', 'metaua aggregates each client\'s update at '
-     'the server'),
-    ('--algorithm=metaua --attributes=zip', 'attributes must be a non-empty subset'),
     ('--algorithm=fedavg --server_adaptivity=0.001', 'adaptivity applies to adagrad and adam'),
 ])
 def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path):
@@ -206,14 +203,8 @@ RANKING = ['--task=movielens_ranking', '--rounds=4', '--clients_per_round=5', '-
            '--checkpoint_every=1', '--batch_size=32', '--embedding_dim=8']
 
 
-@pytest.mark.parametrize('flags, message', [
+@pytest.mark.parametrize('flags, message', [  # the task's other refusals: tests/tasks
     ('--algorithm=colr --rank=0', 'rank must be in 1..8 (the embedding dimension) for colr'),
-    ('--algorithm=scolr --rank=2 --local_ranks=1-4', 'local ranks [1, 4] must be in 1..2'),
-    ('--algorithm=colr --runtime=inprocess', 'use --runtime=native or --user_state='
-     'reconstructed'),
-    ('--algorithm=colr --user_state=reconstructed --secure_sum_bound=1',
-     "TFF's native worker has no secure sum"),
-    ('--algorithm=fair', "--algorithm=fair is not one of --task=movielens_ranking's"),
     ('--algorithm=colr --client_optimizer=adam', 'movielens_ranking trains with SGD'),
 ])
 def test_ranking_bad_flags_stop_before_training(flags, message, ranking_dir, tmp_path):
