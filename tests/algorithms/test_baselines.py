@@ -156,3 +156,15 @@ def test_unknown_algorithm():
   with pytest.raises(ValueError, match="unknown algorithm 'fedfoo'.*fedavg"):
     baselines.build_process('fedfoo', None, client_optimizer=baselines.OptimizerConfig(),
                             server_optimizer=baselines.OptimizerConfig())
+
+
+def test_adaptive_servers_with_tau_take_reddi_sized_first_steps():
+  """FedAdagrad with tau: the first step of an update u is ~ lr * u / (|u| + tau)."""
+  update = tf.constant([1e-4, -1e-2])
+  optimizer = baselines.OptimizerConfig('adagrad', 0.1, adaptivity=1e-3).build()
+  state = optimizer.initialize([tf.TensorSpec([2], tf.float32)])
+  _, (moved,) = optimizer.next(state, [tf.zeros([2])], [-update])
+  expected = 0.1 * update / (np.abs(update) + 1e-3)
+  np.testing.assert_allclose(moved.numpy(), expected, rtol=0.35)  # sqrt(u^2 + 2 tau^2)
+  with pytest.raises(ValueError, match='adaptivity applies to adagrad and adam'):
+    baselines.OptimizerConfig('sgd', 0.1, adaptivity=1e-3)

@@ -18,10 +18,12 @@ CLIENT_LOOP = tff.learning.LoopImplementation.DATASET_ITERATOR
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-  """An optimizer; `adaptivity` (adagrad, adam) is Reddi et al.'s tau: the
-  epsilon, and for Adagrad sqrt of the starting accumulator. None keeps TFF's
-  defaults (Adagrad starts its accumulator at 0.1, which damps the first steps
-  of small updates; the FedAdagrad of Reddi et al. and MetaUA start near 0)."""
+  """An optimizer; `adaptivity` (adagrad, adam) is Reddi et al.'s tau, the
+  floor of the denominator (Adagrad: also sqrt of the starting accumulator;
+  Adam: its epsilon, under TFF's bias correction).
+  None keeps TFF's defaults (Adagrad starts its accumulator at 0.1, which
+  damps the first steps of small updates; the FedAdagrad of Reddi et al. and
+  MetaUA start near 0)."""
   name: str = 'sgd'
   learning_rate: float = 0.01
   adaptivity: float | None = None
@@ -41,8 +43,9 @@ class OptimizerConfig:
       return (tff.learning.optimizers.build_adam(self.learning_rate, epsilon=tau) if tau
               else tff.learning.optimizers.build_adam(self.learning_rate))
     if self.name == 'adagrad':
+      # TFF's Adagrad adds epsilon inside the root: sqrt(v + tau^2) ~ sqrt(v) + tau.
       return (tff.learning.optimizers.build_adagrad(
-          self.learning_rate, initial_preconditioner_value=tau**2, epsilon=tau) if tau
+          self.learning_rate, initial_preconditioner_value=tau**2, epsilon=tau**2) if tau
               else tff.learning.optimizers.build_adagrad(self.learning_rate))
     return tff.learning.optimizers.build_sgdm(self.learning_rate)
 
