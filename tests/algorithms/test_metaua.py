@@ -182,7 +182,7 @@ def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_que
       'metaua', client_optimizer=baselines.OptimizerConfig('sgd', 0.05),
       server_optimizer=baselines.OptimizerConfig('adagrad', 0.1), runtime='native',
       query_fraction=0.005)  # round(0.005 n) = 0 for every fixture client
-  state, metrics = _run(process, ids, client_input, rounds=3)
+  state, metrics = _run(process, ids, client_input)
   assert metrics['train/clients_without_query'] == 6
   # No query gradient anywhere: a zero meta gradient, the meta parameters stay at 0.
   np.testing.assert_array_equal(state['meta']['rho'], 0)
@@ -190,11 +190,11 @@ def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_que
       'metaua', client_optimizer=baselines.OptimizerConfig('sgd', 0.05),
       server_optimizer=baselines.OptimizerConfig('adagrad', 0.1), runtime='native',
       attributes=('local_loss', 'unique_features'))
-  state, metrics = _run(process, ids, client_input, rounds=3)
+  state, metrics = _run(process, ids, client_input)
   parameters = sum(np.size(w) for w in state['weights'])
   assert metrics['train/bytes_up'] == 2 * 4 * parameters
   assert metrics['train/clients_without_query'] == 0
-  assert np.abs(state['meta']['theta_alpha']).max() > 0  # learned from rounds 2 and 3
+  assert np.abs(state['meta']['theta_alpha']).max() > 0  # a meta step in round 2
   assert state['meta']['theta_alpha'].shape == (len(set(process._server.groups)), 2)  # pylint: disable=protected-access
 
 

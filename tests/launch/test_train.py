@@ -28,7 +28,7 @@ def _start(*args):
 
 @pytest.mark.parametrize('flag, message', [
     ('--loss=softmax', "flag --loss=softmax: value should be one of <batch_softmax|"),
-    ('--algorithm=fedfoo', 'flag --algorithm=fedfoo: value should be one of <fair|'),
+    ('--algorithm=fedfoo', 'flag --algorithm=fedfoo: value should be one of <colr|fair|'),
     ('--algorithm=fair', "--algorithm=fair is not one of --task=movielens_next_item's "
      'algorithms: fedavg, fedsgd, fedprox'),
     ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_next_item'),

@@ -63,6 +63,13 @@ def test_sequence_files_work_with_no_code_change(tmp_path):
   assert 'users with < 20 items skipped' in task.describe()
 
 
+def test_movielens_1m_files_give_the_same_split(ranking_dir, tmp_path):
+  ml1m = fixtures.write_ml1m(tmp_path / 'ml-1m', fixtures.synthetic_ratings(30, 200), 30, 200)
+  one, hundred = _task(ml1m).data, _task(ranking_dir).data
+  np.testing.assert_array_equal(one.train.items, hundred.train.items)
+  np.testing.assert_array_equal(one.negatives['test'], hundred.negatives['test'])
+
+
 def test_real_ml100k_split_and_popularity(real_ml100k):
   task = _task(real_ml100k)
   assert len(task.data.user_ids) == 943 and task.data.num_items == 1682
