@@ -243,7 +243,7 @@ class MetaUAServer:
     state, reports, client_attributes = tf.nest.map_structure(
         tf.convert_to_tensor, (state, reports, client_attributes))
     meta = dict(state['meta'])
-    skipped = tf.constant(0.0)
+    skipped, step_norm = tf.constant(0.0), tf.constant(0.0)
     if self.config.learns:
       if self.config.meta_loss == 'mean':
         examples = tf.maximum(tf.reduce_sum(reports['query_count']), 1.0)
@@ -254,6 +254,7 @@ class MetaUAServer:
       lr = self.config.meta_learning_rate
       meta = {name: tf.where(apply, meta[name] - lr * g, meta[name])
               for name, g in zip(('rho', 'theta_alpha'), grads)}
+      step_norm = tf.where(apply, lr * tf.linalg.global_norm(grads), 0.0)
       skipped = tf.cast(tf.logical_and(state['has_previous'], tf.logical_not(finite)),
                         tf.float32)
     num_samples = reports['support_count']
@@ -283,7 +284,7 @@ class MetaUAServer:
         meta['rho'])
     metrics = collections.OrderedDict(
         meta_skipped=skipped, meta_skipped_total=new_state['skipped_total'],
-        server_scale_mean=tf.reduce_mean(scale),
+        meta_step_norm=step_norm, server_scale_mean=tf.reduce_mean(scale),
         max_client_weight=tf.reduce_mean(tf.reduce_max(alpha, axis=0)))
     return new_state, metrics
 
