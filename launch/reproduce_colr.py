@@ -238,6 +238,7 @@ def main(argv):
                     reverse=True)  # upper, lower; the plain sum clips nothing
     clipped = ' / '.join(f'{rows[c].sum():.0f}' for c in counts) or '-'
     secure_rows.append(f'| {label} | {_fmt(_result(summary, names[label]))} | {clipped} |')
+  tf.get_logger().setLevel('ERROR')  # each client's training traces its own loss once
   errors = additive_sum_errors(task)
   additive = ['| payloads summed elementwise (as secure aggregation does) | relative error |',
               '|---|---|'] + [f'| {k} | {v:.2e} |' for k, v in errors.items()]
