@@ -206,8 +206,8 @@ def main(argv):
   def kb(result):
     return f'{result["kb_up"]:.1f}' if result else '-'
 
-  figure3 = ['| payload | FedMF d | up KB | HR / NDCG | CoLR r | up KB | HR / NDCG (% of FedMF-64 HR) |',
-             '|---|---|---|---|---|---|---|']
+  figure3 = ['| payload | FedMF d | up KB | HR / NDCG | CoLR r | up KB | '
+             'HR / NDCG (% of FedMF-64 HR) |', '|---|---|---|---|---|---|---|']
   for d, r in zip(DIMS, (*RANKS, None)):
     colr = results.get(f'colr_r{r}') if r else None
     figure3.append(f'| 1/{FULL_DIM // d} | {d} | {kb(results[f"fedmf_d{d}"])} | '
@@ -230,8 +230,8 @@ def main(argv):
   for big in GLOBAL_RANKS:
     x = results[f'scolr_R{big}']
     table4.append(f'| {big} | {kb(x)} | {_fmt(x, base)} |')
-  secure_rows = ['| CoLR r = 4, reconstructed users, in-process | HR / NDCG | values clipped (upper / lower, all rounds) |',
-                 '|---|---|---|']
+  secure_rows = ['| CoLR r = 4, reconstructed users, in-process | HR / NDCG | '
+                 'values clipped (upper / lower, all rounds) |', '|---|---|---|']
   for label, summary in secure.items():
     rows = _metrics(names[label])
     counts = sorted((c for c in (rows if rows is not None else []) if 'clipped_count' in c),
@@ -254,7 +254,8 @@ server adds the cohort's mean update. User vectors stored on their clients. Seed
 
 | | HR@10 / NDCG@10 |
 |---|---|
-| popularity (items by training users) | {popularity['hr_at_10']:.3f} / {popularity['ndcg_at_10']:.3f} |
+| popularity (items by training users) | {_fmt(dict(hr=popularity['hr_at_10'],
+                                              ndcg=popularity['ndcg_at_10']))} |
 | FedMF d = 64 | {_fmt(base)} |
 
 ## Figure 3: FedMF at smaller d against CoLR at d = 64, same payload

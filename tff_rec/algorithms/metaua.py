@@ -298,8 +298,9 @@ class _Output:
 class MetaUAProcess:
   """initialize / next / get_model_weights of MetaUA (and FedNova).
 
-  Client inputs: (dataset arguments, the DATA_ATTRIBUTES of its data). The state holds plain arrays (checkpointable):
-  weights, server optimizer state, meta parameters and round t-1's record.
+  Client inputs: (dataset arguments, the DATA_ATTRIBUTES of its data). The
+  state holds plain arrays (checkpointable): weights, server optimizer
+  state, meta parameters and round t-1's record.
   """
 
   def __init__(self, model_fn, dataset_computation: tff.Computation, *,
