@@ -63,9 +63,11 @@ ABLATION = {'metaua_none': ('no adjustment', ('--noclient_weighting', '--noserve
             'metaua_weighting': ('client weighting', ('--noserver_lr_scaling', *CLIENT_MEAN)),
             'metaua_server_lr': ('server lr', ('--noclient_weighting', *CLIENT_MEAN)),
             'metaua_client_mean': ('client weighting + server lr', CLIENT_MEAN)}
-ATTRIBUTE_CELLS = {f'metaua_z{k}_{a}': (f'z{k} {a}', (f'--attributes={a}', *CLIENT_MEAN))
-                   for k, a in enumerate(metaua.ATTRIBUTES, 1) if a != 'local_loss'}
-ATTRIBUTE_CELLS['metaua_client_mean'] = ('z2 local_loss', CLIENT_MEAN)
+# local_loss is the default attribute: its cell is the full MetaUA's.
+ATTRIBUTE_CELLS = {
+    ('metaua_client_mean' if a == 'local_loss' else f'metaua_z{k}_{a}'):
+        (f'z{k} {a}', CLIENT_MEAN if a == 'local_loss' else (f'--attributes={a}', *CLIENT_MEAN))
+    for k, a in enumerate(metaua.ATTRIBUTES, 1)}
 ATTRIBUTE_CELLS['metaua_all'] = ('all', (f'--attributes={",".join(metaua.ATTRIBUTES)}',
                                          *CLIENT_MEAN))
 PAPER = {  # ML-1M, Table 2 (rounds 20..200) and Table 4 (rounds 50..400)
@@ -96,6 +98,10 @@ def _at_rounds(name: str, metric: str) -> list[str]:
     return ['-'] * len(TABLE_ROUNDS)
   values = dict(zip(rows['round'], rows[metric]))
   return [f'{values[r]:.3f}' if r in values else '-' for r in TABLE_ROUNDS]
+
+
+def _labels(cells: dict[str, tuple[str, tuple[str, ...]]]) -> dict[str, str]:
+  return {name: label for name, (label, _) in cells.items()}
 
 
 def _table(cells: dict[str, str]) -> list[str]:
@@ -132,8 +138,6 @@ def main(argv):
            *((n, 'metaua', args) for n, (_, args) in ATTRIBUTE_CELLS.items())]
   for name, algorithm, args in order:  # the headline cells first
     _cell(name, algorithm, clients, *args)
-  attribute_names = {n: label for n, (label, _) in sorted(
-      ATTRIBUTE_CELLS.items(), key=lambda item: (item[1][0] == 'all', item[1][0]))}
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
   _plot(out / 'curves.png', METHODS)
@@ -149,9 +153,9 @@ def main(argv):
       'others train), FedAdagrad at the server. One seed.', '',
       '## Table 2', '', *_table(METHODS), '', f'Paper (ML-1M): {PAPER["table2"]}.', '',
       '![test logloss by round](curves.png)', '',
-      '## Table 4: ablation', '', *_table({n: label for n, (label, _) in ABLATION.items()}),
+      '## Table 4: ablation', '', *_table(_labels(ABLATION)),
       '', f'Paper (ML-1M): {PAPER["table4"]}.', '',
-      '## Table 3: client attributes', '', *_table(attribute_names), '',
+      '## Table 3: client attributes', '', *_table(_labels(ATTRIBUTE_CELLS)), '',
       "## The meta loss's scale", '',
       'How round t\'s query losses add up to the meta loss: the paper\'s eq. 1 sums over every '
       'query example of the cohort, so its gradient (and each meta step at a fixed meta '
