@@ -9,6 +9,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
+import typing
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # before TensorFlow loads
 
@@ -70,6 +72,17 @@ flags.DEFINE_integer('history_length', None, 'Clicked movies in the DIN history 
                      '(default 10).', lower_bound=1)
 flags.DEFINE_integer('local_steps', None, 'At most this many client batches per round '
                      '(0: whole epochs; default 0).', lower_bound=0)
+# movielens_ctr on a CTR file of your own (--data_dir=FILE.csv or .tsv)
+flags.DEFINE_string('label_column', None, 'CTR file: the label column, a number; > 0 is a '
+                    'click (default "label").')
+flags.DEFINE_string('client_column', None, 'CTR file: the column that names the client '
+                    '(user) of each row.')
+flags.DEFINE_list('feature_columns', None, 'CTR file: id feature columns (any strings; an '
+                  'empty field is padding).')
+flags.DEFINE_list('list_columns', None, 'CTR file: id-list feature columns, e.g. a DIN '
+                  'history "12,7,30" (items joined by --list_separator).')
+flags.DEFINE_string('list_separator', None, 'CTR file: the separator of id-list items '
+                    '(default ",").')
 # movielens_ranking
 flags.DEFINE_integer('min_interactions', None, 'Users with fewer items are skipped and '
                      'counted (default 20).', lower_bound=3)
@@ -85,11 +98,19 @@ TASK_FLAGS = ('data_dir', 'seed', 'batch_size', 'local_epochs', 'loss', 'spreado
               'embedding_dim', 'max_examples_per_user', 'factors', 'mlp_layers',
               'num_negatives', 'l2', 'test_fraction', 'top_k', 'model', 'split',
               'history_length', 'local_steps', 'min_interactions', 'user_state',
-              'reconstruction_epochs')
+              'reconstruction_epochs', 'label_column', 'client_column', 'feature_columns',
+              'list_columns', 'list_separator')
 logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO
 # Launchers run TFF computations only inside a NativeRuntime; TFF's own
 # import-time context would print an error at exit (see runtime.native).
 native.drop_tff_default_context()
+
+
+def check_choices(flag: str, values, known) -> None:
+  """A UsageError naming the values of list flag `flag` that are not in `known`."""
+  unknown = [v for v in values if v not in known]
+  if unknown:
+    raise app.UsageError(f'--{flag}: unknown {unknown}; choose from {sorted(known)}')
 
 
 def set_flags(names) -> dict:
@@ -114,10 +135,14 @@ def build_task(config):
   try:
     return tasks.TASKS[FLAGS.task].Task(config)
   except tables.DataFormatError as e:
+    if pathlib.Path(config.data_dir).is_file():  # a CTR file of the user's
+      raise app.UsageError(f'--data_dir={config.data_dir}: {e}') from None
     raise app.UsageError(
         f'--data_dir={config.data_dir}: {e}\nFor MovieLens: '
         '`python -m launch.download --dataset=ml-100k --cache_dir=DIR` and '
         'pass --data_dir=DIR/ml-100k.') from None
+  except ValueError as e:  # settings the data cannot take (e.g. a CTR file's columns)
+    raise app.UsageError(str(e)) from None
 
 
 def run_config(config, **settings) -> dict:
@@ -127,6 +152,50 @@ def run_config(config, **settings) -> dict:
   """
   return json.loads(json.dumps({'task': FLAGS.task, **dataclasses.asdict(config),
                                 **settings}))
+
+
+# Algorithm options -------------------------------------------------------------
+# One flag per field of every algorithm's option dataclass (registry.option_fields):
+# its type, choices and help come from the field; None means the field's default.
+
+
+def _element_type(annotation):
+  """The scalar type of a field annotation (`tuple[float, ...] | None` -> float)."""
+  is_union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+  for candidate in typing.get_args(annotation) if is_union else (annotation,):
+    if candidate is not type(None):
+      inner = typing.get_args(candidate)
+      return (inner[0] if inner else candidate), typing.get_origin(candidate) is tuple
+  raise TypeError(f'no type in {annotation}')
+
+
+def define_option_flags(fields: dict) -> None:
+  for name, field in fields.items():
+    kind, is_list = _element_type(field.type)
+    help_text = field.metadata.get('help', name)
+    if is_list:
+      flags.DEFINE_list(name, None, help_text)
+    elif 'choices' in field.metadata:
+      flags.DEFINE_enum(name, None, list(field.metadata['choices']), help_text)
+    else:
+      define = {bool: flags.DEFINE_boolean, int: flags.DEFINE_integer,
+                float: flags.DEFINE_float, str: flags.DEFINE_string}[kind]
+      define(name, None, help_text)
+
+
+def option_values(fields: dict) -> dict:
+  """The option flags that were set, converted to their fields' types."""
+  values = {}
+  for name, value in set_flags(fields).items():
+    kind, is_list = _element_type(fields[name].type)
+    if is_list:
+      try:
+        value = tuple(kind(v) for v in value)
+      except ValueError:
+        raise app.UsageError(f'--{name} must be a list of {kind.__name__}s, got '
+                             f'{",".join(value)}') from None
+    values[name] = value
+  return values
 
 
 WORKER_RETRIES = 2  # restarts of a cell whose TFF worker died

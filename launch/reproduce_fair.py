@@ -26,12 +26,13 @@ from absl import flags
 
 import pandas as pd
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from launch import common
 from launch import plots
 from tasks import goodreads_ranking
+from tff_rec.algorithms import baselines
 from tff_rec.algorithms import capacities
+from tff_rec.algorithms import registry
 from tff_rec.models import neumf
 from tff_rec.runtime import native
 from tff_rec.training import checkpoints
@@ -121,10 +122,9 @@ def compression_probe(task, config) -> list[str]:
   if not saved.exists():
     return kept.read_text().splitlines() if kept.exists() else ['(FedAvg has not run)']
   with native.NativeRuntime():
-    process, _, _ = task.build_process(
-        goodreads_ranking.AlgorithmConfig(name='fedavg', impl='composite'),
-        client_optimizer=tff.learning.optimizers.build_adam(FLAGS.learning_rate),
-        server_optimizer=tff.learning.optimizers.build_sgdm(1.0))
+    process = registry.build('fedavg', task, registry.Training(
+        baselines.OptimizerConfig('adam', FLAGS.learning_rate),
+        baselines.OptimizerConfig('sgd', 1.0))).process
     state, _ = asyncio.run(checkpoints.NumpyProgramStateManager(saved).load_latest(
         process.initialize()))
     weights = process.get_model_weights(state)

@@ -24,16 +24,17 @@ from absl import flags
 from launch import common  # sets TF's log level before TensorFlow loads
 import tasks  # pylint: disable=g-bad-import-order
 import tensorflow_federated as tff
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import baselines
-from tff_rec.algorithms import capacities
+from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
 from tff_rec.training import checkpoints
 from tff_rec.training import loop
 
-ALGORITHMS = sorted({a for module in tasks.TASKS.values() for a in module.Task.ALGORITHMS})
-flags.DEFINE_enum('algorithm', 'fedavg', ALGORITHMS, 'Learning algorithm (the task '
-                  'says which it has).')
+flags.DEFINE_enum('algorithm', None, sorted(registry.algorithms()),
+                  "Learning algorithm (default: the task's; fedavg, or fedmf for "
+                  'movielens_ranking). `python -m launch.matrix` shows which run where.')
 flags.DEFINE_integer('rounds', 100, 'Training rounds.', lower_bound=1)
 flags.DEFINE_integer('clients_per_round', None, "Clients sampled per round (default: "
                      "the task's; movielens_next_item 50, goodreads_ranking 10).",
@@ -43,111 +44,72 @@ flags.DEFINE_enum('client_optimizer', None, baselines.OPTIMIZERS, "Client optimi
 flags.DEFINE_float('client_learning_rate', None, "Client learning rate (default: the "
                    "task's; 0.1 / 1e-3).", lower_bound=0)
 flags.DEFINE_enum('server_optimizer', None, baselines.OPTIMIZERS, "Server optimizer "
-                  "(default: the task's; adam / sgd).")
+                  "(default: the algorithm's or the task's; adam / sgd).")
 flags.DEFINE_float('server_learning_rate', None, "Server learning rate (default: the "
-                   "task's; 0.01 / 1.0, which replaces the model by the mean).",
-                   lower_bound=0)
+                   "algorithm's or the task's; 0.01 / 1.0, which replaces the model by the "
+                   'mean).', lower_bound=0)
 flags.DEFINE_float('server_adaptivity', None, "adagrad / adam server: Reddi et al.'s tau, "
-                   "the epsilon and (adagrad) sqrt of the starting accumulator (default: the "
-                   "task's; TFF's defaults, metaua 1e-3).", lower_bound=0)
+                   'the epsilon and (adagrad) sqrt of the starting accumulator (default: '
+                   "TFF's; metaua 1e-3).", lower_bound=0)
 flags.DEFINE_integer('eval_every', 10, 'Evaluate every N rounds (0: only after the last).',
                      lower_bound=0)
 flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower_bound=1)
 flags.DEFINE_enum('runtime', 'native', ['native', 'inprocess'],
                   "native: TFF's C++ worker (CPU). inprocess: the round's "
                   'MapReduceForm run in this process (custom ops, GPU).')
-# FAIR and its baselines (goodreads_ranking)
-flags.DEFINE_string('capacities', None, "Capacity scheme, e.g. 1x-2x-4x: clients in id "
-                    'order split into equal groups, one per capacity (default 1x-2x).')
-flags.DEFINE_list('capacity_fractions', None, 'Share of clients in each capacity group, '
-                  'e.g. 0.2,0.8 (default: equal groups).')
-flags.DEFINE_enum('capacity_assignment', None, capacities.ASSIGNMENTS,
-                  'ordered: groups by client id (the paper); random: after a seeded '
-                  'shuffle (default ordered).')
-# FedSubAvg and the CTR baselines (movielens_ctr)
-flags.DEFINE_enum('heat', None, ['clients', 'examples'], "Feature heat and client weights: "
-                  "'clients' counts clients per row and weighs clients equally (the "
-                  "paper); 'examples' counts and weighs training examples (the official "
-                  'code) (default clients).')
-flags.DEFINE_float('proximal_strength', None, 'FedProx mu (default 0.01).', lower_bound=0)
-# MetaUA (movielens_ctr)
-flags.DEFINE_float('meta_lr', None, "MetaUA's SGD learning rate on the meta parameters "
-                   '(default 2.0, the paper\'s).', lower_bound=0)
-flags.DEFINE_list('attributes', None, 'MetaUA client attributes (z1..z6): num_samples, '
-                  'local_loss, update_norm, loss_ratio, positive_rate, unique_features '
-                  '(default local_loss).')
-flags.DEFINE_boolean('client_weighting', None, 'MetaUA: learn client weights (off: FedAvg '
-                     'weights) (default on).')
-flags.DEFINE_boolean('server_lr_scaling', None, 'MetaUA: learn the per-layer server '
-                     'learning-rate scale (off: 1) (default on).')
-flags.DEFINE_enum('meta_loss', None, ['sum', 'client_mean', 'mean'], "MetaUA's meta loss "
-                  "over the cohort's query examples: summed (the paper's eq. 1), each "
-                  "client's mean summed, or the mean over all (default sum).")
-flags.DEFINE_float('query_fraction', None, "MetaUA: share of each client's training "
-                   'examples held out as its query set (default 0.2).')
-# CoLR and its baselines (movielens_ranking)
-flags.DEFINE_integer('rank', None, 'colr / svd: the rank r of the item update; scolr: the '
-                     'global rank R; topk: keep as many entries as a rank-r factor '
-                     'has bytes (default 4).')
-flags.DEFINE_string('local_ranks', None, "scolr: each client group's local rank, e.g. "
-                    '1-2-4 (clients in id order, equal groups); default: uniform in 1..R, '
-                    'drawn every round.')
-flags.DEFINE_enum('item_average', None, ['cohort', 'touched'], "The server's mean of an "
-                  "item's update: over the cohort (the paper's FedAvg) or over the clients "
-                  "whose data touched the item (the official code) (default cohort).")
-flags.DEFINE_float('secure_sum_bound', None, "Sum the clients' payloads with TFF's secure "
-                   'sum, each value clipped to +-bound (0: plain sum; default 0).',
-                   lower_bound=0)
+flags.DEFINE_enum('aggregator', 'mean', inner.NAMES,
+                  "The aggregation inside every method's own factory: a plain mean, TFF's "
+                  "secure sum (--secure_bound; in-process runtime) or TFF's DP "
+                  '(--dp_noise_multiplier, --dp_clip).')
+flags.DEFINE_float('secure_bound', None, '--aggregator=secure: each value clipped to '
+                   '+-bound before the secure sum (default 1).', lower_bound=0)
+flags.DEFINE_float('dp_noise_multiplier', None, '--aggregator=dp: Gaussian noise stddev '
+                   'over the clip (default 1).', lower_bound=0)
+flags.DEFINE_float('dp_clip', None, "--aggregator=dp: each client's update clipped to this "
+                   'L2 norm (default 1).', lower_bound=0)
+flags.DEFINE_list('stack', None, "Other methods' aggregation stacked on the algorithm's "
+                  "own: fedsubavg (scale each table row's aggregate by N / its feature heat; "
+                  'on the FedAvg family, FAIR and CoLR).')
+OPTION_FIELDS = registry.option_fields()
+common.define_option_flags(OPTION_FIELDS)
 
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
-
-OPTION_FLAGS = ('capacities', 'capacity_fractions', 'capacity_assignment', 'heat',
-                'proximal_strength', 'rank', 'local_ranks', 'item_average', 'secure_sum_bound',
-                'meta_lr', 'attributes', 'client_weighting', 'server_lr_scaling',
-                'query_fraction', 'meta_loss')
+AGGREGATOR_FLAGS = {'secure_bound': 'secure', 'dp_noise_multiplier': 'dp', 'dp_clip': 'dp'}
 
 
-def _algorithm_options(task_class) -> dict:
-  options = common.set_flags(OPTION_FLAGS)
-  for name in options:
-    if name not in task_class.ALGORITHM_OPTIONS:
-      raise app.UsageError(f'--{name} does not apply to --task={FLAGS.task}')
-  if 'attributes' in options:
-    options['attributes'] = tuple(options['attributes'])
-  if 'capacity_fractions' in options:
-    try:
-      options['capacity_fractions'] = tuple(float(f) for f in options['capacity_fractions'])
-    except ValueError:
-      raise app.UsageError('--capacity_fractions must be numbers, e.g. 0.2,0.8') from None
-  return options
+def _aggregator() -> inner.InnerAggregator:
+  for name, needs in AGGREGATOR_FLAGS.items():
+    if FLAGS[name].value is not None and FLAGS.aggregator != needs:
+      raise app.UsageError(f'--{name} applies to --aggregator={needs}')
+  try:
+    return inner.InnerAggregator(FLAGS.aggregator, **common.set_flags(AGGREGATOR_FLAGS))
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   task_class = tasks.TASKS[FLAGS.task].Task
-  if FLAGS.algorithm not in task_class.ALGORITHMS:
-    raise app.UsageError(f'--algorithm={FLAGS.algorithm} is not one of --task='
-                         f'{FLAGS.task}\'s algorithms: {", ".join(task_class.ALGORITHMS)}')
-  options = _algorithm_options(task_class)
+  name = FLAGS.algorithm or task_class.DEFAULT_ALGORITHM
+  options = common.option_values(OPTION_FIELDS)
+  try:
+    registry.check_options(name, options)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
+  aggregator = _aggregator()
   target = common.parse_target(FLAGS.target)
   task_config = common.task_config()
-  setting = {**task_class.TRAIN_DEFAULTS,
-             **getattr(task_class, 'ALGORITHM_DEFAULTS', {}).get(FLAGS.algorithm, {}),
-             **common.set_flags([*task_class.TRAIN_DEFAULTS, 'server_adaptivity'])}
   try:
+    training = registry.training(
+        task_class, name, aggregator=aggregator, runtime=FLAGS.runtime,
+        stack=tuple(FLAGS.stack or ()),
+        **common.set_flags([*task_class.TRAIN_DEFAULTS, 'server_adaptivity']))
     schedule = loop.Schedule(
-        rounds=FLAGS.rounds, clients_per_round=setting['clients_per_round'],
+        rounds=FLAGS.rounds, clients_per_round=training.clients_per_round,
         eval_every=FLAGS.eval_every, checkpoint_every=FLAGS.checkpoint_every,
         seed=task_config.seed)
-    client_optimizer = baselines.OptimizerConfig(setting['client_optimizer'],
-                                                 setting['client_learning_rate'])
-    adaptivity = setting.get('server_adaptivity')
-    if FLAGS.server_adaptivity is None and setting['server_optimizer'] == 'sgd':
-      adaptivity = None  # a default tau of an adaptive server the flags replaced by SGD
-    server_optimizer = baselines.OptimizerConfig(setting['server_optimizer'],
-                                                 setting['server_learning_rate'], adaptivity)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   task = common.build_task(task_config)
@@ -155,22 +117,23 @@ def main(argv):
              else contextlib.nullcontext())
   with runtime:
     try:
-      process, client_ids, client_input = task.learning_process(
-          FLAGS.algorithm, client_optimizer=client_optimizer,
-          server_optimizer=server_optimizer, runtime=FLAGS.runtime, **options)
+      built = registry.build(name, task, training, **options)
     except ValueError as e:
       raise app.UsageError(str(e)) from None
     try:
-      schedule.validate(len(client_ids))
+      schedule.validate(len(built.client_ids))
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
     out = common.output_dir(common.run_config(
-        task_config, algorithm=FLAGS.algorithm, **options, runtime=FLAGS.runtime,
-        client_optimizer=client_optimizer.settings(),
-        server_optimizer=server_optimizer.settings(),
+        task_config, algorithm=name, **options, runtime=FLAGS.runtime,
+        client_optimizer=training.client_optimizer.settings(),
+        server_optimizer=training.server_optimizer.settings(),
+        **(aggregator.settings() if aggregator.name != 'mean' else {}),
+        **({'stack': list(training.stack)} if training.stack else {}),
         **vars(schedule)))
-    print(f'{FLAGS.task}: {task.describe()}; {FLAGS.algorithm}, {len(client_ids)} '
+    print(f'{FLAGS.task}: {task.describe()}; {name}, {len(built.client_ids)} '
           f'training clients; output in {out}', flush=True)
+    process = built.process
     if FLAGS.runtime == 'inprocess':
       process = inprocess.InProcessLearningProcess(process)
     checkpointing = loop.Checkpointing(checkpoints.NumpyProgramStateManager(
@@ -183,10 +146,12 @@ def main(argv):
     progress = common.Progress(FLAGS.rounds, 'round',
                                {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})
     periodic, final = task.EVAL_PARTS
+    evaluate = built.evaluate or task.evaluate
     _, metrics = loop.run(
-        process, client_ids=client_ids, client_input=client_input, schedule=schedule,
-        evaluate=lambda w: _prefixed(periodic, task.evaluate(w, periodic)),
-        final_evaluate=lambda w: _prefixed(final, task.evaluate(w, final)),
+        process, client_ids=built.client_ids, client_input=built.client_input,
+        schedule=schedule,
+        evaluate=lambda w: _prefixed(periodic, evaluate(w, periodic)),
+        final_evaluate=lambda w: _prefixed(final, evaluate(w, final)),
         checkpointing=checkpointing, release_managers=managers,
         on_round=progress)
   if metrics:

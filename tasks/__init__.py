@@ -1,13 +1,12 @@
-"""Tasks by name: each maps a small config to data, learning processes and evaluation.
+"""Tasks by name: each maps a small config to data, a model and evaluation.
 
-A task module has `make_config(**settings)` and `Task`, a class with
-ALGORITHMS, ALGORITHM_OPTIONS (trainer flags its learning_process takes),
-TRAIN_DEFAULTS (trainer settings it is tuned for), optionally
-ALGORITHM_DEFAULTS (algorithm -> settings that override them), EVAL_PARTS
-(periodic, final), PROGRESS (metrics shown per round), `describe()`,
-`train_client_ids`, `learning_process(algorithm, client_optimizer=,
-server_optimizer=, runtime=, **options)`, `evaluate(weights, part)` and
-`train_centralized(optimizer, epochs=, eval_every=, on_epoch=)`.
+A task module has `make_config(**settings)` and `Task`, a class with NAME,
+DEFAULT_ALGORITHM, TRAIN_DEFAULTS (trainer settings it is tuned for),
+EVAL_PARTS (periodic, final), PROGRESS (metrics shown per round),
+`describe()`, `train_client_ids`, `evaluate(weights, part)` and
+`train_centralized(optimizer, epochs=, eval_every=, on_epoch=)`, plus what its
+model offers the algorithms (tff_rec.algorithms.api: a Keras model, declared
+tables, a weight-table model, private user vectors). It names no algorithm.
 """
 
 from tasks import goodreads_ranking

@@ -20,15 +20,13 @@ import tensorflow_federated as tff
 
 from tff_rec import metrics
 from tff_rec.algorithms import baselines
-from tff_rec.algorithms import capacities
-from tff_rec.algorithms import fair
 from tff_rec.data import implicit
 from tff_rec.data import user_items
 from tff_rec.models import neumf
+from tff_rec.models import table_model
 from tff_rec.training import functional
 
 DEFAULT_DATA_DIR = '../shared/data/goodreads-100'
-ALGORITHMS = ('fedavg', 'fair', 'fair_hom', 'full_trn', 'fedhm', 'fair_inconsistent')
 EVAL_BLOCK_SCORES = 1 << 22  # users x items scored at a time: ~4M x 16 floats in the MLP
 
 
@@ -54,22 +52,6 @@ class Config:
       raise ValueError(f'l2 must be >= 0, got {self.l2}')
 
 
-@dataclasses.dataclass(frozen=True)
-class AlgorithmConfig:
-  """FAIR and its baselines (ignored by fedavg)."""
-  name: str = 'fair'
-  capacities: str = '1x-2x'
-  capacity_fractions: tuple[float, ...] | None = None
-  capacity_assignment: str = 'ordered'
-  impl: str = 'auto'  # hashed lookup kernel: 'composite' on TFF's native runtime
-
-  def __post_init__(self):
-    if self.name not in ALGORITHMS:
-      raise ValueError(f'unknown algorithm {self.name!r} for goodreads_ranking; '
-                       f'choose one of {ALGORITHMS}')
-    capacities.parse(self.capacities)
-
-
 def make_config(**values) -> Config:
   return Config(**values)
 
@@ -77,14 +59,13 @@ def make_config(**values) -> Config:
 class GoodreadsRanking:
   """The task; reading the data happens once, in the constructor."""
 
-  ALGORITHMS = ALGORITHMS
+  NAME = 'goodreads_ranking'
+  DEFAULT_ALGORITHM = 'fair'
   # FAIR's settings (official README: K = 10 clients, fresh client Adam 1e-3,
   # the server replaces the model by the mean); the flags override them.
   TRAIN_DEFAULTS = dict(clients_per_round=10, client_optimizer='adam',
                         client_learning_rate=1e-3, server_optimizer='sgd',
                         server_learning_rate=1.0)
-  # Trainer flags passed on to learning_process (AlgorithmConfig fields).
-  ALGORITHM_OPTIONS = ('capacities', 'capacity_fractions', 'capacity_assignment')
   EVAL_PARTS = ('test', 'test')  # the paper tracks test NDCG every N rounds
   PROGRESS = {'loss': 'train/train/loss', 'ndcg_at_20': 'test/ndcg_at_20',
               'bytes down': 'train/bytes_down'}
@@ -108,11 +89,27 @@ class GoodreadsRanking:
             f'{self.data.train.counts.sum()} train / {self.data.test.counts.sum()} '
             'test interactions')
 
-  def model(self) -> fair.FairModel:
-    return fair.FairModel(
+  def functional_model(self) -> table_model.TableModel:
+    return table_model.TableModel(
         initial_weights=neumf.initial_weights(self.shape, self.config.seed),
         loss=functools.partial(neumf.bpr_loss, l2=self.config.l2),
         tables=neumf.ITEM_TABLES, per_user_tables=('user_gmf', 'user_mlp'))
+
+  # Tables: the rows each client's data index (its positives), for feature heat.
+
+  def table_rows(self, table: str) -> int:
+    del table  # both item tables have a row per item
+    return self.data.num_items
+
+  @functools.cache
+  def client_table_rows(self) -> dict[str, list[np.ndarray]]:
+    """Per item table, per training client: its train positives (the negatives it
+    samples each round reach every item, so they are no feature of its data)."""
+    positives = [self.data.train.of(self._client_index[c]) for c in self.train_client_ids]
+    return {table: positives for table in neumf.ITEM_TABLES}
+
+  def client_sizes(self) -> list[int]:
+    return [len(self.data.train.of(self._client_index[c])) for c in self.train_client_ids]
 
   def client_arguments(self, client_id: str, seed: int
                        ) -> tuple[np.int32, np.ndarray, np.ndarray]:
@@ -152,52 +149,6 @@ class GoodreadsRanking:
     """Batches of (user, positive, negatives) triples, in order."""
     return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
         user=users, positive=positives, negatives=negatives)).batch(self.config.batch_size)
-
-  def learning_process(self, algorithm: str, *, client_optimizer: baselines.OptimizerConfig,
-                       server_optimizer: baselines.OptimizerConfig, runtime: str,
-                       **options):
-    """(process, training client ids, client input fn); options: AlgorithmConfig's."""
-    impl = 'composite' if runtime == 'native' else 'auto'  # native cannot load the op
-    return self.build_process(AlgorithmConfig(name=algorithm, impl=impl, **options),
-                              client_optimizer=client_optimizer.build(),
-                              server_optimizer=server_optimizer.build())
-
-  def build_process(self, algorithm: AlgorithmConfig, *,
-                    client_optimizer: tff.learning.optimizers.Optimizer,
-                    server_optimizer: tff.learning.optimizers.Optimizer):
-    """(process, training client ids, client input fn) for one algorithm."""
-    ids = self.train_client_ids
-    scheme = capacities.parse(algorithm.capacities)
-    if algorithm.name == 'fedavg':
-      scheme = [1]
-    elif algorithm.name == 'fair_hom':
-      scheme = [max(scheme)]
-    elif algorithm.name == 'full_trn':  # only clients that can hold the full model
-      full = capacities.assign(len(ids), len(scheme), fractions=algorithm.capacity_fractions,
-                               assignment=algorithm.capacity_assignment,
-                               seed=self.config.seed) == scheme.index(min(scheme))
-      if min(scheme) != 1:
-        raise ValueError(f'full_trn needs a 1x tier; scheme {algorithm.capacities} has none')
-      ids, scheme = [c for c, keep in zip(ids, full) if keep], [1]
-    if algorithm.name == 'fedhm':
-      tiers = capacities.low_rank_tiers(self.shape.table_shapes(), scheme)
-    else:
-      tiers = capacities.hashed_tiers(
-          self.shape.table_shapes(), scheme, seed=self.config.seed + 1, impl=algorithm.impl,
-          consistent=algorithm.name != 'fair_inconsistent')
-    tier_of = capacities.assign(
-        len(ids), len(scheme),
-        fractions=algorithm.capacity_fractions if len(scheme) > 1 else None,
-        assignment=algorithm.capacity_assignment, seed=self.config.seed)
-    tier_of = dict(zip(ids, tier_of.tolist()))
-    process = fair.build_fair_process(
-        self.model(), tiers, dataset_computation=self.dataset_computation,
-        client_optimizer=client_optimizer, server_optimizer=server_optimizer)
-
-    def client_input(client_id: str, seed: int):
-      return np.int32(tier_of[client_id]), self.client_arguments(client_id, seed)
-
-    return process, ids, client_input
 
   def evaluate(self, weights, part: str = 'test') -> dict[str, float]:
     """Mean NDCG / recall / HR @k of the full model over users with test items."""
@@ -251,7 +202,7 @@ class GoodreadsRanking:
     One optimizer throughout; test metrics every `eval_every` epochs and
     after the last; `on_epoch(epoch, metrics)` sees every epoch's metrics.
     """
-    model = self.model()
+    model = self.functional_model()
     weights = {k: tf.constant(v) for k, v in model.initial_weights.items()}
 
     def loss_fn(w, batch):

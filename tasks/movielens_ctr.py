@@ -1,4 +1,8 @@
-"""MovieLens click-through-rate prediction (FedSubAvg's and MetaUA's task family).
+"""Click-through-rate prediction (FedSubAvg's and MetaUA's task family).
+
+On MovieLens, or on a CTR file of your own (a CSV / TSV with a header;
+`data_dir` names the file and the config declares its label, client and
+feature columns: tff_rec.data.ctr_file), with LR or DCNv2 over those columns.
 
 Examples, features and splits: tff_rec.data.ctr (label = rating >= 4, each
 user a client; chronological last-10% test by default, or FedSubAvg's random
@@ -7,20 +11,17 @@ CTR model), from tff_rec.models.ctr. Metrics: exact AUC and logloss of the
 global model on the pooled test examples, and its loss on the pooled training
 examples (FedSubAvg's target for the rating task is a train loss).
 
-Algorithms: FedAvg, FedSubAvg, FedProx, FedAdam, FedAdagrad, exact
-SCAFFOLD (client control variates kept by the driver: native runtime, small
-models), and MetaUA and FedNova (tff_rec.algorithms.metaua: each client's
-training examples split once, with a seed, into support and query; native
-runtime). All but SCAFFOLD aggregate through FedSubAvgFactory, which reports
-the submodel bytes a client would move; only fedsubavg applies the heat
-correction. Client weighting goes
-with the heat: 'clients' (the paper: n_m counts clients, uniform weights)
-or 'examples' (the official code: both weighted by training examples).
+The model declares its embedding tables (`table_of_variable`, and the rows
+each training client's data index, `client_table_rows`), so FedSubAvg's heat
+can be counted; clients' examples come as one dict of per-example arrays
+(`client_examples`), which MetaUA splits into support and query. Clients weigh
+equally by default (CLIENT_WEIGHTING: FedSubAvg's paper).
 """
 
 import collections
 import dataclasses
 import functools
+import pathlib
 
 import numpy as np
 import tensorflow as tf
@@ -29,18 +30,13 @@ import tensorflow_federated as tff
 from tff_rec import metrics
 from tff_rec.aggregators import fedsubavg
 from tff_rec.algorithms import baselines
-from tff_rec.algorithms import metaua
-from tff_rec.algorithms import scaffold
 from tff_rec.data import ctr
+from tff_rec.data import ctr_file
 from tff_rec.data import movielens
 from tff_rec.models import ctr as ctr_models
+from tff_rec.models import table_model
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
-ALGORITHMS = ('fedavg', 'fedsubavg', 'fedprox', 'fedadam', 'fedadagrad', 'scaffold', 'metaua',
-              'fednova')
-HEAT = ('clients', 'examples')
-# FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
-SERVER_OPTIMIZER_OF = {'fedadam': 'adam', 'fedadagrad': 'adagrad'}
 DEFAULT_TEST_FRACTION = {'chronological': 0.1, 'random': 0.2}
 EVAL_BATCH_SIZE = 8192
 
@@ -57,6 +53,12 @@ class Config:
   local_epochs: int = 1
   local_steps: int = 0  # > 0: at most this many batches per round (FedSubAvg's I)
   seed: int = 0
+  # A CTR file of your own (data_dir names a .csv / .tsv file): its columns.
+  label_column: str = 'label'
+  client_column: str | None = None
+  feature_columns: tuple[str, ...] = ()
+  list_columns: tuple[str, ...] = ()
+  list_separator: str = ','
 
   def __post_init__(self):
     if self.model not in ctr_models.MODELS:
@@ -77,35 +79,48 @@ class Config:
 
 
 def make_config(**values) -> Config:
+  for name in ('feature_columns', 'list_columns'):  # flags give lists
+    if name in values:
+      values[name] = tuple(values[name])
   return Config(**values)
+
+
+def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]:
+  """MovieLens as CTR examples, or a CTR file with the declared columns; the model."""
+  path = pathlib.Path(config.data_dir)
+  if not path.is_file():
+    return (ctr.make_examples(movielens.load(path), split=config.split,
+                              test_fraction=config.resolved_test_fraction,
+                              history_length=config.history_length, seed=config.seed),
+            ctr_models.MODELS[config.model])
+  if config.client_column is None:
+    raise ValueError(f'{path} is a CTR file: declare its columns, at least --client_column '
+                     'and --feature_columns (and --label_column unless it is "label")')
+  columns = ctr_file.Columns(config.label_column, config.client_column,
+                             config.feature_columns, config.list_columns,
+                             config.list_separator)
+  examples = ctr_file.read(path, columns, split=config.split,
+                           test_fraction=config.resolved_test_fraction, seed=config.seed)
+  return examples, ctr_models.for_columns(config.model,
+                                          (*config.feature_columns, *config.list_columns))
 
 
 class MovieLensCtr:
   """The task; reading the data and building examples happen once, here."""
 
-  ALGORITHMS = ALGORITHMS
+  NAME = 'movielens_ctr'
+  DEFAULT_ALGORITHM = 'fedavg'
+  CLIENT_WEIGHTING = 'clients'  # FedSubAvg's paper: clients weigh equally
   # FedSubAvg's rating task: K = 50 clients per round, mini-batch SGD.
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='sgd', server_learning_rate=1.0)
-  ALGORITHM_DEFAULTS = {'fedadam': dict(server_optimizer='adam', server_learning_rate=0.01),
-                        'fedadagrad': dict(server_optimizer='adagrad',
-                                           server_learning_rate=0.1),
-                        # MetaUA: the paper's FedAdagrad, accumulator from ~0 (Reddi et al.)
-                        'metaua': dict(server_optimizer='adagrad', server_learning_rate=0.1,
-                                       server_adaptivity=1e-3)}
-  ALGORITHM_OPTIONS = ('heat', 'proximal_strength', 'meta_lr', 'attributes', 'client_weighting',
-                       'server_lr_scaling', 'query_fraction', 'meta_loss')
   EVAL_PARTS = ('eval', 'eval')
   PROGRESS = {'loss': 'train/client_work/train/loss', 'train loss': 'eval/train_loss',
               'test auc': 'eval/test_auc'}
 
   def __init__(self, config: Config):
     self.config = config
-    self.spec = ctr_models.MODELS[config.model]
-    self.examples = ctr.make_examples(
-        movielens.load(config.data_dir), split=config.split,
-        test_fraction=config.resolved_test_fraction, history_length=config.history_length,
-        seed=config.seed)
+    self.examples, self.spec = read_examples(config)
     ctr.check_ids(self.examples.take(slice(None), self.spec.columns),
                   self.examples.vocab_sizes)
     self.widths = {c: self.examples.features[c].shape[1] for c in self.spec.columns
@@ -129,7 +144,7 @@ class MovieLensCtr:
     return (f'{len(self._train_rows)} clients{skipped}, {int((~e.is_test).sum())} train / '
             f'{int(e.is_test.sum())} test examples ({c.split} split), click rate '
             f'{e.labels.mean():.3f}; model {c.model} (dim {self.dim}), feature / parameter '
-            'heat dispersion {:.0f} / {:.0f}'.format(*self.heat_dispersion('clients')))
+            'heat dispersion {:.0f} / {:.0f}'.format(*self.heat_dispersion()))
 
   # Models ------------------------------------------------------------------
 
@@ -143,217 +158,87 @@ class MovieLensCtr:
         for c in self.spec.columns)
     return features, tf.TensorSpec([None, 1], tf.float32)
 
+  @staticmethod
+  def loss() -> tf.keras.losses.Loss:
+    return tf.keras.losses.BinaryCrossentropy(from_logits=True)
+
   def model_fn(self) -> tff.learning.models.VariableModel:
-    return tff.learning.models.from_keras_model(
-        self.keras_model(), loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
-        input_spec=self.input_spec)
+    return tff.learning.models.from_keras_model(self.keras_model(), loss=self.loss(),
+                                                input_spec=self.input_spec)
 
   @functools.cached_property
   def table_of_variable(self) -> list[str | None]:
     """Per trainable variable: the embedding table it is, or None (dense)."""
-    return ctr_models.table_variables(self.keras_model(), self.spec)
+    return table_model.keras_table_variables(self.keras_model(), self.spec.tables)
 
-  # Feature heat ------------------------------------------------------------
+  # Tables ------------------------------------------------------------------
+
+  def table_rows(self, table: str) -> int:
+    return self.examples.vocab_sizes[self.spec.tables[table][0]]
 
   @functools.cache
-  def heat(self, mode: str) -> dict[str, np.ndarray]:
-    """Per table, n_m: the clients (or their training examples) whose data index row m.
-
-    Row 0, the padding id, is no feature: its heat is 0 (it never moves).
-    """
-    if mode not in HEAT:
-      raise ValueError(f'unknown heat {mode!r}; choose one of {HEAT}')
-    rows = list(self._train_rows.values())
-    weights = [len(r) for r in rows] if mode == 'examples' else None
-    heat = {}
+  def client_table_rows(self) -> dict[str, list[np.ndarray]]:
+    """Per table, per training client (train_client_ids order): the rows its data
+    index. Row 0, the padding id, is no feature and is left out."""
+    out = {}
     for table, columns in self.spec.tables.items():
-      heat[table] = fedsubavg.feature_heat(
-          [np.concatenate([self.examples.features[c][r].reshape(-1) for c in columns])
-           for r in rows], self.examples.vocab_sizes[columns[0]], weights)
-      heat[table][0] = 0
-    return heat
+      out[table] = []
+      for rows in self._train_rows.values():
+        ids = np.concatenate([self.examples.features[c][rows].reshape(-1) for c in columns])
+        out[table].append(ids[ids != 0])
+    return out
 
-  def heat_population(self, mode: str) -> float:
-    """N: what a dense parameter's heat is (clients, or all training examples)."""
-    return float(sum(len(r) for r in self._train_rows.values()) if mode == 'examples'
-                 else len(self._train_rows))
+  def client_sizes(self) -> list[int]:
+    """Training examples per training client (train_client_ids order)."""
+    return [len(r) for r in self._train_rows.values()]
 
-  def heat_dispersion(self, mode: str) -> tuple[float, float]:
-    """(feature, parameter) heat dispersion, max n_m / min n_m: over the tables' rows
-    (the paper's Table 1), and over all parameters (dense ones have heat N)."""
-    touched = np.concatenate([h[h > 0] for h in self.heat(mode).values()])
+  def heat_dispersion(self) -> tuple[float, float]:
+    """(feature, parameter) heat dispersion, max n_m / min n_m with n_m the clients
+    whose data index row m: over the tables' rows (FedSubAvg's Table 1), and over
+    all parameters (a dense one is involved in every client)."""
+    touched = np.concatenate([
+        h[h > 0] for h in (fedsubavg.feature_heat(rows, self.table_rows(t))
+                           for t, rows in self.client_table_rows().items())])
     return (fedsubavg.dispersion(touched),
-            max(self.heat_population(mode), touched.max()) / touched.min())
-
-  def aggregator(self, algorithm: str, heat: str) -> fedsubavg.FedSubAvgFactory:
-    tables = [t is not None for t in self.table_of_variable]
-    if algorithm != 'fedsubavg':
-      return fedsubavg.FedSubAvgFactory.measuring_only(tables)
-    population, rows = self.heat_population(heat), self.heat(heat)
-    return fedsubavg.FedSubAvgFactory(
-        [None if t is None else fedsubavg.corrections(rows[t], population)
-         for t in self.table_of_variable])
+            max(len(self._train_rows), touched.max()) / touched.min())
 
   # Federated training ------------------------------------------------------
 
-  def client_arguments(self, client_id: str, seed: int):
-    """(features, labels, seed): what `dataset_computation` needs for one client."""
+  def client_examples(self, client_id: str) -> collections.OrderedDict:
+    """The client's training examples: its feature arrays and 'label', in time order."""
     rows = self._train_rows[self._client_index[client_id]]
-    return (collections.OrderedDict(self.examples.take(rows, self.spec.columns)),
-            self.examples.labels[rows], np.int64(seed))
+    return collections.OrderedDict(**self.examples.take(rows, self.spec.columns),
+                                   label=self.examples.labels[rows])
+
+  def client_arguments(self, client_id: str, seed: int):
+    """(examples, seed): what `dataset_computation` needs for one client."""
+    return self.client_examples(client_id), np.int64(seed)
 
   @functools.cached_property
   def dataset_computation(self) -> tff.Computation:
     """A client's example arrays -> its shuffled batches (E epochs, at most I steps)."""
     features, _ = self.input_spec
-    feature_type = collections.OrderedDict(
-        (c, tff.TensorType(np.int32, spec.shape)) for c, spec in features.items())
+    examples_type = collections.OrderedDict(
+        **{c: tff.TensorType(np.int32, spec.shape) for c, spec in features.items()},
+        label=tff.TensorType(np.float32, [None]))
 
-    @tff.tensorflow.computation(feature_type, tff.TensorType(np.float32, [None]), np.int64)
-    def build(features, labels, seed):
-      return self.batches(tf.data.Dataset.from_tensor_slices((features, labels)), seed=seed)
+    @tff.tensorflow.computation(examples_type, np.int64)
+    def build(examples, seed):
+      return self.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed)
 
     return build
 
   def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
+    """Training batches of example dicts: shuffled, E epochs, at most I steps."""
     c = self.config
-    dataset = (dataset.shuffle(1 << 16, seed=seed).repeat(c.local_epochs)
-               .batch(c.batch_size).map(lambda x, y: (x, y[:, None])))
+    dataset = self.one_pass(dataset.shuffle(1 << 16, seed=seed).repeat(c.local_epochs))
     return dataset.take(c.local_steps) if c.local_steps else dataset
 
-  def learning_process(self, algorithm: str, *, client_optimizer: baselines.OptimizerConfig,
-                       server_optimizer: baselines.OptimizerConfig, runtime: str,
-                       heat: str = 'clients', proximal_strength: float = 0.01,
-                       **meta_options):
-    """(process, training client ids, client input fn) for one algorithm;
-    meta_options: _meta_aggregation's (MetaUA, FedNova)."""
-    if algorithm not in ALGORITHMS:
-      raise ValueError(f'unknown algorithm {algorithm!r} for movielens_ctr; choose one '
-                       f'of {ALGORITHMS}')
-    if algorithm == 'scaffold':
-      return self._scaffold(client_optimizer, server_optimizer, runtime)
-    if algorithm in ('metaua', 'fednova'):
-      return self._meta_aggregation(algorithm, client_optimizer, server_optimizer, runtime,
-                                    **meta_options)
-    if heat not in HEAT:
-      raise ValueError(f'unknown heat {heat!r}; choose one of {HEAT}')
-    if heat == 'examples' and self.config.local_steps:
-      # TFF weighs a client by the examples it processed, which --local_steps
-      # caps: no longer its training-set size, which the heat counts.
-      raise ValueError('heat=examples weighs clients by the examples they train on, '
-                       'proportional to their data only without local_steps; set '
-                       'local_steps=0 or use heat=clients')
-    if algorithm in SERVER_OPTIMIZER_OF and server_optimizer.name != SERVER_OPTIMIZER_OF[algorithm]:
-      raise ValueError(f'{algorithm} is FedAvg with a {SERVER_OPTIMIZER_OF[algorithm]} '
-                       f'server optimizer, got {server_optimizer.name}')
-    weighting = (tff.learning.ClientWeighting.UNIFORM if heat == 'clients'
-                 else tff.learning.ClientWeighting.NUM_EXAMPLES)
-    process = baselines.build_process(
-        'fedprox' if algorithm == 'fedprox' else 'fedavg', self.model_fn,
-        client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-        model_aggregator=self.aggregator(algorithm, heat), client_weighting=weighting,
-        proximal_strength=proximal_strength)
-    process = tff.simulation.compose_dataset_computation_with_learning_process(
-        self.dataset_computation, process)
-    return process, self.train_client_ids, self.client_arguments
-
-  def _scaffold(self, client_optimizer: baselines.OptimizerConfig,
-                server_optimizer: baselines.OptimizerConfig, runtime: str):
-    if runtime != 'native':
-      raise ValueError('scaffold keeps every client\'s control variate between rounds, '
-                       'which a MapReduce round cannot hand back to a client; use '
-                       '--runtime=native')
-    if client_optimizer.name != 'sgd' or server_optimizer.name != 'sgd':
-      raise ValueError('scaffold takes SGD steps at the clients and the server; got '
-                       f'{client_optimizer.name} / {server_optimizer.name}')
-    ids = self.train_client_ids
-    process = scaffold.ScaffoldProcess(
-        self.model_fn, self.dataset_computation, num_clients=len(ids),
-        client_learning_rate=client_optimizer.learning_rate,
-        server_learning_rate=server_optimizer.learning_rate)
-    index = {client: k for k, client in enumerate(ids)}
-
-    def client_input(client_id: str, seed: int):
-      return index[client_id], self.client_arguments(client_id, seed)
-
-    return process, ids, client_input
-
-  def _meta_aggregation(self, algorithm: str, client_optimizer: baselines.OptimizerConfig,
-                        server_optimizer: baselines.OptimizerConfig, runtime: str, *,
-                        meta_lr: float = 2.0, attributes=('local_loss',),
-                        client_weighting: bool = True, server_lr_scaling: bool = True,
-                        query_fraction: float = 0.2, meta_loss: str = 'sum'):
-    """MetaUA (or FedNova: FedAvg weights, updates normalised by local steps)."""
-    if runtime != 'native':
-      raise ValueError(f'{algorithm} aggregates each client\'s update at the server, which '
-                       'a MapReduce round cannot; use --runtime=native')
-    if client_optimizer.name != 'sgd':
-      raise ValueError(f'{algorithm} clients take SGD steps; got {client_optimizer.name}')
-    if not 0 <= query_fraction < 1:
-      raise ValueError(f'query_fraction must be in [0, 1), got {query_fraction}')
-    if algorithm == 'fednova':
-      config = metaua.MetaUAConfig(client_weighting=False, server_lr_scaling=False,
-                                   normalize_by_steps=True)
-      query_fraction = 0.0  # FedNova has no meta loss: clients train on all their data
-    else:
-      config = metaua.MetaUAConfig(attributes=tuple(attributes), meta_learning_rate=meta_lr,
-                                   client_weighting=client_weighting,
-                                   server_lr_scaling=server_lr_scaling, meta_loss=meta_loss)
-    layers = [v.name.split('/')[0] for v in self.keras_model().trainable_variables]
-    groups = [sorted(set(layers), key=layers.index).index(l) for l in layers]
-    parameters = sum(int(np.prod(v.shape)) for v in self.keras_model().trainable_variables)
-    process = metaua.MetaUAProcess(
-        self.model_fn, self.meta_dataset_computation, config=config,
-        client_learning_rate=client_optimizer.learning_rate,
-        server_optimizer=server_optimizer.build(), groups=groups, model_bytes=4 * parameters)
-
-    def client_input(client_id: str, seed: int):
-      return self.meta_client_arguments(client_id, seed, query_fraction)
-
-    return process, self.train_client_ids, client_input
-
-  def meta_client_arguments(self, client_id: str, seed: int, query_fraction: float):
-    """((support features, labels, query features, labels, seed), the support's
-    metaua.DATA_ATTRIBUTES (examples, click rate, distinct feature values)): a fixed seeded
-    split of the client's training examples, round(fraction x n) of them query
-    (none for a client of one example)."""
-    index = self._client_index[client_id]
-    rows = self._train_rows[index]
-    query = min(int(round(query_fraction * len(rows))), len(rows) - 1)
-    in_query = np.zeros(len(rows), bool)
-    in_query[np.random.default_rng([self.config.seed, index]).permutation(len(rows))[:query]] = True
-    support, held = rows[~in_query], rows[in_query]  # each in data order
-    features = self.examples.take(support, self.spec.columns)
-    distinct = sum(len(np.unique(v[v != 0])) for v in features.values())
-    labels = self.examples.labels
-    return ((collections.OrderedDict(features), labels[support],
-             collections.OrderedDict(self.examples.take(held, self.spec.columns)),
-             labels[held], np.int64(seed)),
-            np.array([len(support), labels[support].mean(), distinct], np.float32))
-
-  @functools.cached_property
-  def meta_dataset_computation(self) -> tff.Computation:
-    """(support, query arrays, seed) -> (train: E shuffled epochs of the support
-    batches, one pass over the support, one pass over the query)."""
-    features, _ = self.input_spec
-    feature_type = collections.OrderedDict(
-        (c, tff.TensorType(np.int32, spec.shape)) for c, spec in features.items())
-    labels_type = tff.TensorType(np.float32, [None])
-
-    @tff.tensorflow.computation(feature_type, labels_type, feature_type, labels_type, np.int64)
-    def build(support, support_labels, query, query_labels, seed):
-      support = tf.data.Dataset.from_tensor_slices((support, support_labels))
-      query = tf.data.Dataset.from_tensor_slices((query, query_labels))
-      once = lambda d: d.batch(self.config.batch_size).map(lambda x, y: (x, y[:, None]))
-      return self.batches(support, seed=seed), once(support), once(query)
-
-    return build
+  def one_pass(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """Example dicts -> (features, label [B, 1]) batches, in order."""
+    return dataset.batch(self.config.batch_size).map(_features_and_label)
 
   # Evaluation --------------------------------------------------------------
-
-  @functools.cached_property
-  def _evaluation_model(self) -> tf.keras.Model:
-    return self.keras_model()
 
   def logits(self, model: tf.keras.Model, rows: np.ndarray) -> np.ndarray:
     return model.predict(self.examples.take(rows, self.spec.columns),
@@ -363,8 +248,12 @@ class MovieLensCtr:
     """Train loss, test AUC and test logloss of the global model."""
     if part != 'eval':
       raise ValueError(f'movielens_ctr evaluates part "eval" only, got {part!r}')
-    weights.assign_weights_to(self._evaluation_model)
-    return self._metrics(self._evaluation_model)
+    # A fresh model each time: Keras swaps its Model classes to their graph (v1)
+    # versions whenever one is built inside a graph, as TFF does tracing model_fn,
+    # and predict then fails on a model built eagerly before that.
+    model = self.keras_model()
+    weights.assign_weights_to(model)
+    return self._metrics(model)
 
   def _metrics(self, model: tf.keras.Model) -> dict[str, float]:
     values = {}
@@ -406,6 +295,11 @@ class MovieLensCtr:
         metrics_now.update({f'eval/{k}': v for k, v in self._metrics(model).items()})
       on_epoch(epoch, metrics_now)
     return metrics_now
+
+
+def _features_and_label(batch):
+  features = collections.OrderedDict((k, v) for k, v in batch.items() if k != 'label')
+  return features, batch['label'][:, None]
 
 
 Task = MovieLensCtr

@@ -2,7 +2,8 @@
 
 Builds, from a small config: the per-user ClientData (and the paper's
 centralized split), the Keras model and TFF model_fn for a chosen loss, each
-client's training dataset, and global recall@1/5/10 evaluation.
+client's training dataset, and global recall@1/5/10 evaluation. The model
+declares its one table (the item embedding, indexed by context and label).
 """
 
 import collections
@@ -19,12 +20,14 @@ from tff_rec.algorithms import baselines
 from tff_rec.data import movielens
 from tff_rec.data import next_item
 from tff_rec.models import dual_encoder
+from tff_rec.models import table_model
 from tff_rec.training import centralized
 from tff_rec.training import evaluation
 
 RECALL_KS = (1, 5, 10)
 EVAL_BATCH_SIZE = 1024
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
+ITEM_TABLE = 'item_embedding'  # the dual encoder's one table (rows: padding, 1..V)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,11 +65,11 @@ def _to_xy(example):
 class MovieLensNextItem:
   """The task; reading the data happens once, in the constructor."""
 
-  ALGORITHMS = baselines.ALGORITHMS
+  NAME = 'movielens_next_item'
+  DEFAULT_ALGORITHM = 'fedavg'
   # Trainer settings this task is tuned for (the flags override them).
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='adam', server_learning_rate=0.01)
-  ALGORITHM_OPTIONS = ()  # trainer flags passed to learning_process
   EVAL_PARTS = ('validation', 'test')  # every N rounds, after the last
   PROGRESS = {'loss': 'train/client_work/train/loss',
               'val recall_at_10': 'validation/recall_at_10',
@@ -87,16 +90,6 @@ class MovieLensNextItem:
 
   def describe(self) -> str:
     return f'{self.vocab_size} items, loss {self.config.loss}'
-
-  def learning_process(self, algorithm: str, *, client_optimizer: baselines.OptimizerConfig,
-                       server_optimizer: baselines.OptimizerConfig, runtime: str):
-    """(process, training client ids, client input fn) for one algorithm."""
-    del runtime  # the dual encoder runs the same graph on either runtime
-    process = tff.simulation.compose_dataset_computation_with_learning_process(
-        self.dataset_computation,
-        baselines.build_process(algorithm, self.model_fn, client_optimizer=client_optimizer,
-                                server_optimizer=server_optimizer))
-    return process, self.train_client_ids, self.client_arguments
 
   def keras_model(self) -> tf.keras.Model:
     _, spreadout = losses.RETRIEVAL_LOSSES[self.config.loss]
@@ -132,6 +125,42 @@ class MovieLensNextItem:
     """One training client's examples: shuffled, E epochs, full batches only."""
     return self.preprocess(self.train_data.create_tf_dataset_for_client(client_id),
                            seed=seed)
+
+  @functools.cached_property
+  def table_of_variable(self) -> list[str | None]:
+    """Per trainable variable: the embedding table it is, or None (dense)."""
+    return table_model.keras_table_variables(self.keras_model(), [ITEM_TABLE])
+
+  def table_rows(self, table: str) -> int:
+    del table  # the one table
+    return self.vocab_size + 1
+
+  @functools.cache
+  def client_table_rows(self) -> dict[str, list[np.ndarray]]:
+    """Per training client: the item rows its examples index (context and labels)."""
+    rows = []
+    for client in self.train_client_ids:
+      examples = self.client_examples(client)
+      ids = np.concatenate([examples['context'].reshape(-1), examples['label']])
+      rows.append(ids[ids != 0])
+    return {ITEM_TABLE: rows}
+
+  def client_sizes(self) -> list[int]:
+    return [self._train_rows[c][1] for c in self.train_client_ids]
+
+  def client_examples(self, client_id: str) -> collections.OrderedDict:
+    """The client's training examples: 'context' [n, L] and 'label' [n], in time order."""
+    start, length = self._train_rows[client_id]
+    rows = slice(start, start + length)
+    return collections.OrderedDict(context=self.examples.context[rows],
+                                   label=self.examples.label[rows])
+
+  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
+    return self.preprocess(dataset, seed=seed)
+
+  def one_pass(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """Example dicts -> (features, label) batches, in order, the last one partial."""
+    return dataset.batch(self.config.batch_size).map(_to_xy)
 
   @functools.cached_property
   def _train_rows(self) -> dict[str, tuple[int, int]]:

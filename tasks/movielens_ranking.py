@@ -13,8 +13,8 @@ User vectors never leave their client: `user_state` 'stored' (kept between
 the rounds a client joins; native runtime) or 'reconstructed' (fitted afresh
 each round and at evaluation, `reconstruction_epochs`; both runtimes).
 
-Algorithms (tff_rec.algorithms.fedmf): fedmf (full item update; a smaller
---embedding_dim is FedMF at a smaller payload), colr, scolr, svd, topk.
+The default algorithm is FedMF (tff_rec.algorithms.fedmf, which also gives the
+item-update forms colr, scolr, svd and topk).
 """
 
 import collections
@@ -28,9 +28,6 @@ import tensorflow_federated as tff
 
 from tff_rec import metrics
 from tff_rec.algorithms import baselines
-from tff_rec.algorithms import capacities
-from tff_rec.algorithms import fedmf
-from tff_rec.algorithms import item_updates
 from tff_rec.data import implicit
 from tff_rec.data import leave_one_out
 from tff_rec.data import movielens
@@ -40,12 +37,8 @@ from tff_rec.models import mf
 from tff_rec.training import functional
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
-ALGORITHMS = ('fedmf', 'colr', 'scolr', 'svd', 'topk')
-FORM_OF = {'fedmf': 'full', 'colr': 'colr', 'scolr': 'scolr', 'svd': 'svd', 'topk': 'topk'}
 USER_STATES = ('stored', 'reconstructed')
 EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
-EVAL_SEED_OFFSET = 7_919  # negatives of an evaluation's reconstruction, apart from training's
-RECONSTRUCTION_BLOCK = 512  # users reconstructed side by side at evaluation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,46 +89,15 @@ def load(config: Config) -> leave_one_out.LeaveOneOut:
                                  f'{user_items.EXPECTED}') from None
 
 
-@dataclasses.dataclass(frozen=True)
-class AlgorithmConfig:
-  name: str = 'fedmf'
-  rank: int = 4                    # colr / svd / topk: r; scolr: the global rank R
-  local_ranks: str | None = None   # scolr: e.g. '1-2-4' per client group; None: uniform
-  item_average: str = 'cohort'
-  secure_sum_bound: float = 0.0    # > 0: TFF's secure sum, values clipped to +-bound
-
-  def __post_init__(self):
-    if self.name not in ALGORITHMS:
-      raise ValueError(f'unknown algorithm {self.name!r} for movielens_ranking; choose '
-                       f'one of {ALGORITHMS}')
-    if self.local_ranks is not None and self.name != 'scolr':
-      raise ValueError('local_ranks applies to scolr only')
-    if self.secure_sum_bound < 0:
-      raise ValueError(f'secure_sum_bound must be >= 0, got {self.secure_sum_bound}')
-
-  def group_ranks(self) -> list[int] | None:
-    """scolr's local ranks per client group, checked against the global rank."""
-    if self.local_ranks is None:
-      return None
-    try:
-      ranks = [int(r) for r in self.local_ranks.split('-')]
-    except ValueError:
-      raise ValueError(f'local_ranks must look like 1-2-4, got {self.local_ranks!r}') from None
-    if not all(1 <= r <= self.rank for r in ranks):
-      raise ValueError(f'local ranks {ranks} must be in 1..{self.rank} (the global rank '
-                       'R); raise --rank or lower them')
-    return ranks
-
-
 class MovieLensRanking:
   """The task; reading and splitting the data happen once, here."""
 
-  ALGORITHMS = ALGORITHMS
+  NAME = 'movielens_ranking'
+  DEFAULT_ALGORITHM = 'fedmf'
   # The official ML-1M settings (60 clients = 1% of users, SGD 0.5, the server
   # adds the mean update); 10 clients is 1% of ML-100K's 943 users.
   TRAIN_DEFAULTS = dict(clients_per_round=10, client_optimizer='sgd', client_learning_rate=0.5,
                         server_optimizer='sgd', server_learning_rate=1.0)
-  ALGORITHM_OPTIONS = ('rank', 'local_ranks', 'item_average', 'secure_sum_bound')
   EVAL_PARTS = ('validation', 'test')
   PROGRESS = {'loss': 'train/train/loss', 'val hr': 'validation/hr_at_10',
               'test hr': 'test/hr_at_10', 'bytes up': 'train/train/bytes_up'}
@@ -148,7 +110,6 @@ class MovieLensRanking:
     self.initial_users = mf.initial_table(len(self.data.user_ids), config.embedding_dim,
                                           config.seed + 1)
     self._client_index = {str(u): k for k, u in enumerate(self.data.user_ids)}
-    self.fedmf_config = None  # the last learning process's (evaluation reconstructs with it)
 
   @property
   def train_client_ids(self) -> list[str]:
@@ -200,86 +161,29 @@ class MovieLensRanking:
 
     return build
 
-  # Learning processes ----------------------------------------------------------
+  def user_index(self, client_id: str) -> int:
+    return self._client_index[client_id]
 
-  def learning_process(self, algorithm: str, *, client_optimizer: baselines.OptimizerConfig,
-                       server_optimizer: baselines.OptimizerConfig, runtime: str, **options):
-    """(process, training client ids, client input fn); options: AlgorithmConfig's."""
-    choice = AlgorithmConfig(name=algorithm, **options)
-    if client_optimizer.name != 'sgd' or server_optimizer.name != 'sgd':
-      raise ValueError('movielens_ranking trains with SGD at the clients and adds the '
-                       f'mean update at the server; got {client_optimizer.name} / '
-                       f'{server_optimizer.name}')
-    if self.config.stored and runtime != 'native':
-      raise ValueError("user_state=stored keeps each client's vector between rounds, "
-                       'which a MapReduce round cannot hand back to a client; use '
-                       '--runtime=native or --user_state=reconstructed')
-    if choice.secure_sum_bound and runtime == 'native':
-      raise ValueError("TFF's native worker has no secure sum; use --runtime=inprocess "
-                       '(with --user_state=reconstructed) for secure_sum_bound')
-    form = item_updates.UpdateForm(FORM_OF[algorithm],
-                                   0 if algorithm == 'fedmf' else choice.rank)
-    self.fedmf_config = fedmf.FedMFConfig(
-        num_items=self.data.num_items, dim=self.config.embedding_dim, form=form,
-        client_learning_rate=client_optimizer.learning_rate,
-        server_learning_rate=server_optimizer.learning_rate, l2=self.config.l2,
-        reconstruction_epochs=0 if self.config.stored else self.config.reconstruction_epochs,
-        item_average=choice.item_average, seed=self.config.seed)
-    local_rank = self._local_rank_fn(choice)
-    ids = self.train_client_ids
-    if self.config.stored:
-      process = fedmf.StoredUsersProcess(self.fedmf_config, self.initial_items,
-                                         self.initial_users, self.dataset_computation)
+  # The item table: the rows each client's data index (its positives), for feature heat.
 
-      def client_input(client_id: str, seed: int):
-        user = self._client_index[client_id]
-        return user, local_rank(user, seed), self.client_rows(user, seed, self._epochs)
-    else:
-      sum_factory = (tff.aggregators.SecureSumFactory(float(choice.secure_sum_bound))
-                     if choice.secure_sum_bound else None)
-      process = fedmf.build_reconstruction_process(
-          self.fedmf_config, self.initial_items, self.dataset_computation,
-          sum_factory=sum_factory)
+  def table_rows(self, table: str) -> int:
+    del table  # the one item table
+    return self.data.num_items
 
-      def client_input(client_id: str, seed: int):
-        user = self._client_index[client_id]
-        return (self.initial_users[user], np.int32(local_rank(user, seed)),
-                self.client_rows(user, seed, self._epochs))
-    return process, ids, client_input
+  @functools.cache
+  def client_table_rows(self) -> dict[str, list[np.ndarray]]:
+    return {'items': [self.data.train.of(self._client_index[c]) for c in self.train_client_ids]}
 
-  def _local_rank_fn(self, choice: AlgorithmConfig):
-    """(user, round seed) -> the client's local rank (scolr; the rank otherwise)."""
-    ranks = choice.group_ranks()
-    if choice.name != 'scolr':
-      return lambda user, seed: choice.rank
-    if ranks is None:  # uniform in 1..R, drawn afresh every round
-      return lambda user, seed: int(np.random.default_rng([seed, 1]).integers(1, choice.rank + 1))
-    groups = capacities.assign(len(self.data.user_ids), len(ranks), seed=self.config.seed)
-    return lambda user, seed: ranks[groups[user]]
+  def client_sizes(self) -> list[int]:
+    return [len(self.data.train.of(self._client_index[c])) for c in self.train_client_ids]
 
   # Evaluation -------------------------------------------------------------------
 
-  def user_vectors(self, weights) -> np.ndarray:
-    """Every user's vector: stored in the weights, or reconstructed from its data."""
-    if isinstance(weights, dict) and 'users' in weights:
-      return np.asarray(weights['users'])
-    if self.fedmf_config is None:
-      raise ValueError('reconstructing user vectors needs the learning process built first')
-    recon = self.config.reconstruction_epochs
-    vectors = []
-    for block in range(0, len(self.data.user_ids), RECONSTRUCTION_BLOCK):
-      users = np.arange(block, min(block + RECONSTRUCTION_BLOCK, len(self.data.user_ids)))
-      (item_ids, labels), mask = implicit.padded_batches(
-          [self.client_rows(u, [self.config.seed, EVAL_SEED_OFFSET, u], recon) for u in users],
-          self.config.batch_size)
-      vectors.append(fedmf.reconstruct_users(self.fedmf_config, np.asarray(weights),
-                                             self.initial_users[users], item_ids, labels, mask))
-    return np.concatenate(vectors)
-
   def evaluate(self, weights, part: str = 'test') -> dict[str, float]:
-    """HR@k and NDCG@k of the held-out items of `part` ('validation' or 'test')."""
-    items = np.asarray(weights['items'] if isinstance(weights, dict) else weights)
-    return self._rank_metrics(part, self.user_vectors(weights), items)
+    """HR@k and NDCG@k of the held-out items of `part` ('validation' or 'test'), from
+    {'items': the item table, 'users': every user's vector}."""
+    return self._rank_metrics(part, np.asarray(weights['users']),
+                              np.asarray(weights['items']))
 
   def _rank_metrics(self, part: str, users: np.ndarray, items: np.ndarray
                     ) -> dict[str, float]:

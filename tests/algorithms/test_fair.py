@@ -2,6 +2,7 @@
 and the round's bookkeeping (tier counts, bytes)."""
 
 import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -9,13 +10,15 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import goodreads_ranking
+from tff_rec.algorithms import baselines
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import fair
+from tff_rec.algorithms import registry
 from tff_rec.models import neumf
 from tff_rec.runtime import inprocess
 
-ADAM = tff.learning.optimizers.build_adam(0.05)
-SGD_1 = tff.learning.optimizers.build_sgdm(1.0)
+TRAINING = registry.Training(baselines.OptimizerConfig('adam', 0.05),
+                             baselines.OptimizerConfig('sgd', 1.0))
 
 
 def _task(data_dir, **overrides):
@@ -33,18 +36,21 @@ def _run(process, client_input, cohorts):
   return process.get_model_weights(state), outputs
 
 
+def _build(task, name, runtime='native', **options):
+  built = registry.build(name, task, dataclasses.replace(TRAINING, runtime=runtime), **options)
+  return built.process, built.client_ids, built.client_input
+
+
 def _one_native_round(task, name, scheme, cohort_slice):
   """One round of `name` at `scheme` (composite lookup) over ids[cohort_slice]."""
-  process, ids, client_input = task.build_process(
-      goodreads_ranking.AlgorithmConfig(name=name, capacities=scheme, impl='composite'),
-      client_optimizer=ADAM, server_optimizer=SGD_1)
+  process, ids, client_input = _build(task, name, capacities=scheme)
   weights, outputs = _run(process, client_input, [ids[cohort_slice]])
   return weights, outputs[0].metrics, ids
 
 
 def _tff_fedavg(task):
   """tff.learning's own FedAvg on NeuMF: client Adam from scratch, server SGD 1."""
-  model = task.model()
+  model = task.functional_model()
   names = list(model.initial_weights)
 
   @tf.function
@@ -61,7 +67,8 @@ def _tff_fedavg(task):
       loss_fn=tf.function(lambda output, label, sample_weight=None: tf.reduce_mean(output)),
       input_spec=(x_spec, tf.TensorSpec([None], tf.float32)))
   process = tff.learning.algorithms.build_weighted_fed_avg(
-      functional_model, client_optimizer_fn=ADAM, server_optimizer_fn=SGD_1,
+      functional_model, client_optimizer_fn=TRAINING.client_optimizer.build(),
+      server_optimizer_fn=TRAINING.server_optimizer.build(),
       loop_implementation=tff.learning.LoopImplementation.DATASET_ITERATOR)
 
   @tff.tensorflow.computation(task.dataset_computation.type_signature.parameter)
@@ -75,9 +82,7 @@ def _tff_fedavg(task):
 
 def test_fair_with_every_client_at_1x_is_tff_fedavg(user_items_dir, tff_runtime):
   task = _task(user_items_dir)
-  process, ids, client_input = task.build_process(
-      goodreads_ranking.AlgorithmConfig(name='fedavg'), client_optimizer=ADAM,
-      server_optimizer=SGD_1)
+  process, ids, client_input = _build(task, 'fedavg')
   cohorts = [ids[:3], ids[2:6]]
   weights, outputs = _run(process, client_input, cohorts)
 
@@ -86,7 +91,7 @@ def test_fair_with_every_client_at_1x_is_tff_fedavg(user_items_dir, tff_runtime)
   for r, cohort in enumerate(cohorts):
     state = reference.next(state, [task.client_arguments(c, r) for c in cohort]).state
   expected = reference.get_model_weights(state).trainable
-  moved = max(np.abs(weights[n] - task.model().initial_weights[n]).max() for n in names)
+  moved = max(np.abs(weights[n] - task.functional_model().initial_weights[n]).max() for n in names)
   assert moved > 1e-2
   for name, value in zip(names, expected):
     np.testing.assert_allclose(weights[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
@@ -97,11 +102,9 @@ def test_native_composite_equals_inprocess_op(user_items_dir, tff_runtime):
   task = _task(user_items_dir)
   cohorts = [task.train_client_ids[:4], task.train_client_ids[3:8]]
   results = []
-  for impl in ('composite', 'op'):
-    process, _, client_input = task.build_process(
-        goodreads_ranking.AlgorithmConfig(name='fair', capacities='1x-2x-4x', impl=impl),
-        client_optimizer=ADAM, server_optimizer=SGD_1)
-    if impl == 'op':
+  for runtime in ('native', 'inprocess'):
+    process, _, client_input = _build(task, 'fair', runtime, capacities='1x-2x-4x')
+    if runtime == 'inprocess':
       process = inprocess.InProcessLearningProcess(process, threads=2)
     results.append(_run(process, client_input, cohorts))
   (native_weights, native_out), (local_weights, local_out) = results
@@ -136,7 +139,7 @@ def test_baselines_train_and_move_the_model(user_items_dir, tff_runtime, name):
   weights, metrics, ids = _one_native_round(task, name, '1x-2x', slice(0, 3))
   if name == 'full_trn':
     assert ids == task.train_client_ids[:4]  # the 1x half only
-  initial = task.model().initial_weights
+  initial = task.functional_model().initial_weights
   assert np.abs(weights['item_gmf'] - initial['item_gmf']).max() > 1e-3
   tiers = {'fair_hom': ['2x'], 'fedhm': ['1x', '2x'], 'fair_inconsistent': ['1x', '2x'],
            'full_trn': ['1x']}[name]
@@ -157,5 +160,31 @@ def test_tiers_must_cover_the_model_tables(user_items_dir):
   task = _task(user_items_dir)
   with pytest.raises(ValueError, match="tier 1x has forms for .'item_gmf'., expected"):
     fair.build_fair_process(
-        task.model(), {'1x': {'item_gmf': None}},
-        dataset_computation=task.dataset_computation, client_optimizer=ADAM)
+        task.functional_model(), {'1x': {'item_gmf': None}},
+        dataset_computation=task.dataset_computation,
+        client_optimizer=TRAINING.client_optimizer.build())
+
+
+def test_fedsubavg_stacked_on_fair_scales_each_item_row_of_the_round_by_n_over_heat(
+    user_items_dir, tff_runtime):
+  task = _task(user_items_dir, local_epochs=1)
+  cohort = task.train_client_ids[:3]
+  deltas = []
+  for stack in ((), ('fedsubavg',)):
+    built = registry.build('fair', task, dataclasses.replace(TRAINING, stack=stack),
+                           capacities='1x-2x')
+    state = built.process.initialize()
+    before = built.process.get_model_weights(state)
+    state = built.process.next(state, [built.client_input(c, 4) for c in cohort]).state
+    after = built.process.get_model_weights(state)
+    deltas.append({k: np.asarray(after[k]) - np.asarray(before[k]) for k in after})
+  plain, stacked = deltas
+  heat = np.zeros(task.data.num_items)
+  for client in task.train_client_ids:  # clients whose positives hold the item, by examples
+    positives = task.data.train.of(int(client))
+    heat[np.unique(positives)] += len(positives)
+  scale = np.where(heat > 0, task.data.train.counts.sum() / np.maximum(heat, 1), 1.0)
+  for name in plain:
+    expected = plain[name] * scale[:, None] if name in neumf.ITEM_TABLES else plain[name]
+    np.testing.assert_allclose(stacked[name], expected, rtol=1e-4, atol=1e-6, err_msg=name)
+  assert np.abs(plain['item_gmf']).max() > 1e-4

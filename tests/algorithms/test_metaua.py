@@ -10,6 +10,7 @@ import tensorflow_federated as tff
 from tasks import movielens_ctr
 from tff_rec.algorithms import baselines
 from tff_rec.algorithms import metaua
+from tff_rec.algorithms import registry
 from tff_rec.training import loop
 
 SHAPES = [(3, 2), (2,), (4,)]
@@ -153,6 +154,13 @@ def _ctr_task(data_dir):
       data_dir=str(data_dir), model='dcn', batch_size=8, local_epochs=1))
 
 
+def _build(task, name, client=baselines.OptimizerConfig('sgd', 0.05),
+           server=baselines.OptimizerConfig('adagrad', 0.1), runtime='native', **options):
+  built = registry.build(name, task, registry.Training(client, server, runtime=runtime),
+                         **options)
+  return built.process, built.client_ids, built.client_input
+
+
 def _run(process, ids, client_input, rounds=2):
   return loop.run(process, client_ids=ids, client_input=client_input,
                   schedule=loop.Schedule(rounds=rounds, clients_per_round=6, eval_every=0),
@@ -162,13 +170,12 @@ def _run(process, ids, client_input, rounds=2):
 def test_metaua_without_learning_is_fedadagrad_on_the_clients_data(ml100k_dir, tff_runtime):
   task = _ctr_task(ml100k_dir)
   sgd, adagrad = baselines.OptimizerConfig('sgd', 0.05), baselines.OptimizerConfig('adagrad', 0.1)
-  process, ids, client_input = task.learning_process(
-      'metaua', client_optimizer=sgd, server_optimizer=adagrad, runtime='native',
-      client_weighting=False, server_lr_scaling=False, query_fraction=0.0)
+  process, ids, client_input = _build(
+      task, 'metaua', sgd, adagrad, client_weighting=False, server_lr_scaling=False,
+      query_fraction=0.0)
   meta_state, _ = _run(process, ids, client_input)
-  fedadagrad, ids, client_input = task.learning_process(  # weighted by examples
-      'fedadagrad', client_optimizer=sgd, server_optimizer=adagrad, runtime='native',
-      heat='examples')
+  fedadagrad, ids, client_input = _build(task, 'fedadagrad', sgd, adagrad,
+                                         heat='examples')  # weighted by examples
   state, _ = _run(fedadagrad, ids, client_input)
   for got, want in zip(process.get_model_weights(meta_state).trainable,
                        fedadagrad.get_model_weights(state).trainable):
@@ -178,18 +185,13 @@ def test_metaua_without_learning_is_fedadagrad_on_the_clients_data(ml100k_dir, t
 def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_query(
     ml100k_dir, tff_runtime):
   task = _ctr_task(ml100k_dir)
-  process, ids, client_input = task.learning_process(
-      'metaua', client_optimizer=baselines.OptimizerConfig('sgd', 0.05),
-      server_optimizer=baselines.OptimizerConfig('adagrad', 0.1), runtime='native',
-      query_fraction=0.005)  # round(0.005 n) = 0 for every fixture client
+  process, ids, client_input = _build(task, 'metaua', query_fraction=0.005)  # round(0.005 n) = 0 for every fixture client
   state, metrics = _run(process, ids, client_input)
   assert metrics['train/clients_without_query'] == 6
   # No query gradient anywhere: a zero meta gradient, the meta parameters stay at 0.
   np.testing.assert_array_equal(state['meta']['rho'], 0)
-  process, ids, client_input = task.learning_process(
-      'metaua', client_optimizer=baselines.OptimizerConfig('sgd', 0.05),
-      server_optimizer=baselines.OptimizerConfig('adagrad', 0.1), runtime='native',
-      attributes=('local_loss', 'unique_features'))
+  process, ids, client_input = _build(task, 'metaua',
+                                      attributes=('local_loss', 'unique_features'))
   state, metrics = _run(process, ids, client_input)
   parameters = sum(np.size(w) for w in state['weights'])
   assert metrics['train/bytes_up'] == 2 * 4 * parameters
@@ -207,6 +209,4 @@ def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_que
 def test_metaua_bad_options_are_refused(ml100k_dir, options, runtime, message):
   task = _ctr_task(ml100k_dir)
   with pytest.raises(ValueError, match=message):
-    task.learning_process('metaua', client_optimizer=baselines.OptimizerConfig('sgd', 0.01),
-                          server_optimizer=baselines.OptimizerConfig('adagrad', 0.1),
-                          runtime=runtime, **options)
+    _build(task, 'metaua', runtime=runtime, **options)

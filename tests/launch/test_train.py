@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from tests import conftest
@@ -29,9 +30,13 @@ def _start(*args):
 @pytest.mark.parametrize('flag, message', [
     ('--loss=softmax', "flag --loss=softmax: value should be one of <batch_softmax|"),
     ('--algorithm=fedfoo', 'flag --algorithm=fedfoo: value should be one of <colr|fair|'),
-    ('--algorithm=fair', "--algorithm=fair is not one of --task=movielens_next_item's "
-     'algorithms: fedavg, fedsgd, fedprox'),
-    ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_next_item'),
+    ('--algorithm=colr', '--algorithm=colr does not apply to --task=movielens_next_item: '
+     'its model is not a matrix factorization'),
+    ('--algorithm=fair --loss=hinge_spreadout', '--algorithm=fair does not apply to '
+     '--task=movielens_next_item: its Keras model adds a regularization loss'),
+    ('--capacities=1x-2x', '--capacities does not apply to --algorithm=fedavg'),
+    ('--aggregator=secure', "--aggregator=secure: TFF's native worker has no secure sum"),
+    ('--dp_clip=2', '--dp_clip applies to --aggregator=dp'),
     ('--factors=4', '--factors does not apply to --task=movielens_next_item'),
     ('--task=netflix', 'flag --task=netflix: value should be one of '
      '<goodreads_ranking|movielens_ctr|movielens_next_item|movielens_ranking>'),
@@ -41,7 +46,7 @@ def _start(*args):
      'clients; use at most 24'),
 ])
 def test_bad_flags_stop_before_training_naming_the_flag(flag, message, ml100k_dir, tmp_path):
-  _assert_refused(message, tmp_path, f'--data_dir={ml100k_dir}', flag)
+  _assert_refused(message, tmp_path, f'--data_dir={ml100k_dir}', *flag.split())
 
 
 def _assert_refused(message, tmp_path, *args):
@@ -125,7 +130,7 @@ def test_resume_refuses_other_flags(ml100k_dir, tmp_path):
     ('--capacities=1x-2x-4x-8x-16x-32x-64x-128x-256x', 'the scheme has 9 tiers but there '
      'are only 8 clients'),
     ('--algorithm=fedhm --capacities=1x-64x', 'FedHM cannot hold table item_gmf'),
-    ('--capacity_fractions=0.5,x', '--capacity_fractions must be numbers'),
+    ('--capacity_fractions=0.5,x', '--capacity_fractions must be a list of floats'),
     ('--loss=global_softmax', '--loss does not apply to --task=goodreads_ranking'),
     ('--clients_per_round=9', '--clients_per_round=9 is larger than the 8 training clients'),
 ])
@@ -156,8 +161,10 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
     ('--heat=rows', 'flag --heat=rows: value should be one of <clients|examples>'),
     ('--target=auc>0.6', '--target=auc>0.6: expected METRIC>=VALUE or METRIC<=VALUE'),
     ('--algorithm=fedadam --server_optimizer=sgd',
-     'fedadam is FedAvg with a adam server optimizer, got sgd'),
-    ('--capacities=1x-2x', '--capacities does not apply to --task=movielens_ctr'),
+     'fedadam is FedAvg with a adam server optimizer, got --server_optimizer=sgd'),
+    ('--capacities=1x-2x', '--capacities does not apply to --algorithm=fedavg'),
+    ('--algorithm=scaffold --aggregator=dp', 'scaffold averages updates and control '
+     'variates with a plain mean'),
     ('--algorithm=fedavg --server_adaptivity=0.001', 'adaptivity applies to adagrad and adam'),
 ])
 def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path):
@@ -199,13 +206,53 @@ def test_ctr_fedsubavg_reports_rounds_to_target_and_submodel_bytes(ml100k_dir, t
   assert 0 <= summary['eval/test_auc'] <= 1
 
 
+def _ctr_file(tmp_path):
+  """A DIN-style CTR file: label, user, item, history; 12 users of 6 rows."""
+  rng = np.random.default_rng(0)
+  lines = ['label,user,item,history']
+  for user in range(12):
+    for _ in range(6):
+      history = ','.join(str(i) for i in rng.choice(20, rng.integers(0, 4), replace=False))
+      lines.append(f'{int(rng.random() < 0.4)},u{user},{rng.integers(20)},"{history}"')
+  path = tmp_path / 'clicks.csv'
+  path.write_text('\n'.join(lines) + '\n')
+  return path
+
+
+CTR_FILE = ['--task=movielens_ctr', '--client_column=user', '--feature_columns=user,item',
+            '--list_columns=history']
+
+
+def test_ctr_file_of_ones_own_trains_fedsubavg_on_its_declared_tables(tmp_path):
+  out = tmp_path / 'out'
+  done = _train(*CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}', '--algorithm=fedsubavg',
+                '--model=lr', '--rounds=2', '--clients_per_round=4', '--eval_every=1',
+                '--batch_size=4', f'--output_dir={out}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert '12 clients' in done.stdout
+  summary = json.loads((out / 'summary.json').read_text())
+  assert 0 <= summary['eval/test_auc'] <= 1
+  assert 0 < summary['train/aggregator/submodel_bytes'] < summary['train/aggregator/model_bytes']
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--feature_columns=item,price'], "no feature column 'price'; the header has label, "
+     'user, item, history'),
+    (['--client_column=None'], "no client column 'None'"),
+    (['--model=din'], '--model=din reads MovieLens'),
+])
+def test_ctr_file_bad_columns_stop_before_training(flags, message, tmp_path):
+  _assert_refused(message, tmp_path, *CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}', *flags)
+
+
 RANKING = ['--task=movielens_ranking', '--rounds=4', '--clients_per_round=5', '--eval_every=2',
            '--checkpoint_every=1', '--batch_size=32', '--embedding_dim=8']
 
 
 @pytest.mark.parametrize('flags, message', [  # the task's other refusals: tests/tasks
     ('--algorithm=colr --rank=0', 'rank must be in 1..8 (the embedding dimension) for colr'),
-    ('--algorithm=colr --client_optimizer=adam', 'movielens_ranking trains with SGD'),
+    ('--algorithm=colr --client_optimizer=adam', '--algorithm=colr trains with SGD'),
+    ('--algorithm=metaua', '--algorithm=metaua does not apply to --task=movielens_ranking'),
 ])
 def test_ranking_bad_flags_stop_before_training(flags, message, ranking_dir, tmp_path):
   _assert_refused(message, tmp_path, *RANKING, f'--data_dir={ranking_dir}', *flags.split())

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tff_rec.models import ctr
+from tff_rec.models import table_model
 
 VOCAB = {'user': 6, 'movie': 9, 'gender': 3, 'age': 8, 'occupation': 4, 'zip': 5,
          'genres': 4, 'history': 9, 'gender_x_movie': 17, 'age_x_movie': 57}
@@ -25,7 +26,7 @@ def test_logits_and_tables(name):
   spec = ctr.MODELS[name]
   model = spec.build(VOCAB, WIDTHS, spec.default_dim, 0)
   assert model(_batch(spec.columns)).shape == (4, 1)
-  tables = [t for t in ctr.table_variables(model, spec) if t]
+  tables = [t for t in table_model.keras_table_variables(model, spec.tables) if t]
   assert sorted(tables) == sorted(spec.tables)
 
 
@@ -48,7 +49,7 @@ def test_rows_outside_the_batch_and_padding_get_exactly_zero_gradient(name):
         tf.ones([4, 1]), model(batch), from_logits=True))
   grads = tape.gradient(loss, model.trainable_variables)
   for variable, grad, table in zip(model.trainable_variables, grads,
-                                   ctr.table_variables(model, spec)):
+                                   table_model.keras_table_variables(model, spec.tables)):
     if table is None:
       continue
     used = np.unique(np.concatenate([batch[c].reshape(-1) for c in spec.tables[table]]))

@@ -113,13 +113,6 @@ def test_bad_config(user_items_dir, overrides, message):
     goodreads_ranking.Config(data_dir=str(user_items_dir), **overrides)
 
 
-def test_bad_algorithm_config():
-  with pytest.raises(ValueError, match="unknown algorithm 'fedprox' for goodreads_ranking"):
-    goodreads_ranking.AlgorithmConfig(name='fedprox')
-  with pytest.raises(ValueError, match='not a power of two'):
-    goodreads_ranking.AlgorithmConfig(capacities='1x-6x')
-
-
 def test_dataset_computation_batches_each_epoch_on_its_own(user_items_dir, tff_runtime):
   task = _task(user_items_dir, batch_size=3, local_epochs=2)
   user, positives, negatives = task.client_arguments('2', seed=0)  # 8 positives an epoch

@@ -7,6 +7,8 @@ import tensorflow as tf
 from tasks import movielens_ctr as task_lib
 from tff_rec import metrics
 from tff_rec.algorithms import baselines
+from tff_rec.algorithms import heat as heat_lib
+from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
 from tff_rec.training import loop
 
@@ -20,9 +22,14 @@ def lr_task(ml100k_dir):
                                                local_steps=3, batch_size=8))
 
 
+def _build(task, algorithm, *, client=SGD, server=SERVER, runtime='native', **options):
+  built = registry.build(algorithm, task, registry.Training(client, server, runtime=runtime),
+                         **options)
+  return built.process, built.client_ids, built.client_input
+
+
 def _round(task, algorithm, cohort, server=SERVER, **options):
-  process, _, client_input = task.learning_process(
-      algorithm, client_optimizer=SGD, server_optimizer=server, runtime='native', **options)
+  process, _, client_input = _build(task, algorithm, server=server, **options)
   state = process.initialize()
   before = [np.array(v) for v in process.get_model_weights(state).trainable]
   output = process.next(state, [client_input(c, 7) for c in cohort])
@@ -33,33 +40,32 @@ def _round(task, algorithm, cohort, server=SERVER, **options):
 def test_heat_counts_the_clients_whose_training_rows_hold_each_movie(lr_task):
   e = lr_task.examples
   train = ~e.is_test
-  movie_heat = lr_task.heat('clients')['movie']
+  movie_heat = heat_lib.heat(lr_task, 'clients')[0]['movie']
   for movie in (1, 7, 40):
     assert movie_heat[movie] == len(np.unique(e.clients[train & (e.features['movie'] == movie)]))
   assert movie_heat[0] == 0
-  examples = lr_task.heat('examples')['gender']
+  examples = heat_lib.heat(lr_task, 'examples')[0]['gender']
   assert examples.sum() == train.sum()  # one gender per client: each example counted once
-  touched = np.concatenate([h[h > 0] for h in lr_task.heat('clients').values()])
-  assert lr_task.heat_dispersion('clients') == (touched.max() / touched.min(),
+  touched = np.concatenate([h[h > 0] for h in heat_lib.heat(lr_task, 'clients')[0].values()])
+  assert lr_task.heat_dispersion() == (touched.max() / touched.min(),
                                                 30 / touched.min())
 
 
 def test_padding_rows_have_no_heat(ml100k_dir):
   task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), model='din'))
-  assert task.heat('clients')['movie'][0] == 0  # the history's padding
+  assert heat_lib.heat(task, 'clients')[0]['movie'][0] == 0  # the history's padding
 
 
 def test_example_heat_refuses_capped_local_steps(lr_task):
-  with pytest.raises(ValueError, match='set local_steps=0 or use heat=clients'):
-    lr_task.learning_process('fedsubavg', client_optimizer=SGD, server_optimizer=SERVER,
-                             runtime='native', heat='examples')
+  with pytest.raises(ValueError, match='set --local_steps=0 or --heat=clients'):
+    _build(lr_task, 'fedsubavg', heat='examples')
 
 
 def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime):
   cohort = lr_task.train_client_ids[:6]
   plain, _ = _round(lr_task, 'fedavg', cohort)
   corrected, round_metrics = _round(lr_task, 'fedsubavg', cohort)
-  heat = lr_task.heat('clients')
+  heat, _ = heat_lib.heat(lr_task, 'clients')
   for table, a, b in zip(lr_task.table_of_variable, plain, corrected):
     if table is None:
       np.testing.assert_allclose(b, a, rtol=1e-6)
@@ -75,7 +81,7 @@ def test_rows_a_client_never_reads_get_exactly_zero_update(ml100k_dir, tff_runti
   task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), model='din',
                                                local_steps=4, batch_size=8))
   client = task.train_client_ids[3]
-  features, _, _ = task.client_arguments(client, 0)
+  features, _ = task.client_arguments(client, 0)
   delta, _ = _round(task, 'fedsubavg', [client])
   for table, d in zip(task.table_of_variable, delta):
     if table is None:
@@ -96,8 +102,7 @@ def test_baselines_take_a_round(lr_task, tff_runtime, algorithm, server):
 
 
 def test_scaffold_trains_with_the_loop_and_refuses_what_it_cannot_run(lr_task, tff_runtime):
-  process, ids, client_input = lr_task.learning_process(
-      'scaffold', client_optimizer=SGD, server_optimizer=SERVER, runtime='native')
+  process, ids, client_input = _build(lr_task, 'scaffold')
   state, round_metrics = loop.run(
       process, client_ids=ids, client_input=client_input,
       schedule=loop.Schedule(rounds=3, clients_per_round=10, eval_every=0),
@@ -106,22 +111,18 @@ def test_scaffold_trains_with_the_loop_and_refuses_what_it_cannot_run(lr_task, t
   touched = np.any(state['client_controls'][2] != 0, axis=(1, 2))  # the movie table
   assert 10 <= touched.sum() <= 30
   with pytest.raises(ValueError, match='use --runtime=native'):
-    lr_task.learning_process('scaffold', client_optimizer=SGD, server_optimizer=SERVER,
-                             runtime='inprocess')
+    _build(lr_task, 'scaffold', runtime='inprocess')
   with pytest.raises(ValueError, match='scaffold takes SGD steps'):
-    lr_task.learning_process('scaffold', client_optimizer=baselines.OptimizerConfig('adam', 1),
-                             server_optimizer=SERVER, runtime='native')
+    _build(lr_task, 'scaffold', client=baselines.OptimizerConfig('adam', 1))
 
 
 def test_fedadam_refuses_another_server_optimizer(lr_task):
   with pytest.raises(ValueError, match='fedadam is FedAvg with a adam server optimizer'):
-    lr_task.learning_process('fedadam', client_optimizer=SGD, server_optimizer=SERVER,
-                             runtime='native')
+    _build(lr_task, 'fedadam')
 
 
 def test_fedsubavg_runs_in_process_with_the_same_numbers(lr_task, tff_runtime):
-  process, _, client_input = lr_task.learning_process(
-      'fedsubavg', client_optimizer=SGD, server_optimizer=SERVER, runtime='inprocess')
+  process, _, client_input = _build(lr_task, 'fedsubavg', runtime='inprocess')
   inputs = [client_input(c, 3) for c in lr_task.train_client_ids[:5]]
   native_state = process.next(process.initialize(), inputs).state
   local = inprocess.InProcessLearningProcess(process)
@@ -132,8 +133,7 @@ def test_fedsubavg_runs_in_process_with_the_same_numbers(lr_task, tff_runtime):
 
 
 def test_evaluation_is_exact_auc_and_logloss(lr_task, tff_runtime):
-  process, _, _ = lr_task.learning_process('fedavg', client_optimizer=SGD,
-                                           server_optimizer=SERVER, runtime='native')
+  process, _, _ = _build(lr_task, 'fedavg')
   weights = process.get_model_weights(process.initialize())
   values = lr_task.evaluate(weights)
   model = lr_task.keras_model()

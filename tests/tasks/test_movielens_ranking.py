@@ -6,6 +6,7 @@ import pytest
 from tasks import movielens_ranking as task_lib
 from tests import fixtures
 from tff_rec.algorithms import baselines
+from tff_rec.algorithms import registry
 from tff_rec.training import loop
 
 SGD = baselines.OptimizerConfig('sgd', 0.5)
@@ -16,9 +17,9 @@ def _task(data_dir, **overrides):
 
 
 def _process(task, algorithm='colr', runtime='native', **options):
-  return task.learning_process(algorithm, client_optimizer=SGD, server_optimizer=
-                               baselines.OptimizerConfig('sgd', 1.0), runtime=runtime,
-                               **options)
+  built = registry.build(algorithm, task, registry.Training(
+      SGD, baselines.OptimizerConfig('sgd', 1.0), runtime=runtime), **options)
+  return built.process, built.client_ids, built.client_input
 
 
 def test_client_rows_are_epochs_of_positives_and_fresh_unseen_negatives(ranking_dir):
@@ -102,14 +103,16 @@ def test_reconstructed_users_at_evaluation_match_the_clients_reconstruction(rank
 
   task = _task(ranking_dir, embedding_dim=4, batch_size=16, user_state='reconstructed',
                reconstruction_epochs=2)
-  _process(task, runtime='inprocess')
+  config = fedmf.FedMFConfig(num_items=len(task.initial_items), dim=4,
+                             client_learning_rate=0.5, l2=task.config.l2,
+                             reconstruction_epochs=2)
   items = task.initial_items * 3
-  vectors = task.user_vectors(items)
+  vectors = fedmf.reconstructed_users(task, config, items)
   for user in (0, 17):
-    rows = task.client_rows(user, [0, task_lib.EVAL_SEED_OFFSET, user], 2)
+    rows = task.client_rows(user, [0, fedmf.EVAL_SEED_OFFSET, user], 2)
     dataset = implicit.epoch_batches(
         collections.OrderedDict(epoch=rows[0], item=rows[1], label=rows[2]), 2, 16)
-    alone = fedmf.reconstruct_user(task.fedmf_config, tf.constant(items),
+    alone = fedmf.reconstruct_user(config, tf.constant(items),
                                    tf.constant(task.initial_users[user]), dataset)
     np.testing.assert_allclose(vectors[user], alone.numpy(), atol=1e-6)
     assert np.abs(vectors[user] - task.initial_users[user]).max() > 0.01
@@ -141,3 +144,24 @@ def test_scolr_local_ranks_uniform_or_by_client_group(ranking_dir):
   _, ids, client_input = _process(task, 'scolr', rank=4, local_ranks='1-4')
   ranks = [client_input(c, 0)[1] for c in ids]
   assert ranks == [1] * 15 + [4] * 15  # users in id order, equal groups
+
+
+def test_fedsubavg_stacked_on_colr_scales_each_item_row_of_the_update_by_n_over_heat(
+    ranking_dir, tff_runtime):
+  task = _task(ranking_dir, embedding_dim=8)
+  deltas = []
+  for stack in ((), ('fedsubavg',)):
+    training = registry.Training(SGD, baselines.OptimizerConfig('sgd', 1.0), stack=stack)
+    built = registry.build('colr', task, training, rank=2)
+    state = built.process.initialize()
+    before = built.process.get_model_weights(state)['items']
+    state = built.process.next(state, [built.client_input(c, 3)
+                                       for c in built.client_ids[:4]]).state
+    deltas.append(built.process.get_model_weights(state)['items'] - before)
+  plain, stacked = deltas
+  heat = np.zeros(task.data.num_items)
+  for user in range(len(task.data.user_ids)):
+    heat[np.unique(task.data.train.of(user))] += 1
+  scale = np.where(heat > 0, len(task.data.user_ids) / np.maximum(heat, 1), 1.0)
+  np.testing.assert_allclose(stacked, plain * scale[:, None], rtol=1e-4, atol=1e-7)
+  assert np.abs(plain).max() > 1e-4 and scale.max() > 2

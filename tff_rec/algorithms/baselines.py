@@ -1,4 +1,5 @@
-"""FedAvg, FedSGD and FedProx learning processes, straight from tff.learning."""
+"""FedAvg, FedSGD and FedProx (and FedAdam / FedAdagrad: FedAvg with that server
+optimizer), straight from tff.learning, on any task with a Keras model."""
 
 import dataclasses
 from typing import Callable
@@ -6,7 +7,14 @@ from typing import Callable
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.aggregators import fedsubavg
+from tff_rec.algorithms import api
+from tff_rec.algorithms import fair
+from tff_rec.algorithms import fedmf
+from tff_rec.algorithms import heat as heat_lib
+
 ALGORITHMS = ('fedavg', 'fedsgd', 'fedprox')
+HEAT = ('clients', 'examples')
 OPTIMIZERS = ('sgd', 'adam', 'adagrad')
 
 # Clients loop over their batches with a dataset iterator, not TFF's default
@@ -88,3 +96,97 @@ def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.Var
   if algorithm == 'fedsgd':
     return tff.learning.algorithms.build_fed_sgd(model_fn, **shared)
   raise ValueError(f'unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}')
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightingOptions:
+  heat: str | None = dataclasses.field(default=None, metadata={
+      'choices': HEAT, 'help': (
+      "Client weights: 'clients' weighs clients equally (FedSubAvg's paper: its heat "
+      "counts clients), 'examples' by their training examples (its official code: heat "
+      "counts examples) (default: the task's CLIENT_WEIGHTING; examples unless set).")})
+
+  def __post_init__(self):
+    if self.heat not in (None, *HEAT):
+      raise ValueError(f'unknown heat {self.heat!r}; choose one of {HEAT}')
+
+  def resolved_heat(self, task) -> str:
+    return self.heat or getattr(task, 'CLIENT_WEIGHTING', 'examples')
+
+
+@dataclasses.dataclass(frozen=True)
+class FedProxOptions(WeightingOptions):
+  proximal_strength: float = dataclasses.field(default=0.01, metadata={
+      'help': 'FedProx mu (default 0.01).'})
+
+  def __post_init__(self):
+    super().__post_init__()
+    if self.proximal_strength < 0:
+      raise ValueError(f'proximal_strength must be >= 0, got {self.proximal_strength}')
+
+
+def model_aggregator_for(task, training, name: str, heat: str):
+  """The inner mean; around it FedSubAvg's correction when stacked, or (tasks with
+  tables) a FedSubAvgFactory that only reports the submodel bytes of the tables."""
+  inner = training.aggregator.mean(training.clients_per_round)
+  if not hasattr(task, 'table_of_variable'):
+    if 'fedsubavg' in training.stack:
+      raise api.not_applicable(name, task, heat_lib.TABLES_WHY)
+    return inner
+  tables = task.table_of_variable
+  if 'fedsubavg' not in training.stack:
+    return fedsubavg.FedSubAvgFactory.measuring_only([t is not None for t in tables],
+                                                     inner=inner)
+  scales = heat_lib.row_scales(task, name, heat)
+  return fedsubavg.FedSubAvgFactory([None if t is None else scales[t] for t in tables],
+                                    inner=inner)
+
+
+def build_keras(task, name: str, training, *, algorithm: str = 'fedavg',
+                model_aggregator=None, heat: str = 'examples',
+                proximal_strength: float = 0.01):
+  """A tff.learning process on the task's Keras model, fed by its dataset computation."""
+  api.require(task, name, api.KERAS, api.KERAS_WHY)
+  weighting = (tff.learning.ClientWeighting.UNIFORM if heat == 'clients'
+               else tff.learning.ClientWeighting.NUM_EXAMPLES)
+  process = build_process(
+      algorithm, task.model_fn, client_optimizer=training.client_optimizer,
+      server_optimizer=training.server_optimizer,
+      model_aggregator=model_aggregator or model_aggregator_for(task, training, name, heat),
+      client_weighting=weighting, proximal_strength=proximal_strength)
+  process = tff.simulation.compose_dataset_computation_with_learning_process(
+      task.dataset_computation, process)
+  return api.Built(process, list(task.train_client_ids), task.client_arguments)
+
+
+# FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
+SERVER_OPTIMIZER_OF = {'fedadam': 'adam', 'fedadagrad': 'adagrad'}
+
+
+def build_fedavg(task, options: WeightingOptions, training, *, name: str):
+  wanted = SERVER_OPTIMIZER_OF.get(name)
+  if wanted and training.server_optimizer.name != wanted:
+    raise api.NotApplicable(f'--algorithm={name} is FedAvg with a {wanted} server '
+                                 f'optimizer, got --server_optimizer='
+                                 f'{training.server_optimizer.name}')
+  # FedAvg on a model of weight tables is the FAIR round with one full tier, and
+  # on matrix factorization with private users it is FedMF.
+  if options.heat and not hasattr(task, 'model_fn'):
+    raise api.NotApplicable(f'--heat applies to Keras-model tasks; --task={task.NAME} '
+                                 'weighs clients by their training examples')
+  if not hasattr(task, 'model_fn') and hasattr(task, 'functional_model'):
+    return fair.build(task, fair.Options(capacities='1x'), training, name=name)
+  if not hasattr(task, 'model_fn') and hasattr(task, 'initial_users'):
+    return fedmf.build(task, fedmf.Options(), training, name=name)
+  return build_keras(task, name, training, heat=options.resolved_heat(task))
+
+
+def build_fedprox(task, options: FedProxOptions, training, *, name: str):
+  return build_keras(task, name, training, algorithm='fedprox',
+                     heat=options.resolved_heat(task),
+                     proximal_strength=options.proximal_strength)
+
+
+def build_fedsgd(task, options, training, *, name: str):
+  del options  # none
+  return build_keras(task, name, training, algorithm='fedsgd')

@@ -26,36 +26,27 @@ inconsistent subspaces (hashed tiers with different seeds).
 
 import collections
 import dataclasses
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import tier_recovery
+from tff_rec.algorithms import api
+from tff_rec.algorithms import capacities
+from tff_rec.algorithms import heat
 from tff_rec.algorithms import templates
 from tff_rec.models import compressed_table
+from tff_rec.models import table_model
 from tff_rec.training import functional
-
-# (weights, batch, item_rows) -> scalar loss; item_rows(table name, ids) -> rows.
-LossFn = Callable[[Mapping[str, tf.Tensor], Any, Callable], tf.Tensor]
-
-
-@dataclasses.dataclass(frozen=True)
-class FairModel:
-  """What FAIR needs of a model: weights, a loss, and which weights are tables."""
-  initial_weights: Mapping[str, np.ndarray]
-  loss: LossFn
-  tables: Sequence[str]            # item tables: held in each tier's form
-  per_user_tables: Sequence[str] = ()  # a client needs only its own row
-
 
 def _split(weights: Mapping[str, Any], tables: Sequence[str]):
   dense = collections.OrderedDict((k, v) for k, v in weights.items() if k not in tables)
   return dense, collections.OrderedDict((k, weights[k]) for k in tables)
 
 
-def bytes_per_client(model: FairModel, forms: Mapping[str, object]) -> int:
+def bytes_per_client(model: table_model.TableModel, forms: Mapping[str, object]) -> int:
   """What one client of a tier downloads (and uploads) in a real deployment."""
   floats = 0
   for name, value in model.initial_weights.items():
@@ -67,11 +58,12 @@ def bytes_per_client(model: FairModel, forms: Mapping[str, object]) -> int:
           + compressed_table.BYTES_PER_FLOAT * floats)
 
 
-def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object]], *,
+def build_fair_process(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, object]], *,
                        dataset_computation: tff.Computation,
                        client_optimizer: tff.learning.optimizers.Optimizer,
                        server_optimizer: tff.learning.optimizers.Optimizer | None = None,
-                       aggregator: tff.aggregators.WeightedAggregationFactory | None = None
+                       aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
+                       table_scales: Mapping[str, np.ndarray] | None = None
                        ) -> tff.learning.templates.LearningProcess:
   """The FAIR learning process.
 
@@ -85,6 +77,10 @@ def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object
     server_optimizer: applied to (model - recovered mean); default SGD with
       learning rate 1, the paper's replacement of the model by the mean.
     aggregator: the inner weighted factory (default tff's MeanFactory).
+    table_scales: table name -> a scale per row of the tables' pseudo-gradient
+      (FedSubAvg's N / n_m; FAIR's clients return weights, not updates, so the
+      correction scales model - recovered mean row by row at the server);
+      None: no correction.
   """
   labels = list(tiers)
   for label, forms in tiers.items():
@@ -158,6 +154,8 @@ def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object
     target.update(tables_mean)
     target = collections.OrderedDict((k, target[k]) for k in weights)
     pseudo_gradient = tf.nest.map_structure(tf.subtract, weights, target)
+    for name, scale in (table_scales or {}).items():
+      pseudo_gradient[name] *= tf.constant(scale, tf.float32)[:, None]
     optimizer_state, weights = server_optimizer.next(optimizer_state, weights,
                                                      pseudo_gradient)
     return weights, optimizer_state
@@ -209,3 +207,109 @@ def build_fair_process(model: FairModel, tiers: Mapping[str, Mapping[str, object
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
   return templates.learning_process(initialize, next_fn, 'weights')
+
+
+# The registry's side: FAIR and its baselines on any task with a functional
+# model that declares its item tables (task.functional_model() -> table_model.TableModel),
+# fed by task.dataset_computation / client_arguments.
+FUNCTIONAL = ('functional_model', 'dataset_computation', 'client_arguments')
+KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'table_of_variable',
+                'dataset_computation', 'client_arguments')
+FUNCTIONAL_WHY = ("FAIR trains hashed forms of item tables and this task's model declares "
+                  'no item tables in a form FAIR can compress')
+MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in full
+
+
+def _table_model(task, name: str):
+  """(the task's TableModel, evaluate: its weights -> the task's metrics, or None)."""
+  if hasattr(task, 'functional_model'):
+    return task.functional_model(), None
+  if not all(hasattr(task, a) for a in KERAS_TABLES):
+    raise api.not_applicable(name, task, FUNCTIONAL_WHY)
+  if task.keras_model().losses:
+    raise api.not_applicable(name, task, 'its Keras model adds a regularization loss '
+                                  '(e.g. spreadout), which the table form would drop')
+  tables = {t for t in task.table_of_variable if t is not None}
+  try:
+    model, names, keras_order = table_model.from_keras(
+        task.keras_model, task.loss(), task.input_spec, tables, min_table_rows=MIN_TABLE_ROWS)
+  except Exception as e:  # pylint: disable=broad-except  # TFF's KerasFunctionalModelError is private
+    raise api.not_applicable(name, task, 'its Keras model has no functional form ('
+                                  f'{str(e).splitlines()[0][:200]})') from None
+  if not model.tables:
+    raise api.not_applicable(name, task, f'its model has no table of '
+                                  f'{MIN_TABLE_ROWS} rows or more to compress')
+  return model, lambda weights, part: task.evaluate(
+      table_model.to_model_weights(weights, names, keras_order), part)
+
+
+ASSIGNMENTS = capacities.ASSIGNMENTS  # the Options field `capacities` hides the module
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  capacities: str = dataclasses.field(default='1x-2x', metadata={
+      'help': 'Capacity scheme, e.g. 1x-2x-4x: clients in id order split into equal '
+              'groups, one per capacity (default 1x-2x).'})
+  capacity_fractions: tuple[float, ...] | None = dataclasses.field(default=None, metadata={
+      'help': 'Share of clients in each capacity group, e.g. 0.2,0.8 (default: equal '
+              'groups).'})
+  capacity_assignment: str = dataclasses.field(default='ordered', metadata={
+      'choices': ASSIGNMENTS,
+      'help': 'ordered: groups by client id (the paper); random: after a seeded shuffle '
+              '(default ordered).'})
+
+  def __post_init__(self):
+    capacities.parse(self.capacities)
+    if self.capacity_assignment not in ASSIGNMENTS:
+      raise ValueError(f'unknown capacity_assignment {self.capacity_assignment!r}; choose '
+                       f'one of {ASSIGNMENTS}')
+
+
+def build(task, options: Options, training, *, name: str):
+  """FAIR-HET (fair) and its baselines: fair_hom, full_trn, fedhm, fair_inconsistent."""
+  model, evaluate = _table_model(task, name)
+  shapes = collections.OrderedDict(
+      (t, np.shape(model.initial_weights[t])) for t in model.tables)
+  ids = list(task.train_client_ids)
+  seed = task.config.seed
+  scheme = capacities.parse(options.capacities)
+  try:
+    if name == 'fair_hom':
+      scheme = [max(scheme)]
+    elif name == 'full_trn':  # only clients that can hold the full model
+      if min(scheme) != 1:
+        raise ValueError(f'full_trn needs a 1x tier; scheme {options.capacities} has none')
+      full = capacities.assign(len(ids), len(scheme), fractions=options.capacity_fractions,
+                               assignment=options.capacity_assignment,
+                               seed=seed) == scheme.index(min(scheme))
+      ids, scheme = [c for c, keep in zip(ids, full) if keep], [1]
+    if name == 'fedhm':
+      tiers = capacities.low_rank_tiers(shapes, scheme)
+    else:
+      tiers = capacities.hashed_tiers(
+          shapes, scheme, seed=seed + 1,
+          impl='composite' if training.runtime == 'native' else 'auto',  # native: no op
+          consistent=name != 'fair_inconsistent')
+    tier_of = capacities.assign(
+        len(ids), len(scheme),
+        fractions=options.capacity_fractions if len(scheme) > 1 else None,
+        assignment=options.capacity_assignment, seed=seed)
+  except ValueError as e:
+    raise api.NotApplicable(f'--algorithm={name}: {e}') from None
+  tier_of = dict(zip(ids, tier_of.tolist()))
+  table_scales = None
+  if 'fedsubavg' in training.stack:  # clients weigh by examples here: so does the heat
+    table_scales = {t: s for t, s in heat.row_scales(
+        task, name, 'examples').items() if t in model.tables}
+  process = build_fair_process(
+      model, tiers, dataset_computation=task.dataset_computation,
+      client_optimizer=training.client_optimizer.build(),
+      server_optimizer=training.server_optimizer.build(),
+      aggregator=training.aggregator.mean(training.clients_per_round),
+      table_scales=table_scales)
+
+  def client_input(client_id: str, seed: int):
+    return np.int32(tier_of[client_id]), task.client_arguments(client_id, seed)
+
+  return api.Built(process, ids, client_input, evaluate)

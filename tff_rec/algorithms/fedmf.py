@@ -37,7 +37,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.algorithms import api
+from tff_rec.algorithms import capacities
+from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
+from tff_rec.data import implicit
 from tff_rec.algorithms import templates
 from tff_rec.models import mf
 from tff_rec.training import functional
@@ -161,7 +165,8 @@ def _upload_bytes(config: FedMFConfig, local_rank: tf.Tensor) -> tf.Tensor:
 
 def build_round(config: FedMFConfig, initial_items: np.ndarray,
                 dataset_computation: tff.Computation, *,
-                sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None):
+                sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
+                item_scale: np.ndarray | None = None):
   """(initialize, next) federated computations of one round.
 
   next(state, client data) -> (state, each client's trained user vector at
@@ -207,6 +212,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   @tff.tensorflow.computation(items_type, np.int64, broadcast_type, value_type)
   def server_update(items, round_num, broadcast, sums):
     mean = sums['payload'] / tf.maximum(sums['coverage'], 1.0)
+    if item_scale is not None:
+      mean *= tf.constant(item_scale, tf.float32)[:, None]
     if form.columns:
       basis_seed, _ = item_updates.round_seeds(broadcast['seed'])
       update = tf.matmul(mean, item_updates.correlated_basis(basis_seed, form.rank,
@@ -260,7 +267,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
 
 def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
                                  dataset_computation: tff.Computation, *,
-                                 sum_factory=None) -> tff.learning.templates.LearningProcess:
+                                 sum_factory=None, item_scale: np.ndarray | None = None
+                                 ) -> tff.learning.templates.LearningProcess:
   """The round with reconstructed user vectors, as a LearningProcess (both runtimes).
 
   get_model_weights gives the item table: a user's vector is reconstructed
@@ -269,7 +277,7 @@ def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
   if not config.reconstruction_epochs:
     raise ValueError('a reconstruction process needs reconstruction_epochs >= 1')
   initialize, round_fn = build_round(config, initial_items, dataset_computation,
-                                     sum_factory=sum_factory)
+                                     sum_factory=sum_factory, item_scale=item_scale)
   state_type, client_data_type = round_fn.type_signature.parameter
 
   @tff.federated_computation(state_type, client_data_type)
@@ -295,11 +303,13 @@ class StoredUsersProcess:
   """
 
   def __init__(self, config: FedMFConfig, initial_items: np.ndarray,
-               initial_users: np.ndarray, dataset_computation: tff.Computation):
+               initial_users: np.ndarray, dataset_computation: tff.Computation, *,
+               item_scale: np.ndarray | None = None):
     if config.reconstruction_epochs:
       raise ValueError('stored user vectors are never reconstructed; set '
                        'reconstruction_epochs=0')
-    self._initialize, self._next = build_round(config, initial_items, dataset_computation)
+    self._initialize, self._next = build_round(config, initial_items, dataset_computation,
+                                               item_scale=item_scale)
     self._initial_users = np.asarray(initial_users, np.float32)
 
   def initialize(self):
@@ -316,3 +326,162 @@ class StoredUsersProcess:
 
   def get_model_weights(self, state) -> dict[str, np.ndarray]:
     return {'items': np.asarray(state['server']['items']), 'users': state['users']}
+
+
+# The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
+# on a task with a matrix-factorization model whose user vectors stay private
+# (task.mf_data(): initial tables, each client's rows, the dataset computation).
+MF = ('initial_items', 'initial_users', 'client_rows', 'dataset_computation', 'user_index')
+MF_WHY = ("its model is not a matrix factorization with private user vectors (the item-"
+          'update forms compress the update of that item table)')
+FORM_OF = {'fedmf': 'full', 'fedavg': 'full', 'fedsubavg': 'full', 'colr': 'colr',
+           'scolr': 'scolr', 'svd': 'svd', 'topk': 'topk'}
+ITEM_TABLE = 'items'  # the task's table name in client_table_rows
+EVAL_SEED_OFFSET = 7_919  # negatives of an evaluation's reconstruction, apart from training's
+RECONSTRUCTION_BLOCK = 512  # users reconstructed side by side at evaluation
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  rank: int = dataclasses.field(default=4, metadata={
+      'help': 'colr / svd: the rank r of the item update; scolr: the global rank R; topk: '
+              'keep as many entries as a rank-r factor has bytes (default 4).'})
+  local_ranks: str | None = dataclasses.field(default=None, metadata={
+      'help': "scolr: each client group's local rank, e.g. 1-2-4 (clients in id order, "
+              'equal groups); default: uniform in 1..R, drawn every round.'})
+  item_average: str = dataclasses.field(default='cohort', metadata={
+      'choices': ITEM_AVERAGES,
+      'help': "The server's mean of an item's update: over the cohort (the paper's "
+              "FedAvg) or over the clients whose data touched the item (the official "
+              'code) (default cohort).'})
+  secure_sum_bound: float = dataclasses.field(default=0.0, metadata={
+      'help': "Sum the clients' payloads with TFF's secure sum, each value clipped to "
+              '+-bound (0: plain sum; default 0). Same as --aggregator=secure '
+              '--secure_bound=B.'})
+
+  def __post_init__(self):
+    if self.item_average not in ITEM_AVERAGES:
+      raise ValueError(f'unknown item_average {self.item_average!r}; choose one of '
+                       f'{ITEM_AVERAGES}')
+    if self.secure_sum_bound < 0:
+      raise ValueError(f'secure_sum_bound must be >= 0, got {self.secure_sum_bound}')
+
+  def group_ranks(self) -> list[int] | None:
+    """scolr's local ranks per client group, checked against the global rank."""
+    if self.local_ranks is None:
+      return None
+    try:
+      ranks = [int(r) for r in self.local_ranks.split('-')]
+    except ValueError:
+      raise ValueError(f'local_ranks must look like 1-2-4, got {self.local_ranks!r}') from None
+    if not all(1 <= r <= self.rank for r in ranks):
+      raise ValueError(f'local ranks {ranks} must be in 1..{self.rank} (the global rank '
+                       'R); raise --rank or lower them')
+    return ranks
+
+
+def _sum_factory(options: Options, training, name: str):
+  """The one sum everything a client sends goes through (plain, or TFF's secure sum)."""
+  if options.secure_sum_bound:
+    return tff.aggregators.SecureSumFactory(float(options.secure_sum_bound))
+  if training.aggregator.name == 'dp':
+    raise api.NotApplicable(
+        f'--algorithm={name} divides summed payloads by summed coverage counts; TFF\'s DP '
+        'factory averages over the expected cohort instead, so it cannot stand in for '
+        'the sum; use --aggregator=mean or secure')
+  return training.aggregator.sum()
+
+
+def build(task, options: Options, training, *, name: str):
+  """FedMF (name 'fedmf') or an item-update form (colr, scolr, svd, topk)."""
+  api.require(task, name, MF, MF_WHY)
+  if options.local_ranks is not None and name != 'scolr':
+    raise api.NotApplicable(f'--local_ranks applies to scolr only, not --algorithm='
+                                 f'{name}')
+  if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
+    raise api.NotApplicable(
+        f'--algorithm={name} trains with SGD at the clients and adds the mean update at '
+        f'the server; got {training.client_optimizer.name} / '
+        f'{training.server_optimizer.name}')
+  stored = task.config.user_state == 'stored'
+  if stored and training.runtime != 'native':
+    raise api.NotApplicable(
+        "user_state=stored keeps each client's vector between rounds, which a MapReduce "
+        'round cannot hand back to a client; use --runtime=native or '
+        '--user_state=reconstructed')
+  if options.secure_sum_bound and training.runtime == 'native':
+    raise api.NotApplicable(
+        "TFF's native worker has no secure sum; use --runtime=inprocess (with "
+        '--user_state=reconstructed) for secure_sum_bound')
+  if stored and training.aggregator.name != 'mean':
+    raise api.NotApplicable(
+        f'--aggregator={training.aggregator.name} needs --user_state=reconstructed: the '
+        'stored-users driver runs on the native runtime, which has no secure sum')
+  try:
+    ranks = options.group_ranks()
+    full = FORM_OF[name] == 'full'
+    form = item_updates.UpdateForm(FORM_OF[name], 0 if full else options.rank)
+    c = task.config
+    config = FedMFConfig(
+        num_items=task.initial_items.shape[0], dim=task.initial_items.shape[1], form=form,
+        client_learning_rate=training.client_optimizer.learning_rate,
+        server_learning_rate=training.server_optimizer.learning_rate, l2=c.l2,
+        reconstruction_epochs=0 if stored else c.reconstruction_epochs,
+        item_average=options.item_average, seed=c.seed)
+  except ValueError as e:
+    raise api.NotApplicable(f'--algorithm={name}: {e}') from None
+  item_scale = None
+  if 'fedsubavg' in training.stack:  # clients weigh equally here: heat counts clients
+    if options.item_average == 'touched':
+      raise api.NotApplicable(
+          '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
+          'already averages each item over the clients that touched it')
+    item_scale = heat.row_scales(task, name, 'clients')[ITEM_TABLE]
+  epochs = c.local_epochs + config.reconstruction_epochs
+  ids = list(task.train_client_ids)
+  if name != 'scolr':
+    local_rank = lambda user, seed: options.rank
+  elif ranks is None:  # uniform in 1..R, drawn afresh every round
+    local_rank = lambda user, seed: int(
+        np.random.default_rng([seed, 1]).integers(1, options.rank + 1))
+  else:
+    groups = capacities.assign(len(ids), len(ranks), seed=c.seed)
+    local_rank = lambda user, seed: ranks[groups[user]]
+  if stored:
+    process = StoredUsersProcess(config, task.initial_items, task.initial_users,
+                                 task.dataset_computation, item_scale=item_scale)
+
+    def client_input(client_id: str, seed: int):
+      user = task.user_index(client_id)
+      return user, local_rank(user, seed), task.client_rows(user, seed, epochs)
+
+    return api.Built(process, ids, client_input)
+  process = build_reconstruction_process(
+      config, task.initial_items, task.dataset_computation,
+      sum_factory=_sum_factory(options, training, name), item_scale=item_scale)
+
+  def client_input(client_id: str, seed: int):  # pylint: disable=function-redefined
+    user = task.user_index(client_id)
+    return (task.initial_users[user], np.int32(local_rank(user, seed)),
+            task.client_rows(user, seed, epochs))
+
+  def evaluate(items, part: str):
+    users = reconstructed_users(task, config, np.asarray(items))
+    return task.evaluate({'items': np.asarray(items), 'users': users}, part)
+
+  return api.Built(process, ids, client_input, evaluate)
+
+
+def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndarray:
+  """Every user's vector reconstructed from its data with `items` frozen (evaluation)."""
+  recon, seed = config.reconstruction_epochs, task.config.seed
+  num_users = len(task.initial_users)
+  vectors = []
+  for block in range(0, num_users, RECONSTRUCTION_BLOCK):
+    users = np.arange(block, min(block + RECONSTRUCTION_BLOCK, num_users))
+    (item_ids, labels), mask = implicit.padded_batches(
+        [task.client_rows(u, [seed, EVAL_SEED_OFFSET, u], recon) for u in users],
+        task.config.batch_size)
+    vectors.append(reconstruct_users(config, items, task.initial_users[users], item_ids,
+                                     labels, mask))
+  return np.concatenate(vectors)

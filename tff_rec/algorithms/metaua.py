@@ -49,6 +49,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.algorithms import api
+
 # Client attributes (the paper's z1..z6), each computed without sending data.
 ATTRIBUTES = ('num_samples', 'local_loss', 'update_norm', 'loss_ratio', 'positive_rate',
               'unique_features')
@@ -362,3 +364,127 @@ class MetaUAProcess:
 
 def _numpy(structure):
   return tf.nest.map_structure(lambda t: np.asarray(t), structure)
+
+
+# The registry's side: MetaUA and FedNova on any task with a Keras model whose
+# clients' examples come as one dict of per-example arrays with a 'label' key
+# (task.client_examples), batched by task.batches (training) and
+# task.one_pass (in order).
+CLIENT_EXAMPLES = ('client_examples', 'batches', 'one_pass', 'keras_model')
+CLIENT_EXAMPLES_WHY = ("its clients' examples are not a table of per-example arrays, "
+                       'which the support / query split needs')
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  meta_lr: float = dataclasses.field(default=2.0, metadata={
+      'help': "MetaUA's SGD learning rate on the meta parameters (default 2.0, the "
+              "paper's)."})
+  attributes: tuple[str, ...] = dataclasses.field(default=('local_loss',), metadata={
+      'help': 'MetaUA client attributes (z1..z6): num_samples, local_loss, update_norm, '
+              'loss_ratio, positive_rate, unique_features (default local_loss).'})
+  client_weighting: bool = dataclasses.field(default=True, metadata={
+      'help': 'MetaUA: learn client weights (off: FedAvg weights) (default on).'})
+  server_lr_scaling: bool = dataclasses.field(default=True, metadata={
+      'help': 'MetaUA: learn the per-layer server learning-rate scale (off: 1) '
+              '(default on).'})
+  meta_loss: str = dataclasses.field(default='sum', metadata={
+      'choices': META_LOSSES,
+      'help': "MetaUA's meta loss over the cohort's query examples: summed (the paper's "
+              "eq. 1), each client's mean summed, or the mean over all (default sum)."})
+  query_fraction: float = dataclasses.field(default=0.2, metadata={
+      'help': "MetaUA: share of each client's training examples held out as its query "
+              'set (default 0.2).'})
+
+  def __post_init__(self):
+    if not 0 <= self.query_fraction < 1:
+      raise ValueError(f'query_fraction must be in [0, 1), got {self.query_fraction}')
+
+  def config(self) -> MetaUAConfig:
+    return MetaUAConfig(attributes=tuple(self.attributes), meta_learning_rate=self.meta_lr,
+                        client_weighting=self.client_weighting,
+                        server_lr_scaling=self.server_lr_scaling, meta_loss=self.meta_loss)
+
+
+FEDNOVA = MetaUAConfig(client_weighting=False, server_lr_scaling=False,
+                       normalize_by_steps=True)
+
+
+def build(task, options: Options, training, *, name: str):
+  """MetaUA: the meta-learned aggregation, clients split into support and query."""
+  try:
+    config = options.config()
+  except ValueError as e:
+    raise api.NotApplicable(f'--algorithm={name}: {e}') from None
+  return _build(task, config, options.query_fraction, training, name=name)
+
+
+def build_fednova(task, options, training, *, name: str):
+  """FedNova: FedAvg weights, updates normalised by local steps; no query set."""
+  del options  # none
+  return _build(task, FEDNOVA, 0.0, training, name=name)
+
+
+def _build(task, config: MetaUAConfig, query_fraction: float, training, *, name: str):
+  api.require(task, name, api.KERAS, api.KERAS_WHY)
+  api.require(task, name, CLIENT_EXAMPLES, CLIENT_EXAMPLES_WHY)
+  if training.runtime != 'native':
+    raise api.NotApplicable(
+        f"--algorithm={name} aggregates each client's update at the server, which a "
+        'MapReduce round cannot; use --runtime=native')
+  if training.client_optimizer.name != 'sgd':
+    raise api.NotApplicable(f'--algorithm={name}: its clients take SGD steps; got '
+                                 f'--client_optimizer={training.client_optimizer.name}')
+  if training.aggregator.name != 'mean':
+    raise api.NotApplicable(
+        f'--algorithm={name} weighs each client with a softmax over the cohort at the '
+        'server, not a sum of clients\' values: --aggregator=secure or dp cannot wrap it')
+  variables = task.keras_model().trainable_variables
+  layers = [v.name.split('/')[0] for v in variables]
+  groups = [sorted(set(layers), key=layers.index).index(l) for l in layers]
+  parameters = sum(int(np.prod(v.shape)) for v in variables)
+  process = MetaUAProcess(
+      task.model_fn, _dataset_computation(task), config=config,
+      client_learning_rate=training.client_optimizer.learning_rate,
+      server_optimizer=training.server_optimizer.build(), groups=groups,
+      model_bytes=4 * parameters)
+  ids = list(task.train_client_ids)
+  position = {client: k for k, client in enumerate(ids)}
+
+  def client_input(client_id: str, seed: int):
+    return split_client(task, client_id, position[client_id], seed, query_fraction)
+
+  return api.Built(process, ids, client_input)
+
+
+def split_client(task, client_id: str, index: int, seed: int, query_fraction: float):
+  """((support arrays, query arrays, seed), the support's DATA_ATTRIBUTES): a fixed
+  seeded split of the client's training examples (seeded by the task's seed and
+  the client's position), round(fraction x n) of them query (none for a client
+  of one example)."""
+  examples = task.client_examples(client_id)
+  count = len(examples['label'])
+  query = min(int(round(query_fraction * count)), count - 1)
+  in_query = np.zeros(count, bool)
+  in_query[np.random.default_rng([task.config.seed, index]).permutation(count)[:query]] = True
+  support = collections.OrderedDict((k, v[~in_query]) for k, v in examples.items())
+  held = collections.OrderedDict((k, v[in_query]) for k, v in examples.items())
+  distinct = sum(len(np.unique(v[v != 0])) for k, v in support.items() if k != 'label')
+  return ((support, held, np.int64(seed)),
+          np.array([len(support['label']), support['label'].mean(), distinct], np.float32))
+
+
+def _dataset_computation(task) -> tff.Computation:
+  """(support, query arrays, seed) -> (train: the task's training batches of the
+  support, one pass over the support, one pass over the query)."""
+  probe = task.client_examples(task.train_client_ids[0])
+  arrays_type = collections.OrderedDict(
+      (k, tff.TensorType(v.dtype, [None, *v.shape[1:]])) for k, v in probe.items())
+
+  @tff.tensorflow.computation(arrays_type, arrays_type, np.int64)
+  def build_datasets(support, query, seed):
+    support = tf.data.Dataset.from_tensor_slices(support)
+    query = tf.data.Dataset.from_tensor_slices(query)
+    return task.batches(support, seed=seed), task.one_pass(support), task.one_pass(query)
+
+  return build_datasets

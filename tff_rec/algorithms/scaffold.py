@@ -24,6 +24,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.algorithms import api
+
 
 @dataclasses.dataclass
 class _Output:
@@ -164,3 +166,33 @@ class ScaffoldProcess:
         trainable=list(state['server']['model']),
         non_trainable=list(state['server']['non_trainable']))
 
+
+
+def build(task, options, training, *, name: str):
+  """SCAFFOLD on any task with a Keras model (native runtime: the driver keeps c_i)."""
+  del options  # none
+  api.require(task, name, api.KERAS, api.KERAS_WHY)
+  if training.runtime != 'native':
+    raise api.NotApplicable(
+        f"--algorithm={name} keeps every client's control variate between rounds, which "
+        'a MapReduce round cannot hand back to a client; use --runtime=native')
+  if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
+    raise api.NotApplicable(
+        f'--algorithm={name} takes SGD steps at the clients and the server; got '
+        f'--client_optimizer={training.client_optimizer.name} / --server_optimizer='
+        f'{training.server_optimizer.name}')
+  if training.aggregator.name != 'mean':
+    raise api.NotApplicable(
+        f'--algorithm={name} averages updates and control variates with a plain mean '
+        '(its driver-kept variates are outside TFF aggregators); use --aggregator=mean')
+  ids = list(task.train_client_ids)
+  process = ScaffoldProcess(
+      task.model_fn, task.dataset_computation, num_clients=len(ids),
+      client_learning_rate=training.client_optimizer.learning_rate,
+      server_learning_rate=training.server_optimizer.learning_rate)
+  index = {client: k for k, client in enumerate(ids)}
+
+  def client_input(client_id: str, seed: int):
+    return index[client_id], task.client_arguments(client_id, seed)
+
+  return api.Built(process, ids, client_input)

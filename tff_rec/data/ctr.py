@@ -99,7 +99,7 @@ def make_examples(data: movielens.MovieLens, *, split: str = 'chronological',
   clients = features['user'] - 1
   features['history'] = _history(features['movie'], labels > 0, clients, history_length)
   vocab_sizes['history'] = vocab_sizes['movie']
-  is_test = _test_rows(clients, split, test_fraction, seed)
+  is_test = test_rows(clients, split, test_fraction, seed)
   user_ids = np.sort(ratings['user_id'].unique())
   return CtrExamples(features, labels, clients, is_test, vocab_sizes, user_ids)
 
@@ -137,7 +137,7 @@ def _history(movies: np.ndarray, clicked: np.ndarray, clients: np.ndarray,
   return np.where(valid, padded[np.where(valid, positions, len(click_movies))], 0)
 
 
-def _test_rows(clients: np.ndarray, split: str, fraction: float, seed: int) -> np.ndarray:
+def test_rows(clients: np.ndarray, split: str, fraction: float, seed: int) -> np.ndarray:
   """Test marks: each client's last ceil(fraction * n) rows (keeping >= 1 train
   row), or a seeded random fraction of all rows."""
   if split == 'random':

@@ -10,6 +10,7 @@ gets an exactly zero update (no weight decay on the tables).
 """
 
 import dataclasses
+import functools
 from typing import Callable
 
 import tensorflow as tf
@@ -43,13 +44,18 @@ def _masked_rows(table, ids):
 
 
 def build_lr(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 1,
-             seed: int = 0) -> tf.keras.Model:
-  """FedSubAvg's MovieLens LR: one weight per one-hot feature value, plus a bias."""
+             seed: int = 0, columns: tuple[str, ...] | None = None) -> tf.keras.Model:
+  """FedSubAvg's MovieLens LR: one weight per one-hot feature value, plus a bias
+  (an id-list feature adds the weights of its values)."""
   del dim  # one weight per value
-  inputs = _inputs(LR.columns, widths)
-  terms = [_table(c, vocab_sizes[c], 1, seed + k)(inputs[c])
-           for k, c in enumerate(LR.columns)]
-  logit = _Bias(name='bias')(tf.keras.layers.Add()(terms))
+  columns = columns or LR.columns
+  inputs = _inputs(columns, widths)
+  terms = []
+  for k, c in enumerate(columns):
+    table = _table(c, vocab_sizes[c], 1, seed + k)
+    terms.append(table(inputs[c]) if c not in widths
+                 else tf.reduce_sum(_masked_rows(table, inputs[c])[0], 1))
+  logit = _Bias(name='bias')(tf.keras.layers.Add()(terms) if len(terms) > 1 else terms[0])
   return tf.keras.Model(inputs, logit, name='lr')
 
 
@@ -78,11 +84,13 @@ def _pooled_fields(inputs, columns, vocab_sizes, dim, seed):
 
 
 def build_dcn(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 4,
-              seed: int = 0, cross_layers: int = 2, deep_units=(64, 32)) -> tf.keras.Model:
+              seed: int = 0, cross_layers: int = 2, deep_units=(64, 32),
+              columns: tuple[str, ...] | None = None) -> tf.keras.Model:
   """DCNv2 (Wang et al. 2021), stacked: field embeddings -> cross layers -> MLP."""
-  inputs = _inputs(DCN.columns, widths)
-  x0 = tf.keras.layers.Concatenate()(_pooled_fields(inputs, DCN.columns, vocab_sizes,
-                                                    dim, seed))
+  columns = columns or DCN.columns
+  inputs = _inputs(columns, widths)
+  fields = _pooled_fields(inputs, columns, vocab_sizes, dim, seed)
+  x0 = tf.keras.layers.Concatenate()(fields) if len(fields) > 1 else fields[0]
   x = x0
   for k in range(cross_layers):
     x = tfrs.layers.dcn.Cross(
@@ -143,10 +151,11 @@ DIN = CtrModel(columns=('user', 'movie', 'history'),
 MODELS = {'lr': LR, 'dcn': DCN, 'din': DIN}
 
 
-def table_variables(model: tf.keras.Model, spec: CtrModel) -> list[str | None]:
-  """Per trainable variable of `model`, in order: its table's name, or None (dense)."""
-  names = []
-  for variable in model.trainable_variables:
-    layer = variable.name.split('/')[0]
-    names.append(layer if layer in spec.tables else None)
-  return names
+def for_columns(model: str, columns: tuple[str, ...]) -> CtrModel:
+  """LR or DCNv2 over a CTR file's declared feature columns, a table each."""
+  if model not in ('lr', 'dcn'):
+    raise ValueError(f'--model={model} reads MovieLens\'s user, movie and history '
+                     'columns; for a CTR file use --model=lr or --model=dcn')
+  spec = MODELS[model]
+  return dataclasses.replace(spec, columns=tuple(columns), tables={c: (c,) for c in columns},
+                             build=functools.partial(spec.build, columns=tuple(columns)))

@@ -1,0 +1,170 @@
+r"""Every algorithm on every task, on the real data, for a few rounds: what runs where.
+
+  python -m launch.matrix --rounds=2
+  python -m launch.matrix --rounds=2 --tasks=ml100k_ctr --algorithms=fedsubavg,metaua
+
+Each cell is an algorithm on a dataset's task with one aggregator (mean,
+secure, dp) on one runtime (native; and in-process where it applies; secure
+runs in-process only). A cell is OK with its headline test metric after the
+last round, or N/A with the reason the registry gives, before any training.
+Each finished cell is recorded as JSON in --records (a rerun skips recorded
+cells; --only=none rebuilds the table from the records alone) and the table
+goes to --output.
+"""
+
+import contextlib
+import dataclasses
+import json
+import pathlib
+import time
+
+from absl import app
+from absl import flags
+
+from launch import common  # sets TF's log level before TensorFlow loads
+import tasks  # pylint: disable=g-bad-import-order
+from tff_rec.aggregators import inner
+from tff_rec.algorithms import registry
+from tff_rec.runtime import inprocess
+from tff_rec.runtime import native
+from tff_rec.training import loop
+
+SHARED = pathlib.Path('../shared/data')
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+  task: str
+  data_dir: str
+  metric: str  # headline, after the last round
+  config: dict = dataclasses.field(default_factory=dict)
+
+
+DATASETS = {
+    'ml100k_next_item': Dataset('movielens_next_item', 'ml-100k', 'test/recall_at_10'),
+    'ml100k_ranking': Dataset('movielens_ranking', 'ml-100k', 'test/hr_at_10'),
+    'ml100k_ctr': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc'),
+    'goodreads100': Dataset('goodreads_ranking', 'goodreads-100', 'test/ndcg_at_20',
+                            dict(local_epochs=1)),
+    'beauty_ranking': Dataset('goodreads_ranking', 'amazon-beauty', 'test/ndcg_at_20',
+                              dict(local_epochs=1)),
+}
+CELLS = [('mean', 'native'), ('mean', 'inprocess'), ('secure', 'inprocess'), ('dp', 'native')]
+CLIENTS_PER_ROUND = 5  # small: the matrix shows what runs, not how well
+
+flags.DEFINE_integer('rounds', 2, 'Rounds per cell.', lower_bound=1)
+flags.DEFINE_list('tasks', list(DATASETS), 'Dataset tasks (rows of the table).')
+flags.DEFINE_list('algorithms', None, 'Algorithms (default: every registered one).')
+flags.DEFINE_string('records', 'results/matrix/cells', 'Where each cell is recorded.')
+flags.DEFINE_string('output', 'results/matrix.md', 'The table.')
+flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: rebuild the table from the '
+                  'records, running nothing.')
+FLAGS = flags.FLAGS
+
+
+def _cell_name(dataset: str, algorithm: str, aggregator: str, runtime: str) -> str:
+  return f'{dataset}/{algorithm}-{aggregator}-{runtime}'
+
+
+def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: str) -> dict:
+  """{'status': 'OK', metric, seconds} or {'status': 'N/A', 'reason'}."""
+  training = registry.training(task, algorithm, aggregator=inner.InnerAggregator(aggregator),
+                               runtime=runtime, clients_per_round=CLIENTS_PER_ROUND)
+  started = time.perf_counter()
+  try:
+    built = registry.build(algorithm, task, training)
+    process = built.process
+    if runtime == 'inprocess':
+      process = inprocess.InProcessLearningProcess(process)
+    evaluate = built.evaluate or task.evaluate
+    final = task.EVAL_PARTS[1]
+    _, metrics = loop.run(
+        process, client_ids=built.client_ids, client_input=built.client_input,
+        schedule=loop.Schedule(rounds=FLAGS.rounds, clients_per_round=CLIENTS_PER_ROUND,
+                               eval_every=0, seed=0),
+        evaluate=lambda w: {f'{final}/{k}': v for k, v in evaluate(w, final).items()})
+  except (registry.NotApplicable, inprocess.NotMapReduceCompatibleError) as e:
+    return {'status': 'N/A', 'reason': str(e).split('\n')[0][:300]}
+  except Exception as e:  # pylint: disable=broad-except  # a cell that should run and does not
+    return {'status': 'FAIL', 'reason': f'{type(e).__name__}: {_last_line(e)}'}
+  return {'status': 'OK', 'metric': dataset.metric, 'value': metrics[dataset.metric],
+          'train_loss': next((v for k, v in metrics.items() if k.endswith('train/loss')),
+                             None),
+          'seconds': round(time.perf_counter() - started, 1)}
+
+
+def _last_line(error: Exception) -> str:
+  lines = [l.strip() for l in str(error).splitlines() if l.strip()]
+  return (lines[-1] if lines else '')[:300]
+
+
+def _table(records: dict[str, dict], algorithms: list[str]) -> str:
+  lines = [
+      '# Every algorithm on every task',
+      '',
+      f'Built by `python -m launch.matrix --rounds={FLAGS.rounds}` from the records in '
+      f'`{FLAGS.records}` ({CLIENTS_PER_ROUND} clients a round, the task\'s and the '
+      "algorithm's default settings). A cell is OK with the headline test metric after "
+      'the last round (a smoke test: too few rounds to compare methods), N/A with the '
+      "registry's reason, or FAIL with the error of a cell that should run and did not. "
+      'Columns: aggregator / runtime.',
+      '']
+  for dataset in FLAGS.tasks:
+    spec = DATASETS[dataset]
+    lines += [f'## {dataset} (`--task={spec.task} --data_dir=../shared/data/'
+              f'{spec.data_dir}`, {spec.metric})', '',
+              '| algorithm | ' + ' | '.join(f'{a} / {r}' for a, r in CELLS) + ' |',
+              '|---|' + '---|' * len(CELLS)]
+    reasons = {}
+    for algorithm in algorithms:
+      cells = []
+      for aggregator, runtime in CELLS:
+        record = records.get(_cell_name(dataset, algorithm, aggregator, runtime))
+        if record is None:
+          cells.append('not run')
+        elif record['status'] == 'OK':
+          cells.append(f"OK {record['value']:.3f}")
+        else:
+          key = reasons.setdefault(record['reason'], len(reasons) + 1)
+          cells.append(f"{record['status']} [{key}]")
+      lines.append(f'| {algorithm} | ' + ' | '.join(cells) + ' |')
+    lines += [''] + [f'[{k}] {reason}' for reason, k in reasons.items()] + ['']
+  return '\n'.join(lines)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  common.check_choices('tasks', FLAGS.tasks, DATASETS)
+  algorithms = FLAGS.algorithms or list(registry.algorithms())
+  common.check_choices('algorithms', algorithms, registry.algorithms())
+  root = pathlib.Path(FLAGS.records)
+  records = {str(p.relative_to(root).with_suffix('')): json.loads(p.read_text())
+             for p in root.glob('*/*.json')}
+  if FLAGS.only == 'all':
+    todo = [(d, a, g, r) for d in FLAGS.tasks for a in algorithms for g, r in CELLS
+            if _cell_name(d, a, g, r) not in records]
+    progress = common.Progress(len(todo), 'cell', {})
+    runtime = native.NativeRuntime() if todo else contextlib.nullcontext()
+    with runtime:
+      loaded = {}
+      for done, (dataset, algorithm, aggregator, runtime_name) in enumerate(todo, 1):
+        spec = DATASETS[dataset]
+        if dataset not in loaded:
+          module = tasks.TASKS[spec.task]
+          loaded = {dataset: module.Task(module.make_config(
+              data_dir=str(SHARED / spec.data_dir), **spec.config))}
+        name = _cell_name(dataset, algorithm, aggregator, runtime_name)
+        print(f'== {name}', flush=True)
+        records[name] = run_cell(loaded[dataset], spec, algorithm, aggregator, runtime_name)
+        print(f"   {records[name]['status']} {records[name].get('value', '')}"
+              f"{records[name].get('reason', '')}", flush=True)
+        (root / dataset).mkdir(parents=True, exist_ok=True)
+        common.write_json(root / f'{name}.json', records[name])
+        progress(done, {})
+  common.write_text(pathlib.Path(FLAGS.output), _table(records, algorithms))
+  print(f'done: {FLAGS.output}', flush=True)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,161 @@
+r"""Cross-paper combinations against their parts alone, with a popularity row.
+
+  python -m launch.reproduce_combinations                 # run what is missing, tabulate
+  python -m launch.reproduce_combinations --tables=goodreads --seeds=0,1
+  python -m launch.reproduce_combinations --only=none     # the table from the records
+
+goodreads: FAIR's setting on Goodreads-100 (50 rounds of 10 clients, NeuMF,
+fresh client Adam 1e-3, 5 local epochs, the mean replaces the model):
+FedAvg, FedAvg + FedSubAvg's correction, FAIR-HET 1x-2x, and FAIR-HET 1x-2x
+with FedSubAvg's correction stacked on its recovered tables (`--stack=fedsubavg`).
+
+movielens: CoLR's setting on ML-100K leave-one-out (1000 rounds of 10
+clients, d = 64, client SGD 0.5, stored user vectors): FedMF, FedMF +
+FedSubAvg, CoLR r = 4, CoLR r = 4 + FedSubAvg (the correction scales the rows
+of the mean A, which commutes with the shared basis B); and the last three at a
+tenth of the server learning rate.
+
+Seed 0 of a part alone is the paper reproduction's own record where it ran
+with the same flags (results/fair_goodreads, results/colr_movielens); every
+other cell is recorded in results/combinations/cells. Each seed draws the
+model, the cohorts and the negatives.
+"""
+
+import dataclasses
+import math
+import pathlib
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from launch import common
+import tasks  # pylint: disable=g-bad-import-order
+
+flags.DEFINE_string('runs_dir', 'runs/combinations', 'Where the individual runs go.')
+flags.DEFINE_string('results_dir', 'results/combinations', 'Where the results go.')
+flags.DEFINE_list('tables', ['goodreads', 'movielens'], 'Which tables.')
+flags.DEFINE_list('seeds', ['0', '1'], 'Seeds of every cell.')
+flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
+FLAGS = flags.FLAGS
+LOSS = 'train/train/loss'  # both tasks' training loss after the last round
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+  task: str
+  title: str
+  metrics: tuple[str, ...]  # the first is the headline
+  rows: dict  # cell -> (label, launcher args, the paper reproduction's record of seed 0)
+  args: tuple[str, ...]
+  popularity: str  # the task's popularity() part ('' for its default)
+
+
+TABLES = {
+    'goodreads': Table(
+        'goodreads_ranking', 'Goodreads-100: FAIR tiers with FedSubAvg\'s correction',
+        ('test/ndcg_at_20', 'test/recall_at_20'),
+        {'fedavg': ('FedAvg', ('--algorithm=fedavg',), 'results/fair_goodreads/cells/fedavg'),
+         'fedsubavg': ('FedAvg + FedSubAvg', ('--algorithm=fedsubavg',), None),
+         'fair': ('FAIR-HET 1x-2x', ('--algorithm=fair', '--capacities=1x-2x'),
+                  'results/fair_goodreads/cells/fair_1x-2x'),
+         'fair_fedsubavg': ('FAIR-HET 1x-2x + FedSubAvg', (
+             '--algorithm=fair', '--capacities=1x-2x', '--stack=fedsubavg'), None)},
+        ('--rounds=50', '--eval_every=10', '--client_learning_rate=0.001'), ''),
+    'movielens': Table(
+        'movielens_ranking', 'ML-100K leave-one-out: CoLR with FedSubAvg\'s correction',
+        ('test/hr_at_10', 'test/ndcg_at_10'),
+        {'fedmf': ('FedMF-64', ('--algorithm=fedmf', '--embedding_dim=64'),
+                   'results/colr_movielens/cells/fedmf_d64'),
+         'fedsubavg': ('FedMF-64 + FedSubAvg', ('--algorithm=fedsubavg',), None),
+         'colr': ('CoLR r=4', ('--algorithm=colr', '--rank=4'),
+                  'results/colr_movielens/cells/colr_r4'),
+         'colr_fedsubavg': ('CoLR r=4 + FedSubAvg', (
+             '--algorithm=colr', '--rank=4', '--stack=fedsubavg'), None),
+         # The correction multiplies a rare item's step by up to N / (n_m K) = 94
+         # here: the same at a tenth of the server step, with FedMF there too.
+         'fedmf_lr0.1': ('FedMF-64, server lr 0.1', (
+             '--algorithm=fedmf', '--server_learning_rate=0.1'), None),
+         'fedsubavg_lr0.1': ('FedMF-64 + FedSubAvg, server lr 0.1', (
+             '--algorithm=fedsubavg', '--server_learning_rate=0.1'), None),
+         'colr_fedsubavg_lr0.1': ('CoLR r=4 + FedSubAvg, server lr 0.1', (
+             '--algorithm=colr', '--rank=4', '--stack=fedsubavg',
+             '--server_learning_rate=0.1'), None)},
+        ('--rounds=1000', '--eval_every=100', '--checkpoint_every=100'), 'test'),
+}
+
+
+def _records() -> pathlib.Path:
+  return pathlib.Path(FLAGS.results_dir) / 'cells'
+
+
+def _cell(table: Table, row: str, seed: int) -> dict | str:
+  _, args, paper_record = table.rows[row]
+  if seed == 0 and paper_record and (pathlib.Path(paper_record) / 'summary.json').exists():
+    return common.run_cell('', pathlib.Path(paper_record).name, '', wanted=False,
+                           records_dir=str(pathlib.Path(paper_record).parent))
+  return common.run_cell(f'{FLAGS.runs_dir}/{table.task}', f'{row}_s{seed}', 'launch.train',
+                         *args,
+                         *table.args, f'--seed={seed}', wanted=FLAGS.only == 'all',
+                         records_dir=str(_records() / table.task))
+
+
+def _popularity(table: Table, seed: int) -> dict[str, float]:
+  module = tasks.TASKS[table.task]
+  task = module.Task(module.make_config(seed=seed))
+  values = task.popularity(table.popularity) if table.popularity else task.popularity()
+  return {f'test/{k}': v for k, v in values.items()}
+
+
+def _spread(values: list[float]) -> str:
+  if not values:
+    return 'not run'
+  std = f' ± {np.std(values, ddof=1):.3f}' if len(values) > 1 else ''
+  return f'{np.mean(values):.3f}{std}'
+
+
+def tabulate(name: str, seeds: list[int]) -> list[str]:
+  table = TABLES[name]
+  FLAGS.task = table.task
+  header = [*(m.split('/')[-1] for m in table.metrics), 'per seed (' + table.metrics[0]
+            .split('/')[-1] + ')']
+  lines = [f'## {table.title}', '',
+           f'`--task={table.task}` {" ".join(table.args)}; seeds {seeds}; mean ± std '
+           'over the seeds (sample std).', '',
+           '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
+  results = {'popularity': [_popularity(table, s) for s in seeds]}
+  for row in table.rows:
+    results[row] = [r for r in (_cell(table, row, s) for s in seeds) if isinstance(r, dict)]
+  labels = {'popularity': 'popularity', **{k: v[0] for k, v in table.rows.items()}}
+  for row, runs in results.items():
+    diverged = sum(math.isnan(r.get(LOSS, 0.0)) for r in runs)
+    if diverged:  # a NaN model scores zero: say what happened instead
+      lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * len(table.metrics))
+                   + f' | training loss NaN in {diverged} of {len(runs)} seeds |')
+      continue
+    per_metric = [_spread([r[m] for r in runs]) for m in table.metrics]
+    per_seed = ', '.join(f'{r[table.metrics[0]]:.3f}' for r in runs) or 'not run'
+    lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric) + f' | {per_seed} |')
+  return lines + ['']
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  common.check_choices('tables', FLAGS.tables, TABLES)
+  seeds = [int(s) for s in FLAGS.seeds]
+  lines = ['# Cross-paper combinations', '',
+           'Built by `python -m launch.reproduce_combinations` from the cell records. '
+           'See README.md here for the reading.', '']
+  for name in FLAGS.tables:
+    lines += tabulate(name, seeds)
+  out = pathlib.Path(FLAGS.results_dir)
+  out.mkdir(parents=True, exist_ok=True)
+  path = out / ('table.md' if len(FLAGS.tables) == len(TABLES) else
+                f'table_{"_".join(FLAGS.tables)}.md')
+  common.write_text(path, '\n'.join(lines))
+  print(f'done: {path}', flush=True)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,116 @@
+"""The registry: one entry per algorithm, options checked, refusals that say why."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tasks import goodreads_ranking
+from tasks import movielens_ctr
+from tasks import movielens_next_item
+from tasks import movielens_ranking
+from tff_rec.aggregators import inner
+from tff_rec.algorithms import baselines
+from tff_rec.algorithms import registry
+
+
+def test_every_algorithm_has_a_summary_and_frozen_options_with_help():
+  for name, algorithm in registry.algorithms().items():
+    assert algorithm.summary, name
+    assert dataclasses.is_dataclass(algorithm.options), name
+    for field in dataclasses.fields(algorithm.options):
+      assert field.metadata.get("help"), (name, field.name)
+
+
+def test_shared_option_names_have_one_meaning():
+  seen = {}
+  for algorithm in registry.algorithms().values():
+    for field in dataclasses.fields(algorithm.options):
+      seen.setdefault(field.name, (field.type, field.default))
+      assert seen[field.name] == (field.type, field.default), field.name
+
+
+def test_options_of_another_algorithm_are_refused_by_name():
+  with pytest.raises(registry.NotApplicable, match='--capacities does not apply to '
+                     '--algorithm=fedavg'):
+    registry.check_options('fedavg', {'capacities': '1x-2x'})
+  with pytest.raises(ValueError, match="unknown algorithm 'fedfoo'"):
+    registry.get('fedfoo')
+
+
+def test_training_settings_layer_task_then_algorithm_then_overrides():
+  task = movielens_ctr.MovieLensCtr
+  adam = registry.training(task, 'fedadam')
+  assert (adam.server_optimizer.name, adam.server_optimizer.learning_rate) == ('adam', 0.01)
+  assert adam.clients_per_round == 50
+  meta = registry.training(task, 'metaua', server_optimizer='sgd')
+  assert meta.server_optimizer == baselines.OptimizerConfig('sgd', 0.1)  # tau dropped
+  assert registry.training(task, 'fedavg', clients_per_round=7).clients_per_round == 7
+
+
+@pytest.mark.parametrize('task_module, config, algorithm, message', [
+    (movielens_next_item, {}, 'colr', 'not a matrix factorization with private user'),
+    (movielens_next_item, {'loss': 'batch_softmax_spreadout'}, 'fair',
+     'adds a regularization loss'),
+    (movielens_ranking, {}, 'metaua', 'trains a Keras model'),
+    (goodreads_ranking, {}, 'fedprox', 'trains a Keras model'),
+    (goodreads_ranking, {}, 'scaffold', 'trains a Keras model'),
+])
+def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
+    task_module, config, algorithm, message, request):
+  data = request.getfixturevalue('user_items_dir' if task_module is goodreads_ranking
+                                 else 'ranking_dir' if task_module is movielens_ranking
+                                 else 'ml100k_dir')
+  task = task_module.Task(task_module.Config(data_dir=str(data), **config))
+  with pytest.raises(registry.NotApplicable,
+                     match=f'--algorithm={algorithm} does not apply to --task='
+                           f'{task_module.Task.NAME}: .*{message}'):
+    registry.build(algorithm, task, registry.training(task, algorithm))
+
+
+def test_secure_aggregation_needs_the_inprocess_runtime_and_dp_is_refused_by_colr(
+    ranking_dir):
+  task = movielens_ranking.Task(movielens_ranking.Config(data_dir=str(ranking_dir),
+                                                         user_state='reconstructed'))
+  secure = inner.InnerAggregator('secure')
+  with pytest.raises(registry.NotApplicable, match='native worker has no secure sum'):
+    registry.build('colr', task, registry.training(task, 'colr', aggregator=secure))
+  dp = registry.training(task, 'colr', aggregator=inner.InnerAggregator('dp'))
+  with pytest.raises(registry.NotApplicable, match="TFF's DP factory averages"):
+    registry.build('colr', task, dp)
+
+
+def test_fedavg_on_matrix_factorization_is_fedmf(ranking_dir):
+  task = movielens_ranking.Task(movielens_ranking.Config(data_dir=str(ranking_dir)))
+  fedavg = registry.build('fedavg', task, registry.training(task, 'fedavg'))
+  fedmf = registry.build('fedmf', task, registry.training(task, 'fedmf'))
+  assert type(fedavg.process) is type(fedmf.process)
+  user, rank, rows = fedavg.client_input(fedavg.client_ids[3], 5)
+  user2, rank2, rows2 = fedmf.client_input(fedmf.client_ids[3], 5)
+  assert (user, rank) == (user2, rank2)
+  for a, b in zip(rows, rows2):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_metaua_refuses_a_stacked_correction(ml100k_dir):
+  task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir)))
+  with pytest.raises(registry.NotApplicable, match='--stack=fedsubavg: --algorithm=metaua '
+                     'does not aggregate through a factory'):
+    registry.build('metaua', task, registry.training(task, 'metaua', stack=('fedsubavg',)))
+  with pytest.raises(ValueError, match=r"cannot stack \['fair'\]"):
+    registry.Training(stack=('fair',))
+
+
+def test_fair_runs_on_a_keras_model_with_declared_tables(ml100k_dir, tff_runtime):
+  task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir), model='lr',
+                                                 batch_size=8))
+  built = registry.build('fair', task, registry.training(task, 'fair'), capacities='1x-2x')
+  state = built.process.initialize()
+  first = built.evaluate(built.process.get_model_weights(state), 'eval')
+  assert first['train_loss'] == pytest.approx(np.log(2), abs=1e-3)  # the Keras model's start
+  output = built.process.next(state, [built.client_input(c, 2) for c in built.client_ids[:6]])
+  assert sum(output.metrics['clients'].values()) == 6
+  after = built.evaluate(built.process.get_model_weights(output.state), 'eval')
+  assert after['train_loss'] != first['train_loss'] and 0 <= after['test_auc'] <= 1
+  with pytest.raises(registry.NotApplicable, match='FedHM cannot hold table age_x_movie'):
+    registry.build('fedhm', task, registry.training(task, 'fedhm'), capacities='1x-2x')

@@ -1,0 +1,73 @@
+"""CTR files with declared columns: ids, lists, clients, splits, and errors that point."""
+
+import numpy as np
+import pytest
+
+from tff_rec.data import ctr_file
+from tff_rec.data import tables
+
+DIN_STYLE = ctr_file.Columns(label='label', client='user', features=('user', 'item'),
+                             list_features=('history',))
+
+
+def _write(tmp_path, text, name='clicks.csv'):
+  path = tmp_path / name
+  path.write_text(text)
+  return path
+
+
+def test_rows_become_ids_with_padding_grouped_by_client_in_file_order(tmp_path):
+  path = _write(tmp_path, 'label,user,item,history\n'
+                '1,bob,b,\n'
+                '0,amy,a,"b,c"\n'
+                '1,bob,c,b\n'
+                '0,amy,c,"a,b,c"\n')
+  examples = ctr_file.read(path, DIN_STYLE, test_fraction=0.5)
+  assert list(examples.user_ids) == ['amy', 'bob']
+  np.testing.assert_array_equal(examples.clients, [0, 0, 1, 1])
+  np.testing.assert_array_equal(examples.labels, [0, 0, 1, 1])
+  np.testing.assert_array_equal(examples.features['item'], [1, 3, 2, 3])  # a b c -> 1 2 3
+  np.testing.assert_array_equal(examples.features['history'],
+                                [[2, 3, 0], [1, 2, 3], [0, 0, 0], [2, 0, 0]])
+  assert examples.vocab_sizes == {'user': 3, 'item': 4, 'history': 4}
+  np.testing.assert_array_equal(examples.is_test, [False, True, False, True])  # last per user
+
+
+def test_a_tsv_is_read_by_its_extension(tmp_path):
+  path = _write(tmp_path, 'click\tuser\tsite\n1\tu1\ts\n0\tu1\t\n', 'clicks.tsv')
+  examples = ctr_file.read(path, ctr_file.Columns('click', 'user', ('site',)))
+  np.testing.assert_array_equal(examples.features['site'], [1, 0])  # empty: padding
+
+
+@pytest.mark.parametrize('text, columns, message', [
+    ('label,user,item\n1,a,x\n', ctr_file.Columns('label', 'user', ('itme',)),
+     "no feature column 'itme'; the header has label, user, item"),
+    ('clk,user,item\n1,a,x\n', ctr_file.Columns('label', 'user', ('item',)),
+     "no label column 'label'; the header has clk, user, item"),
+    ('label,user,item\n1,a,x\nyes,b,y\n', ctr_file.Columns('label', 'user', ('item',)),
+     "clicks.csv, line 3: label label='yes' is not a number"),
+    ('label,user,item,history\n1,a,x,"y,z"\n0,b,x,"y,,z"\n', DIN_STYLE,
+     "clicks.csv, line 3: list feature history='y,,z' has an empty item"),
+    ('label,user,item\n', ctr_file.Columns('label', 'user', ('item',)),
+     'a header but no rows'),
+])
+def test_bad_files_name_the_file_line_and_column(tmp_path, text, columns, message):
+  with pytest.raises(tables.DataFormatError, match=message):
+    ctr_file.read(_write(tmp_path, text), columns)
+
+
+def test_declaring_a_column_twice_is_refused():
+  with pytest.raises(ValueError, match=r"columns \['item'\] are declared more than once"):
+    ctr_file.Columns('label', 'user', ('item', 'item'))
+
+
+def test_the_real_criteo_sample_reads_with_its_categorical_columns(tmp_path):
+  from tests import conftest  # pylint: disable=g-import-not-at-top
+  path = conftest.SHARED_DATA / 'ctr-samples' / 'criteo_sample.txt'
+  if not path.is_file():
+    pytest.skip('the Criteo sample is not in ../shared/data')
+  columns = ctr_file.Columns('label', 'C1', tuple(f'C{k}' for k in range(2, 27)))
+  examples = ctr_file.read(path, columns, split='random', test_fraction=0.2)
+  assert len(examples.labels) == 200 and 0 < examples.labels.mean() < 1
+  assert examples.is_test.sum() == 40
+  assert (examples.features['C20'] == 0).any()  # empty categories are padding

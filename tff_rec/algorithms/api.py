@@ -1,0 +1,41 @@
+"""What an algorithm's builder returns and how it refuses a task: shared by every
+algorithm module and the registry (which re-exports it)."""
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+
+class NotApplicable(ValueError):
+  """The algorithm does not apply to this task or these settings; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+  """A learning process and how to feed and score it.
+
+  process: initialize / next / get_model_weights (a tff LearningProcess, or a
+    driver of one for algorithms that keep client state between rounds).
+  client_input: (client id, seed) -> that client's input to `next`.
+  evaluate: (model weights, part) -> metrics; default the task's evaluate.
+  """
+  process: Any
+  client_ids: list[str]
+  client_input: Callable[[str, int], Any]
+  evaluate: Callable[[Any, str], Mapping[str, float]] | None = None
+
+
+def not_applicable(name: str, task, why: str) -> NotApplicable:
+  return NotApplicable(f'--algorithm={name} does not apply to --task={task.NAME}: {why}')
+
+
+def require(task, name: str, attributes: tuple[str, ...], why: str) -> None:
+  """Raises NotApplicable (`why`) unless the task has every one of `attributes`."""
+  if not all(hasattr(task, a) for a in attributes):
+    raise not_applicable(name, task, why)
+
+
+# What a task offers, by the attributes an algorithm asks for.
+KERAS = ('model_fn', 'dataset_computation', 'client_arguments')
+KERAS_WHY = ('the algorithm trains a Keras model (tff.learning) and this task\'s model is '
+             'a function of weight tables')
+TABLES = ('client_table_rows', 'client_sizes', 'table_rows')  # feature heat of its tables

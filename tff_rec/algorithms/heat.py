@@ -1,0 +1,37 @@
+"""Feature heat (FedSubAvg): how many clients' data reach each row of a task's tables.
+
+Counted from the rows each training client's data index (the task's
+`client_table_rows`; for BPR and sampled-negative tasks, its positives), in
+clients (the paper) or in their training examples (the official code).
+"""
+
+import numpy as np
+
+from tff_rec.aggregators import fedsubavg
+from tff_rec.algorithms import api
+
+TABLES_WHY = 'its model declares no embedding tables, so there is no feature heat to correct'
+
+
+def heat(task, mode: str) -> tuple[dict[str, np.ndarray], float]:
+  """({table: n_m per row}, N): rows' heat, and a dense parameter's (every client)."""
+  rows = task.client_table_rows()
+  sizes = task.client_sizes()
+  weights = sizes if mode == 'examples' else None
+  per_table = {table: fedsubavg.feature_heat(clients, task.table_rows(table), weights)
+               for table, clients in rows.items()}
+  population = float(np.sum(sizes) if mode == 'examples' else len(sizes))
+  return per_table, population
+
+
+def row_scales(task, name: str, mode: str) -> dict[str, np.ndarray]:
+  """N / n_m per row of each of the task's tables (1 where no client's data reach)."""
+  api.require(task, name, api.TABLES, TABLES_WHY)
+  if mode == 'examples' and getattr(task.config, 'local_steps', 0):
+    # TFF weighs a client by the examples it processed, which local_steps caps:
+    # no longer its training-set size, which the heat counts.
+    raise api.NotApplicable(
+        'heat=examples weighs clients by the examples they train on, proportional to '
+        'their data only without --local_steps; set --local_steps=0 or --heat=clients')
+  rows, population = heat(task, mode)
+  return {table: fedsubavg.corrections(h, population) for table, h in rows.items()}

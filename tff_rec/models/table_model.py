@@ -1,0 +1,101 @@
+"""A model as a function of named weights whose embedding tables are declared.
+
+The form of a model that FAIR (and any method that swaps a table's form)
+needs: the initial weights by name, a loss that reads table rows only through
+`item_rows(table name, ids)` (so a hashed or low-rank form can stand in for a
+table), and which weights are item tables and which are per-user tables (a
+client needs only its own row of those).
+"""
+
+import collections
+import dataclasses
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+# (weights, batch, item_rows) -> scalar loss; item_rows(table name, ids) -> rows.
+LossFn = Callable[[Mapping[str, tf.Tensor], Any, Callable], tf.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class TableModel:
+  initial_weights: Mapping[str, np.ndarray]
+  loss: LossFn
+  tables: Sequence[str]            # item tables: any table form may stand in for them
+  per_user_tables: Sequence[str] = ()  # a client needs only its own row
+
+
+def keras_table_variables(model: tf.keras.Model, tables: Iterable[str]) -> list[str | None]:
+  """Per trainable variable of a Keras model, in order: the table it is (its layer is
+  named after the table), or None (a dense parameter)."""
+  tables = set(tables)
+  return [v.name.split('/')[0] if v.name.split('/')[0] in tables else None
+          for v in model.trainable_variables]
+
+
+def from_keras(keras_model: Callable[[], tf.keras.Model], loss: tf.keras.losses.Loss,
+               input_spec, tables: Iterable[str], *,
+               min_table_rows: int) -> tuple[TableModel, list[str], list[int]]:
+  """A Keras model as a TableModel: (model, its weight names in creation order, and
+  for each of the Keras model's trainable_variables its index in those names).
+
+  Weights are named after their tables (a layer named after the table; other
+  variables `dense_<k>`); tables of at least `min_table_rows` rows are the
+  model's tables, smaller ones train in full. A table form stands in for a
+  table by handing the model the rows of every id (item_rows(name, all ids)):
+  the same function of the form's parameters as a row lookup, but the client
+  holds the table at full size while it computes (the weight-table models,
+  e.g. NeuMF, look rows up instead). Built with TFF's
+  functional_model_from_keras: models whose layers share a variable, or with
+  non-trainable state, are refused there.
+  """
+  functional = tff.learning.models.functional_model_from_keras(keras_model, loss, input_spec)
+  trainable, non_trainable = functional.initial_weights
+  if non_trainable:
+    raise ValueError('the Keras model has non-trainable variables, which a TableModel '
+                     'does not carry')
+  tables = set(tables)
+  created, keras_order = _creation_order(keras_model)
+  layers = [name.split('/')[0] for name in created]
+  if len(layers) != len(trainable):
+    raise ValueError(f'{len(layers)} variables created for {len(trainable)} weights')
+  names = [layer if layer in tables else f'dense_{k}' for k, layer in enumerate(layers)]
+  compressed = [n for n, w in zip(names, trainable)
+                if n in tables and np.shape(w)[0] >= min_table_rows]
+
+  rows = {n: np.shape(w)[0] for n, w in zip(names, trainable)}  # a form's size differs
+
+  def table_loss(weights, batch, item_rows):
+    x, y = batch
+    values = tuple(item_rows(n, tf.range(rows[n])) if n in compressed else weights[n]
+                   for n in names)
+    return functional.loss(functional.predict_on_batch((values, ()), x, training=True), y)
+
+  initial = collections.OrderedDict((n, np.asarray(w)) for n, w in zip(names, trainable))
+  return TableModel(initial, table_loss, compressed), names, keras_order
+
+
+def _creation_order(keras_model: Callable[[], tf.keras.Model]) -> tuple[list[str], list[int]]:
+  """The model's variable names in the order they are created (the order of
+  functional_model_from_keras's weights), and for each of its
+  trainable_variables (Keras's order) its position in that creation order."""
+  created = []
+
+  def record(next_creator, **kwargs):
+    variable = next_creator(**kwargs)
+    created.append(variable)
+    return variable
+
+  with tf.Graph().as_default(), tf.variable_creator_scope(record):
+    model = keras_model()
+  position = {id(v): k for k, v in enumerate(created)}
+  return [v.name for v in created], [position[id(v)] for v in model.trainable_variables]
+
+
+def to_model_weights(weights: Mapping[str, Any], names: Sequence[str],
+                     keras_order: Sequence[int]) -> tff.learning.models.ModelWeights:
+  """A TableModel's named weights (from_keras) as the Keras model's ModelWeights."""
+  return tff.learning.models.ModelWeights(
+      trainable=[np.asarray(weights[names[k]]) for k in keras_order], non_trainable=[])
