@@ -416,7 +416,7 @@ def build(task, options: Options, training, *, name: str):
   if stored and training.aggregator.name != 'mean':
     raise api.NotApplicable(
         f'--aggregator={training.aggregator.name} needs --user_state=reconstructed: the '
-        'stored-users driver runs on the native runtime, which has no secure sum')
+        'stored-users round sums payloads plainly (TFF\'s native worker, no secure sum)')
   try:
     ranks = options.group_ranks()
     full = FORM_OF[name] == 'full'

@@ -437,8 +437,9 @@ def _build(task, config: MetaUAConfig, query_fraction: float, training, *, name:
                                  f'--client_optimizer={training.client_optimizer.name}')
   if training.aggregator.name != 'mean':
     raise api.NotApplicable(
-        f'--algorithm={name} weighs each client with a softmax over the cohort at the '
-        'server, not a sum of clients\' values: --aggregator=secure or dp cannot wrap it')
+        f"--algorithm={name} weighs each client's update individually at the server "
+        "(MetaUA's softmax weights, FedNova's step normalisation), not as a sum of "
+        "clients' values: --aggregator=secure or dp cannot wrap it")
   variables = task.keras_model().trainable_variables
   layers = [v.name.split('/')[0] for v in variables]
   groups = [sorted(set(layers), key=layers.index).index(l) for l in layers]
