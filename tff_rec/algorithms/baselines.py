@@ -167,13 +167,13 @@ def build_fedavg(task, options: WeightingOptions, training, *, name: str):
   wanted = SERVER_OPTIMIZER_OF.get(name)
   if wanted and training.server_optimizer.name != wanted:
     raise api.NotApplicable(f'--algorithm={name} is FedAvg with a {wanted} server '
-                                 f'optimizer, got --server_optimizer='
-                                 f'{training.server_optimizer.name}')
+                            f'optimizer, got --server_optimizer='
+                            f'{training.server_optimizer.name}')
   # FedAvg on a model of weight tables is the FAIR round with one full tier, and
   # on matrix factorization with private users it is FedMF.
   if options.heat and not hasattr(task, 'model_fn'):
     raise api.NotApplicable(f'--heat applies to Keras-model tasks; --task={task.NAME} '
-                                 'weighs clients by their training examples')
+                            'weighs clients by their training examples')
   if not hasattr(task, 'model_fn') and hasattr(task, 'functional_model'):
     return fair.build(task, fair.Options(capacities='1x'), training, name=name)
   if not hasattr(task, 'model_fn') and hasattr(task, 'initial_users'):

@@ -58,7 +58,8 @@ def bytes_per_client(model: table_model.TableModel, forms: Mapping[str, object])
           + compressed_table.BYTES_PER_FLOAT * floats)
 
 
-def build_fair_process(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, object]], *,
+def build_fair_process(model: table_model.TableModel,
+                       tiers: Mapping[str, Mapping[str, object]], *,
                        dataset_computation: tff.Computation,
                        client_optimizer: tff.learning.optimizers.Optimizer,
                        server_optimizer: tff.learning.optimizers.Optimizer | None = None,
@@ -209,9 +210,10 @@ def build_fair_process(model: table_model.TableModel, tiers: Mapping[str, Mappin
   return templates.learning_process(initialize, next_fn, 'weights')
 
 
-# The registry's side: FAIR and its baselines on any task with a functional
-# model that declares its item tables (task.functional_model() -> table_model.TableModel),
-# fed by task.dataset_computation / client_arguments.
+# The registry's side: FAIR and its baselines on any task whose model declares
+# its tables: a weight-table model (task.functional_model() -> TableModel), or a
+# Keras model with declared tables (table_model.from_keras), fed by
+# task.dataset_computation / client_arguments.
 FUNCTIONAL = ('functional_model', 'dataset_computation', 'client_arguments')
 KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'table_of_variable',
                 'dataset_computation', 'client_arguments')
@@ -228,17 +230,18 @@ def _table_model(task, name: str):
     raise api.not_applicable(name, task, FUNCTIONAL_WHY)
   if task.keras_model().losses:
     raise api.not_applicable(name, task, 'its Keras model adds a regularization loss '
-                                  '(e.g. spreadout), which the table form would drop')
+                             '(e.g. spreadout), which the table form would drop')
   tables = {t for t in task.table_of_variable if t is not None}
   try:
     model, names, keras_order = table_model.from_keras(
         task.keras_model, task.loss(), task.input_spec, tables, min_table_rows=MIN_TABLE_ROWS)
-  except Exception as e:  # pylint: disable=broad-except  # TFF's KerasFunctionalModelError is private
+  # TFF's KerasFunctionalModelError is private: any failure here means no functional form.
+  except Exception as e:  # pylint: disable=broad-except
     raise api.not_applicable(name, task, 'its Keras model has no functional form ('
-                                  f'{str(e).splitlines()[0][:200]})') from None
+                             f'{str(e).splitlines()[0][:200]})') from None
   if not model.tables:
     raise api.not_applicable(name, task, f'its model has no table of '
-                                  f'{MIN_TABLE_ROWS} rows or more to compress')
+                             f'{MIN_TABLE_ROWS} rows or more to compress')
   return model, lambda weights, part: task.evaluate(
       table_model.to_model_weights(weights, names, keras_order), part)
 

@@ -330,7 +330,8 @@ class StoredUsersProcess:
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
 # on a task with a matrix-factorization model whose user vectors stay private
-# (task.mf_data(): initial tables, each client's rows, the dataset computation).
+# (the task's MF attributes: initial tables, each client's rows, its dataset
+# computation).
 MF = ('initial_items', 'initial_users', 'client_rows', 'dataset_computation', 'user_index')
 MF_WHY = ("its model is not a matrix factorization with private user vectors (the item-"
           'update forms compress the update of that item table)')
@@ -397,7 +398,7 @@ def build(task, options: Options, training, *, name: str):
   api.require(task, name, MF, MF_WHY)
   if options.local_ranks is not None and name != 'scolr':
     raise api.NotApplicable(f'--local_ranks applies to scolr only, not --algorithm='
-                                 f'{name}')
+                            f'{name}')
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
     raise api.NotApplicable(
         f'--algorithm={name} trains with SGD at the clients and adds the mean update at '
