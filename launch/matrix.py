@@ -44,6 +44,8 @@ DATASETS = {
     'ml100k_next_item': Dataset('movielens_next_item', 'ml-100k', 'test/recall_at_10'),
     'ml100k_ranking': Dataset('movielens_ranking', 'ml-100k', 'test/hr_at_10'),
     'ml100k_ctr': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc'),
+    'ml100k_ctr_dcn': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc', dict(model='dcn')),
+    'ml100k_ctr_din': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc', dict(model='din')),
     'goodreads100': Dataset('goodreads_ranking', 'goodreads-100', 'test/ndcg_at_20',
                             dict(local_epochs=1)),
     'beauty_ranking': Dataset('goodreads_ranking', 'amazon-beauty', 'test/ndcg_at_20',

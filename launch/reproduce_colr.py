@@ -38,6 +38,7 @@ import tensorflow as tf
 from launch import common
 from launch import plots
 from tasks import movielens_ranking
+from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import item_updates
 from tff_rec.data import implicit
@@ -130,7 +131,7 @@ def additive_sum_errors(task, clients: int = 10, rank: int = SECURE_RANK) -> dic
       payload, *_ = fedmf.client_training(config, items, seed, tf.constant(
           task.initial_users[user]), rank, dataset)
       payloads[form].append(payload.numpy().astype(np.float64))
-  basis = item_updates.correlated_basis(item_updates.round_seeds(seed)[0], rank, dim).numpy()
+  basis = factor_sum.correlated_basis(factor_sum.round_seeds(seed)[0], rank, dim).numpy()
   k = item_updates.UpdateForm('topk', rank).top_k(num_items)
   svd, top = [], []
   for update in payloads['full']:

@@ -25,8 +25,8 @@ import pathlib
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_federated as tff
 
+from tasks import click_model
 from tff_rec import metrics
 from tff_rec.aggregators import fedsubavg
 from tff_rec.algorithms import baselines
@@ -105,7 +105,7 @@ def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]
                                           (*config.feature_columns, *config.list_columns))
 
 
-class MovieLensCtr:
+class MovieLensCtr(click_model.ClickModel):
   """The task; reading the data and building examples happen once, here."""
 
   NAME = 'movielens_ctr'
@@ -158,14 +158,6 @@ class MovieLensCtr:
         for c in self.spec.columns)
     return features, tf.TensorSpec([None, 1], tf.float32)
 
-  @staticmethod
-  def loss() -> tf.keras.losses.Loss:
-    return tf.keras.losses.BinaryCrossentropy(from_logits=True)
-
-  def model_fn(self) -> tff.learning.models.VariableModel:
-    return tff.learning.models.from_keras_model(self.keras_model(), loss=self.loss(),
-                                                input_spec=self.input_spec)
-
   @functools.cached_property
   def table_of_variable(self) -> list[str | None]:
     """Per trainable variable: the embedding table it is, or None (dense)."""
@@ -214,29 +206,11 @@ class MovieLensCtr:
     """(examples, seed): what `dataset_computation` needs for one client."""
     return self.client_examples(client_id), np.int64(seed)
 
-  @functools.cached_property
-  def dataset_computation(self) -> tff.Computation:
-    """A client's example arrays -> its shuffled batches (E epochs, at most I steps)."""
-    features, _ = self.input_spec
-    examples_type = collections.OrderedDict(
-        **{c: tff.TensorType(np.int32, spec.shape) for c, spec in features.items()},
-        label=tff.TensorType(np.float32, [None]))
-
-    @tff.tensorflow.computation(examples_type, np.int64)
-    def build(examples, seed):
-      return self.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed)
-
-    return build
-
   def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
     """Training batches of example dicts: shuffled, E epochs, at most I steps."""
     c = self.config
     dataset = self.one_pass(dataset.shuffle(1 << 16, seed=seed).repeat(c.local_epochs))
     return dataset.take(c.local_steps) if c.local_steps else dataset
-
-  def one_pass(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """Example dicts -> (features, label [B, 1]) batches, in order."""
-    return dataset.batch(self.config.batch_size).map(_features_and_label)
 
   # Evaluation --------------------------------------------------------------
 
@@ -295,11 +269,6 @@ class MovieLensCtr:
         metrics_now.update({f'eval/{k}': v for k, v in self._metrics(model).items()})
       on_epoch(epoch, metrics_now)
     return metrics_now
-
-
-def _features_and_label(batch):
-  features = collections.OrderedDict((k, v) for k, v in batch.items() if k != 'label')
-  return features, batch['label'][:, None]
 
 
 Task = MovieLensCtr

@@ -9,12 +9,17 @@ epoch, with BCE (tff_rec.models.mf). Evaluation ranks the held-out item among
 99 fixed unseen items: HR@k and NDCG@k (k = 10). Any single time-ordered
 sequence file (`uid item item ...`, e.g. Amazon Beauty) works as well.
 
-User vectors never leave their client: `user_state` 'stored' (kept between
-the rounds a client joins; native runtime) or 'reconstructed' (fitted afresh
-each round and at evaluation, `reconstruction_epochs`; both runtimes).
+For FedMF (the default, tff_rec.algorithms.fedmf, with the item-update forms
+colr, scolr, svd and topk; fedavg and fedsubavg with an SGD server are FedMF
+here) user vectors never leave their client: `user_state` 'stored' (kept
+between the rounds a client joins; native runtime) or 'reconstructed' (fitted
+afresh each round and at evaluation, `reconstruction_epochs`; both runtimes).
 
-The default algorithm is FedMF (tff_rec.algorithms.fedmf, which also gives the
-item-update forms colr, scolr, svd and topk).
+Every other algorithm trains the same score as a Keras model (mf.keras_model)
+whose user table is a model weight like any other: broadcast, trained on its
+own row by each client and averaged (not private; FedSubAvg's correction
+undoes the averaging of a row only its client touches). Its clients draw
+their negatives once per round, not per epoch, and it has no L2 term.
 """
 
 import collections
@@ -26,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks import click_model
 from tff_rec import metrics
 from tff_rec.algorithms import baselines
 from tff_rec.data import implicit
@@ -34,11 +40,13 @@ from tff_rec.data import movielens
 from tff_rec.data import tables
 from tff_rec.data import user_items
 from tff_rec.models import mf
+from tff_rec.models import table_model
 from tff_rec.training import functional
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 USER_STATES = ('stored', 'reconstructed')
 EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
+TABLES = ('users', 'items')  # the Keras model's table layers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +97,7 @@ def load(config: Config) -> leave_one_out.LeaveOneOut:
                                  f'{user_items.EXPECTED}') from None
 
 
-class MovieLensRanking:
+class MovieLensRanking(click_model.ClickModel):
   """The task; reading and splitting the data happen once, here."""
 
   NAME = 'movielens_ranking'
@@ -149,7 +157,8 @@ class MovieLensRanking:
             np.concatenate(items).astype(np.int32), np.concatenate(labels))
 
   @functools.cached_property
-  def dataset_computation(self) -> tff.Computation:
+  def mf_dataset_computation(self) -> tff.Computation:
+    """FedMF's: (epoch, item, label) rows -> batches, epoch by epoch."""
     epochs, batch_size = self._epochs, self.config.batch_size
 
     @tff.tensorflow.computation(tff.TensorType(np.int32, [None]),
@@ -164,15 +173,50 @@ class MovieLensRanking:
   def user_index(self, client_id: str) -> int:
     return self._client_index[client_id]
 
-  # The item table: the rows each client's data index (its positives), for feature heat.
+  # The Keras model (every algorithm but FedMF's family) ----------------------
+
+  def keras_model(self) -> tf.keras.Model:
+    return mf.keras_model(len(self.data.user_ids), self.data.num_items,
+                          self.config.embedding_dim, self.config.seed)
+
+  @functools.cached_property
+  def input_spec(self):
+    ids = tf.TensorSpec([None], tf.int32)
+    return collections.OrderedDict(user=ids, item=ids), tf.TensorSpec([None, 1], tf.float32)
+
+  @functools.cached_property
+  def table_of_variable(self) -> list[str | None]:
+    return table_model.keras_table_variables(self.keras_model(), TABLES)
+
+  per_user_tables = ('users',)  # a table form never compresses it: one row per client
+
+  def client_examples(self, client_id: str, seed=None) -> collections.OrderedDict:
+    """One epoch of the client's rows: 'user', 'item' (positives and num_negatives
+    unseen items each, drawn from `seed`, default the client's own) and 'label'."""
+    user = self._client_index[client_id]
+    _, items, labels = self.client_rows(user, [self.config.seed, user] if seed is None
+                                        else seed, 1)
+    return collections.OrderedDict(user=np.full(len(items), user, np.int32), item=items,
+                                   label=labels)
+
+  def client_arguments(self, client_id: str, seed: int):
+    """(examples with the round's negatives, seed): what `dataset_computation` needs."""
+    return self.client_examples(client_id, seed), np.int64(seed)
+
+  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
+    return self.one_pass(dataset.shuffle(1 << 16, seed=seed).repeat(self.config.local_epochs))
+
+  # The tables: the rows each client's data index (its positives; its own user
+  # row), for feature heat.
 
   def table_rows(self, table: str) -> int:
-    del table  # the one item table
-    return self.data.num_items
+    return len(self.data.user_ids) if table == 'users' else self.data.num_items
 
   @functools.cache
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:
-    return {'items': [self.data.train.of(self._client_index[c]) for c in self.train_client_ids]}
+    users = [self._client_index[c] for c in self.train_client_ids]
+    return {'items': [self.data.train.of(u) for u in users],
+            'users': [np.array([u]) for u in users]}
 
   def client_sizes(self) -> list[int]:
     return [len(self.data.train.of(self._client_index[c])) for c in self.train_client_ids]
@@ -181,7 +225,10 @@ class MovieLensRanking:
 
   def evaluate(self, weights, part: str = 'test') -> dict[str, float]:
     """HR@k and NDCG@k of the held-out items of `part` ('validation' or 'test'), from
-    {'items': the item table, 'users': every user's vector}."""
+    {'items': the item table, 'users': every user's vector} or the Keras model's
+    ModelWeights."""
+    if isinstance(weights, tff.learning.models.ModelWeights):
+      weights = dict(zip(self.table_of_variable, weights.trainable))
     return self._rank_metrics(part, np.asarray(weights['users']),
                               np.asarray(weights['items']))
 

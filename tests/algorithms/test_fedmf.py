@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import item_updates
 from tff_rec.data import implicit
@@ -72,8 +73,8 @@ def test_colr_round_moves_items_by_the_gradient_projected_on_the_shared_basis(tf
   rank = 2
   _, _, output = _stored_round(_config('colr', rank))
   grad, _ = _one_step_gradient(USERS[0], DATA[0][1], DATA[0][2])
-  seed = item_updates.round_seeds(tf.constant([3, 0], tf.int64))[0]  # (config seed, round 0)
-  basis = item_updates.correlated_basis(seed, rank, D).numpy()
+  seed = factor_sum.round_seeds(tf.constant([3, 0], tf.int64))[0]  # (config seed, round 0)
+  basis = factor_sum.correlated_basis(seed, rank, D).numpy()
   # A = -lr sqrt(r/d) G B^T from zero, and the server adds A B.
   expected = ITEMS - LR * np.sqrt(rank / D) * grad @ basis.T @ basis
   np.testing.assert_allclose(output.state['server']['items'], expected, atol=1e-6)

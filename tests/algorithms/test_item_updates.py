@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import item_updates
 
 
@@ -12,11 +13,11 @@ def _seed(k):
 
 
 def test_basis_rows_are_orthogonal_scaled_and_unbiased():
-  basis = item_updates.correlated_basis(_seed(1), 4, 16).numpy()
+  basis = factor_sum.correlated_basis(_seed(1), 4, 16).numpy()
   np.testing.assert_allclose(basis @ basis.T, 4.0 * np.eye(4), atol=1e-5)  # d / r
-  np.testing.assert_array_equal(item_updates.correlated_basis(_seed(1), 4, 16).numpy(), basis)
+  np.testing.assert_array_equal(factor_sum.correlated_basis(_seed(1), 4, 16).numpy(), basis)
   # E[B^T B] = I: the mean projection over many rounds' bases.
-  mean = np.mean([(lambda b: b.T @ b)(item_updates.correlated_basis(_seed(k), 2, 8).numpy())
+  mean = np.mean([(lambda b: b.T @ b)(factor_sum.correlated_basis(_seed(k), 2, 8).numpy())
                   for k in range(2000)], axis=0)
   np.testing.assert_allclose(mean, np.eye(8), atol=0.1)
 
@@ -24,7 +25,7 @@ def test_basis_rows_are_orthogonal_scaled_and_unbiased():
 def test_the_mean_of_low_rank_factors_times_b_is_the_mean_of_the_updates():
   """CoLR's aggregate is a plain sum of payloads; the SVD's and top-k's are not."""
   rng = np.random.default_rng(0)
-  basis = item_updates.correlated_basis(_seed(3), 3, 8).numpy()
+  basis = factor_sum.correlated_basis(_seed(3), 3, 8).numpy()
   factors = [rng.normal(size=(20, 3)) for _ in range(5)]
   np.testing.assert_allclose(np.mean(factors, 0) @ basis,
                              np.mean([a @ basis for a in factors], 0), atol=1e-12)

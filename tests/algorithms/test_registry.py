@@ -49,10 +49,11 @@ def test_training_settings_layer_task_then_algorithm_then_overrides():
 
 
 @pytest.mark.parametrize('task_module, config, algorithm, message', [
-    (movielens_next_item, {}, 'colr', 'not a matrix factorization with private user'),
+    (movielens_next_item, {}, 'fedmf', 'not a matrix factorization with private user'),
+    (movielens_next_item, {'loss': 'batch_softmax_spreadout'}, 'colr',
+     'adds a regularization loss'),
     (movielens_next_item, {'loss': 'batch_softmax_spreadout'}, 'fair',
      'adds a regularization loss'),
-    (movielens_ranking, {}, 'metaua', 'trains a Keras model'),
     (goodreads_ranking, {}, 'fedprox', 'trains a Keras model'),
     (goodreads_ranking, {}, 'scaffold', 'trains a Keras model'),
 ])

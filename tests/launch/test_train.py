@@ -2,11 +2,9 @@
 
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -30,7 +28,7 @@ def _start(*args):
 @pytest.mark.parametrize('flag, message', [
     ('--loss=softmax', "flag --loss=softmax: value should be one of <batch_softmax|"),
     ('--algorithm=fedfoo', 'flag --algorithm=fedfoo: value should be one of <colr|fair|'),
-    ('--algorithm=colr', '--algorithm=colr does not apply to --task=movielens_next_item: '
+    ('--algorithm=fedmf', '--algorithm=fedmf does not apply to --task=movielens_next_item: '
      'its model is not a matrix factorization'),
     ('--algorithm=fair --loss=hinge_spreadout', '--algorithm=fair does not apply to '
      '--task=movielens_next_item: its Keras model adds a regularization loss'),
@@ -252,7 +250,8 @@ RANKING = ['--task=movielens_ranking', '--rounds=4', '--clients_per_round=5', '-
 @pytest.mark.parametrize('flags, message', [  # the task's other refusals: tests/tasks
     ('--algorithm=colr --rank=0', 'rank must be in 1..8 (the embedding dimension) for colr'),
     ('--algorithm=colr --client_optimizer=adam', '--algorithm=colr trains with SGD'),
-    ('--algorithm=metaua', '--algorithm=metaua does not apply to --task=movielens_ranking'),
+    ('--algorithm=metaua --runtime=inprocess', "--algorithm=metaua aggregates each client's "
+     'update at the server, which a MapReduce round cannot'),
 ])
 def test_ranking_bad_flags_stop_before_training(flags, message, ranking_dir, tmp_path):
   _assert_refused(message, tmp_path, *RANKING, f'--data_dir={ranking_dir}', *flags.split())

@@ -1,6 +1,5 @@
 """The in-process runtime against TFF's native runtime: same rounds, same numbers."""
 
-import collections
 
 import numpy as np
 import pytest
@@ -8,7 +7,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import movielens_next_item as task_lib
-from tff_rec import losses
 from tff_rec.algorithms import baselines
 from tff_rec.models import hashed_embedding
 from tff_rec.runtime import inprocess

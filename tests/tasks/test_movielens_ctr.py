@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tasks import movielens_ctr as task_lib
 from tff_rec import metrics

@@ -165,3 +165,40 @@ def test_fedsubavg_stacked_on_colr_scales_each_item_row_of_the_update_by_n_over_
   scale = np.where(heat > 0, len(task.data.user_ids) / np.maximum(heat, 1), 1.0)
   np.testing.assert_allclose(stacked, plain * scale[:, None], rtol=1e-4, atol=1e-7)
   assert np.abs(plain).max() > 1e-4 and scale.max() > 2
+
+
+def test_keras_mf_scores_like_the_tables_and_evaluates_from_its_model_weights(ranking_dir):
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  task = _task(ranking_dir, embedding_dim=4)
+  model = task.keras_model()
+  assert task.table_of_variable == ['users', 'items']
+  weights = tff.learning.models.ModelWeights.from_model(model)
+  users, items = (np.asarray(w) for w in weights.trainable)
+  logits = model({'user': np.array([3, 5], np.int32), 'item': np.array([7, 0], np.int32)})
+  np.testing.assert_allclose(logits.numpy()[:, 0], [users[3] @ items[7], users[5] @ items[0]],
+                             rtol=1e-5)
+  assert task.evaluate(weights, 'test') == task.evaluate({'users': users, 'items': items},
+                                                          'test')
+
+
+def test_other_algorithms_train_the_keras_mf_whose_user_rows_only_their_client_moves(
+    ranking_dir, tff_runtime):
+  task = _task(ranking_dir, embedding_dim=4, batch_size=16)
+  built = registry.build('fedprox', task, registry.Training(
+      SGD, baselines.OptimizerConfig('sgd', 1.0)))
+  state = built.process.initialize()
+  before = built.process.get_model_weights(state)
+  cohort = built.client_ids[:3]
+  after = built.process.get_model_weights(built.process.next(
+      state, [built.client_input(c, 0) for c in cohort]).state)
+  moved = np.abs(np.asarray(after.trainable[0]) - np.asarray(before.trainable[0])).max(axis=1)
+  cohort_rows = [task.user_index(c) for c in cohort]
+  assert (moved[cohort_rows] > 1e-6).all()
+  assert (np.delete(moved, cohort_rows) == 0).all()
+  examples = task.client_examples(cohort[0])
+  assert (examples['user'] == cohort_rows[0]).all()
+  assert examples['label'].sum() * (1 + task.config.num_negatives) == len(examples['label'])
+  # FAIR hashes the item table only: the user table is one row per client
+  fair = registry.build('fair', task, registry.training(task, 'fair'))
+  assert fair.process.get_model_weights(fair.process.initialize())['users'].shape == (
+      len(task.train_client_ids), 4)

@@ -170,13 +170,15 @@ def build_fedavg(task, options: WeightingOptions, training, *, name: str):
                             f'optimizer, got --server_optimizer='
                             f'{training.server_optimizer.name}')
   # FedAvg on a model of weight tables is the FAIR round with one full tier, and
-  # on matrix factorization with private users it is FedMF.
+  # with an SGD server on matrix factorization with private users it is FedMF
+  # (adaptive servers train the task's Keras MF instead).
   if options.heat and not hasattr(task, 'model_fn'):
     raise api.NotApplicable(f'--heat applies to Keras-model tasks; --task={task.NAME} '
                             'weighs clients by their training examples')
   if not hasattr(task, 'model_fn') and hasattr(task, 'functional_model'):
     return fair.build(task, fair.Options(capacities='1x'), training, name=name)
-  if not hasattr(task, 'model_fn') and hasattr(task, 'initial_users'):
+  if hasattr(task, 'initial_users') and (training.server_optimizer.name == 'sgd'
+                                         or not hasattr(task, 'model_fn')):
     return fedmf.build(task, fedmf.Options(), training, name=name)
   return build_keras(task, name, training, heat=options.resolved_heat(task))
 

@@ -35,6 +35,7 @@ import tensorflow_federated as tff
 from tff_rec.aggregators import tier_recovery
 from tff_rec.algorithms import api
 from tff_rec.algorithms import capacities
+from tff_rec.algorithms import declared_tables
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import templates
 from tff_rec.models import compressed_table
@@ -211,39 +212,9 @@ def build_fair_process(model: table_model.TableModel,
 
 
 # The registry's side: FAIR and its baselines on any task whose model declares
-# its tables: a weight-table model (task.functional_model() -> TableModel), or a
-# Keras model with declared tables (table_model.from_keras), fed by
-# task.dataset_computation / client_arguments.
-FUNCTIONAL = ('functional_model', 'dataset_computation', 'client_arguments')
-KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'table_of_variable',
-                'dataset_computation', 'client_arguments')
+# its tables (declared_tables), fed by task.dataset_computation / client_arguments.
 FUNCTIONAL_WHY = ("FAIR trains hashed forms of item tables and this task's model declares "
                   'no item tables in a form FAIR can compress')
-MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in full
-
-
-def _table_model(task, name: str):
-  """(the task's TableModel, evaluate: its weights -> the task's metrics, or None)."""
-  if hasattr(task, 'functional_model'):
-    return task.functional_model(), None
-  if not all(hasattr(task, a) for a in KERAS_TABLES):
-    raise api.not_applicable(name, task, FUNCTIONAL_WHY)
-  if task.keras_model().losses:
-    raise api.not_applicable(name, task, 'its Keras model adds a regularization loss '
-                             '(e.g. spreadout), which the table form would drop')
-  tables = {t for t in task.table_of_variable if t is not None}
-  try:
-    model, names, keras_order = table_model.from_keras(
-        task.keras_model, task.loss(), task.input_spec, tables, min_table_rows=MIN_TABLE_ROWS)
-  # TFF's KerasFunctionalModelError is private: any failure here means no functional form.
-  except Exception as e:  # pylint: disable=broad-except
-    raise api.not_applicable(name, task, 'its Keras model has no functional form ('
-                             f'{str(e).splitlines()[0][:200]})') from None
-  if not model.tables:
-    raise api.not_applicable(name, task, f'its model has no table of '
-                             f'{MIN_TABLE_ROWS} rows or more to compress')
-  return model, lambda weights, part: task.evaluate(
-      table_model.to_model_weights(weights, names, keras_order), part)
 
 
 ASSIGNMENTS = capacities.ASSIGNMENTS  # the Options field `capacities` hides the module
@@ -271,7 +242,7 @@ class Options:
 
 def build(task, options: Options, training, *, name: str):
   """FAIR-HET (fair) and its baselines: fair_hom, full_trn, fedhm, fair_inconsistent."""
-  model, evaluate = _table_model(task, name)
+  model, evaluate = declared_tables.table_model_of(task, name, FUNCTIONAL_WHY)
   shapes = collections.OrderedDict(
       (t, np.shape(model.initial_weights[t])) for t in model.tables)
   ids = list(task.train_client_ids)

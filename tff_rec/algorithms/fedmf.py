@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import api
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import heat
@@ -122,8 +123,8 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank, dataset)
         lambda b: b['epoch'][0] < config.reconstruction_epochs))
     dataset = dataset.filter(lambda b: b['epoch'][0] >= config.reconstruction_epochs)
   if form.columns:
-    basis_seed, permutation_seed = item_updates.round_seeds(seed)
-    basis = item_updates.correlated_basis(basis_seed, form.rank, config.dim)
+    basis_seed, permutation_seed = factor_sum.round_seeds(seed)
+    basis = factor_sum.correlated_basis(basis_seed, form.rank, config.dim)
     columns = (item_updates.column_mask(permutation_seed, form.rank, local_rank)
                if form.name == 'scolr' else tf.ones([form.rank]))
     gradient_scale = math.sqrt(form.rank / config.dim)  # the official code's, see README
@@ -178,7 +179,6 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   form = config.form
   sum_factory = sum_factory or tff.aggregators.SumFactory()
   items_type = tff.TensorType(np.float32, [config.num_items, config.dim])
-  seed_type = tff.TensorType(np.int64, [2])
   user_type = tff.TensorType(np.float32, [config.dim])
   sizes = item_updates.payload_bytes(form, config.num_items, config.dim)
 
@@ -215,8 +215,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
     if item_scale is not None:
       mean *= tf.constant(item_scale, tf.float32)[:, None]
     if form.columns:
-      basis_seed, _ = item_updates.round_seeds(broadcast['seed'])
-      update = tf.matmul(mean, item_updates.correlated_basis(basis_seed, form.rank,
+      basis_seed, _ = factor_sum.round_seeds(broadcast['seed'])
+      update = tf.matmul(mean, factor_sum.correlated_basis(basis_seed, form.rank,
                                                              config.dim))
     else:
       update = item_updates.compress(form, mean)  # svd / topk: the compressed download
@@ -332,7 +332,7 @@ class StoredUsersProcess:
 # on a task with a matrix-factorization model whose user vectors stay private
 # (the task's MF attributes: initial tables, each client's rows, its dataset
 # computation).
-MF = ('initial_items', 'initial_users', 'client_rows', 'dataset_computation', 'user_index')
+MF = ('initial_items', 'initial_users', 'client_rows', 'mf_dataset_computation', 'user_index')
 MF_WHY = ("its model is not a matrix factorization with private user vectors (the item-"
           'update forms compress the update of that item table)')
 FORM_OF = {'fedmf': 'full', 'fedavg': 'full', 'fedsubavg': 'full', 'colr': 'colr',
@@ -381,6 +381,19 @@ class Options:
     return ranks
 
 
+def local_ranks(options: Options, name: str, num_clients: int, seed: int):
+  """(client index, round seed) -> the client's local rank: scolr's (its group's, or
+  uniform in 1..R drawn afresh every round); the rank itself for the other forms."""
+  ranks = options.group_ranks()
+  if name != 'scolr':
+    return lambda client, round_seed: options.rank
+  if ranks is None:
+    return lambda client, round_seed: int(
+        np.random.default_rng([round_seed, 1]).integers(1, options.rank + 1))
+  groups = capacities.assign(num_clients, len(ranks), seed=seed)
+  return lambda client, round_seed: ranks[groups[client]]
+
+
 def _sum_factory(options: Options, training, name: str):
   """The one sum everything a client sends goes through (plain, or TFF's secure sum)."""
   if options.secure_sum_bound:
@@ -419,7 +432,7 @@ def build(task, options: Options, training, *, name: str):
         f'--aggregator={training.aggregator.name} needs --user_state=reconstructed: the '
         'stored-users round sums payloads plainly (TFF\'s native worker, no secure sum)')
   try:
-    ranks = options.group_ranks()
+    local_rank = local_ranks(options, name, len(task.train_client_ids), task.config.seed)
     full = FORM_OF[name] == 'full'
     form = item_updates.UpdateForm(FORM_OF[name], 0 if full else options.rank)
     c = task.config
@@ -440,17 +453,9 @@ def build(task, options: Options, training, *, name: str):
     item_scale = heat.row_scales(task, name, 'clients')[ITEM_TABLE]
   epochs = c.local_epochs + config.reconstruction_epochs
   ids = list(task.train_client_ids)
-  if name != 'scolr':
-    local_rank = lambda user, seed: options.rank
-  elif ranks is None:  # uniform in 1..R, drawn afresh every round
-    local_rank = lambda user, seed: int(
-        np.random.default_rng([seed, 1]).integers(1, options.rank + 1))
-  else:
-    groups = capacities.assign(len(ids), len(ranks), seed=c.seed)
-    local_rank = lambda user, seed: ranks[groups[user]]
   if stored:
     process = StoredUsersProcess(config, task.initial_items, task.initial_users,
-                                 task.dataset_computation, item_scale=item_scale)
+                                 task.mf_dataset_computation, item_scale=item_scale)
 
     def client_input(client_id: str, seed: int):
       user = task.user_index(client_id)
@@ -458,7 +463,7 @@ def build(task, options: Options, training, *, name: str):
 
     return api.Built(process, ids, client_input)
   process = build_reconstruction_process(
-      config, task.initial_items, task.dataset_computation,
+      config, task.initial_items, task.mf_dataset_computation,
       sum_factory=_sum_factory(options, training, name), item_scale=item_scale)
 
   def client_input(client_id: str, seed: int):  # pylint: disable=function-redefined

@@ -17,7 +17,6 @@ compressions CoLR compares against.
 """
 
 import dataclasses
-import math
 
 import tensorflow as tf
 
@@ -51,25 +50,10 @@ class UpdateForm:
     return max(1, num_items * self.rank // 2)
 
 
-def correlated_basis(seed: tf.Tensor, rank: int, dim: int) -> tf.Tensor:
-  """B: a Gaussian r x d matrix with its rows orthonormalised, scaled by
-  sqrt(d / r) so that E[B^T B] = I (the paper's appendix D; the official
-  code's 'orthnorm')."""
-  gaussian = tf.random.stateless_normal([rank, dim], seed)
-  _, u, v = tf.linalg.svd(gaussian)
-  return tf.matmul(u, v, transpose_b=True) * math.sqrt(dim / rank)
-
-
 def column_mask(seed: tf.Tensor, rank: int, local_rank: tf.Tensor) -> tf.Tensor:
   """[rank] 1.0 for the first `local_rank` columns of a permutation drawn from `seed`."""
   position = tf.argsort(tf.argsort(tf.random.stateless_uniform([rank], seed)))
   return tf.cast(position < local_rank, tf.float32)
-
-
-def round_seeds(seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-  """(B's seed, the SCoLR permutation's seed) of a round seed."""
-  split = tf.random.experimental.stateless_split(seed, 2)
-  return split[0], split[1]
 
 
 def svd_compress(matrix: tf.Tensor, rank: int) -> tf.Tensor:

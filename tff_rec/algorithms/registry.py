@@ -22,6 +22,7 @@ from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import fedsubavg
 from tff_rec.algorithms import metaua
 from tff_rec.algorithms import scaffold
+from tff_rec.algorithms import table_updates
 
 # The builders' vocabulary (algorithms.api), for callers of the registry.
 Built = api.Built
@@ -101,12 +102,13 @@ def _algorithms() -> dict[str, Algorithm]:
                                      "paper's ablation)", fair.Options),
       'fedmf': Algorithm(fedmf.build, 'FedMF: full item-table updates, private user vectors',
                          fedmf.Options),
-      'colr': Algorithm(fedmf.build, 'CoLR: item update A B, B a shared random basis, '
+      'colr': Algorithm(table_updates.build, 'CoLR: item update A B, B a shared random basis, '
                         'A summed', fedmf.Options),
-      'scolr': Algorithm(fedmf.build, 'SCoLR: CoLR with a local rank per client',
+      'scolr': Algorithm(table_updates.build, 'SCoLR: CoLR with a local rank per client',
                          fedmf.Options),
-      'svd': Algorithm(fedmf.build, 'item update compressed by truncated SVD', fedmf.Options),
-      'topk': Algorithm(fedmf.build, 'item update compressed to its largest entries',
+      'svd': Algorithm(table_updates.build, 'item update compressed by truncated SVD',
+                       fedmf.Options),
+      'topk': Algorithm(table_updates.build, 'item update compressed to its largest entries',
                         fedmf.Options),
   }
 

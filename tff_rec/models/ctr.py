@@ -37,10 +37,26 @@ def _table(name: str, vocab_size: int, dim: int, seed: int) -> tf.keras.layers.E
       embeddings_initializer=tf.keras.initializers.RandomNormal(stddev=0.01, seed=seed))
 
 
-def _masked_rows(table, ids):
-  """[batch, width, dim] embeddings of `ids` with padding rows zeroed, and the mask."""
-  mask = tf.cast(tf.not_equal(ids, 0), tf.float32)[..., None]
-  return table(ids) * mask, mask
+class MaskedPooling(tf.keras.layers.Layer):
+  """The rows of a multi-valued feature, padding id 0 masked out, summed or averaged.
+
+  A layer rather than raw TF ops on Keras tensors, so that TFF can rebuild the
+  model as a functional model (table forms, FAIR, CoLR).
+  """
+
+  def __init__(self, mode: str = 'sum', **kwargs):
+    super().__init__(**kwargs)
+    if mode not in ('sum', 'mean'):
+      raise ValueError(f'unknown pooling {mode!r}; choose sum or mean')
+    self.mode = mode
+
+  def call(self, rows, ids):
+    mask = tf.cast(tf.not_equal(ids, 0), rows.dtype)[..., None]
+    total = tf.reduce_sum(rows * mask, 1)
+    return total if self.mode == 'sum' else total / tf.maximum(tf.reduce_sum(mask, 1), 1.0)
+
+  def get_config(self):
+    return {**super().get_config(), 'mode': self.mode}
 
 
 def build_lr(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 1,
@@ -54,7 +70,7 @@ def build_lr(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 1,
   for k, c in enumerate(columns):
     table = _table(c, vocab_sizes[c], 1, seed + k)
     terms.append(table(inputs[c]) if c not in widths
-                 else tf.reduce_sum(_masked_rows(table, inputs[c])[0], 1))
+                 else MaskedPooling('sum')(table(inputs[c]), inputs[c]))
   logit = _Bias(name='bias')(tf.keras.layers.Add()(terms) if len(terms) > 1 else terms[0])
   return tf.keras.Model(inputs, logit, name='lr')
 
@@ -75,11 +91,7 @@ def _pooled_fields(inputs, columns, vocab_sizes, dim, seed):
   for k, c in enumerate(columns):
     table = _table(c, vocab_sizes[c], dim, seed + k)
     ids = inputs[c]
-    if len(ids.shape) == 1:
-      vectors.append(table(ids))
-    else:
-      rows, mask = _masked_rows(table, ids)
-      vectors.append(tf.reduce_sum(rows, 1) / tf.maximum(tf.reduce_sum(mask, 1), 1.0))
+    vectors.append(table(ids) if len(ids.shape) == 1 else MaskedPooling('mean')(table(ids), ids))
   return vectors
 
 
@@ -117,17 +129,9 @@ def build_din(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 18
   user = _table('user', vocab_sizes['user'], dim, seed)(inputs['user'])
   movies = _table('movie', vocab_sizes['movie'], dim, seed + 1)
   query = movies(inputs['movie'])
-  keys, mask = _masked_rows(movies, inputs['history'])
-  queries = tf.broadcast_to(query[:, None, :], tf.shape(keys))
-  score = tf.concat([queries, keys, queries - keys, queries * keys], -1)
-  for k, n in enumerate(attention_units):
-    score = tf.keras.layers.Dense(n, 'sigmoid', kernel_initializer=tf.keras.initializers
-                                  .GlorotUniform(seed=seed + 10 + k))(score)
-  score = tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers
-                                .GlorotUniform(seed=seed + 20))(score)
-  attended = tf.reduce_sum(score * mask * keys, 1)  # DIN keeps the weights unnormalised
-  summed = tf.reduce_sum(keys, 1)
-  x = tf.concat([user, query, summed, query * summed, attended], -1)
+  interest = DinInterest(attention_units, seed)(query, movies(inputs['history']),
+                         inputs['history'])
+  x = tf.keras.layers.Concatenate()([user, query, interest])
   for k, n in enumerate(units):
     x = tf.keras.layers.Dense(n, kernel_initializer=tf.keras.initializers
                               .GlorotUniform(seed=seed + 30 + k))(x)
@@ -135,6 +139,38 @@ def build_din(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 18
   logit = tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers
                                 .GlorotUniform(seed=seed + 40))(x)
   return tf.keras.Model(inputs, logit, name='din')
+
+
+class DinInterest(tf.keras.layers.Layer):
+  """DIN's user interest from the clicked movies' rows `keys` (history `ids`, 0 is
+  padding) and the candidate's row `query`: [sum of the history, query * that
+  sum, the attention-weighted history] (the official code's input). The
+  attention MLP scores [q, k, q - k, q * k] per clicked movie."""
+
+  def __init__(self, attention_units=(80, 40), seed: int = 0, **kwargs):
+    super().__init__(**kwargs)
+    self.attention_units, self.seed = tuple(attention_units), seed
+    self.attention = [
+        tf.keras.layers.Dense(n, 'sigmoid', kernel_initializer=tf.keras.initializers
+                              .GlorotUniform(seed=seed + 10 + k))
+        for k, n in enumerate(attention_units)] + [
+            tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers
+                                  .GlorotUniform(seed=seed + 20))]
+
+  def call(self, query, keys, ids):
+    mask = tf.cast(tf.not_equal(ids, 0), keys.dtype)[..., None]
+    keys *= mask
+    queries = tf.broadcast_to(query[:, None, :], tf.shape(keys))
+    score = tf.concat([queries, keys, queries - keys, queries * keys], -1)
+    for layer in self.attention:
+      score = layer(score)
+    attended = tf.reduce_sum(score * mask * keys, 1)  # DIN keeps the weights unnormalised
+    summed = tf.reduce_sum(keys, 1)
+    return tf.concat([summed, query * summed, attended], -1)
+
+  def get_config(self):
+    return {**super().get_config(), 'attention_units': self.attention_units,
+            'seed': self.seed}
 
 
 LR = CtrModel(columns=('gender', 'age', 'movie', 'gender_x_movie', 'age_x_movie'),

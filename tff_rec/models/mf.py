@@ -28,6 +28,22 @@ def initial_user(user: int, dim: int, seed: int) -> np.ndarray:
   return initial_table(1, dim, [seed, user])[0]
 
 
+def keras_model(num_users: int, num_items: int, dim: int, seed: int) -> tf.keras.Model:
+  """The same score as a Keras model over {'user', 'item'} ids -> [batch, 1] logits,
+  tables the layers 'users' and 'items' (N(0, 1/dim) entries, from `seed`), for the
+  algorithms that train Keras models. Plain lookups: no frequency scaling and no
+  L2 term (a regularization loss would keep table forms away), unlike `loss`."""
+  def table(name, rows, offset):
+    return tf.keras.layers.Embedding(rows, dim, name=name, embeddings_initializer=tf.keras
+                                     .initializers.RandomNormal(stddev=dim ** -0.5,
+                                                                seed=seed + offset))
+  user = tf.keras.Input((), dtype=tf.int32, name='user')
+  item = tf.keras.Input((), dtype=tf.int32, name='item')
+  logit = tf.keras.layers.Dot(axes=1)([table('users', num_users, 1)(user),
+                                       table('items', num_items, 0)(item)])
+  return tf.keras.Model({'user': user, 'item': item}, logit, name='mf')
+
+
 def frequency_scaled_gather(table: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
   """tf.gather whose gradient for each occurrence of an id is scaled by
   (number of ids) / (occurrences of that id): with a batch-mean loss, each

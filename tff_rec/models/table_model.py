@@ -36,14 +36,15 @@ def keras_table_variables(model: tf.keras.Model, tables: Iterable[str]) -> list[
 
 
 def from_keras(keras_model: Callable[[], tf.keras.Model], loss: tf.keras.losses.Loss,
-               input_spec, tables: Iterable[str], *,
-               min_table_rows: int) -> tuple[TableModel, list[str], list[int]]:
+               input_spec, tables: Iterable[str], *, min_table_rows: int,
+               per_user_tables: Iterable[str] = ()) -> tuple[TableModel, list[str], list[int]]:
   """A Keras model as a TableModel: (model, its weight names in creation order, and
   for each of the Keras model's trainable_variables its index in those names).
 
   Weights are named after their tables (a layer named after the table; other
   variables `dense_<k>`); tables of at least `min_table_rows` rows are the
-  model's tables, smaller ones train in full. A table form stands in for a
+  model's tables, smaller ones train in full, as do `per_user_tables` (a row per
+  client: the model's per-user tables, never compressed). A table form stands in for a
   table by handing the model the rows of every id (item_rows(name, all ids)):
   the same function of the form's parameters as a row lookup, but the client
   holds the table at full size while it computes (the weight-table models,
@@ -62,8 +63,9 @@ def from_keras(keras_model: Callable[[], tf.keras.Model], loss: tf.keras.losses.
   if len(layers) != len(trainable):
     raise ValueError(f'{len(layers)} variables created for {len(trainable)} weights')
   names = [layer if layer in tables else f'dense_{k}' for k, layer in enumerate(layers)]
+  per_user = tuple(n for n in names if n in set(per_user_tables))
   compressed = [n for n, w in zip(names, trainable)
-                if n in tables and np.shape(w)[0] >= min_table_rows]
+                if n in tables and n not in per_user and np.shape(w)[0] >= min_table_rows]
 
   rows = {n: np.shape(w)[0] for n, w in zip(names, trainable)}  # a form's size differs
 
@@ -74,7 +76,7 @@ def from_keras(keras_model: Callable[[], tf.keras.Model], loss: tf.keras.losses.
     return functional.loss(functional.predict_on_batch((values, ()), x, training=True), y)
 
   initial = collections.OrderedDict((n, np.asarray(w)) for n, w in zip(names, trainable))
-  return TableModel(initial, table_loss, compressed), names, keras_order
+  return TableModel(initial, table_loss, compressed, per_user), names, keras_order
 
 
 def _creation_order(keras_model: Callable[[], tf.keras.Model]) -> tuple[list[str], list[int]]:

@@ -1,0 +1,41 @@
+"""A task's model as a TableModel: the form every method that swaps a table's form
+(FAIR's tiers, CoLR's W + A B, SVD and top-k updates) trains.
+
+A task offers it either as a weight-table model (`task.functional_model()`)
+or as a Keras model with declared tables (`table_of_variable`), turned into
+one by table_model.from_keras.
+"""
+
+from tff_rec.algorithms import api
+from tff_rec.models import table_model
+
+FUNCTIONAL = ('functional_model', 'dataset_computation', 'client_arguments')
+KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'table_of_variable',
+                'dataset_computation', 'client_arguments')
+MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in full
+
+
+def table_model_of(task, name: str, why: str):
+  """(the task's TableModel, evaluate: its weights -> the task's metrics, or None for
+  the task's own evaluate). Raises NotApplicable (`why`) without declared tables."""
+  if hasattr(task, 'functional_model'):
+    return task.functional_model(), None
+  if not all(hasattr(task, a) for a in KERAS_TABLES):
+    raise api.not_applicable(name, task, why)
+  if task.keras_model().losses:
+    raise api.not_applicable(name, task, 'its Keras model adds a regularization loss '
+                             '(e.g. spreadout), which the table form would drop')
+  tables = {t for t in task.table_of_variable if t is not None}
+  try:
+    model, names, keras_order = table_model.from_keras(
+        task.keras_model, task.loss(), task.input_spec, tables, min_table_rows=MIN_TABLE_ROWS,
+        per_user_tables=getattr(task, 'per_user_tables', ()))
+  # TFF's KerasFunctionalModelError is private: any failure here means no functional form.
+  except Exception as e:  # pylint: disable=broad-except
+    raise api.not_applicable(name, task, 'its Keras model has no functional form ('
+                             f'{str(e).splitlines()[0][:200]})') from None
+  if not model.tables:
+    raise api.not_applicable(name, task, f'its model has no table of '
+                             f'{MIN_TABLE_ROWS} rows or more to compress')
+  return model, lambda weights, part: task.evaluate(
+      table_model.to_model_weights(weights, names, keras_order), part)

@@ -1,0 +1,233 @@
+"""CoLR, SCoLR, SVD and top-k table updates on any task whose model declares its tables.
+
+FedMF (tff_rec.algorithms.fedmf) applies these update forms to a matrix
+factorization's item table; this applies them to every declared table of any
+model (declared_tables: a CTR model's id tables, the dual encoder's item
+tables, NeuMF's), as FedAvg does to the rest of the model. A round:
+
+1. The server broadcasts the weights and the round's seed.
+2. Each client trains its dense weights in full and, per table,
+   * colr / scolr: A (n x r, from zero) in W + A B with W frozen, B the
+     round's shared basis (scolr: only its local rank's columns of A);
+   * svd / topk: the table itself, then compresses its change;
+   and sends the change of its dense weights and its table payloads.
+3. Dense changes go through the inner weighted mean (TFF's MeanFactory, secure
+   sum or DP); A's through CoLR's FactorSumFactory around the same inner
+   factory (the mean A times B); SVD and top-k changes through the inner mean,
+   compressed again for the download. Clients weigh by training examples.
+4. The server optimizer applies the mean update (SGD at 1.0 adds it).
+
+FedSubAvg stacks on it (--stack=fedsubavg): each table row's mean update is
+scaled by N / its heat in examples, as for FAIR.
+"""
+
+import collections
+import math
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_rec.aggregators import factor_sum
+from tff_rec.algorithms import api
+from tff_rec.algorithms import declared_tables
+from tff_rec.algorithms import fedmf
+from tff_rec.algorithms import heat
+from tff_rec.algorithms import item_updates
+from tff_rec.algorithms import templates
+from tff_rec.models import mf
+from tff_rec.models import table_model
+from tff_rec.training import functional
+
+WHY = ("the update forms compress the updates of a model's embedding tables and this "
+       "task's model declares none")
+
+
+def _split(weights, tables):
+  dense = collections.OrderedDict((k, v) for k, v in weights.items() if k not in tables)
+  return dense, collections.OrderedDict((k, weights[k]) for k in tables)
+
+
+def build_process(model: table_model.TableModel, form: item_updates.UpdateForm, *,
+                  dataset_computation: tff.Computation,
+                  client_optimizer: tff.learning.optimizers.Optimizer,
+                  server_optimizer: tff.learning.optimizers.Optimizer,
+                  aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
+                  seed: int = 0, table_scales=None) -> tff.learning.templates.LearningProcess:
+  """The learning process. Clients pass (local rank (scolr; else ignored), the
+  dataset computation's arguments) to `next`.
+
+  table_scales: table name -> a scale per row of its mean update (FedSubAvg).
+  """
+  if form.name not in ('colr', 'scolr', 'svd', 'topk'):
+    raise ValueError(f'unknown table update form {form.name!r}')
+  aggregator = aggregator or tff.aggregators.MeanFactory()
+  initial = collections.OrderedDict(
+      (k, np.asarray(v, np.float32)) for k, v in model.initial_weights.items())
+  for name in model.tables:
+    try:
+      form.validate(initial[name].shape[1])
+    except ValueError as e:
+      raise ValueError(f'table {name} ({initial[name].shape[0]} x '
+                       f'{initial[name].shape[1]}): {e}') from None
+  widths = collections.OrderedDict((t, initial[t].shape[1]) for t in model.tables)
+  weights_type = tff.types.to_type(collections.OrderedDict(
+      (k, tff.TensorType(np.float32, v.shape)) for k, v in initial.items()))
+  weight_specs = collections.OrderedDict(
+      (k, tf.TensorSpec(v.shape, tf.float32)) for k, v in initial.items())
+  dense_floats = sum(v.size for k, v in initial.items() if k not in model.tables)
+  table_bytes = {t: item_updates.payload_bytes(form, initial[t].shape[0], widths[t])['up']
+                 for t in model.tables}
+
+  @tff.tensorflow.computation
+  def server_init():
+    weights = collections.OrderedDict((k, tf.constant(v)) for k, v in initial.items())
+    return weights, server_optimizer.initialize(weight_specs), tf.constant(0, tf.int64)
+
+  @tff.tensorflow.computation(weights_type, np.int64)
+  def prepare(weights, round_num):
+    return collections.OrderedDict(weights=weights,
+                                   seed=factor_sum.round_seed(seed, round_num))
+
+  @tff.tensorflow.computation(np.int32, dataset_computation.type_signature.result,
+                              prepare.type_signature.result)
+  def client_update(local_rank, dataset, broadcast):
+    dense, tables = _split(broadcast['weights'], model.tables)
+    if form.columns:
+      bases = factor_sum.round_bases(broadcast['seed'], form.rank, widths)
+      columns = (item_updates.column_mask(factor_sum.round_seeds(broadcast['seed'])[1],
+                                          form.rank, local_rank)
+                 if form.name == 'scolr' else tf.ones([form.rank]))
+      # The official code scales A's gradient by sqrt(r / d) (as fedmf does).
+      gradient_scale = {t: math.sqrt(form.rank / widths[t]) for t in widths}
+
+      def item_rows(w, name, ids):
+        factor = mf.scale_gradient(w[name] * columns, gradient_scale[name])
+        return tf.gather(tables[name], ids) + tf.matmul(tf.gather(factor, ids), bases[name])
+
+      start = collections.OrderedDict(dense)
+      start.update((t, tf.zeros([tables[t].shape[0], form.rank])) for t in tables)
+    else:
+      def item_rows(w, name, ids):
+        return tf.gather(w[name], ids)
+
+      start = broadcast['weights']
+
+    def loss(w, batch):
+      return model.loss(w, batch, lambda name, ids: item_rows(w, name, ids))
+
+    trained, _, loss_sum, count = functional.train(loss, client_optimizer, start, dataset)
+    dense_change = collections.OrderedDict((k, trained[k] - dense[k]) for k in dense)
+    if form.columns:
+      payload = collections.OrderedDict(
+          (t, collections.OrderedDict(factor=trained[t] * columns, columns=columns))
+          for t in tables)
+      up = sum(table_bytes.values()) * (tf.reduce_sum(columns) if form.name == 'scolr'
+                                        else 1.0)
+    else:
+      payload = collections.OrderedDict(
+          (t, item_updates.compress(form, trained[t] - tables[t])) for t in tables)
+      up = float(sum(table_bytes.values()))
+    return collections.OrderedDict(
+        dense=dense_change, tables=payload, weight=tf.cast(count, tf.float32),
+        metrics=collections.OrderedDict(
+            loss_sum=loss_sum, num_examples=count, clients=tf.constant(1, tf.int64),
+            bytes_up=tf.cast(up, tf.float64)
+            + float(dense_floats * item_updates.BYTES_PER_FLOAT)))
+
+  outputs = client_update.type_signature.result
+  dense_aggregation = aggregator.create(outputs['dense'], tff.TensorType(np.float32))
+  table_aggregation = (
+      factor_sum.FactorSumFactory(form.rank, widths, seed, aggregator) if form.columns
+      else aggregator).create(outputs['tables'], tff.TensorType(np.float32))
+  optimizer_state_type = server_init.type_signature.result[1]
+
+  @tff.tensorflow.computation(weights_type, optimizer_state_type, np.int64,
+                              dense_aggregation.next.type_signature.result.result.member,
+                              table_aggregation.next.type_signature.result.result.member)
+  def server_update(weights, optimizer_state, round_num, dense_mean, tables_mean):
+    update = collections.OrderedDict(dense_mean)
+    for name, mean in tables_mean.items():
+      if not form.columns:  # the server's download is compressed too (the official code)
+        mean = item_updates.compress(form, mean)
+      if table_scales and name in table_scales:
+        mean *= tf.constant(table_scales[name], tf.float32)[:, None]
+      update[name] = mean
+    negative = collections.OrderedDict((k, -update[k]) for k in weights)
+    optimizer_state, weights = server_optimizer.next(optimizer_state, weights, negative)
+    return weights, optimizer_state, round_num + 1
+
+  @tff.tensorflow.computation(outputs['metrics'])
+  def round_metrics(sums):
+    return collections.OrderedDict(
+        train=collections.OrderedDict(
+            loss=sums['loss_sum'] / tf.cast(tf.maximum(sums['num_examples'], 1), tf.float32),
+            num_examples=sums['num_examples'],
+            bytes_up=sums['bytes_up'] / tf.cast(tf.maximum(sums['clients'], 1), tf.float64)))
+
+  @tff.federated_computation
+  def initialize():
+    weights, optimizer_state, round_num = tff.federated_eval(server_init, tff.SERVER)
+    return tff.federated_zip(collections.OrderedDict(
+        weights=weights, optimizer=optimizer_state, round=round_num,
+        dense_aggregator=dense_aggregation.initialize(),
+        table_aggregator=table_aggregation.initialize()))
+
+  client_data_type = tff.FederatedType(
+      tff.StructType([('rank', np.int32),
+                      ('data', dataset_computation.type_signature.parameter)]),
+      tff.CLIENTS)
+
+  @tff.federated_computation(initialize.type_signature.result, client_data_type)
+  def next_fn(state, client_data):
+    broadcast = tff.federated_broadcast(tff.federated_map(prepare,
+                                                          (state.weights, state.round)))
+    datasets = tff.federated_map(dataset_computation, client_data.data)
+    sent = tff.federated_map(client_update, (client_data.rank, datasets, broadcast))
+    dense = dense_aggregation.next(state.dense_aggregator, sent.dense, sent.weight)
+    tables = table_aggregation.next(state.table_aggregator, sent.tables, sent.weight)
+    weights, optimizer_state, round_num = tff.federated_map(server_update, (
+        state.weights, state.optimizer, state.round, dense.result, tables.result))
+    metrics = tff.federated_map(round_metrics, tff.federated_sum(sent.metrics))
+    new_state = tff.federated_zip(collections.OrderedDict(
+        weights=weights, optimizer=optimizer_state, round=round_num,
+        dense_aggregator=dense.state, table_aggregator=tables.state))
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+
+  return templates.learning_process(initialize, next_fn, 'weights')
+
+
+def build(task, options, training, *, name: str):
+  """colr, scolr, svd or topk on a task's declared tables (fedmf.Options)."""
+  if all(hasattr(task, a) for a in fedmf.MF):  # a matrix factorization: FedMF's round
+    return fedmf.build(task, options, training, name=name)
+  model, evaluate = declared_tables.table_model_of(task, name, WHY)
+  if options.item_average != 'cohort':
+    raise api.NotApplicable(f'--item_average={options.item_average} applies to the '
+                            'matrix-factorization tasks only (FedMF\'s item table)')
+  if options.secure_sum_bound:
+    raise api.NotApplicable('--secure_sum_bound applies to the matrix-factorization tasks; '
+                            'use --aggregator=secure --secure_bound=B')
+  ids = list(task.train_client_ids)
+  table_scales = None
+  if 'fedsubavg' in training.stack:  # clients weigh by examples here: so does the heat
+    table_scales = {t: s for t, s in heat.row_scales(task, name, 'examples').items()
+                    if t in model.tables}
+  try:
+    local_rank = fedmf.local_ranks(options, name, len(ids), task.config.seed)
+    process = build_process(
+        model, item_updates.UpdateForm(name, options.rank),
+        dataset_computation=task.dataset_computation,
+        client_optimizer=training.client_optimizer.build(),
+        server_optimizer=training.server_optimizer.build(),
+        aggregator=training.aggregator.mean(training.clients_per_round),
+        seed=task.config.seed, table_scales=table_scales)
+  except ValueError as e:
+    raise api.NotApplicable(f'--algorithm={name}: {e}') from None
+  index = {c: k for k, c in enumerate(ids)}
+
+  def client_input(client_id: str, seed: int):
+    return (np.int32(local_rank(index[client_id], seed)),
+            task.client_arguments(client_id, seed))
+
+  return api.Built(process, ids, client_input, evaluate)
