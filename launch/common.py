@@ -320,7 +320,8 @@ def write_text(path: pathlib.Path, text: str) -> None:
 class Progress:
   """Prints one line per step: chosen metrics, time per step and an ETA.
 
-  `shown` maps a short label to a metric key; absent metrics are skipped.
+  `shown` maps a short label to a metric key, or to a tuple of keys of which the
+  first present is shown; absent metrics are skipped.
   The first step seen may be past 1 (a resumed run): the ETA counts from it.
   """
 
@@ -336,8 +337,10 @@ class Progress:
         print(f'resumed from checkpoint at {self.unit} {step}', flush=True)
     per_step = (time.monotonic() - self.started) / (step - self.first + 1)
     eta = per_step * (self.total - step)
+    present = {label: next((k for k in ((keys,) if isinstance(keys, str) else keys)
+                            if k in metrics), None) for label, keys in self.shown.items()}
     values = '  '.join(f'{label} {metrics[key]:.4g}'
-                       for label, key in self.shown.items() if key in metrics)
+                       for label, key in present.items() if key is not None)
     print(f'{self.unit} {step}/{self.total}  {values}  '
           f'{per_step:.2f} s/{self.unit}  ETA {_duration(eta)}', flush=True)
 

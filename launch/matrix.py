@@ -43,6 +43,8 @@ class Dataset:
 DATASETS = {
     'ml100k_next_item': Dataset('movielens_next_item', 'ml-100k', 'test/recall_at_10'),
     'ml100k_ranking': Dataset('movielens_ranking', 'ml-100k', 'test/hr_at_10'),
+    'ml100k_ranking_recon': Dataset('movielens_ranking', 'ml-100k', 'test/hr_at_10',
+                                    dict(user_state='reconstructed')),
     'ml100k_ctr': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc'),
     'ml100k_ctr_dcn': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc', dict(model='dcn')),
     'ml100k_ctr_din': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc', dict(model='din')),
@@ -113,8 +115,9 @@ def _table(records: dict[str, dict], algorithms: list[str]) -> str:
       '']
   for dataset in FLAGS.tasks:
     spec = DATASETS[dataset]
+    settings = ''.join(f' --{k}={v}' for k, v in spec.config.items())
     lines += [f'## {dataset} (`--task={spec.task} --data_dir=../shared/data/'
-              f'{spec.data_dir}`, {spec.metric})', '',
+              f'{spec.data_dir}{settings}`, {spec.metric})', '',
               '| algorithm | ' + ' | '.join(f'{a} / {r}' for a, r in CELLS) + ' |',
               '|---|' + '---|' * len(CELLS)]
     reasons = {}

@@ -25,6 +25,7 @@ from tff_rec.data import user_items
 from tff_rec.models import neumf
 from tff_rec.models import table_model
 from tff_rec.training import functional
+from tff_rec.training import loop
 
 DEFAULT_DATA_DIR = '../shared/data/goodreads-100'
 EVAL_BLOCK_SCORES = 1 << 22  # users x items scored at a time: ~4M x 16 floats in the MLP
@@ -67,7 +68,7 @@ class GoodreadsRanking:
                         client_learning_rate=1e-3, server_optimizer='sgd',
                         server_learning_rate=1.0)
   EVAL_PARTS = ('test', 'test')  # the paper tracks test NDCG every N rounds
-  PROGRESS = {'loss': 'train/train/loss', 'ndcg_at_20': 'test/ndcg_at_20',
+  PROGRESS = {'loss': loop.TRAIN_LOSS, 'ndcg_at_20': 'test/ndcg_at_20',
               'bytes down': 'train/bytes_down'}
 
   def __init__(self, config: Config):

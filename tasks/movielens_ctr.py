@@ -35,6 +35,7 @@ from tff_rec.data import ctr_file
 from tff_rec.data import movielens
 from tff_rec.models import ctr as ctr_models
 from tff_rec.models import table_model
+from tff_rec.training import loop
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 DEFAULT_TEST_FRACTION = {'chronological': 0.1, 'random': 0.2}
@@ -115,7 +116,7 @@ class MovieLensCtr(click_model.ClickModel):
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='sgd', server_learning_rate=1.0)
   EVAL_PARTS = ('eval', 'eval')
-  PROGRESS = {'loss': 'train/client_work/train/loss', 'train loss': 'eval/train_loss',
+  PROGRESS = {'loss': loop.TRAIN_LOSS, 'train loss': 'eval/train_loss',
               'test auc': 'eval/test_auc'}
 
   def __init__(self, config: Config):

@@ -23,6 +23,7 @@ from tff_rec.models import dual_encoder
 from tff_rec.models import table_model
 from tff_rec.training import centralized
 from tff_rec.training import evaluation
+from tff_rec.training import loop
 
 RECALL_KS = (1, 5, 10)
 EVAL_BATCH_SIZE = 1024
@@ -71,7 +72,7 @@ class MovieLensNextItem:
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='adam', server_learning_rate=0.01)
   EVAL_PARTS = ('validation', 'test')  # every N rounds, after the last
-  PROGRESS = {'loss': 'train/client_work/train/loss',
+  PROGRESS = {'loss': loop.TRAIN_LOSS,
               'val recall_at_10': 'validation/recall_at_10',
               'test recall_at_10': 'test/recall_at_10'}
 

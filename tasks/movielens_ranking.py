@@ -42,6 +42,7 @@ from tff_rec.data import user_items
 from tff_rec.models import mf
 from tff_rec.models import table_model
 from tff_rec.training import functional
+from tff_rec.training import loop
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 USER_STATES = ('stored', 'reconstructed')
@@ -107,7 +108,7 @@ class MovieLensRanking(click_model.ClickModel):
   TRAIN_DEFAULTS = dict(clients_per_round=10, client_optimizer='sgd', client_learning_rate=0.5,
                         server_optimizer='sgd', server_learning_rate=1.0)
   EVAL_PARTS = ('validation', 'test')
-  PROGRESS = {'loss': 'train/train/loss', 'val hr': 'validation/hr_at_10',
+  PROGRESS = {'loss': loop.TRAIN_LOSS, 'val hr': 'validation/hr_at_10',
               'test hr': 'test/hr_at_10', 'bytes up': 'train/train/bytes_up'}
 
   def __init__(self, config: Config):

@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
+from launch import common
 from tests import conftest
+from tff_rec.training import loop
 
 FAST = ['--rounds=4', '--clients_per_round=5', '--eval_every=2', '--checkpoint_every=1',
         '--batch_size=4', '--loss=global_softmax']
@@ -283,3 +285,12 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path):
   for key in ('test/hr_at_10', 'validation/ndcg_at_10', 'train/train/loss',
               'train/train/bytes_up'):
     assert resumed[key] == summary[key], key
+
+
+def test_progress_line_shows_the_loss_under_either_metrics_layout(capsys):
+  progress = common.Progress(3, 'round', {'loss': loop.TRAIN_LOSS, 'auc': 'eval/auc'})
+  progress(1, {'train/train/loss': 0.25})  # FAIR's, FedMF's and the table forms' rounds
+  progress(2, {'train/client_work/train/loss': 0.5, 'eval/auc': 0.75})  # TFF's composed
+  first, second = capsys.readouterr().out.splitlines()
+  assert first.startswith('round 1/3  loss 0.25  ') and 'auc' not in first
+  assert second.startswith('round 2/3  loss 0.5  auc 0.75  ')
