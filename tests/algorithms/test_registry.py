@@ -106,12 +106,20 @@ def test_fair_runs_on_a_keras_model_with_declared_tables(ml100k_dir, tff_runtime
   task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir), model='lr',
                                                  batch_size=8))
   built = registry.build('fair', task, registry.training(task, 'fair'), capacities='1x-2x')
+  assert built.evaluate is None  # the weights are the Keras model's: the task scores them
   state = built.process.initialize()
-  first = built.evaluate(built.process.get_model_weights(state), 'eval')
+  weights = built.process.get_model_weights(state)
+  first = task.evaluate(weights, 'eval')
   assert first['train_loss'] == pytest.approx(np.log(2), abs=1e-3)  # the Keras model's start
   output = built.process.next(state, [built.client_input(c, 2) for c in built.client_ids[:6]])
   assert sum(output.metrics['clients'].values()) == 6
-  after = built.evaluate(built.process.get_model_weights(output.state), 'eval')
+  trained = built.process.get_model_weights(output.state)
+  after = task.evaluate(trained, 'eval')
   assert after['train_loss'] != first['train_loss'] and 0 <= after['test_auc'] <= 1
+  # set_model_weights takes the same structure back: the start's weights restart it
+  restarted = built.process.get_model_weights(built.process.set_model_weights(output.state,
+                                                                              weights))
+  for a, b in zip(restarted.trainable, weights.trainable):
+    np.testing.assert_array_equal(a, b)
   with pytest.raises(registry.NotApplicable, match='FedHM cannot hold table age_x_movie'):
     registry.build('fedhm', task, registry.training(task, 'fedhm'), capacities='1x-2x')

@@ -200,5 +200,6 @@ def test_other_algorithms_train_the_keras_mf_whose_user_rows_only_their_client_m
   assert examples['label'].sum() * (1 + task.config.num_negatives) == len(examples['label'])
   # FAIR hashes the item table only: the user table is one row per client
   fair = registry.build('fair', task, registry.training(task, 'fair'))
-  assert fair.process.get_model_weights(fair.process.initialize())['users'].shape == (
-      len(task.train_client_ids), 4)
+  users = fair.process.get_model_weights(fair.process.initialize()).trainable[0]
+  assert users.shape == (len(task.train_client_ids), 4)
+  assert fair.process.next.type_signature.parameter[0].member.weights.users.shape == users.shape

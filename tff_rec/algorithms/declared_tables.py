@@ -15,11 +15,10 @@ KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'table_of_variable',
 MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in full
 
 
-def table_model_of(task, name: str, why: str):
-  """(the task's TableModel, evaluate: its weights -> the task's metrics, or None for
-  the task's own evaluate). Raises NotApplicable (`why`) without declared tables."""
+def table_model_of(task, name: str, why: str) -> table_model.TableModel:
+  """The task's TableModel; raises NotApplicable (`why`) without declared tables."""
   if hasattr(task, 'functional_model'):
-    return task.functional_model(), None
+    return task.functional_model()
   if not all(hasattr(task, a) for a in KERAS_TABLES):
     raise api.not_applicable(name, task, why)
   if task.keras_model().losses:
@@ -27,7 +26,7 @@ def table_model_of(task, name: str, why: str):
                              '(e.g. spreadout), which the table form would drop')
   tables = {t for t in task.table_of_variable if t is not None}
   try:
-    model, names, keras_order = table_model.from_keras(
+    model = table_model.from_keras(
         task.keras_model, task.loss(), task.input_spec, tables, min_table_rows=MIN_TABLE_ROWS,
         per_user_tables=getattr(task, 'per_user_tables', ()))
   # TFF's KerasFunctionalModelError is private: any failure here means no functional form.
@@ -37,5 +36,4 @@ def table_model_of(task, name: str, why: str):
   if not model.tables:
     raise api.not_applicable(name, task, f'its model has no table of '
                              f'{MIN_TABLE_ROWS} rows or more to compress')
-  return model, lambda weights, part: task.evaluate(
-      table_model.to_model_weights(weights, names, keras_order), part)
+  return model

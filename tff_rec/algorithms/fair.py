@@ -208,7 +208,7 @@ def build_fair_process(model: table_model.TableModel,
         table_aggregator=tables.state))
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  return templates.learning_process(initialize, next_fn, 'weights')
+  return templates.learning_process(initialize, next_fn, 'weights', model.keras_view)
 
 
 # The registry's side: FAIR and its baselines on any task whose model declares
@@ -242,7 +242,7 @@ class Options:
 
 def build(task, options: Options, training, *, name: str):
   """FAIR-HET (fair) and its baselines: fair_hom, full_trn, fedhm, fair_inconsistent."""
-  model, evaluate = declared_tables.table_model_of(task, name, FUNCTIONAL_WHY)
+  model = declared_tables.table_model_of(task, name, FUNCTIONAL_WHY)
   shapes = collections.OrderedDict(
       (t, np.shape(model.initial_weights[t])) for t in model.tables)
   ids = list(task.train_client_ids)
@@ -286,4 +286,4 @@ def build(task, options: Options, training, *, name: str):
   def client_input(client_id: str, seed: int):
     return np.int32(tier_of[client_id]), task.client_arguments(client_id, seed)
 
-  return api.Built(process, ids, client_input, evaluate)
+  return api.Built(process, ids, client_input)

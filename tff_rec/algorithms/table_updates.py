@@ -194,14 +194,14 @@ def build_process(model: table_model.TableModel, form: item_updates.UpdateForm, 
         dense_aggregator=dense.state, table_aggregator=tables.state))
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  return templates.learning_process(initialize, next_fn, 'weights')
+  return templates.learning_process(initialize, next_fn, 'weights', model.keras_view)
 
 
 def build(task, options, training, *, name: str):
   """colr, scolr, svd or topk on a task's declared tables (fedmf.Options)."""
   if all(hasattr(task, a) for a in fedmf.MF):  # a matrix factorization: FedMF's round
     return fedmf.build(task, options, training, name=name)
-  model, evaluate = declared_tables.table_model_of(task, name, WHY)
+  model = declared_tables.table_model_of(task, name, WHY)
   if options.item_average != 'cohort':
     raise api.NotApplicable(f'--item_average={options.item_average} applies to the '
                             'matrix-factorization tasks only (FedMF\'s item table)')
@@ -230,4 +230,4 @@ def build(task, options, training, *, name: str):
     return (np.int32(local_rank(index[client_id], seed)),
             task.client_arguments(client_id, seed))
 
-  return api.Built(process, ids, client_input, evaluate)
+  return api.Built(process, ids, client_input)

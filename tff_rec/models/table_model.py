@@ -20,11 +20,33 @@ LossFn = Callable[[Mapping[str, tf.Tensor], Any, Callable], tf.Tensor]
 
 
 @dataclasses.dataclass(frozen=True)
+class KerasView:
+  """A Keras model's weights as a TableModel names them (from_keras) and back.
+
+  names: the weights' names, in their creation order; keras_order: for each of
+  the Keras model's trainable_variables, its index in `names`.
+  """
+  names: Sequence[str]
+  keras_order: Sequence[int]
+
+  def to_model_weights(self, weights: Mapping[str, Any]) -> tff.learning.models.ModelWeights:
+    return tff.learning.models.ModelWeights(
+        trainable=[weights[self.names[k]] for k in self.keras_order], non_trainable=[])
+
+  def from_model_weights(self, model_weights) -> collections.OrderedDict:
+    keras_position = {k: i for i, k in enumerate(self.keras_order)}
+    return collections.OrderedDict(
+        (name, model_weights.trainable[keras_position[k]]) for k, name in enumerate(self.names))
+
+
+@dataclasses.dataclass(frozen=True)
 class TableModel:
   initial_weights: Mapping[str, np.ndarray]
   loss: LossFn
   tables: Sequence[str]            # item tables: any table form may stand in for them
   per_user_tables: Sequence[str] = ()  # a client needs only its own row
+  # A Keras model's: processes then give and take its ModelWeights, as tff.learning's do.
+  keras_view: KerasView | None = None
 
 
 def keras_table_variables(model: tf.keras.Model, tables: Iterable[str]) -> list[str | None]:
@@ -37,9 +59,8 @@ def keras_table_variables(model: tf.keras.Model, tables: Iterable[str]) -> list[
 
 def from_keras(keras_model: Callable[[], tf.keras.Model], loss: tf.keras.losses.Loss,
                input_spec, tables: Iterable[str], *, min_table_rows: int,
-               per_user_tables: Iterable[str] = ()) -> tuple[TableModel, list[str], list[int]]:
-  """A Keras model as a TableModel: (model, its weight names in creation order, and
-  for each of the Keras model's trainable_variables its index in those names).
+               per_user_tables: Iterable[str] = ()) -> TableModel:
+  """A Keras model as a TableModel, with the KerasView of its weights.
 
   Weights are named after their tables (a layer named after the table; other
   variables `dense_<k>`); tables of at least `min_table_rows` rows are the
@@ -76,7 +97,7 @@ def from_keras(keras_model: Callable[[], tf.keras.Model], loss: tf.keras.losses.
     return functional.loss(functional.predict_on_batch((values, ()), x, training=True), y)
 
   initial = collections.OrderedDict((n, np.asarray(w)) for n, w in zip(names, trainable))
-  return TableModel(initial, table_loss, compressed, per_user), names, keras_order
+  return TableModel(initial, table_loss, compressed, per_user, KerasView(names, keras_order))
 
 
 def _creation_order(keras_model: Callable[[], tf.keras.Model]) -> tuple[list[str], list[int]]:
@@ -94,10 +115,3 @@ def _creation_order(keras_model: Callable[[], tf.keras.Model]) -> tuple[list[str
     model = keras_model()
   position = {id(v): k for k, v in enumerate(created)}
   return [v.name for v in created], [position[id(v)] for v in model.trainable_variables]
-
-
-def to_model_weights(weights: Mapping[str, Any], names: Sequence[str],
-                     keras_order: Sequence[int]) -> tff.learning.models.ModelWeights:
-  """A TableModel's named weights (from_keras) as the Keras model's ModelWeights."""
-  return tff.learning.models.ModelWeights(
-      trainable=[np.asarray(weights[names[k]]) for k in keras_order], non_trainable=[])
