@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tasks import goodreads_ranking
 from tasks import movielens_ctr
@@ -123,3 +124,23 @@ def test_fair_runs_on_a_keras_model_with_declared_tables(ml100k_dir, tff_runtime
     np.testing.assert_array_equal(a, b)
   with pytest.raises(registry.NotApplicable, match='FedHM cannot hold table age_x_movie'):
     registry.build('fedhm', task, registry.training(task, 'fedhm'), capacities='1x-2x')
+
+
+@pytest.mark.parametrize('algorithm', ['fedavg', 'scaffold', 'metaua', 'fair', 'fedmf'])
+def test_every_process_sets_the_model_weights_it_gives(algorithm, ml100k_dir, ranking_dir,
+                                                       tff_runtime):
+  if algorithm == 'fedmf':
+    task = movielens_ranking.Task(movielens_ranking.Config(data_dir=str(ranking_dir),
+                                                           embedding_dim=4))
+  else:
+    task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir), model='lr',
+                                                   batch_size=8))
+  built = registry.build(algorithm, task, registry.training(task, algorithm))
+  state = built.process.initialize()
+  shifted = tf.nest.map_structure(lambda w: np.asarray(w) + 0.5,
+                                  built.process.get_model_weights(state))
+  state = built.process.set_model_weights(state, shifted)
+  tf.nest.map_structure(np.testing.assert_allclose,
+                        built.process.get_model_weights(state), shifted)
+  output = built.process.next(state, [built.client_input(c, 1) for c in built.client_ids[:3]])
+  assert np.isfinite(tf.nest.flatten(built.process.get_model_weights(output.state))[0]).all()

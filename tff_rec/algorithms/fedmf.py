@@ -327,6 +327,11 @@ class StoredUsersProcess:
   def get_model_weights(self, state) -> dict[str, np.ndarray]:
     return {'items': np.asarray(state['server']['items']), 'users': state['users']}
 
+  def set_model_weights(self, state, weights: dict[str, np.ndarray]):
+    server = collections.OrderedDict(state['server'])
+    server['items'] = np.asarray(weights['items'], np.float32)
+    return {'server': server, 'users': np.asarray(weights['users'], np.float32)}
+
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
 # on a task with a matrix-factorization model whose user vectors stay private

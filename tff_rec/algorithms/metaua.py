@@ -361,6 +361,14 @@ class MetaUAProcess:
     return tff.learning.models.ModelWeights(trainable=list(state['weights']),
                                             non_trainable=list(state['non_trainable']))
 
+  def set_model_weights(self, state, weights: tff.learning.models.ModelWeights):
+    """The state with the model replaced (the meta parameters and round t-1's
+    record stay)."""
+    state = collections.OrderedDict(state)
+    state['weights'] = _numpy(list(weights.trainable))
+    state['non_trainable'] = _numpy(list(weights.non_trainable))
+    return state
+
 
 def _numpy(structure):
   return tf.nest.map_structure(lambda t: np.asarray(t), structure)

@@ -166,6 +166,13 @@ class ScaffoldProcess:
         trainable=list(state['server']['model']),
         non_trainable=list(state['server']['non_trainable']))
 
+  def set_model_weights(self, state, weights: tff.learning.models.ModelWeights):
+    """The state with the server model replaced (the client variates stay)."""
+    server = collections.OrderedDict(state['server'])
+    server['model'], server['non_trainable'] = (list(weights.trainable),
+                                                list(weights.non_trainable))
+    return {**state, 'server': server}
+
 
 
 def build(task, options, training, *, name: str):
