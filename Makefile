@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= ../shared/data/ml-100k
 RUN_DIR ?= runs/default
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n auto  # one test process per core (pytest-xdist)
 
 .PHONY: setup ops run test clean
 
