@@ -146,6 +146,50 @@ class GoodreadsRanking:
 
     return build
 
+  # The Keras NeuMF (the algorithms that train a Keras model) -----------------
+
+  def keras_model(self) -> tf.keras.Model:
+    return neumf.keras_model(self.shape, self.config.num_negatives, self.config.seed)
+
+  @functools.cached_property
+  def input_spec(self):
+    ids = tf.TensorSpec([None], tf.int32)
+    return (collections.OrderedDict(
+        user=ids, positive=ids,
+        negatives=tf.TensorSpec([None, self.config.num_negatives], tf.int32)),
+            tf.TensorSpec([None, 1], tf.float32))
+
+  @staticmethod
+  def loss() -> tf.keras.losses.Loss:
+    return neumf.BprLoss()
+
+  def model_fn(self) -> tff.learning.models.VariableModel:
+    return tff.learning.models.from_keras_model(self.keras_model(), loss=self.loss(),
+                                                input_spec=self.input_spec)
+
+  @functools.cached_property
+  def keras_dataset_computation(self) -> tff.Computation:
+    """dataset_computation's batches as (triples, an unused label) for Keras."""
+    @tff.tensorflow.computation(self.dataset_computation.type_signature.parameter)
+    def build(arguments):
+      return self.dataset_computation(arguments).map(_with_label)
+
+    return build
+
+  def client_examples(self, client_id: str) -> collections.OrderedDict:
+    """The client's triples (negatives drawn once, from its own seed) and a 'label'."""
+    user, positives, negatives = self.client_arguments(
+        client_id, [self.config.seed, self._client_index[client_id]])
+    return collections.OrderedDict(user=np.full(len(positives), user, np.int32),
+                                   positive=positives, negatives=negatives,
+                                   label=np.ones(len(positives), np.float32))
+
+  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
+    return self.one_pass(dataset.shuffle(1 << 16, seed=seed).repeat(self.config.local_epochs))
+
+  def one_pass(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+    return dataset.batch(self.config.batch_size).map(_with_label)
+
   def triples_dataset(self, users, positives, negatives) -> tf.data.Dataset:
     """Batches of (user, positive, negatives) triples, in order."""
     return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
@@ -155,6 +199,8 @@ class GoodreadsRanking:
     """Mean NDCG / recall / HR @k of the full model over users with test items."""
     if part != 'test':
       raise ValueError(f'goodreads_ranking evaluates on "test" only, got {part!r}')
+    if isinstance(weights, tff.learning.models.ModelWeights):  # the Keras NeuMF's
+      weights = neumf.keras_weights(self.keras_model(), weights.trainable)
     scores = functools.partial(neumf.score_all_items,
                                {k: tf.constant(v) for k, v in weights.items()})
     return self._ranking_metrics(lambda users: scores(tf.constant(users)))
@@ -219,5 +265,11 @@ class GoodreadsRanking:
             {k: v.numpy() for k, v in weights.items()}).items()})
       on_epoch(epoch, metrics_now)
     return metrics_now
+
+def _with_label(triples):
+  """Keras's (x, y) of a batch of triples: BPR needs no label, Keras wants one."""
+  triples = collections.OrderedDict((k, v) for k, v in triples.items() if k != 'label')
+  return triples, tf.ones([tf.shape(triples['user'])[0], 1])
+
 
 Task = GoodreadsRanking

@@ -55,8 +55,7 @@ def test_training_settings_layer_task_then_algorithm_then_overrides():
      'adds a regularization loss'),
     (movielens_next_item, {'loss': 'batch_softmax_spreadout'}, 'fair',
      'adds a regularization loss'),
-    (goodreads_ranking, {}, 'fedprox', 'trains a Keras model'),
-    (goodreads_ranking, {}, 'scaffold', 'trains a Keras model'),
+    (goodreads_ranking, {}, 'fedmf', 'not a matrix factorization with private user'),
 ])
 def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
     task_module, config, algorithm, message, request):

@@ -123,3 +123,40 @@ def test_dataset_computation_batches_each_epoch_on_its_own(user_items_dir, tff_r
         tf.zeros([0], tf.int32), lambda sizes, b: tf.concat([sizes, tf.shape(b['user'])], 0))
 
   assert batch_sizes((user, positives, negatives)).tolist() == [3, 3, 2, 3, 3, 2]
+
+
+def test_keras_neumf_computes_the_functional_margins_and_evaluates_from_model_weights(
+    user_items_dir):
+  task = _task(user_items_dir, factors=4, num_negatives=2)
+  model = task.keras_model()
+  functional = task.functional_model().initial_weights
+  keras = neumf.keras_weights(model, [v.numpy() for v in model.trainable_variables])
+  assert list(keras) == list(functional)  # every weight, by the same names
+  for name, value in keras.items():
+    assert value.shape == functional[name].shape, name
+  model.set_weights([functional[n] for n in neumf.keras_weights(
+      model, range(len(model.trainable_variables)))])
+  user, positives, negatives = task.client_arguments(task.train_client_ids[0], 3)
+  triples = {'user': np.full(len(positives), user, np.int32), 'positive': positives,
+             'negatives': negatives}
+  expected = neumf.score_margins({k: tf.constant(v) for k, v in functional.items()},
+                                 triples, neumf.full_item_rows(functional))
+  np.testing.assert_allclose(model(triples).numpy()[:, 0], expected.numpy(), rtol=1e-5)
+  weights = tff.learning.models.ModelWeights.from_model(model)
+  assert task.evaluate(weights) == task.evaluate(functional)
+
+
+@pytest.mark.parametrize('algorithm', ['fedprox', 'metaua'])
+def test_keras_algorithms_train_the_keras_neumf(algorithm, user_items_dir, tff_runtime):
+  from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
+  task = _task(user_items_dir, factors=4, batch_size=4, local_epochs=1)
+  built = registry.build(algorithm, task, registry.training(
+      task, algorithm, client_optimizer='sgd', client_learning_rate=0.5, clients_per_round=4))
+  state = built.process.initialize()
+  before = built.process.get_model_weights(state)
+  output = built.process.next(state, [built.client_input(c, 0) for c in built.client_ids[:4]])
+  after = built.process.get_model_weights(output.state)
+  moved = [np.abs(np.asarray(a) - np.asarray(b)).max()
+           for a, b in zip(after.trainable, before.trainable)]
+  assert max(moved) > 1e-4
+  assert 0 <= task.evaluate(after)['ndcg_at_20'] <= 1

@@ -39,3 +39,9 @@ KERAS = ('model_fn', 'dataset_computation', 'client_arguments')
 KERAS_WHY = ('the algorithm trains a Keras model (tff.learning) and this task\'s model is '
              'a function of weight tables')
 TABLES = ('client_table_rows', 'client_sizes', 'table_rows')  # feature heat of its tables
+
+
+def keras_dataset_computation(task):
+  """The task's client datasets as its Keras model reads them: its
+  `keras_dataset_computation` where its other algorithms read another form."""
+  return getattr(task, 'keras_dataset_computation', task.dataset_computation)

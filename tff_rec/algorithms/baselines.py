@@ -155,7 +155,7 @@ def build_keras(task, name: str, training, *, algorithm: str = 'fedavg',
       model_aggregator=model_aggregator or model_aggregator_for(task, training, name, heat),
       client_weighting=weighting, proximal_strength=proximal_strength)
   process = tff.simulation.compose_dataset_computation_with_learning_process(
-      task.dataset_computation, process)
+      api.keras_dataset_computation(task), process)
   return api.Built(process, list(task.train_client_ids), task.client_arguments)
 
 
@@ -169,16 +169,18 @@ def build_fedavg(task, options: WeightingOptions, training, *, name: str):
     raise api.NotApplicable(f'--algorithm={name} is FedAvg with a {wanted} server '
                             f'optimizer, got --server_optimizer='
                             f'{training.server_optimizer.name}')
-  # FedAvg on a model of weight tables is the FAIR round with one full tier, and
-  # with an SGD server on matrix factorization with private users it is FedMF
-  # (adaptive servers train the task's Keras MF instead).
-  if options.heat and not hasattr(task, 'model_fn'):
-    raise api.NotApplicable(f'--heat applies to Keras-model tasks; --task={task.NAME} '
-                            'weighs clients by their training examples')
-  if not hasattr(task, 'model_fn') and hasattr(task, 'functional_model'):
+  # FedAvg on a model of weight tables (NeuMF) is the FAIR round with one full
+  # tier, and with an SGD server on matrix factorization with private users it
+  # is FedMF (adaptive servers train the task's Keras MF instead).
+  functional = hasattr(task, 'functional_model')
+  mf = hasattr(task, 'initial_users') and (training.server_optimizer.name == 'sgd'
+                                           or not hasattr(task, 'model_fn'))
+  if options.heat and (functional or mf or not hasattr(task, 'model_fn')):
+    raise api.NotApplicable(f'--heat applies to Keras-model tasks; --algorithm={name} on '
+                            f'--task={task.NAME} weighs clients by their training examples')
+  if functional:
     return fair.build(task, fair.Options(capacities='1x'), training, name=name)
-  if hasattr(task, 'initial_users') and (training.server_optimizer.name == 'sgd'
-                                         or not hasattr(task, 'model_fn')):
+  if mf:
     return fedmf.build(task, fedmf.Options(), training, name=name)
   return build_keras(task, name, training, heat=options.resolved_heat(task))
 

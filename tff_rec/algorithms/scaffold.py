@@ -194,7 +194,7 @@ def build(task, options, training, *, name: str):
         '(its driver-kept variates are outside TFF aggregators); use --aggregator=mean')
   ids = list(task.train_client_ids)
   process = ScaffoldProcess(
-      task.model_fn, task.dataset_computation, num_clients=len(ids),
+      task.model_fn, api.keras_dataset_computation(task), num_clients=len(ids),
       client_learning_rate=training.client_optimizer.learning_rate,
       server_learning_rate=training.server_optimizer.learning_rate)
   index = {client: k for k, client in enumerate(ids)}

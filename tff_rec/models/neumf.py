@@ -95,6 +95,18 @@ def scores(weights: Mapping[str, tf.Tensor], users: tf.Tensor, items: tf.Tensor,
   return out[:, 0] + weights['output/bias'][0]
 
 
+def score_margins(weights: Mapping[str, tf.Tensor], batch: Mapping[str, tf.Tensor],
+                  item_rows: ItemRows) -> tf.Tensor:
+  """s(u, pos) - mean_k s(u, neg_k) per triple of the batch (user [B], positive [B],
+  negatives [B, K]): [B]."""
+  users, negatives = batch['user'], batch['negatives']
+  num_negatives = tf.shape(negatives)[1]
+  pos = scores(weights, users, batch['positive'], item_rows)
+  neg = scores(weights, tf.repeat(users, num_negatives), tf.reshape(negatives, [-1]),
+               item_rows)
+  return pos - tf.reduce_mean(tf.reshape(neg, [-1, num_negatives]), axis=1)
+
+
 def bpr_loss(weights: Mapping[str, tf.Tensor], batch: Mapping[str, tf.Tensor],
              item_rows: ItemRows, *, l2: float) -> tf.Tensor:
   """BPR with L2 decay on the batch's embeddings, as FAIR's official code.
@@ -107,12 +119,7 @@ def bpr_loss(weights: Mapping[str, tf.Tensor], batch: Mapping[str, tf.Tensor],
   the intent.)
   """
   users, positive, negatives = batch['user'], batch['positive'], batch['negatives']
-  num_negatives = tf.shape(negatives)[1]
-  pos = scores(weights, users, positive, item_rows)
-  neg = scores(weights, tf.repeat(users, num_negatives), tf.reshape(negatives, [-1]),
-               item_rows)
-  neg = tf.reduce_mean(tf.reshape(neg, [-1, num_negatives]), axis=1)
-  ranking = -tf.reduce_mean(tf.math.log_sigmoid(pos - neg))
+  ranking = -tf.reduce_mean(tf.math.log_sigmoid(score_margins(weights, batch, item_rows)))
   items = tf.concat([positive, tf.reshape(negatives, [-1])], 0)
   squares = [tf.reduce_sum(tf.square(tf.gather(weights[name], users)))
              for name in ('user_gmf', 'user_mlp')]
@@ -145,3 +152,68 @@ def score_all_items(weights: Mapping[str, tf.Tensor], users: tf.Tensor) -> tf.Te
                        weights['item_gmf'], transpose_b=True)
   mlp_part = tf.einsum('uid,d->ui', hidden, out_kernel[f:])
   return gmf_part + mlp_part + weights['output/bias'][0]
+
+
+class NeuMFMargins(tf.keras.layers.Layer):
+  """NeuMF's weights (named as initial_weights) as one Keras layer: triples ->
+  score_margins [B, 1]. Initialised by the same laws as initial_weights (Keras's
+  seeded draws, not the same numbers)."""
+
+  def __init__(self, shape: NeuMFShape, seed: int = 0, **kwargs):
+    super().__init__(**kwargs)
+    self.shape, self.seed = shape, seed
+    self.named = collections.OrderedDict()
+
+  def build(self, input_shape):
+    f, e, s = self.shape.factors, self.shape.mlp_dim, self.seed
+    normal = lambda k: tf.keras.initializers.RandomNormal(stddev=0.01, seed=s + k)
+    for k, (name, rows, dim) in enumerate([
+        ('user_gmf', self.shape.num_users, f), ('user_mlp', self.shape.num_users, e),
+        ('item_gmf', self.shape.num_items, f), ('item_mlp', self.shape.num_items, e)]):
+      self.named[name] = self.add_weight(name=name, shape=(rows, dim), initializer=normal(k))
+    width = 2 * e
+    for layer in range(self.shape.mlp_layers):
+      self.named[f'mlp_{layer}/kernel'] = self.add_weight(
+          name=f'mlp_{layer}/kernel', shape=(width, width // 2),
+          initializer=tf.keras.initializers.GlorotUniform(seed=s + 10 + layer))
+      self.named[f'mlp_{layer}/bias'] = self.add_weight(
+          name=f'mlp_{layer}/bias', shape=(width // 2,), initializer='zeros')
+      width //= 2
+    self.named['output/kernel'] = self.add_weight(
+        name='output/kernel', shape=(f + width, 1), initializer=tf.keras.initializers
+        .VarianceScaling(1.0, 'fan_in', 'uniform', seed=s + 20))  # bound sqrt(3 / fan_in)
+    self.named['output/bias'] = self.add_weight(name='output/bias', shape=(1,),
+                                                initializer='zeros')
+
+  def call(self, triples):
+    return score_margins(self.named, triples, full_item_rows(self.named))[:, None]
+
+  def get_config(self):
+    return {**super().get_config(), 'shape': dataclasses.asdict(self.shape), 'seed': self.seed}
+
+
+def keras_model(shape: NeuMFShape, num_negatives: int, seed: int) -> tf.keras.Model:
+  """NeuMF as a Keras model over {'user', 'positive', 'negatives'} triples, for the
+  algorithms that train one: its output is the margin BprLoss takes. No L2 term
+  (a regularization loss would be a second objective for them to average)."""
+  triples = collections.OrderedDict(
+      user=tf.keras.Input((), dtype=tf.int32, name='user'),
+      positive=tf.keras.Input((), dtype=tf.int32, name='positive'),
+      negatives=tf.keras.Input((num_negatives,), dtype=tf.int32, name='negatives'))
+  return tf.keras.Model(triples, NeuMFMargins(shape, seed, name='neumf')(triples),
+                        name='neumf')
+
+
+def keras_weights(model: tf.keras.Model, trainable) -> collections.OrderedDict:
+  """A Keras NeuMF's trainable values by initial_weights' names."""
+  return collections.OrderedDict(
+      (v.name.split('/', 1)[1].rsplit(':', 1)[0], w)
+      for v, w in zip(model.trainable_variables, trainable))
+
+
+class BprLoss(tf.keras.losses.Loss):
+  """-log sigmoid(margin): BPR on a Keras NeuMF's output (the label is unused)."""
+
+  def call(self, y_true, y_pred):
+    del y_true
+    return -tf.math.log_sigmoid(y_pred)
