@@ -1,12 +1,27 @@
-"""CoLR's factor sum: the mean of the clients' A's times the round's shared basis."""
+"""CoLR's factor sum: the round's shared basis, and the mean of the clients' A's times it."""
 
 import collections
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import factor_sum
+
+
+def _seed(k):
+  return tf.constant([k, 0], tf.int64)
+
+
+def test_basis_rows_are_orthogonal_scaled_and_unbiased():
+  basis = factor_sum.correlated_basis(_seed(1), 4, 16).numpy()
+  np.testing.assert_allclose(basis @ basis.T, 4.0 * np.eye(4), atol=1e-5)  # d / r
+  np.testing.assert_array_equal(factor_sum.correlated_basis(_seed(1), 4, 16).numpy(), basis)
+  # E[B^T B] = I: the mean projection over many rounds' bases.
+  mean = np.mean([(lambda b: b.T @ b)(factor_sum.correlated_basis(_seed(k), 2, 8).numpy())
+                  for k in range(2000)], axis=0)
+  np.testing.assert_allclose(mean, np.eye(8), atol=0.1)
 
 
 def _value_type(rows, rank):

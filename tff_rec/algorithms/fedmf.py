@@ -216,8 +216,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
       mean *= tf.constant(item_scale, tf.float32)[:, None]
     if form.columns:
       basis_seed, _ = factor_sum.round_seeds(broadcast['seed'])
-      update = tf.matmul(mean, factor_sum.correlated_basis(basis_seed, form.rank,
-                                                             config.dim))
+      update = tf.matmul(mean, factor_sum.correlated_basis(basis_seed, form.rank, config.dim))
     else:
       update = item_updates.compress(form, mean)  # svd / topk: the compressed download
     return items + config.server_learning_rate * update, round_num + 1
