@@ -69,16 +69,32 @@ def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
     registry.build(algorithm, task, registry.training(task, algorithm))
 
 
-def test_secure_aggregation_needs_the_inprocess_runtime_and_dp_is_refused_by_colr(
+def test_secure_aggregation_needs_the_inprocess_runtime_and_dp_is_refused_by_scolr(
     ranking_dir):
   task = movielens_ranking.Task(movielens_ranking.Config(data_dir=str(ranking_dir),
                                                          user_state='reconstructed'))
   secure = inner.InnerAggregator('secure')
   with pytest.raises(registry.NotApplicable, match='native worker has no secure sum'):
     registry.build('colr', task, registry.training(task, 'colr', aggregator=secure))
-  dp = registry.training(task, 'colr', aggregator=inner.InnerAggregator('dp'))
-  with pytest.raises(registry.NotApplicable, match="TFF's DP factory averages"):
-    registry.build('colr', task, dp)
+  dp = registry.training(task, 'scolr', aggregator=inner.InnerAggregator('dp'))
+  with pytest.raises(registry.NotApplicable, match='--aggregator=dp averages over the cohort, and scolr divides'):
+    registry.build('scolr', task, dp)
+
+
+def test_fedmf_under_dp_without_noise_or_clipping_is_the_cohort_mean(ranking_dir,
+                                                                      tff_runtime):
+  task = movielens_ranking.Task(movielens_ranking.Config(
+      data_dir=str(ranking_dir), user_state='reconstructed', embedding_dim=4, batch_size=64))
+  weights = []
+  for aggregator in (inner.InnerAggregator(),
+                     inner.InnerAggregator('dp', dp_noise_multiplier=0.0, dp_clip=1e6)):
+    training = registry.training(task, 'colr', aggregator=aggregator, clients_per_round=4)
+    built = registry.build('colr', task, training, rank=2)
+    state = built.process.initialize()
+    output = built.process.next(state, [built.client_input(c, 0) for c in built.client_ids[:4]])
+    weights.append(np.asarray(built.process.get_model_weights(output.state)))
+  assert np.abs(weights[0] - task.initial_items).max() > 1e-4
+  np.testing.assert_allclose(weights[1], weights[0], atol=1e-6)
 
 
 def test_fedavg_on_matrix_factorization_is_fedmf(ranking_dir):

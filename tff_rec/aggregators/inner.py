@@ -57,10 +57,13 @@ class InnerAggregator:
           value_sum_factory=self.sum(),
           weight_sum_factory=tff.aggregators.SecureSumFactory(SECURE_WEIGHT_BOUND, 0.0))
     if self.name == 'dp':
-      return tff.aggregators.as_weighted_aggregator(
-          tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
-              self.dp_noise_multiplier, clients_per_round, self.dp_clip))
+      return tff.aggregators.as_weighted_aggregator(self.dp_mean(clients_per_round))
     return tff.aggregators.MeanFactory()
+
+  def dp_mean(self, clients_per_round: int) -> tff.aggregators.UnweightedAggregationFactory:
+    """TFF's DP-FedAvg mean: clipped values, noised sum over the expected cohort."""
+    return tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
+        self.dp_noise_multiplier, clients_per_round, self.dp_clip)
 
   def sum(self) -> tff.aggregators.UnweightedAggregationFactory:
     """The plain sum of the clients' values through this aggregation (not DP: TFF's

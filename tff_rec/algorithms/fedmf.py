@@ -19,8 +19,10 @@ and sends its payload. Everything a client sends goes through one sum
 (`sum_factory`: TFF's plain sum, or its secure sum): the payload and its
 coverage (which rows / columns it speaks for). The server divides the two
 (a mean per entry), decodes (mean A times B for CoLR; a recompression for
-svd and topk), and adds it to W times the server learning rate. Clients are
-weighted equally, as the official code does in effect.
+svd and topk), and adds it to W times the server learning rate. Under
+--aggregator=dp the payload goes through TFF's DP mean over the cohort
+instead (`mean_factory`; the forms whose clients cover every entry). Clients
+are weighted equally, as the official code does in effect.
 
 `item_average`: 'cohort' (the paper's FedAvg mean over the cohort, an item
 no client touched counts as zero change) or 'touched' (the official code: the
@@ -167,11 +169,15 @@ def _upload_bytes(config: FedMFConfig, local_rank: tf.Tensor) -> tf.Tensor:
 def build_round(config: FedMFConfig, initial_items: np.ndarray,
                 dataset_computation: tff.Computation, *,
                 sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
+                mean_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
                 item_scale: np.ndarray | None = None):
   """(initialize, next) federated computations of one round.
 
   next(state, client data) -> (state, each client's trained user vector at
-  CLIENTS, metrics). Client data: (user vector, local rank (scolr; else
+  CLIENTS, metrics). `mean_factory` (e.g. TFF's DP mean) replaces the sum and
+  the division by coverage with a mean over the cohort: the cohort average of
+  the forms whose every client covers every entry (not scolr's columns, not
+  'touched'). Client data: (user vector, local rank (scolr; else
   ignored), the dataset computation's arguments). The dataset's elements
   carry 'epoch' (the first reconstruction_epochs are reconstruction),
   'item' and 'label'.
@@ -207,11 +213,19 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
             bytes_up=_upload_bytes(config, local_rank)))
 
   value_type = client_update.type_signature.result['value']
-  aggregation = sum_factory.create(value_type)
+  if mean_factory:
+    if form.name == 'scolr' or config.item_average != 'cohort':
+      raise ValueError("a mean factory averages over the cohort; scolr's columns and "
+                       "item_average='touched' need each entry's own coverage")
+    aggregation = mean_factory.create(value_type['payload'])
+  else:
+    aggregation = sum_factory.create(value_type)
 
-  @tff.tensorflow.computation(items_type, np.int64, broadcast_type, value_type)
-  def server_update(items, round_num, broadcast, sums):
-    mean = sums['payload'] / tf.maximum(sums['coverage'], 1.0)
+  @tff.tensorflow.computation(items_type, np.int64, broadcast_type,
+                              aggregation.next.type_signature.result.result.member)
+  def server_update(items, round_num, broadcast, aggregate):
+    mean = (aggregate if mean_factory
+            else aggregate['payload'] / tf.maximum(aggregate['coverage'], 1.0))
     if item_scale is not None:
       mean *= tf.constant(item_scale, tf.float32)[:, None]
     if form.columns:
@@ -251,7 +265,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
     datasets = tff.federated_map(dataset_computation, client_data.data)
     outputs = tff.federated_map(client_update, (
         client_data.user, client_data.rank, datasets, tff.federated_broadcast(broadcast)))
-    summed = aggregation.next(state.aggregator, outputs.value)
+    summed = aggregation.next(state.aggregator,
+                              outputs.value.payload if mean_factory else outputs.value)
     items, round_num = tff.federated_map(server_update, (
         state.items, state.round, broadcast, summed.result))
     metrics = tff.federated_zip(collections.OrderedDict(
@@ -266,7 +281,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
 
 def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
                                  dataset_computation: tff.Computation, *,
-                                 sum_factory=None, item_scale: np.ndarray | None = None
+                                 sum_factory=None, mean_factory=None,
+                                 item_scale: np.ndarray | None = None
                                  ) -> tff.learning.templates.LearningProcess:
   """The round with reconstructed user vectors, as a LearningProcess (both runtimes).
 
@@ -276,7 +292,8 @@ def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
   if not config.reconstruction_epochs:
     raise ValueError('a reconstruction process needs reconstruction_epochs >= 1')
   initialize, round_fn = build_round(config, initial_items, dataset_computation,
-                                     sum_factory=sum_factory, item_scale=item_scale)
+                                     sum_factory=sum_factory, mean_factory=mean_factory,
+                                     item_scale=item_scale)
   state_type, client_data_type = round_fn.type_signature.parameter
 
   @tff.federated_computation(state_type, client_data_type)
@@ -398,16 +415,20 @@ def local_ranks(options: Options, name: str, num_clients: int, seed: int):
   return lambda client, round_seed: ranks[groups[client]]
 
 
-def _sum_factory(options: Options, training, name: str):
-  """The one sum everything a client sends goes through (plain, or TFF's secure sum)."""
+def _aggregation(options: Options, training, name: str) -> dict:
+  """The one sum everything a client sends goes through (plain, or TFF's secure sum),
+  or TFF's DP mean over the cohort in its place."""
   if options.secure_sum_bound:
-    return tff.aggregators.SecureSumFactory(float(options.secure_sum_bound))
+    return dict(sum_factory=tff.aggregators.SecureSumFactory(float(options.secure_sum_bound)))
   if training.aggregator.name == 'dp':
-    raise api.NotApplicable(
-        f'--algorithm={name} divides summed payloads by summed coverage counts; TFF\'s DP '
-        'factory averages over the expected cohort instead, so it cannot stand in for '
-        'the sum; use --aggregator=mean or secure')
-  return training.aggregator.sum()
+    if name == 'scolr' or options.item_average != 'cohort':
+      divides = ('scolr divides each column of A by the clients that trained it'
+                 if name == 'scolr' else '--item_average=touched divides each item by the '
+                 'clients that touched it')
+      raise api.NotApplicable(f'--aggregator=dp averages over the cohort, and {divides}; '
+                              'use colr, fedmf, svd or topk with --item_average=cohort')
+    return dict(mean_factory=training.aggregator.dp_mean(training.clients_per_round))
+  return dict(sum_factory=training.aggregator.sum())
 
 
 def build(task, options: Options, training, *, name: str):
@@ -468,7 +489,7 @@ def build(task, options: Options, training, *, name: str):
     return api.Built(process, ids, client_input)
   process = build_reconstruction_process(
       config, task.initial_items, task.mf_dataset_computation,
-      sum_factory=_sum_factory(options, training, name), item_scale=item_scale)
+      **_aggregation(options, training, name), item_scale=item_scale)
 
   def client_input(client_id: str, seed: int):  # pylint: disable=function-redefined
     user = task.user_index(client_id)
