@@ -320,8 +320,7 @@ def write_text(path: pathlib.Path, text: str) -> None:
 class Progress:
   """Prints one line per step: chosen metrics, time per step and an ETA.
 
-  `shown` maps a short label to a metric key, or to a tuple of keys of which the
-  first present is shown; absent metrics are skipped.
+  `shown` maps a short label to a metric key; absent metrics are skipped.
   The first step seen may be past 1 (a resumed run): the ETA counts from it.
   """
 
@@ -337,10 +336,8 @@ class Progress:
         print(f'resumed from checkpoint at {self.unit} {step}', flush=True)
     per_step = (time.monotonic() - self.started) / (step - self.first + 1)
     eta = per_step * (self.total - step)
-    present = {label: next((k for k in ((keys,) if isinstance(keys, str) else keys)
-                            if k in metrics), None) for label, keys in self.shown.items()}
     values = '  '.join(f'{label} {metrics[key]:.4g}'
-                       for label, key in present.items() if key is not None)
+                       for label, key in self.shown.items() if key in metrics)
     print(f'{self.unit} {step}/{self.total}  {values}  '
           f'{per_step:.2f} s/{self.unit}  ETA {_duration(eta)}', flush=True)
 
@@ -358,6 +355,27 @@ def parse_target(text: str | None) -> tuple[str, str, float] | None:
         break
   raise app.UsageError(f'--target={text}: expected METRIC>=VALUE or METRIC<=VALUE, '
                        'e.g. eval/test_auc>=0.6')
+
+
+# Metrics that records written before FAIR's, FedMF's and the table forms' rounds
+# took tff.learning's layout (templates.round_metrics) hold under other names.
+EARLIER_NAMES = {
+    'train/client_work/train/loss': 'train/train/loss',
+    'train/aggregator/bytes_down': 'train/bytes_down',  # FAIR's
+    'train/aggregator/bytes_up': 'train/train/bytes_up',  # FedMF's
+    'train/aggregator/bytes_down_update': 'train/train/bytes_down_update',
+}
+
+
+def recorded(record, key: str, *default):
+  """record[key] of a summary dict or a metrics frame, from any committed record
+  (`default`, if given, where the record has neither name)."""
+  for name in (key, EARLIER_NAMES.get(key)):
+    if name in record:
+      return record[name]
+  if default:
+    return default[0]
+  raise KeyError(key)
 
 
 def first_reached(metrics_csv: pathlib.Path, step: str, target) -> dict:

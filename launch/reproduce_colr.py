@@ -96,8 +96,9 @@ def _result(summary, name: str) -> dict | None:
   rows = _metrics(name)
   if isinstance(summary, str) or rows is None:
     return None
-  return dict(hr=summary[HR], ndcg=summary[NDCG], kb_up=rows['train/train/bytes_up'].mean() / 1024,
-              kb_down=summary['train/train/bytes_down_update'] / 1024,
+  return dict(hr=summary[HR], ndcg=summary[NDCG],
+              kb_up=common.recorded(rows, 'train/aggregator/bytes_up').mean() / 1024,
+              kb_down=common.recorded(summary, 'train/aggregator/bytes_down_update') / 1024,
               seconds=rows['train/round_seconds'].median())
 
 

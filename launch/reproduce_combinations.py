@@ -38,7 +38,7 @@ flags.DEFINE_list('tables', ['goodreads', 'movielens'], 'Which tables.')
 flags.DEFINE_list('seeds', ['0', '1'], 'Seeds of every cell.')
 flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
 FLAGS = flags.FLAGS
-LOSS = 'train/train/loss'  # both tasks' training loss after the last round
+LOSS = 'train/client_work/train/loss'  # both tasks' training loss after the last round
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +128,7 @@ def tabulate(name: str, seeds: list[int]) -> list[str]:
     results[row] = [r for r in (_cell(table, row, s) for s in seeds) if isinstance(r, dict)]
   labels = {'popularity': 'popularity', **{k: v[0] for k, v in table.rows.items()}}
   for row, runs in results.items():
-    diverged = sum(math.isnan(r.get(LOSS, 0.0)) for r in runs)
+    diverged = sum(math.isnan(common.recorded(r, LOSS, 0.0)) for r in runs)
     if diverged:  # a NaN model scores zero: say what happened instead
       lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * len(table.metrics))
                    + f' | training loss NaN in {diverged} of {len(runs)} seeds |')

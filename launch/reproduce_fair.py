@@ -231,7 +231,7 @@ def main(argv):
   for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES)]:
     path = common.cell_file(FLAGS.runs_dir, name, 'metrics.csv', _records())
     if path.exists():
-      mean = pd.read_csv(path)['train/bytes_down'].mean() / 2**20
+      mean = common.recorded(pd.read_csv(path), 'train/aggregator/bytes_down').mean() / 2**20
       bytes_rows.append(f'| {name} | {mean:.1f} |')
   text = f"""# FAIR on Goodreads-100: Tables 2 and 3 of Desai et al.
 

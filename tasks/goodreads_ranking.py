@@ -69,7 +69,7 @@ class GoodreadsRanking:
                         server_learning_rate=1.0)
   EVAL_PARTS = ('test', 'test')  # the paper tracks test NDCG every N rounds
   PROGRESS = {'loss': loop.TRAIN_LOSS, 'ndcg_at_20': 'test/ndcg_at_20',
-              'bytes down': 'train/bytes_down'}
+              'bytes down': 'train/aggregator/bytes_down'}
 
   def __init__(self, config: Config):
     self.config = config

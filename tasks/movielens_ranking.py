@@ -109,7 +109,7 @@ class MovieLensRanking(click_model.ClickModel):
                         server_optimizer='sgd', server_learning_rate=1.0)
   EVAL_PARTS = ('validation', 'test')
   PROGRESS = {'loss': loop.TRAIN_LOSS, 'val hr': 'validation/hr_at_10',
-              'test hr': 'test/hr_at_10', 'bytes up': 'train/train/bytes_up'}
+              'test hr': 'test/hr_at_10', 'bytes up': 'train/aggregator/bytes_up'}
 
   def __init__(self, config: Config):
     self.config = config

@@ -95,7 +95,7 @@ def test_fair_with_every_client_at_1x_is_tff_fedavg(user_items_dir, tff_runtime)
   assert moved > 1e-2
   for name, value in zip(names, expected):
     np.testing.assert_allclose(weights[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
-  assert outputs[0].metrics['clients']['1x'] == 3
+  assert outputs[0].metrics['client_work']['clients']['1x'] == 3
 
 
 def test_native_composite_equals_inprocess_op(user_items_dir, tff_runtime):
@@ -113,23 +113,24 @@ def test_native_composite_equals_inprocess_op(user_items_dir, tff_runtime):
   for name in native_weights:
     np.testing.assert_allclose(local_weights[name], native_weights[name], rtol=1e-4,
                                atol=1e-5, err_msg=name)
-  assert native_out[-1].metrics['clients'] == local_out[-1].metrics['clients']
-  np.testing.assert_allclose(local_out[-1].metrics['train']['loss'],
-                             native_out[-1].metrics['train']['loss'], rtol=1e-5)
+  native_work, local_work = (out[-1].metrics['client_work'] for out in (native_out, local_out))
+  assert native_work['clients'] == local_work['clients']
+  np.testing.assert_allclose(local_work['train']['loss'], native_work['train']['loss'],
+                             rtol=1e-5)
 
 
 def test_tier_metrics_count_clients_and_bytes(user_items_dir, tff_runtime):
   task = _task(user_items_dir, local_epochs=1)
   _, metrics, ids = _one_native_round(task, 'fair', '1x-4x', slice(2, 7))  # tiers 0,0,1,1,1
-  assert dict(metrics['clients']) == {'1x': 2, '4x': 3}
+  assert dict(metrics['client_work']['clients']) == {'1x': 2, '4x': 3}
   n, f = task.shape.num_items, task.shape.factors
   dense = (2 * f * f + f) + (2 * f + 1) + 2 * f  # MLP, output, one row of each user table
   full, quarter = 2 * n * f, 2 * (n * f // 4)
-  assert metrics['bytes_down'] == 4 * (2 * (full + dense) + 3 * (quarter + dense))
-  assert metrics['bytes_up'] == metrics['bytes_down']
-  assert dict(metrics['bytes_per_client']) == {'1x': 4 * (full + dense),
+  assert metrics['aggregator']['bytes_down'] == 4 * (2 * (full + dense) + 3 * (quarter + dense))
+  assert metrics['aggregator']['bytes_up'] == metrics['aggregator']['bytes_down']
+  assert dict(metrics['aggregator']['bytes_per_client']) == {'1x': 4 * (full + dense),
                                                '4x': 4 * (quarter + dense)}
-  assert metrics['train']['num_examples'] == sum(
+  assert metrics['client_work']['train']['num_examples'] == sum(
       len(task.client_arguments(c, 0)[1]) for c in ids[2:7])
 
 
@@ -143,7 +144,7 @@ def test_baselines_train_and_move_the_model(user_items_dir, tff_runtime, name):
   assert np.abs(weights['item_gmf'] - initial['item_gmf']).max() > 1e-3
   tiers = {'fair_hom': ['2x'], 'fedhm': ['1x', '2x'], 'fair_inconsistent': ['1x', '2x'],
            'full_trn': ['1x']}[name]
-  assert list(metrics['clients']) == tiers
+  assert list(metrics['client_work']['clients']) == tiers
 
 
 def test_fair_hom_keeps_the_model_in_the_subspace(user_items_dir, tff_runtime):

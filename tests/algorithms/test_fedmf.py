@@ -66,7 +66,7 @@ def test_fedmf_round_is_one_sgd_step_on_items_and_user(tff_runtime):
   np.testing.assert_allclose(output.state['server']['items'], ITEMS - LR * grad, atol=1e-6)
   np.testing.assert_allclose(output.state['users'][0], USERS[0] - LR * user_grad, atol=1e-6)
   np.testing.assert_array_equal(output.state['users'][1:], USERS[1:])  # not in the cohort
-  np.testing.assert_allclose(output.metrics['train']['bytes_up'], N * D * 4)
+  np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * D * 4)
 
 
 def test_colr_round_moves_items_by_the_gradient_projected_on_the_shared_basis(tff_runtime):
@@ -79,7 +79,7 @@ def test_colr_round_moves_items_by_the_gradient_projected_on_the_shared_basis(tf
   expected = ITEMS - LR * np.sqrt(rank / D) * grad @ basis.T @ basis
   np.testing.assert_allclose(output.state['server']['items'], expected, atol=1e-6)
   assert output.state['server']['round'] == 1
-  np.testing.assert_allclose(output.metrics['train']['bytes_up'], N * rank * 4)
+  np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * rank * 4)
 
 
 @pytest.mark.parametrize('average, touched_share', [('cohort', 0.5), ('touched', 1.0)])
@@ -99,9 +99,9 @@ def test_scolr_clients_train_nested_columns_of_one_permutation(tff_runtime):
   _, _, output = _stored_round(_config('scolr', 3), clients=(0, 1), ranks={0: 1, 1: 1})
   moved = output.state['server']['items'] - ITEMS
   assert np.linalg.matrix_rank(moved, tol=1e-6) == 1
-  np.testing.assert_allclose(output.metrics['train']['bytes_up'], N * 4)
+  np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * 4)
   _, _, output = _stored_round(_config('scolr', 3), clients=(0, 1), ranks={0: 1, 1: 3})
-  np.testing.assert_allclose(output.metrics['train']['bytes_up'], N * 4 * 2)  # mean of 1, 3
+  np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * 4 * 2)  # mean of 1, 3
   assert np.linalg.matrix_rank(output.state['server']['items'] - ITEMS, tol=1e-6) == 3
 
 
@@ -143,7 +143,7 @@ def test_secure_sum_of_colr_payloads_matches_the_plain_sum(tff_runtime):
       process.close()
   np.testing.assert_allclose(results['secure'].state['items'], results['plain'].state['items'],
                              atol=1e-6)
-  measurements = results['secure'].metrics['aggregation']
+  measurements = results['secure'].metrics['aggregator']
   assert measurements['secure_upper_clipped_count'] == 0
   assert measurements['secure_upper_threshold'] == 1.0
 

@@ -48,7 +48,7 @@ def test_colr_moves_each_table_inside_the_round_basis_and_the_rest_in_full(
   kernel = np.asarray(after['mlp_0/kernel'] - before['mlp_0/kernel'])
   assert np.linalg.matrix_rank(kernel, tol=1e-7) == min(kernel.shape)  # dense: in full
   item_floats = 2 * task.data.num_items * 2  # two tables' A, rank 2
-  assert metrics['train']['bytes_up'] > 4 * item_floats
+  assert metrics['aggregator']['bytes_up'] > 4 * item_floats
 
 
 def test_svd_at_full_rank_is_fedavg(user_items_dir, tff_runtime):

@@ -9,9 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from launch import common
 from tests import conftest
-from tff_rec.training import loop
 
 FAST = ['--rounds=4', '--clients_per_round=5', '--eval_every=2', '--checkpoint_every=1',
         '--batch_size=4', '--loss=global_softmax']
@@ -149,8 +147,8 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
   assert 'round 2/2' in done.stdout and 'ndcg_at_20' in done.stdout
   summary = json.loads((out / 'summary.json').read_text())
   assert 0 <= summary['test/ndcg_at_20'] <= 1
-  assert sum(summary[f'train/clients/{t}'] for t in ('1x', '2x', '4x')) == 4
-  assert summary['train/bytes_down'] > 0
+  assert sum(summary[f'train/client_work/clients/{t}'] for t in ('1x', '2x', '4x')) == 4
+  assert summary['train/aggregator/bytes_down'] > 0
   config = json.loads((out / 'config.json').read_text())
   assert (config['capacities'], config['batch_size'], config['client_optimizer']) == (
       '1x-2x-4x', 4, {'name': 'adam', 'learning_rate': 1e-3})
@@ -268,9 +266,9 @@ def test_ranking_colr_trains_in_process_through_secure_sum(ranking_dir, tmp_path
   assert 'round 4/4' in done.stdout and 'val hr' in done.stdout
   summary = json.loads((out / 'summary.json').read_text())
   assert 0 <= summary['test/ndcg_at_10'] <= summary['test/hr_at_10'] <= 1
-  assert summary['train/train/bytes_up'] == 200 * 2 * 4  # A: items x rank floats
-  assert summary['train/aggregation/secure_upper_clipped_count'] == 0
-  assert summary['train/aggregation/secure_upper_threshold'] == 2.0
+  assert summary['train/aggregator/bytes_up'] == 200 * 2 * 4  # A: items x rank floats
+  assert summary['train/aggregator/secure_upper_clipped_count'] == 0
+  assert summary['train/aggregator/secure_upper_threshold'] == 2.0
 
 
 def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path):
@@ -282,15 +280,6 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path):
   cut = tmp_path / 'cut'
   _kill_after_round_2_and_resume(flags, cut)
   resumed = json.loads((cut / 'summary.json').read_text())
-  for key in ('test/hr_at_10', 'validation/ndcg_at_10', 'train/train/loss',
-              'train/train/bytes_up'):
+  for key in ('test/hr_at_10', 'validation/ndcg_at_10', 'train/client_work/train/loss',
+              'train/aggregator/bytes_up'):
     assert resumed[key] == summary[key], key
-
-
-def test_progress_line_shows_the_loss_under_either_metrics_layout(capsys):
-  progress = common.Progress(3, 'round', {'loss': loop.TRAIN_LOSS, 'auc': 'eval/auc'})
-  progress(1, {'train/train/loss': 0.25})  # FAIR's, FedMF's and the table forms' rounds
-  progress(2, {'train/client_work/train/loss': 0.5, 'eval/auc': 0.75})  # TFF's composed
-  first, second = capsys.readouterr().out.splitlines()
-  assert first.startswith('round 1/3  loss 0.25  ') and 'auc' not in first
-  assert second.startswith('round 2/3  loss 0.5  auc 0.75  ')

@@ -167,15 +167,14 @@ def build_fair_process(model: table_model.TableModel,
   @tff.tensorflow.computation(metrics_type)
   def round_metrics(sums):
     moved = tf.reduce_sum(tf.cast(sums['clients'], tf.float64) * tier_bytes)
-    return collections.OrderedDict(
-        train=collections.OrderedDict(
-            loss=sums['loss_sum'] / tf.cast(tf.maximum(sums['num_examples'], 1), tf.float32),
-            num_examples=sums['num_examples']),
-        clients=collections.OrderedDict(
-            (label, sums['clients'][i]) for i, label in enumerate(labels)),
-        bytes_per_client=collections.OrderedDict(
-            (label, tier_bytes[i]) for i, label in enumerate(labels)),
-        bytes_down=moved, bytes_up=moved)  # a client uploads what it downloaded
+    return templates.round_metrics(
+        sums['loss_sum'], sums['num_examples'],
+        client_work=dict(clients=collections.OrderedDict(
+            (label, sums['clients'][i]) for i, label in enumerate(labels))),
+        aggregator=dict(
+            bytes_per_client=collections.OrderedDict(
+                (label, tier_bytes[i]) for i, label in enumerate(labels)),
+            bytes_down=moved, bytes_up=moved))  # a client uploads what it downloaded
 
   @tff.federated_computation
   def initialize():

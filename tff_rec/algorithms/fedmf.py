@@ -237,15 +237,15 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
 
   metrics_type = client_update.type_signature.result['metrics']
 
-  @tff.tensorflow.computation(metrics_type)
-  def round_metrics(sums):
+  @tff.tensorflow.computation(metrics_type,
+                              aggregation.next.type_signature.result.measurements.member)
+  def round_metrics(sums, measurements):
     clients = tf.cast(tf.maximum(sums['clients'], 1), tf.float64)
-    return collections.OrderedDict(
-        loss=sums['loss_sum'] / tf.cast(tf.maximum(sums['num_examples'], 1), tf.float32),
-        num_examples=sums['num_examples'],
+    return templates.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
         bytes_up=sums['bytes_up'] / clients,
         bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
-        bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64))
+        bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64),
+        **collections.OrderedDict(measurements or ())))
 
   @tff.federated_computation
   def initialize():
@@ -269,9 +269,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
                               outputs.value.payload if mean_factory else outputs.value)
     items, round_num = tff.federated_map(server_update, (
         state.items, state.round, broadcast, summed.result))
-    metrics = tff.federated_zip(collections.OrderedDict(
-        train=tff.federated_map(round_metrics, tff.federated_sum(outputs.metrics)),
-        aggregation=summed.measurements))
+    metrics = tff.federated_map(round_metrics, (tff.federated_sum(outputs.metrics),
+                                                summed.measurements))
     new_state = tff.federated_zip(collections.OrderedDict(
         items=items, round=round_num, aggregator=summed.state))
     return new_state, outputs.user, metrics

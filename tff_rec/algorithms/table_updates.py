@@ -159,11 +159,8 @@ def build_process(model: table_model.TableModel, form: item_updates.UpdateForm, 
 
   @tff.tensorflow.computation(outputs['metrics'])
   def round_metrics(sums):
-    return collections.OrderedDict(
-        train=collections.OrderedDict(
-            loss=sums['loss_sum'] / tf.cast(tf.maximum(sums['num_examples'], 1), tf.float32),
-            num_examples=sums['num_examples'],
-            bytes_up=sums['bytes_up'] / tf.cast(tf.maximum(sums['clients'], 1), tf.float64)))
+    return templates.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
+        bytes_up=sums['bytes_up'] / tf.cast(tf.maximum(sums['clients'], 1), tf.float64)))
 
   @tff.federated_computation
   def initialize():

@@ -1,7 +1,10 @@
-"""A tff.learning LearningProcess from a round whose state keeps its model under one key."""
+"""What this package's own rounds share with tff.learning's composed processes: a
+LearningProcess around a state that keeps its model under one key, and the
+composed processes' metrics layout."""
 
 import collections
 
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.models import table_model
@@ -26,3 +29,17 @@ def learning_process(initialize: tff.Computation, next_fn: tff.Computation,
 
   return tff.learning.templates.LearningProcess(initialize, next_fn, get_model_weights,
                                                 set_model_weights)
+
+
+def round_metrics(loss_sum: tf.Tensor, num_examples: tf.Tensor, *, client_work=(),
+                  aggregator=()) -> collections.OrderedDict:
+  """A round's metrics as tff.learning's composed processes lay them out: the
+  clients' mean training loss and example count under client_work/train (with
+  `client_work`'s other entries), what the aggregation reports (bytes moved,
+  its factory's measurements) under aggregator."""
+  train = collections.OrderedDict(
+      loss=loss_sum / tf.cast(tf.maximum(num_examples, 1), loss_sum.dtype),
+      num_examples=num_examples)
+  return collections.OrderedDict(
+      client_work=collections.OrderedDict(train=train, **collections.OrderedDict(client_work)),
+      aggregator=collections.OrderedDict(aggregator))

@@ -22,9 +22,9 @@ from tff_rec.training import resources
 # the process (tff.simulation.compose_dataset_computation_with_learning_process).
 ClientInputFn = Callable[[str, int], Any]
 EvaluateFn = Callable[[tff.learning.models.ModelWeights], Mapping[str, float]]
-# Where a round's client training loss is: under TFF's composed processes, and
-# under this package's own rounds (FAIR, FedMF, the table-update forms).
-TRAIN_LOSS = ('train/client_work/train/loss', 'train/train/loss')
+# Where a round's client training loss is, in every process's metrics (tff.learning's
+# composed layout, which this package's own rounds follow: templates.round_metrics).
+TRAIN_LOSS = 'train/client_work/train/loss'
 
 
 @dataclasses.dataclass(frozen=True)
