@@ -187,15 +187,15 @@ def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_que
   task = _ctr_task(ml100k_dir)
   process, ids, client_input = _build(task, 'metaua', query_fraction=0.005)  # round(0.005 n) = 0 for every fixture client
   state, metrics = _run(process, ids, client_input)
-  assert metrics['train/clients_without_query'] == 6
+  assert metrics['train/client_work/clients_without_query'] == 6
   # No query gradient anywhere: a zero meta gradient, the meta parameters stay at 0.
   np.testing.assert_array_equal(state['meta']['rho'], 0)
   process, ids, client_input = _build(task, 'metaua',
                                       attributes=('local_loss', 'unique_features'))
   state, metrics = _run(process, ids, client_input)
   parameters = sum(np.size(w) for w in state['weights'])
-  assert metrics['train/bytes_up'] == 2 * 4 * parameters
-  assert metrics['train/clients_without_query'] == 0
+  assert metrics['train/aggregator/bytes_up'] == 2 * 4 * parameters
+  assert metrics['train/client_work/clients_without_query'] == 0
   assert np.abs(state['meta']['theta_alpha']).max() > 0  # a meta step in round 2
   layers = len({v.name.split('/')[0] for v in task.keras_model().trainable_variables})
   assert state['meta']['theta_alpha'].shape == (layers, 2)

@@ -179,7 +179,8 @@ def test_ctr_metaua_trains_with_its_switches_and_reports_meta_metrics(ml100k_dir
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((out / 'summary.json').read_text())
   assert 0 <= summary['eval/test_auc'] <= 1
-  assert summary['train/meta/max_client_weight'] < 1 and summary['train/bytes_up'] > 0
+  assert summary['train/aggregator/meta/max_client_weight'] < 1
+  assert summary['train/aggregator/bytes_up'] > 0
   config = json.loads((out / 'config.json').read_text())
   assert config['server_optimizer'] == {'name': 'adagrad', 'learning_rate': 0.1,
                                         'adaptivity': 1e-3}

@@ -347,14 +347,15 @@ class MetaUAProcess:
     new_state['non_trainable'] = state['non_trainable']
     counts = stacked['train_count']
     upload = self._model_bytes * (2 if self._config.learns else 1)  # dw_k (and g_k)
-    metrics = collections.OrderedDict(
+    metrics = collections.OrderedDict(  # laid out as tff.learning's
         client_work=collections.OrderedDict(train=collections.OrderedDict(
             loss=float(stacked['train_loss'].sum() / max(counts.sum(), 1.0)),
-            num_examples=float(counts.sum()))),  # named as tff.learning's
-        bytes_up=float(upload))
-    if self._config.learns:
-      metrics['clients_without_query'] = float((stacked['query_count'] == 0).sum())
-      metrics['meta'] = _numpy(meta_metrics)
+            num_examples=float(counts.sum()))),
+        aggregator=collections.OrderedDict(bytes_up=float(upload)))
+    if self._config.learns:  # the learned weights and step: MetaUA's aggregation
+      metrics['client_work']['clients_without_query'] = float(
+          (stacked['query_count'] == 0).sum())
+      metrics['aggregator']['meta'] = _numpy(meta_metrics)
     return _Output(new_state, metrics)
 
   def get_model_weights(self, state) -> tff.learning.models.ModelWeights:
