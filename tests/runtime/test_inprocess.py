@@ -89,6 +89,12 @@ def test_native_runtime_cannot_run_the_custom_op(tff_runtime):
     process.next(process.initialize(), [dataset])
 
 
+@pytest.mark.parametrize('threads', [0, -2])
+def test_a_thread_count_below_one_is_refused_naming_it(threads):
+  with pytest.raises(ValueError, match=f'threads must be >= 1 .*got {threads}'):
+    inprocess.InProcessLearningProcess(object(), threads=threads)
+
+
 def test_a_two_phase_round_is_refused_with_a_clear_error():
   @tff.federated_computation(tff.FederatedType(np.float32, tff.SERVER),
                              tff.FederatedType(np.float32, tff.CLIENTS))

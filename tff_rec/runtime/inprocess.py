@@ -65,6 +65,8 @@ class InProcessLearningProcess:
 
   def __init__(self, process: tff.learning.templates.LearningProcess, *,
                threads: int | None = None):
+    if threads is not None and threads < 1:
+      raise ValueError(f'threads must be >= 1 (one per client shard), got {threads}')
     form = map_reduce_form(process.next)
     initialize = tff.backends.mapreduce.get_state_initialization_computation(
         process.initialize)
