@@ -176,6 +176,10 @@ class GoodreadsRanking:
 
     return build
 
+  @functools.cached_property
+  def _keras_weight_names(self) -> list[str]:  # built once: tables of every item
+    return neumf.keras_weight_names(self.keras_model())
+
   def client_examples(self, client_id: str) -> collections.OrderedDict:
     """The client's triples (negatives drawn once, from its own seed) and a 'label'."""
     user, positives, negatives = self.client_arguments(
@@ -200,7 +204,7 @@ class GoodreadsRanking:
     if part != 'test':
       raise ValueError(f'goodreads_ranking evaluates on "test" only, got {part!r}')
     if isinstance(weights, tff.learning.models.ModelWeights):  # the Keras NeuMF's
-      weights = neumf.keras_weights(self.keras_model(), weights.trainable)
+      weights = dict(zip(self._keras_weight_names, weights.trainable))
     scores = functools.partial(neumf.score_all_items,
                                {k: tf.constant(v) for k, v in weights.items()})
     return self._ranking_metrics(lambda users: scores(tf.constant(users)))

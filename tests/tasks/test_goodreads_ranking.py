@@ -130,12 +130,11 @@ def test_keras_neumf_computes_the_functional_margins_and_evaluates_from_model_we
   task = _task(user_items_dir, factors=4, num_negatives=2)
   model = task.keras_model()
   functional = task.functional_model().initial_weights
-  keras = neumf.keras_weights(model, [v.numpy() for v in model.trainable_variables])
-  assert list(keras) == list(functional)  # every weight, by the same names
-  for name, value in keras.items():
-    assert value.shape == functional[name].shape, name
-  model.set_weights([functional[n] for n in neumf.keras_weights(
-      model, range(len(model.trainable_variables)))])
+  names = neumf.keras_weight_names(model)
+  assert names == list(functional)  # every weight, by the same names, in the same order
+  for name, variable in zip(names, model.trainable_variables):
+    assert variable.shape == functional[name].shape, name
+  model.set_weights([functional[n] for n in names])
   user, positives, negatives = task.client_arguments(task.train_client_ids[0], 3)
   triples = {'user': np.full(len(positives), user, np.int32), 'positive': positives,
              'negatives': negatives}

@@ -27,7 +27,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 
-
 def correlated_basis(seed: tf.Tensor, rank: int, dim: int) -> tf.Tensor:
   """B: a Gaussian r x d matrix with its rows orthonormalised, scaled by
   sqrt(d / r) so that E[B^T B] = I (the paper's appendix D; the official

@@ -26,7 +26,7 @@ inconsistent subspaces (hashed tiers with different seeds).
 
 import collections
 import dataclasses
-from typing import Any, Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -41,11 +41,6 @@ from tff_rec.algorithms import templates
 from tff_rec.models import compressed_table
 from tff_rec.models import table_model
 from tff_rec.training import functional
-
-def _split(weights: Mapping[str, Any], tables: Sequence[str]):
-  dense = collections.OrderedDict((k, v) for k, v in weights.items() if k not in tables)
-  return dense, collections.OrderedDict((k, weights[k]) for k in tables)
-
 
 def bytes_per_client(model: table_model.TableModel, forms: Mapping[str, object]) -> int:
   """What one client of a tier downloads (and uploads) in a real deployment."""
@@ -105,7 +100,7 @@ def build_fair_process(model: table_model.TableModel,
 
   @tff.tensorflow.computation(weights_type)
   def prepare(weights):
-    dense, tables = _split(weights, model.tables)
+    dense, tables = table_model.split(weights, model.tables)
     return collections.OrderedDict(
         dense=dense,
         tiers=collections.OrderedDict(
@@ -128,7 +123,7 @@ def build_fair_process(model: table_model.TableModel,
 
         trained, _, loss_sum, count = functional.train(loss, client_optimizer, weights,
                                                        dataset)
-        dense, tables = _split(trained, model.tables)
+        dense, tables = table_model.split(trained, model.tables)
         value = collections.OrderedDict(
             dense=dense, tiers=tier_recovery.client_payload(tiers, label, tables))
         return value, loss_sum, count

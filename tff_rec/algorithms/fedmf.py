@@ -196,7 +196,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   @tff.tensorflow.computation(items_type, np.int64)
   def prepare(items, round_num):
     return collections.OrderedDict(
-        items=items, seed=tf.stack([tf.constant(config.seed, tf.int64), round_num]))
+        items=items, seed=factor_sum.round_seed(config.seed, round_num))
 
   broadcast_type = prepare.type_signature.result
 

@@ -43,11 +43,6 @@ WHY = ("the update forms compress the updates of a model's embedding tables and 
        "task's model declares none")
 
 
-def _split(weights, tables):
-  dense = collections.OrderedDict((k, v) for k, v in weights.items() if k not in tables)
-  return dense, collections.OrderedDict((k, weights[k]) for k in tables)
-
-
 def build_process(model: table_model.TableModel, form: item_updates.UpdateForm, *,
                   dataset_computation: tff.Computation,
                   client_optimizer: tff.learning.optimizers.Optimizer,
@@ -92,7 +87,7 @@ def build_process(model: table_model.TableModel, form: item_updates.UpdateForm, 
   @tff.tensorflow.computation(np.int32, dataset_computation.type_signature.result,
                               prepare.type_signature.result)
   def client_update(local_rank, dataset, broadcast):
-    dense, tables = _split(broadcast['weights'], model.tables)
+    dense, tables = table_model.split(broadcast['weights'], model.tables)
     if form.columns:
       bases = factor_sum.round_bases(broadcast['seed'], form.rank, widths)
       columns = (item_updates.column_mask(factor_sum.round_seeds(broadcast['seed'])[1],

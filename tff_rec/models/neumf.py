@@ -204,11 +204,9 @@ def keras_model(shape: NeuMFShape, num_negatives: int, seed: int) -> tf.keras.Mo
                         name='neumf')
 
 
-def keras_weights(model: tf.keras.Model, trainable) -> collections.OrderedDict:
-  """A Keras NeuMF's trainable values by initial_weights' names."""
-  return collections.OrderedDict(
-      (v.name.split('/', 1)[1].rsplit(':', 1)[0], w)
-      for v, w in zip(model.trainable_variables, trainable))
+def keras_weight_names(model: tf.keras.Model) -> list[str]:
+  """A Keras NeuMF's trainable variables by initial_weights' names, in its order."""
+  return [v.name.split('/', 1)[1].rsplit(':', 1)[0] for v in model.trainable_variables]
 
 
 class BprLoss(tf.keras.losses.Loss):

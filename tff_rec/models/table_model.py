@@ -49,6 +49,12 @@ class TableModel:
   keras_view: KerasView | None = None
 
 
+def split(weights: Mapping[str, Any], tables: Sequence[str]):
+  """(the dense weights, the tables' weights), each in its order."""
+  dense = collections.OrderedDict((k, v) for k, v in weights.items() if k not in tables)
+  return dense, collections.OrderedDict((k, weights[k]) for k in tables)
+
+
 def keras_table_variables(model: tf.keras.Model, tables: Iterable[str]) -> list[str | None]:
   """Per trainable variable of a Keras model, in order: the table it is (its layer is
   named after the table), or None (a dense parameter)."""
