@@ -54,9 +54,9 @@ def _one_step_gradient(user, items, labels):
 
 
 def _stored_round(config, clients=(0,), ranks=None):
-  process = fedmf.StoredUsersProcess(config, ITEMS, USERS, _dataset_computation(1))
+  process = fedmf.build_stored_users_process(config, ITEMS, USERS, _dataset_computation(1))
   state = process.initialize()
-  inputs = [(c, (ranks or {}).get(c, config.form.rank), DATA[c]) for c in clients]
+  inputs = [(c, (np.int32((ranks or {}).get(c, config.form.rank)), DATA[c])) for c in clients]
   return process, state, process.next(state, inputs)
 
 
@@ -64,8 +64,8 @@ def test_fedmf_round_is_one_sgd_step_on_items_and_user(tff_runtime):
   _, _, output = _stored_round(_config())
   grad, user_grad = _one_step_gradient(USERS[0], DATA[0][1], DATA[0][2])
   np.testing.assert_allclose(output.state['server']['items'], ITEMS - LR * grad, atol=1e-6)
-  np.testing.assert_allclose(output.state['users'][0], USERS[0] - LR * user_grad, atol=1e-6)
-  np.testing.assert_array_equal(output.state['users'][1:], USERS[1:])  # not in the cohort
+  np.testing.assert_allclose(output.state['clients'][0], USERS[0] - LR * user_grad, atol=1e-6)
+  np.testing.assert_array_equal(output.state['clients'][1:], USERS[1:])  # not in the cohort
   np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * D * 4)
 
 
@@ -150,7 +150,7 @@ def test_secure_sum_of_colr_payloads_matches_the_plain_sum(tff_runtime):
 
 def test_stored_users_refuse_reconstruction_and_vice_versa():
   with pytest.raises(ValueError, match='stored user vectors are never reconstructed'):
-    fedmf.StoredUsersProcess(_config(reconstruction_epochs=1), ITEMS, USERS,
-                             _dataset_computation(1))
+    fedmf.build_stored_users_process(_config(reconstruction_epochs=1), ITEMS, USERS,
+                                     _dataset_computation(1))
   with pytest.raises(ValueError, match='needs reconstruction_epochs >= 1'):
     fedmf.build_reconstruction_process(_config(), ITEMS, _dataset_computation(1))

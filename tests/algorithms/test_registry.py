@@ -102,8 +102,8 @@ def test_fedavg_on_matrix_factorization_is_fedmf(ranking_dir):
   fedavg = registry.build('fedavg', task, registry.training(task, 'fedavg'))
   fedmf = registry.build('fedmf', task, registry.training(task, 'fedmf'))
   assert type(fedavg.process) is type(fedmf.process)
-  user, rank, rows = fedavg.client_input(fedavg.client_ids[3], 5)
-  user2, rank2, rows2 = fedmf.client_input(fedmf.client_ids[3], 5)
+  user, (rank, rows) = fedavg.client_input(fedavg.client_ids[3], 5)
+  user2, (rank2, rows2) = fedmf.client_input(fedmf.client_ids[3], 5)
   assert (user, rank) == (user2, rank2)
   for a, b in zip(rows, rows2):
     np.testing.assert_array_equal(a, b)

@@ -47,8 +47,8 @@ def _reference(cohorts):
 
 def test_rounds_match_the_reference(tff_runtime):
   cohorts = [[0, 1, 2], [0, 3, 4], [1, 3, 0]]
-  process = scaffold.ScaffoldProcess(_model_fn, _dataset, num_clients=len(ROWS),
-                                     client_learning_rate=LR, server_learning_rate=SERVER_LR)
+  process = scaffold.build_process(_model_fn, _dataset, num_clients=len(ROWS),
+                                   client_learning_rate=LR, server_learning_rate=SERVER_LR)
   state = process.initialize()
   for cohort in cohorts:
     output = process.next(state, [(i, ROWS[i].astype(np.int32)) for i in cohort])
@@ -56,6 +56,6 @@ def test_rounds_match_the_reference(tff_runtime):
   x, c, controls = _reference(cohorts)
   np.testing.assert_allclose(process.get_model_weights(state).trainable[0][:, 0], x, rtol=1e-5)
   np.testing.assert_allclose(state['server']['control'][0][:, 0], c, rtol=1e-5, atol=1e-7)
-  np.testing.assert_allclose(state['client_controls'][0][:, :, 0], controls, rtol=1e-5,
+  np.testing.assert_allclose(state['clients'][0][:, :, 0], controls, rtol=1e-5,
                              atol=1e-7)
   assert output.metrics['client_work']['train']['num_examples'] == (1 + 1 + 2) * STEPS

@@ -107,7 +107,7 @@ def test_scaffold_trains_with_the_loop_and_refuses_what_it_cannot_run(lr_task, t
       schedule=loop.Schedule(rounds=3, clients_per_round=10, eval_every=0),
       evaluate=lr_task.evaluate)
   assert round_metrics['train_loss'] < np.log(2) - 0.002  # evaluate's keys, unprefixed
-  touched = np.any(state['client_controls'][2] != 0, axis=(1, 2))  # the movie table
+  touched = np.any(state['clients'][2] != 0, axis=(1, 2))  # the movie table
   assert 10 <= touched.sum() <= 30
   with pytest.raises(ValueError, match='use --runtime=native'):
     _build(lr_task, 'scaffold', runtime='inprocess')

@@ -139,10 +139,11 @@ def test_bad_settings_are_refused_before_training(ranking_dir, state, runtime, o
 def test_scolr_local_ranks_uniform_or_by_client_group(ranking_dir):
   task = _task(ranking_dir)
   _, ids, client_input = _process(task, 'scolr', rank=4)
-  ranks = {client_input(c, seed)[1] for c in ids[:5] for seed in range(40)}
+  # Stored users' client input: (user, (rank, rows)).
+  ranks = {client_input(c, seed)[1][0] for c in ids[:5] for seed in range(40)}
   assert ranks == {1, 2, 3, 4}
   _, ids, client_input = _process(task, 'scolr', rank=4, local_ranks='1-4')
-  ranks = [client_input(c, 0)[1] for c in ids]
+  ranks = [client_input(c, 0)[1][0] for c in ids]
   assert ranks == [1] * 15 + [4] * 15  # users in id order, equal groups
 
 

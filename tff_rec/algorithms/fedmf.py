@@ -4,9 +4,8 @@ Item vectors are global; each user's vector lives only on its client and is
 never sent or aggregated. Two ways to keep it between rounds:
 * stored: the client keeps its trained vector for the next round it joins.
   A MapReduce round cannot hand a value back to a client, so the round here
-  returns each client's vector at tff.CLIENTS and `StoredUsersProcess` (the
-  driver) keeps every user's vector in the program state: TFF's native
-  runtime only.
+  returns each client's vector at tff.CLIENTS and client_state keeps every
+  user's vector in the program state: TFF's native runtime only.
 * reconstructed (TFF's federated reconstruction): each round the client
   starts from its fixed initial vector, fits it with the item table frozen
   for `reconstruction_epochs`, then trains as usual and discards it. The
@@ -33,7 +32,6 @@ sampled negatives; the client also sends that row mask).
 import collections
 import dataclasses
 import math
-from typing import Any, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -42,6 +40,7 @@ import tensorflow_federated as tff
 from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import api
 from tff_rec.algorithms import capacities
+from tff_rec.algorithms import client_state
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
 from tff_rec.data import implicit
@@ -173,12 +172,13 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
                 item_scale: np.ndarray | None = None):
   """(initialize, next) federated computations of one round.
 
-  next(state, client data) -> (state, each client's trained user vector at
-  CLIENTS, metrics). `mean_factory` (e.g. TFF's DP mean) replaces the sum and
+  next(state, client data, user vectors at CLIENTS) -> (state, each client's
+  trained user vector at CLIENTS, metrics): the round of a
+  client_state.ClientStateProcess. `mean_factory` (e.g. TFF's DP mean) replaces the sum and
   the division by coverage with a mean over the cohort: the cohort average of
   the forms whose every client covers every entry (not scolr's columns, not
-  'touched'). Client data: (user vector, local rank (scolr; else
-  ignored), the dataset computation's arguments). The dataset's elements
+  'touched'). Client data: (local rank (scolr; else ignored), the dataset
+  computation's arguments). The dataset's elements
   carry 'epoch' (the first reconstruction_epochs are reconstruction),
   'item' and 'label'.
   """
@@ -255,16 +255,17 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
 
   state_type = initialize.type_signature.result
   client_data_type = tff.FederatedType(
-      tff.StructType([('user', user_type), ('rank', np.int32),
+      tff.StructType([('rank', np.int32),
                       ('data', dataset_computation.type_signature.parameter)]),
       tff.CLIENTS)
 
-  @tff.federated_computation(state_type, client_data_type)
-  def next_fn(state, client_data):
+  @tff.federated_computation(state_type, client_data_type,
+                             tff.FederatedType(user_type, tff.CLIENTS))
+  def next_fn(state, client_data, users):
     broadcast = tff.federated_map(prepare, (state.items, state.round))
     datasets = tff.federated_map(dataset_computation, client_data.data)
     outputs = tff.federated_map(client_update, (
-        client_data.user, client_data.rank, datasets, tff.federated_broadcast(broadcast)))
+        users, client_data.rank, datasets, tff.federated_broadcast(broadcast)))
     summed = aggregation.next(state.aggregator,
                               outputs.value.payload if mean_factory else outputs.value)
     items, round_num = tff.federated_map(server_update, (
@@ -286,66 +287,57 @@ def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
   """The round with reconstructed user vectors, as a LearningProcess (both runtimes).
 
   get_model_weights gives the item table: a user's vector is reconstructed
-  from its data wherever it is needed (reconstruct_user).
+  from its data wherever it is needed (reconstruct_user). Client data: (its
+  initial user vector, local rank, the dataset computation's arguments).
   """
   if not config.reconstruction_epochs:
     raise ValueError('a reconstruction process needs reconstruction_epochs >= 1')
   initialize, round_fn = build_round(config, initial_items, dataset_computation,
                                      sum_factory=sum_factory, mean_factory=mean_factory,
                                      item_scale=item_scale)
-  state_type, client_data_type = round_fn.type_signature.parameter
+  state_type, _, users_type = round_fn.type_signature.parameter
+  client_data_type = tff.FederatedType(
+      tff.StructType([('user', users_type.member), ('rank', np.int32),
+                      ('data', dataset_computation.type_signature.parameter)]), tff.CLIENTS)
 
   @tff.federated_computation(state_type, client_data_type)
   def next_fn(state, client_data):
-    new_state, _, metrics = round_fn(state, client_data)
+    new_state, _, metrics = round_fn(
+        state, tff.federated_zip(collections.OrderedDict(rank=client_data.rank,
+                                                         data=client_data.data)),
+        client_data.user)
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
   return templates.learning_process(initialize, next_fn, 'items')
 
 
-@dataclasses.dataclass
-class _Output:
-  state: Any
-  metrics: Any
+def build_stored_users_process(config: FedMFConfig, initial_items: np.ndarray,
+                               initial_users: np.ndarray,
+                               dataset_computation: tff.Computation, *,
+                               item_scale: np.ndarray | None = None
+                               ) -> client_state.ClientStateProcess:
+  """The round with every user's vector kept on its client between rounds
+  (client_state: the clients' state is the [users, d] table of vectors).
 
-
-class StoredUsersProcess:
-  """initialize / next / get_model_weights with every user's vector in the state.
-
-  Client inputs are (user index, local rank, dataset arguments); the state is
-  {'server': the round's server state, 'users': [users, d]}, plain arrays a
-  checkpoint holds. Model weights: {'items': W, 'users': the vectors}.
+  Client inputs are (user index, (local rank, dataset arguments)). Model
+  weights: {'items': W, 'users': the vectors}.
   """
+  if config.reconstruction_epochs:
+    raise ValueError('stored user vectors are never reconstructed; set '
+                     'reconstruction_epochs=0')
+  initialize, round_fn = build_round(config, initial_items, dataset_computation,
+                                     item_scale=item_scale)
 
-  def __init__(self, config: FedMFConfig, initial_items: np.ndarray,
-               initial_users: np.ndarray, dataset_computation: tff.Computation, *,
-               item_scale: np.ndarray | None = None):
-    if config.reconstruction_epochs:
-      raise ValueError('stored user vectors are never reconstructed; set '
-                       'reconstruction_epochs=0')
-    self._initialize, self._next = build_round(config, initial_items, dataset_computation,
-                                               item_scale=item_scale)
-    self._initial_users = np.asarray(initial_users, np.float32)
+  def get_model_weights(state) -> dict[str, np.ndarray]:
+    return {'items': np.asarray(state['server']['items']), 'users': state['clients']}
 
-  def initialize(self):
-    return {'server': self._initialize(), 'users': self._initial_users.copy()}
+  def set_model_weights(state, weights: dict[str, np.ndarray]):
+    state = client_state.with_server(state, items=np.asarray(weights['items'], np.float32))
+    return {**state, 'clients': np.asarray(weights['users'], np.float32)}
 
-  def next(self, state, client_inputs: Sequence[tuple[int, int, Any]]) -> _Output:
-    indices = [int(index) for index, _, _ in client_inputs]
-    server, trained, metrics = self._next(
-        state['server'], [(state['users'][i], np.int32(rank), arguments)
-                          for i, (_, rank, arguments) in zip(indices, client_inputs)])
-    users = state['users'].copy()
-    users[indices] = np.stack(trained)
-    return _Output({'server': server, 'users': users}, metrics)
-
-  def get_model_weights(self, state) -> dict[str, np.ndarray]:
-    return {'items': np.asarray(state['server']['items']), 'users': state['users']}
-
-  def set_model_weights(self, state, weights: dict[str, np.ndarray]):
-    server = collections.OrderedDict(state['server'])
-    server['items'] = np.asarray(weights['items'], np.float32)
-    return {'server': server, 'users': np.asarray(weights['users'], np.float32)}
+  return client_state.ClientStateProcess(
+      initialize, round_fn, np.asarray(initial_users, np.float32),
+      get_model_weights=get_model_weights, set_model_weights=set_model_weights)
 
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
@@ -478,12 +470,12 @@ def build(task, options: Options, training, *, name: str):
   epochs = c.local_epochs + config.reconstruction_epochs
   ids = list(task.train_client_ids)
   if stored:
-    process = StoredUsersProcess(config, task.initial_items, task.initial_users,
-                                 task.mf_dataset_computation, item_scale=item_scale)
+    process = build_stored_users_process(config, task.initial_items, task.initial_users,
+                                         task.mf_dataset_computation, item_scale=item_scale)
 
     def client_input(client_id: str, seed: int):
       user = task.user_index(client_id)
-      return user, local_rank(user, seed), task.client_rows(user, seed, epochs)
+      return user, (np.int32(local_rank(user, seed)), task.client_rows(user, seed, epochs))
 
     return api.Built(process, ids, client_input)
   process = build_reconstruction_process(

@@ -50,6 +50,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.algorithms import api
+from tff_rec.algorithms import client_loop
 
 # Client attributes (the paper's z1..z6), each computed without sending data.
 ATTRIBUTES = ('num_samples', 'local_loss', 'update_norm', 'loss_ratio', 'positive_rate',
@@ -122,15 +123,7 @@ def _client_work(model, learning_rate: float, weights, train, support, query):
         total = output.loss * tf.cast(output.num_examples, tf.float32)
       gradient = [g + tf.convert_to_tensor(d) for g, d in
                   zip(gradient, tape.gradient(total, variables))]
-    steps, train_loss, train_count = tf.constant(0.0), tf.constant(0.0), tf.constant(0.0)
-    for batch in iter(train):
-      with tf.GradientTape() as tape:
-        output = model.forward_pass(batch, training=True)
-      for variable, grad in zip(variables, tape.gradient(output.loss, variables)):
-        variable.assign_sub(learning_rate * tf.convert_to_tensor(grad))
-      size = tf.cast(output.num_examples, tf.float32)
-      steps, train_loss, train_count = steps + 1.0, train_loss + output.loss * size, (
-          train_count + size)
+    steps, train_loss, train_count = client_loop.sgd(model, train, learning_rate)
     support_after, _ = loss_sum(support)
     query_after, _ = loss_sum(query)
     all_count = tf.maximum(support_count + query_count, 1.0)

@@ -10,27 +10,23 @@ tff.learning has no SCAFFOLD. The exact algorithm keeps a state on every
 client between rounds, which a MapReduce round cannot hand back to a client
 (its client outputs are only aggregated): so the round here is a federated
 computation whose output includes each client's new c_i at tff.CLIENTS, and
-the driver (`ScaffoldProcess`) keeps the variates of all N clients, in the
+client_state.ClientStateProcess keeps the variates of all N clients in the
 program state, so checkpoints and resumes are exact. That costs N x model
 floats of driver memory: the algorithm for small models (FedSubAvg's
 MovieLens LR). It runs on TFF's native runtime, not the in-process one.
 """
 
 import collections
-import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.algorithms import api
-
-
-@dataclasses.dataclass
-class _Output:
-  state: Any
-  metrics: Any
+from tff_rec.algorithms import client_loop
+from tff_rec.algorithms import client_state
+from tff_rec.algorithms import templates
 
 
 def _local_training(model, dataset, x, server_control, client_control, learning_rate):
@@ -40,18 +36,10 @@ def _local_training(model, dataset, x, server_control, client_control, learning_
   def run():    # assignments, the steps and the final reads
     for variable, value in zip(model.trainable_variables, x):
       variable.assign(value)
-    steps, loss_sum, count = tf.constant(0.0), tf.constant(0.0), tf.constant(0.0)
-    # iter(): autograph turns a loop over the dataset itself into a slow
-    # ReduceDataset op (see baselines.CLIENT_LOOP).
-    for batch in iter(dataset):
-      with tf.GradientTape() as tape:
-        output = model.forward_pass(batch, training=True)
-      grads = tape.gradient(output.loss, model.trainable_variables)
-      for variable, grad, c, ci in zip(model.trainable_variables, grads, server_control,
-                                       client_control):
-        variable.assign_sub(learning_rate * (tf.convert_to_tensor(grad) - ci + c))
-      size = tf.cast(output.num_examples, tf.float32)
-      steps, loss_sum, count = steps + 1.0, loss_sum + output.loss * size, count + size
+    steps, loss_sum, count = client_loop.sgd(
+        model, dataset, learning_rate,
+        hook=lambda grads: [g - ci + c for g, c, ci in zip(grads, server_control,
+                                                            client_control)])
     dy = [v - start for v, start in zip(model.trainable_variables, x)]
     # c_i+ = c_i - c + (x - y) / (K lr); a client with no step keeps its variate.
     new_control = [tf.where(steps > 0, ci - c - d / (tf.maximum(steps, 1.0) * learning_rate),
@@ -118,61 +106,41 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
     cohort_size = tff.federated_sum(tff.federated_value(np.float32(1), tff.CLIENTS))
     new_state = tff.federated_map(server_update, (
         state, tff.federated_mean(outputs.dy), tff.federated_mean(outputs.dc), cohort_size))
-    loss_sum, count = tff.federated_sum(outputs.loss_sum), tff.federated_sum(outputs.count)
-    metrics = tff.federated_zip(collections.OrderedDict(
-        loss=tff.federated_map(tff.tensorflow.computation(
-            lambda s, n: s / tf.maximum(n, 1.0)), (loss_sum, count)),
-        num_examples=count))
+    metrics = tff.federated_map(tff.tensorflow.computation(
+        lambda s, n: templates.round_metrics(s, n)), (
+        tff.federated_sum(outputs.loss_sum), tff.federated_sum(outputs.count)))
     return new_state, outputs.control, metrics
 
   return initialize, next_fn
 
 
-class ScaffoldProcess:
-  """initialize / next / get_model_weights, with every client's variate in the state.
+def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients: int,
+                  client_learning_rate: float, server_learning_rate: float = 1.0
+                  ) -> client_state.ClientStateProcess:
+  """SCAFFOLD with every client's variate kept between rounds (client_state).
 
-  Client inputs are (client index in 0..N-1, dataset arguments); the state is
-  {'server': server state, 'client_controls': per trainable variable an
-  [N, ...] array}, plain arrays a checkpoint holds.
+  Client inputs are (client index in 0..N-1, dataset arguments); the clients'
+  state is, per trainable variable, an [N, ...] array of their variates.
   """
+  initialize, round_fn = build_round(
+      model_fn, dataset_computation, client_learning_rate=client_learning_rate,
+      server_learning_rate=server_learning_rate, num_clients=num_clients)
+  with tf.Graph().as_default():
+    shapes = [v.shape for v in model_fn().trainable_variables]
 
-  def __init__(self, model_fn, dataset_computation: tff.Computation, *, num_clients: int,
-               client_learning_rate: float, server_learning_rate: float = 1.0):
-    self._initialize, self._next = build_round(
-        model_fn, dataset_computation, client_learning_rate=client_learning_rate,
-        server_learning_rate=server_learning_rate, num_clients=num_clients)
-    self._num_clients = num_clients
-
-  def initialize(self):
-    server = self._initialize()
-    return {'server': server, 'client_controls': [
-        np.zeros((self._num_clients, *np.shape(w)), np.float32) for w in server['model']]}
-
-  def next(self, state, client_inputs: Sequence[tuple[int, Any]]) -> _Output:
-    indices = [int(index) for index, _ in client_inputs]
-    controls = state['client_controls']
-    server, new_controls, metrics = self._next(
-        state['server'], [arguments for _, arguments in client_inputs],
-        [[c[i] for c in controls] for i in indices])
-    controls = [c.copy() for c in controls]
-    for index, new in zip(indices, new_controls):
-      for table, value in zip(controls, new):
-        table[index] = value
-    return _Output({'server': server, 'client_controls': controls},
-                   collections.OrderedDict(client_work=collections.OrderedDict(train=metrics)))
-
-  def get_model_weights(self, state) -> tff.learning.models.ModelWeights:
+  def get_model_weights(state) -> tff.learning.models.ModelWeights:
     return tff.learning.models.ModelWeights(
         trainable=list(state['server']['model']),
         non_trainable=list(state['server']['non_trainable']))
 
-  def set_model_weights(self, state, weights: tff.learning.models.ModelWeights):
+  def set_model_weights(state, weights: tff.learning.models.ModelWeights):
     """The state with the server model replaced (the client variates stay)."""
-    server = collections.OrderedDict(state['server'])
-    server['model'], server['non_trainable'] = (list(weights.trainable),
-                                                list(weights.non_trainable))
-    return {**state, 'server': server}
+    return client_state.with_server(state, model=list(weights.trainable),
+                                    non_trainable=list(weights.non_trainable))
 
+  return client_state.ClientStateProcess(
+      initialize, round_fn, [np.zeros((num_clients, *s), np.float32) for s in shapes],
+      get_model_weights=get_model_weights, set_model_weights=set_model_weights)
 
 
 def build(task, options, training, *, name: str):
@@ -193,7 +161,7 @@ def build(task, options, training, *, name: str):
         f'--algorithm={name} averages updates and control variates with a plain mean '
         '(its driver-kept variates are outside TFF aggregators); use --aggregator=mean')
   ids = list(task.train_client_ids)
-  process = ScaffoldProcess(
+  process = build_process(
       task.model_fn, api.keras_dataset_computation(task), num_clients=len(ids),
       client_learning_rate=training.client_optimizer.learning_rate,
       server_learning_rate=training.server_optimizer.learning_rate)
