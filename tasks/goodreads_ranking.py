@@ -24,6 +24,7 @@ from tff_rec.data import implicit
 from tff_rec.data import user_items
 from tff_rec.models import neumf
 from tff_rec.models import table_model
+from tff_rec.models import tables as tables_lib
 from tff_rec.training import functional
 from tff_rec.training import loop
 
@@ -90,17 +91,25 @@ class GoodreadsRanking:
             f'{self.data.train.counts.sum()} train / {self.data.test.counts.sum()} '
             'test interactions')
 
+  @functools.cached_property
+  def tables(self) -> tuple[tables_lib.Table, ...]:
+    """NeuMF's item tables and each user's own rows (private), named as its weights."""
+    s = self.shape
+    shapes = {**s.table_shapes(), 'user_gmf': (s.num_users, s.factors),
+              'user_mlp': (s.num_users, s.mlp_dim)}
+    items = ('positive', 'negatives')
+    return tables_lib.declare(shapes, {'item_gmf': items, 'item_mlp': items,
+                                       'user_gmf': ('user',), 'user_mlp': ('user',)},
+                              private=('user_gmf', 'user_mlp'))
+
   def functional_model(self) -> table_model.TableModel:
     return table_model.TableModel(
         initial_weights=neumf.initial_weights(self.shape, self.config.seed),
         loss=functools.partial(neumf.bpr_loss, l2=self.config.l2),
-        tables=neumf.ITEM_TABLES, per_user_tables=('user_gmf', 'user_mlp'))
+        tables=[t.name for t in self.tables if not t.private],
+        per_user_tables=[t.name for t in self.tables if t.private])
 
   # Tables: the rows each client's data index (its positives), for feature heat.
-
-  def table_rows(self, table: str) -> int:
-    del table  # both item tables have a row per item
-    return self.data.num_items
 
   @functools.cache
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:

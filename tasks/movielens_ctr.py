@@ -11,8 +11,8 @@ CTR model), from tff_rec.models.ctr. Metrics: exact AUC and logloss of the
 global model on the pooled test examples, and its loss on the pooled training
 examples (FedSubAvg's target for the rating task is a train loss).
 
-The model declares its embedding tables (`table_of_variable`, and the rows
-each training client's data index, `client_table_rows`), so FedSubAvg's heat
+The model declares its embedding tables (`tables`, and the rows each
+training client's data index, `client_table_rows`), so FedSubAvg's heat
 can be counted; clients' examples come as one dict of per-example arrays
 (`client_examples`), which MetaUA splits into support and query. Clients weigh
 equally by default (CLIENT_WEIGHTING: FedSubAvg's paper).
@@ -34,7 +34,7 @@ from tff_rec.data import ctr
 from tff_rec.data import ctr_file
 from tff_rec.data import movielens
 from tff_rec.models import ctr as ctr_models
-from tff_rec.models import table_model
+from tff_rec.models import tables as tables_lib
 from tff_rec.training import loop
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
@@ -159,15 +159,13 @@ class MovieLensCtr(click_model.ClickModel):
         for c in self.spec.columns)
     return features, tf.TensorSpec([None, 1], tf.float32)
 
-  @functools.cached_property
-  def table_of_variable(self) -> list[str | None]:
-    """Per trainable variable: the embedding table it is, or None (dense)."""
-    return table_model.keras_table_variables(self.keras_model(), self.spec.tables)
-
   # Tables ------------------------------------------------------------------
 
-  def table_rows(self, table: str) -> int:
-    return self.examples.vocab_sizes[self.spec.tables[table][0]]
+  @functools.cached_property
+  def tables(self) -> tuple[tables_lib.Table, ...]:
+    """The model's embedding tables, each indexed by its columns (DIN's movie table:
+    movie and history)."""
+    return tables_lib.of_keras(self.keras_model(), self.spec.tables)
 
   @functools.cache
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:
@@ -189,8 +187,9 @@ class MovieLensCtr(click_model.ClickModel):
     """(feature, parameter) heat dispersion, max n_m / min n_m with n_m the clients
     whose data index row m: over the tables' rows (FedSubAvg's Table 1), and over
     all parameters (a dense one is involved in every client)."""
+    rows_of = {t.name: t.rows for t in self.tables}
     touched = np.concatenate([
-        h[h > 0] for h in (fedsubavg.feature_heat(rows, self.table_rows(t))
+        h[h > 0] for h in (fedsubavg.feature_heat(rows, rows_of[t])
                            for t, rows in self.client_table_rows().items())])
     return (fedsubavg.dispersion(touched),
             max(len(self._train_rows), touched.max()) / touched.min())

@@ -20,7 +20,7 @@ from tff_rec.algorithms import baselines
 from tff_rec.data import movielens
 from tff_rec.data import next_item
 from tff_rec.models import dual_encoder
-from tff_rec.models import table_model
+from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import evaluation
 from tff_rec.training import loop
@@ -128,13 +128,9 @@ class MovieLensNextItem:
                            seed=seed)
 
   @functools.cached_property
-  def table_of_variable(self) -> list[str | None]:
-    """Per trainable variable: the embedding table it is, or None (dense)."""
-    return table_model.keras_table_variables(self.keras_model(), [ITEM_TABLE])
-
-  def table_rows(self, table: str) -> int:
-    del table  # the one table
-    return self.vocab_size + 1
+  def tables(self) -> tuple[tables_lib.Table, ...]:
+    """The item table, shared by both towers: context items and labels index it."""
+    return tables_lib.of_keras(self.keras_model(), {ITEM_TABLE: ('context', 'label')})
 
   @functools.cache
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:

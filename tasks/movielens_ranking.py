@@ -40,14 +40,13 @@ from tff_rec.data import movielens
 from tff_rec.data import tables
 from tff_rec.data import user_items
 from tff_rec.models import mf
-from tff_rec.models import table_model
+from tff_rec.models import tables as tables_lib
 from tff_rec.training import functional
 from tff_rec.training import loop
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 USER_STATES = ('stored', 'reconstructed')
 EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
-TABLES = ('users', 'items')  # the Keras model's table layers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,10 +185,10 @@ class MovieLensRanking(click_model.ClickModel):
     return collections.OrderedDict(user=ids, item=ids), tf.TensorSpec([None, 1], tf.float32)
 
   @functools.cached_property
-  def table_of_variable(self) -> list[str | None]:
-    return table_model.keras_table_variables(self.keras_model(), TABLES)
-
-  per_user_tables = ('users',)  # a table form never compresses it: one row per client
+  def tables(self) -> tuple[tables_lib.Table, ...]:
+    """Every user's own row (private: a table form never compresses it) and the items."""
+    return tables_lib.of_keras(self.keras_model(), {'users': ('user',), 'items': ('item',)},
+                               private=('users',))
 
   def client_examples(self, client_id: str, seed=None) -> collections.OrderedDict:
     """One epoch of the client's rows: 'user', 'item' (positives and num_negatives
@@ -207,11 +206,8 @@ class MovieLensRanking(click_model.ClickModel):
   def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
     return self.one_pass(dataset.shuffle(1 << 16, seed=seed).repeat(self.config.local_epochs))
 
-  # The tables: the rows each client's data index (its positives; its own user
+  # The rows of each table each client's data index (its positives; its own user
   # row), for feature heat.
-
-  def table_rows(self, table: str) -> int:
-    return len(self.data.user_ids) if table == 'users' else self.data.num_items
 
   @functools.cache
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:
@@ -229,7 +225,8 @@ class MovieLensRanking(click_model.ClickModel):
     {'items': the item table, 'users': every user's vector} or the Keras model's
     ModelWeights."""
     if isinstance(weights, tff.learning.models.ModelWeights):
-      weights = dict(zip(self.table_of_variable, weights.trainable))
+      weights = dict(zip(tables_lib.variable_tables(self.keras_model(), self.tables),
+                         weights.trainable))
     return self._rank_metrics(part, np.asarray(weights['users']),
                               np.asarray(weights['items']))
 

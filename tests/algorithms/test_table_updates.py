@@ -9,6 +9,7 @@ import pytest
 from tasks import goodreads_ranking
 from tasks import movielens_ctr
 from tff_rec.aggregators import factor_sum
+from tff_rec.algorithms import api
 from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
@@ -72,7 +73,7 @@ def test_colr_trains_a_keras_ctr_model_and_refuses_tables_narrower_than_the_rank
   config = dict(data_dir=str(ranking_dir), local_steps=2, batch_size=8)
   dcn = movielens_ctr.MovieLensCtr(movielens_ctr.Config(model='dcn', **config))
   before, after, _ = _one_round(dcn, 'colr', rank=2)
-  movie = dcn.table_of_variable.index('movie')  # the Keras model's weights, in its order
+  movie = api.table_of_variable(dcn).index('movie')  # the Keras model's weights, in its order
   assert np.abs(after.trainable[movie] - before.trainable[movie]).max() > 1e-5
   lr = movielens_ctr.MovieLensCtr(movielens_ctr.Config(model='lr', **config))
   with pytest.raises(registry.NotApplicable, match=r'table movie \(201 x 1\): rank must'):

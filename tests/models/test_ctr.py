@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tff_rec.models import ctr
-from tff_rec.models import table_model
+from tff_rec.models import tables
 
 VOCAB = {'user': 6, 'movie': 9, 'gender': 3, 'age': 8, 'occupation': 4, 'zip': 5,
          'genres': 4, 'history': 9, 'gender_x_movie': 17, 'age_x_movie': 57}
@@ -26,8 +26,11 @@ def test_logits_and_tables(name):
   spec = ctr.MODELS[name]
   model = spec.build(VOCAB, WIDTHS, spec.default_dim, 0)
   assert model(_batch(spec.columns)).shape == (4, 1)
-  tables = [t for t in table_model.keras_table_variables(model, spec.tables) if t]
-  assert sorted(tables) == sorted(spec.tables)
+  declared = tables.of_keras(model, spec.tables)
+  assert [t.name for t in declared] == list(spec.tables)
+  assert {t.features for t in declared} == set(spec.tables.values())
+  assert {t.width for t in declared} == {spec.default_dim}
+  assert sorted(t for t in tables.variable_tables(model, declared) if t) == sorted(spec.tables)
 
 
 def test_lr_is_a_sum_of_weights_plus_bias():
@@ -49,7 +52,7 @@ def test_rows_outside_the_batch_and_padding_get_exactly_zero_gradient(name):
         tf.ones([4, 1]), model(batch), from_logits=True))
   grads = tape.gradient(loss, model.trainable_variables)
   for variable, grad, table in zip(model.trainable_variables, grads,
-                                   table_model.keras_table_variables(model, spec.tables)):
+                                   tables.variable_tables(model, tables.of_keras(model, spec.tables))):
     if table is None:
       continue
     used = np.unique(np.concatenate([batch[c].reshape(-1) for c in spec.tables[table]]))

@@ -159,3 +159,16 @@ def test_keras_algorithms_train_the_keras_neumf(algorithm, user_items_dir, tff_r
            for a, b in zip(after.trainable, before.trainable)]
   assert max(moved) > 1e-4
   assert 0 <= task.evaluate(after)['ndcg_at_20'] <= 1
+
+
+def test_neumf_declares_its_item_tables_and_private_user_rows(user_items_dir):
+  task = _task(user_items_dir)
+  model = task.functional_model()
+  declared = {t.name: t for t in task.tables}
+  for name, weight in model.initial_weights.items():
+    if name in declared:
+      assert (declared[name].rows, declared[name].width) == weight.shape, name
+  assert sorted(declared) == ['item_gmf', 'item_mlp', 'user_gmf', 'user_mlp']
+  assert list(model.tables) == ['item_gmf', 'item_mlp']
+  assert list(model.per_user_tables) == ['user_gmf', 'user_mlp']
+  assert declared['item_mlp'].features == ('positive', 'negatives')

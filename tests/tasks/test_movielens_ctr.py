@@ -5,6 +5,7 @@ import pytest
 
 from tasks import movielens_ctr as task_lib
 from tff_rec import metrics
+from tff_rec.algorithms import api
 from tff_rec.algorithms import baselines
 from tff_rec.algorithms import heat as heat_lib
 from tff_rec.algorithms import registry
@@ -65,7 +66,7 @@ def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime):
   plain, _ = _round(lr_task, 'fedavg', cohort)
   corrected, round_metrics = _round(lr_task, 'fedsubavg', cohort)
   heat, _ = heat_lib.heat(lr_task, 'clients')
-  for table, a, b in zip(lr_task.table_of_variable, plain, corrected):
+  for table, a, b in zip(api.table_of_variable(lr_task), plain, corrected):
     if table is None:
       np.testing.assert_allclose(b, a, rtol=1e-6)
     else:
@@ -82,7 +83,7 @@ def test_rows_a_client_never_reads_get_exactly_zero_update(ml100k_dir, tff_runti
   client = task.train_client_ids[3]
   features, _ = task.client_arguments(client, 0)
   delta, _ = _round(task, 'fedsubavg', [client])
-  for table, d in zip(task.table_of_variable, delta):
+  for table, d in zip(api.table_of_variable(task), delta):
     if table is None:
       continue
     read = np.unique(np.concatenate([features[c].reshape(-1) for c in task.spec.tables[table]]))

@@ -5,8 +5,10 @@ import pytest
 
 from tasks import movielens_ranking as task_lib
 from tests import fixtures
+from tff_rec.algorithms import api
 from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
+from tff_rec.models import tables
 from tff_rec.training import loop
 
 SGD = baselines.OptimizerConfig('sgd', 0.5)
@@ -172,7 +174,10 @@ def test_keras_mf_scores_like_the_tables_and_evaluates_from_its_model_weights(ra
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   task = _task(ranking_dir, embedding_dim=4)
   model = task.keras_model()
-  assert task.table_of_variable == ['users', 'items']
+  assert api.table_of_variable(task) == ['users', 'items']
+  n_users, n_items = len(task.data.user_ids), task.data.num_items
+  assert task.tables == (tables.Table('users', n_users, 4, ('user',), private=True),
+                         tables.Table('items', n_items, 4, ('item',)))
   weights = tff.learning.models.ModelWeights.from_model(model)
   users, items = (np.asarray(w) for w in weights.trainable)
   logits = model({'user': np.array([3, 5], np.int32), 'item': np.array([7, 0], np.int32)})

@@ -4,6 +4,8 @@ algorithm module and the registry (which re-exports it)."""
 import dataclasses
 from typing import Any, Callable, Mapping
 
+from tff_rec.models import tables
+
 
 class NotApplicable(ValueError):
   """The algorithm does not apply to this task or these settings; the message says why."""
@@ -38,7 +40,16 @@ def require(task, name: str, attributes: tuple[str, ...], why: str) -> None:
 KERAS = ('model_fn', 'dataset_computation', 'client_arguments')
 KERAS_WHY = ('the algorithm trains a Keras model (tff.learning) and this task\'s model is '
              'a function of weight tables')
-TABLES = ('client_table_rows', 'client_sizes', 'table_rows')  # feature heat of its tables
+TABLES = ('tables', 'client_table_rows', 'client_sizes')  # feature heat of its tables
+
+
+def table_of_variable(task) -> list[str | None] | None:
+  """Per trainable variable of the task's Keras model: the declared table it is, or
+  None (dense); None when no variable is a declared table (e.g. NeuMF's one layer)."""
+  if not (hasattr(task, 'tables') and hasattr(task, 'keras_model')):
+    return None
+  per_variable = tables.variable_tables(task.keras_model(), task.tables)
+  return per_variable if any(per_variable) else None
 
 
 def keras_dataset_computation(task):

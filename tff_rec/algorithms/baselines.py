@@ -129,11 +129,11 @@ def model_aggregator_for(task, training, name: str, heat: str):
   """The inner mean; around it FedSubAvg's correction when stacked, or (tasks with
   tables) a FedSubAvgFactory that only reports the submodel bytes of the tables."""
   inner = training.aggregator.mean(training.clients_per_round)
-  if not hasattr(task, 'table_of_variable'):
+  tables = api.table_of_variable(task)
+  if tables is None:
     if 'fedsubavg' in training.stack:
       raise api.not_applicable(name, task, heat_lib.TABLES_WHY)
     return inner
-  tables = task.table_of_variable
   if 'fedsubavg' not in training.stack:
     return fedsubavg.FedSubAvgFactory.measuring_only([t is not None for t in tables],
                                                      inner=inner)

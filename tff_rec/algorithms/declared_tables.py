@@ -2,16 +2,16 @@
 (FAIR's tiers, CoLR's W + A B, SVD and top-k updates) trains.
 
 A task offers it either as a weight-table model (`task.functional_model()`)
-or as a Keras model with declared tables (`table_of_variable`), turned into
-one by table_model.from_keras.
+or as a Keras model with declared tables (`task.tables`), turned into one by
+table_model.from_keras.
 """
 
 from tff_rec.algorithms import api
 from tff_rec.models import table_model
 
 FUNCTIONAL = ('functional_model', 'dataset_computation', 'client_arguments')
-KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'table_of_variable',
-                'dataset_computation', 'client_arguments')
+KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'tables', 'dataset_computation',
+                'client_arguments')
 MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in full
 
 
@@ -24,11 +24,11 @@ def table_model_of(task, name: str, why: str) -> table_model.TableModel:
   if task.keras_model().losses:
     raise api.not_applicable(name, task, 'its Keras model adds a regularization loss '
                              '(e.g. spreadout), which the table form would drop')
-  tables = {t for t in task.table_of_variable if t is not None}
   try:
     model = table_model.from_keras(
-        task.keras_model, task.loss(), task.input_spec, tables, min_table_rows=MIN_TABLE_ROWS,
-        per_user_tables=getattr(task, 'per_user_tables', ()))
+        task.keras_model, task.loss(), task.input_spec, [t.name for t in task.tables],
+        min_table_rows=MIN_TABLE_ROWS,
+        per_user_tables=[t.name for t in task.tables if t.private])
   # TFF's KerasFunctionalModelError is private: any failure here means no functional form.
   except Exception as e:  # pylint: disable=broad-except
     raise api.not_applicable(name, task, 'its Keras model has no functional form ('

@@ -18,7 +18,8 @@ def heat(task, mode: str) -> tuple[dict[str, np.ndarray], float]:
   rows = task.client_table_rows()
   sizes = task.client_sizes()
   weights = sizes if mode == 'examples' else None
-  per_table = {table: fedsubavg.feature_heat(clients, task.table_rows(table), weights)
+  declared = {t.name: t for t in task.tables}
+  per_table = {table: fedsubavg.feature_heat(clients, declared[table].rows, weights)
                for table, clients in rows.items()}
   population = float(np.sum(sizes) if mode == 'examples' else len(sizes))
   return per_table, population

@@ -55,14 +55,6 @@ def split(weights: Mapping[str, Any], tables: Sequence[str]):
   return dense, collections.OrderedDict((k, weights[k]) for k in tables)
 
 
-def keras_table_variables(model: tf.keras.Model, tables: Iterable[str]) -> list[str | None]:
-  """Per trainable variable of a Keras model, in order: the table it is (its layer is
-  named after the table), or None (a dense parameter)."""
-  tables = set(tables)
-  return [v.name.split('/')[0] if v.name.split('/')[0] in tables else None
-          for v in model.trainable_variables]
-
-
 def from_keras(keras_model: Callable[[], tf.keras.Model], loss: tf.keras.losses.Loss,
                input_spec, tables: Iterable[str], *, min_table_rows: int,
                per_user_tables: Iterable[str] = ()) -> TableModel:
