@@ -20,86 +20,18 @@ from absl import logging
 import pandas as pd
 
 import tasks
-from tff_rec import losses
+from tasks import setting
 from tff_rec.data import tables
 from tff_rec.runtime import native
 
 flags.DEFINE_enum('task', 'movielens_next_item', sorted(tasks.TASKS), 'Task to run.')
-flags.DEFINE_string('data_dir', None, "Dataset directory (default: the task's under "
-                    '../shared/data: ml-100k, goodreads-100).')
 flags.DEFINE_string('target', None, 'Report in the summary the first round (epoch) whose '
                     'evaluation reaches a value, e.g. "eval/test_auc>=0.6" or '
                     '"eval/train_loss<=0.33".')
 flags.DEFINE_string('output_dir', None, 'Where metrics, checkpoints and the '
                     'summary go; an interrupted run resumes from here.')
-flags.DEFINE_integer('seed', None, 'Seed of every random choice (default 0).')
-flags.DEFINE_integer('batch_size', None, 'Training batch size (default: the task\'s; '
-                     'movielens_next_item 16, goodreads_ranking 512).', lower_bound=1)
-flags.DEFINE_integer('local_epochs', None, 'Client epochs per round (default: the '
-                     "task's; movielens_next_item 1, goodreads_ranking 5).", lower_bound=1)
-# movielens_next_item
-flags.DEFINE_enum('loss', None, sorted(losses.RETRIEVAL_LOSSES),
-                  "Retrieval loss (default global_softmax: the paper's best federated).")
-flags.DEFINE_float('spreadout_weight', None,
-                   'Weight of the spreadout term of the *_spreadout losses (default 0.001).')
-flags.DEFINE_integer('embedding_dim', None, 'Embedding dimension (default: the task\'s; '
-                     'movielens_next_item 16, movielens_ctr lr 1 / dcn 4 / din 18, '
-                     'movielens_ranking 64).',
-                     lower_bound=1)
-flags.DEFINE_integer('max_examples_per_user', None,
-                     'Cap on examples per user (0: none; default 300).', lower_bound=0)
-# goodreads_ranking
-flags.DEFINE_integer('factors', None, 'NeuMF factors (default 8).', lower_bound=1)
-flags.DEFINE_integer('mlp_layers', None, 'NeuMF MLP layers (default 1).', lower_bound=1)
-flags.DEFINE_integer('num_negatives', None, 'Sampled negatives per positive, redrawn '
-                     'every local epoch (default 1).', lower_bound=1)
-flags.DEFINE_float('l2', None, 'BPR decay on the batch embeddings (default 1e-6).',
-                   lower_bound=0)
-flags.DEFINE_float('test_fraction', None, 'goodreads_ranking on single sequence files: '
-                   "the last fraction of each user's items held out for test (default "
-                   '0.3); movielens_ctr: the test share (default 0.1 chronological, 0.2 '
-                   'random).')
-flags.DEFINE_integer('top_k', None, 'Cut-off of NDCG/recall/HR (default: goodreads_ranking '
-                     '20, movielens_ranking 10).', lower_bound=1)
-# movielens_ctr
-flags.DEFINE_enum('model', None, ['lr', 'dcn', 'din'], "CTR model: FedSubAvg's LR with "
-                  "gender x movie and age x movie crosses, DCNv2 (MetaUA's), DIN "
-                  "(FedSubAvg's CTR model) (default lr).")
-flags.DEFINE_enum('split', None, ['chronological', 'random'], "Test examples: each user's "
-                  "last ones (MetaUA) or a random share of all (FedSubAvg) "
-                  '(default chronological).')
-flags.DEFINE_integer('history_length', None, 'Clicked movies in the DIN history '
-                     '(default 10).', lower_bound=1)
-flags.DEFINE_integer('local_steps', None, 'At most this many client batches per round '
-                     '(0: whole epochs; default 0).', lower_bound=0)
-# movielens_ctr on a CTR file of your own (--data_dir=FILE.csv or .tsv)
-flags.DEFINE_string('label_column', None, 'CTR file: the label column, a number; > 0 is a '
-                    'click (default "label").')
-flags.DEFINE_string('client_column', None, 'CTR file: the column that names the client '
-                    '(user) of each row.')
-flags.DEFINE_list('feature_columns', None, 'CTR file: id feature columns (any strings; an '
-                  'empty field is padding).')
-flags.DEFINE_list('list_columns', None, 'CTR file: id-list feature columns, e.g. a DIN '
-                  'history "12,7,30" (items joined by --list_separator).')
-flags.DEFINE_string('list_separator', None, 'CTR file: the separator of id-list items '
-                    '(default ",").')
-# movielens_ranking
-flags.DEFINE_integer('min_interactions', None, 'Users with fewer items are skipped and '
-                     'counted (default 20).', lower_bound=3)
-flags.DEFINE_enum('user_state', None, ['stored', 'reconstructed'], "A client's user "
-                  'vector: kept between the rounds it joins (native runtime), or '
-                  'reconstructed every round and at evaluation (default stored).')
-flags.DEFINE_integer('reconstruction_epochs', None, 'Epochs fitting a reconstructed user '
-                     'vector with the items frozen (default 1).', lower_bound=1)
 
 FLAGS = flags.FLAGS
-# The flags above: what defines the task (a run's config.json includes them).
-TASK_FLAGS = ('data_dir', 'seed', 'batch_size', 'local_epochs', 'loss', 'spreadout_weight',
-              'embedding_dim', 'max_examples_per_user', 'factors', 'mlp_layers',
-              'num_negatives', 'l2', 'test_fraction', 'top_k', 'model', 'split',
-              'history_length', 'local_steps', 'min_interactions', 'user_state',
-              'reconstruction_epochs', 'label_column', 'client_column', 'feature_columns',
-              'list_columns', 'list_separator')
 logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO
 # Launchers run TFF computations only inside a NativeRuntime; TFF's own
 # import-time context would print an error at exit (see runtime.native).
@@ -120,12 +52,13 @@ def set_flags(names) -> dict:
 
 def task_config():
   """The chosen task's Config from the task flags that were set."""
+  own = {field.name: field for field in setting.described(tasks.TASKS[FLAGS.task].Config)}
+  foreign = sorted(set(set_flags(TASK_FLAGS)) - set(own))
+  if foreign:
+    raise app.UsageError(f'--{foreign[0]} does not apply to --task={FLAGS.task} (its '
+                         f'settings: {", ".join(sorted(own))})')
   try:
-    return tasks.TASKS[FLAGS.task].make_config(**set_flags(TASK_FLAGS))
-  except TypeError as e:  # a flag the task has no setting for
-    unknown = [n for n in set_flags(TASK_FLAGS) if f"'{n}'" in str(e)]
-    raise app.UsageError(f'--{unknown[0] if unknown else e} does not apply to '
-                         f'--task={FLAGS.task}') from None
+    return tasks.TASKS[FLAGS.task].make_config(**option_values(own))
   except ValueError as e:
     raise app.UsageError(str(e)) from None
 
@@ -169,10 +102,11 @@ def _element_type(annotation):
   raise TypeError(f'no type in {annotation}')
 
 
-def define_option_flags(fields: dict) -> None:
+def define_option_flags(fields: dict, helps: dict | None = None) -> None:
+  """A flag per field; its help is the field's (metadata['help']) unless in `helps`."""
   for name, field in fields.items():
     kind, is_list = _element_type(field.type)
-    help_text = field.metadata.get('help', name)
+    help_text = (helps or {}).get(name) or field.metadata.get('help', name)
     if is_list:
       flags.DEFINE_list(name, None, help_text)
     elif 'choices' in field.metadata:
@@ -198,6 +132,48 @@ def option_values(fields: dict) -> dict:
   return values
 
 
+# Task settings ------------------------------------------------------------------
+# One flag per described field of every task's Config (tasks.setting): the tasks
+# declare their settings once. None means the task's default.
+
+
+def task_settings() -> dict[str, list[tuple[str, dataclasses.Field]]]:
+  """Setting name -> [(task name, its field)] over every task that has it."""
+  settings = {}
+  for name, module in sorted(tasks.TASKS.items()):
+    for field in setting.described(module.Config):
+      settings.setdefault(field.name, []).append((name, field))
+  return settings
+
+
+def _setting_help(owners: list[tuple[str, dataclasses.Field]]) -> str:
+  helps = {f.metadata['help'] for _, f in owners}
+  text = (owners[0][1].metadata['help'] if len(helps) == 1 else
+          ' '.join(f'{task}: {f.metadata["help"]}' for task, f in owners))
+  defaults = [f'{task} {_shown(f.default)}' for task, f in owners if f.default is not None]
+  return f'{text} (default: {"; ".join(defaults)})' if defaults else text
+
+
+def _shown(value) -> str:
+  return _flag_value(value) or 'none'
+
+
+def _flag_value(value) -> str:
+  """A value as its flag takes it (a list flag: comma-joined)."""
+  return ','.join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+
+
+def define_task_flags() -> tuple[str, ...]:
+  settings = task_settings()
+  define_option_flags({name: owners[0][1] for name, owners in settings.items()},
+                      helps={name: _setting_help(owners) for name, owners in settings.items()})
+  return tuple(settings)
+
+
+# What defines the task (a run's config.json includes them).
+TASK_FLAGS = define_task_flags()
+
+
 WORKER_RETRIES = 2  # restarts of a cell whose TFF worker died
 
 
@@ -210,7 +186,7 @@ def launch_once(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
   most). The task flags given to the caller are passed on.
   """
   summary = out / 'summary.json'
-  shared = [f'--task={FLAGS.task}', *(f'--{name}={value}' for name, value
+  shared = [f'--task={FLAGS.task}', *(f'--{name}={_flag_value(value)}' for name, value
                                       in set_flags(TASK_FLAGS).items())]
   for attempt in range(1, WORKER_RETRIES + 2):
     if summary.exists():

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks import setting
 from tff_rec import metrics
 from tff_rec.algorithms import baselines
 from tff_rec.data import implicit
@@ -34,16 +35,19 @@ EVAL_BLOCK_SCORES = 1 << 22  # users x items scored at a time: ~4M x 16 floats i
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = DEFAULT_DATA_DIR
-  factors: int = 8
-  mlp_layers: int = 1
-  num_negatives: int = 1
-  l2: float = 1e-6
-  batch_size: int = 512
-  local_epochs: int = 5
-  test_fraction: float = 0.3  # single sequence files only
-  top_k: int = 20
-  seed: int = 0
+  data_dir: str = setting.setting(DEFAULT_DATA_DIR, 'Dataset directory (train.txt and test.txt of user item lists, or one time-ordered sequence file).')
+  factors: int = setting.setting(8, 'NeuMF factors.')
+  mlp_layers: int = setting.setting(1, 'NeuMF MLP layers.')
+  num_negatives: int = setting.setting(
+      1, 'Sampled negatives per positive, unseen items redrawn every local epoch.')
+  l2: float = setting.setting(1e-6, 'L2 decay on the batch embeddings.')
+  batch_size: int = setting.setting(512, 'Training batch size.')
+  local_epochs: int = setting.setting(5, 'Client epochs per round.')
+  test_fraction: float = setting.setting(
+      0.3, "The last share of each user's items held out for test (single sequence "
+      'files only).')
+  top_k: int = setting.setting(20, 'Cut-off of the ranking metrics (NDCG, HR, recall).')
+  seed: int = setting.setting(0, 'Seed of every random choice.')
 
   def __post_init__(self):
     for name in ('factors', 'mlp_layers', 'num_negatives', 'batch_size', 'local_epochs',

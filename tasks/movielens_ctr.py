@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tasks import click_model
+from tasks import setting
 from tff_rec import metrics
 from tff_rec.aggregators import fedsubavg
 from tff_rec.algorithms import baselines
@@ -44,22 +45,35 @@ EVAL_BATCH_SIZE = 8192
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = DEFAULT_DATA_DIR
-  model: str = 'lr'
-  split: str = 'chronological'
-  test_fraction: float | None = None  # default: 0.1 chronological, 0.2 random
-  history_length: int = 10
-  embedding_dim: int | None = None  # default: the model's (lr 1, dcn 4, din 18)
-  batch_size: int = 16
-  local_epochs: int = 1
-  local_steps: int = 0  # > 0: at most this many batches per round (FedSubAvg's I)
-  seed: int = 0
+  data_dir: str = setting.setting(DEFAULT_DATA_DIR, 'Dataset directory (MovieLens), or a CTR file of your own (.csv or .tsv) with its columns declared.')
+  model: str = setting.setting(
+      'lr', "CTR model: FedSubAvg's LR with gender x movie and age x movie crosses, "
+      "DCNv2 (MetaUA's), DIN (FedSubAvg's CTR model).", choices=tuple(ctr_models.MODELS))
+  split: str = setting.setting(
+      'chronological', "Test examples: each user's last ones (MetaUA) or a random share "
+      'of all (FedSubAvg).', choices=ctr.SPLITS)
+  test_fraction: float | None = setting.setting(
+      None, "The test share: of each user's last examples (chronological) or of all "
+      '(random); none: 0.1 chronological, 0.2 random.')
+  history_length: int = setting.setting(10, 'Clicked movies in the DIN history.')
+  embedding_dim: int | None = setting.setting(
+      None, "Embedding dimension (none: the model's, lr 1, dcn 4, din 18).")
+  batch_size: int = setting.setting(16, 'Training batch size.')
+  local_epochs: int = setting.setting(1, 'Client epochs per round.')
+  local_steps: int = setting.setting(
+      0, "At most this many client batches per round (FedSubAvg's I; 0: whole epochs).")
+  seed: int = setting.setting(0, 'Seed of every random choice.')
   # A CTR file of your own (data_dir names a .csv / .tsv file): its columns.
-  label_column: str = 'label'
-  client_column: str | None = None
-  feature_columns: tuple[str, ...] = ()
-  list_columns: tuple[str, ...] = ()
-  list_separator: str = ','
+  label_column: str = setting.setting(
+      'label', 'CTR file: the label column, a number; > 0 is a click.')
+  client_column: str | None = setting.setting(
+      None, 'CTR file: the column that names the client (user) of each row.')
+  feature_columns: tuple[str, ...] = setting.setting(
+      (), 'CTR file: id feature columns (any strings; an empty field is padding).')
+  list_columns: tuple[str, ...] = setting.setting(
+      (), 'CTR file: id-list feature columns, e.g. a DIN history "12,7,30" (items joined '
+      'by --list_separator).')
+  list_separator: str = setting.setting(',', 'CTR file: the separator of id-list items.')
 
   def __post_init__(self):
     if self.model not in ctr_models.MODELS:

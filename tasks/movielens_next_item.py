@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks import setting
 from tff_rec import losses
 from tff_rec import metrics
 from tff_rec.algorithms import baselines
@@ -33,14 +34,16 @@ ITEM_TABLE = 'item_embedding'  # the dual encoder's one table (rows: padding, 1.
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = DEFAULT_DATA_DIR
-  loss: str = 'global_softmax'
-  spreadout_weight: float = 0.001  # used by the *_spreadout losses only
-  embedding_dim: int = 16
-  batch_size: int = 16
-  local_epochs: int = 1
+  data_dir: str = setting.setting(DEFAULT_DATA_DIR, 'Dataset directory (MovieLens: ml-100k or ml-1m).')
+  loss: str = setting.setting('global_softmax', "Retrieval loss (global_softmax: the paper's "
+                              'best federated).', choices=sorted(losses.RETRIEVAL_LOSSES))
+  spreadout_weight: float = setting.setting(
+      0.001, 'Weight of the spreadout term of the *_spreadout losses.')
+  embedding_dim: int = setting.setting(16, 'Embedding dimension.')
+  batch_size: int = setting.setting(16, 'Training batch size.')
+  local_epochs: int = setting.setting(1, 'Client epochs per round.')
   shuffle_buffer: int = 100
-  seed: int = 0
+  seed: int = setting.setting(0, 'Seed of every random choice.')
   examples: next_item.NextItemConfig = next_item.NextItemConfig()
 
   def __post_init__(self):

@@ -32,6 +32,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import click_model
+from tasks import setting
 from tff_rec import metrics
 from tff_rec.algorithms import baselines
 from tff_rec.data import implicit
@@ -51,17 +52,22 @@ EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = DEFAULT_DATA_DIR
-  embedding_dim: int = 64
-  num_negatives: int = 4
-  batch_size: int = 256
-  local_epochs: int = 2
-  l2: float = 5e-4
-  min_interactions: int = 20
-  user_state: str = 'stored'
-  reconstruction_epochs: int = 1  # user_state='reconstructed' only
-  top_k: int = 10
-  seed: int = 0
+  data_dir: str = setting.setting(DEFAULT_DATA_DIR, 'Dataset directory (MovieLens: ml-100k or ml-1m).')
+  embedding_dim: int = setting.setting(64, 'Embedding dimension.')
+  num_negatives: int = setting.setting(
+      4, 'Sampled negatives per positive, unseen items redrawn every local epoch.')
+  batch_size: int = setting.setting(256, 'Training batch size.')
+  local_epochs: int = setting.setting(2, 'Client epochs per round.')
+  l2: float = setting.setting(5e-4, 'L2 decay on the batch embeddings.')
+  min_interactions: int = setting.setting(
+      20, 'Users with fewer items are skipped (and counted).')
+  user_state: str = setting.setting(
+      'stored', "A client's user vector: kept between the rounds it joins (native "
+      'runtime), or reconstructed every round and at evaluation.', choices=USER_STATES)
+  reconstruction_epochs: int = setting.setting(
+      1, 'Epochs fitting a reconstructed user vector with the items frozen.')
+  top_k: int = setting.setting(10, 'Cut-off of the ranking metrics (NDCG, HR, recall).')
+  seed: int = setting.setting(0, 'Seed of every random choice.')
 
   def __post_init__(self):
     for name in ('embedding_dim', 'num_negatives', 'batch_size', 'local_epochs',

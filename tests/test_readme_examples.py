@@ -1,13 +1,18 @@
-"""The README's "Adding an algorithm" example, run as written."""
+"""The README's "Adding an algorithm" and "Adding a task" examples, run as written."""
 
 import re
+import types
 
 import numpy as np
 import pytest
+import tensorflow_federated as tff
 
+from launch import common
+import tasks
 from tasks import movielens_ctr
 from tests import conftest
 from tff_rec.algorithms import registry
+from tff_rec.training import loop
 
 README = (conftest.REPO / 'README.md').read_text()
 
@@ -40,3 +45,31 @@ def test_the_added_algorithm_trains_and_takes_its_option(example_registered, ml1
   assert 'zeroing' in str(output.metrics['aggregator'])
   with pytest.raises(ValueError, match='registered already'):
     registry.register('fedavg_robust', example_registered)
+
+
+@pytest.fixture
+def example_task(monkeypatch):
+  """The README's task module, registered as tasks would have it."""
+  module = types.ModuleType('movielens_rating')
+  exec(compile(_code_after('### Adding a task'), 'README.md', 'exec'), vars(module))  # pylint: disable=exec-used
+  monkeypatch.setitem(tasks.TASKS, 'movielens_rating', module)
+  return module
+
+
+def test_the_added_task_trains_fedavg_and_fedsubavg_and_its_settings_are_flags(
+    example_task, ml100k_dir, tff_runtime):
+  task = example_task.Task(example_task.make_config(data_dir=str(ml100k_dir), batch_size=8))
+  assert [(t.name, t.rows, t.width) for t in task.tables] == [('users', 31, 8),
+                                                               ('items', 41, 8)]
+  untrained = task.evaluate(tff.learning.models.ModelWeights.from_model(task.keras_model()))
+  for name in ('fedavg', 'fedsubavg'):
+    built = registry.build(name, task, registry.training(task, name, clients_per_round=10))
+    _, metrics = loop.run(built.process, client_ids=built.client_ids,
+                          client_input=built.client_input,
+                          schedule=loop.Schedule(rounds=5, clients_per_round=10, eval_every=0),
+                          evaluate=task.evaluate)
+    assert metrics['rmse'] < untrained['rmse'] - 0.5, name  # ratings 1-5 from a ~0 start
+  settings = common.task_settings()
+  assert [task for task, _ in settings['embedding_dim']] == [
+      'movielens_ctr', 'movielens_next_item', 'movielens_ranking', 'movielens_rating']
+  assert 'Embedding dimension.' in common._setting_help(settings['embedding_dim'])  # pylint: disable=protected-access

@@ -24,7 +24,8 @@ Examples = dict[str, np.ndarray]  # 'context': [N, L] int32, 'label': [N] int32
 class NextItemConfig:
   context_length: int = 10
   min_timeline_length: int = 3  # users with fewer ratings make no examples
-  max_examples_per_user: int = 300  # 0: no cap; the cap keeps the earliest
+  max_examples_per_user: int = dataclasses.field(default=300, metadata={
+      'help': "Cap on each user's examples, the earliest kept (0: none)."})
   train_fraction: float = 0.8
   validation_fraction: float = 0.1
 

@@ -1,0 +1,29 @@
+"""A task's settings as fields of its Config dataclass: a default and what the
+setting means (and its choices, if few). Launchers make each field that has a
+description a flag, so a task's settings are declared in one place; the task
+itself knows nothing of flags. A Config validates its values (a clear error
+names the setting), so flags need no bounds of their own.
+"""
+
+import dataclasses
+from typing import Any, Iterable
+
+
+def setting(default: Any, description: str, *, choices: Iterable[str] = ()
+            ) -> dataclasses.Field:
+  metadata = {'help': description}
+  if choices:
+    metadata['choices'] = tuple(choices)
+  return dataclasses.field(default=default, metadata=metadata)
+
+
+def described(config_type) -> list[dataclasses.Field]:
+  """The fields of a Config dataclass that have a description, those of a nested
+  Config (a field whose default is a dataclass) included: a task's settings."""
+  fields = []
+  for field in dataclasses.fields(config_type):
+    if dataclasses.is_dataclass(field.default):
+      fields += described(type(field.default))
+    elif 'help' in field.metadata:
+      fields.append(field)
+  return fields
