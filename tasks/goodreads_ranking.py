@@ -26,7 +26,7 @@ from tff_rec.data import user_items
 from tff_rec.models import neumf
 from tff_rec.models import table_model
 from tff_rec.models import tables as tables_lib
-from tff_rec.training import functional
+from tff_rec.training import centralized
 from tff_rec.training import loop
 
 DEFAULT_DATA_DIR = '../shared/data/goodreads-100'
@@ -267,21 +267,12 @@ class GoodreadsRanking:
     after the last; `on_epoch(epoch, metrics)` sees every epoch's metrics.
     """
     model = self.functional_model()
-    weights = {k: tf.constant(v) for k, v in model.initial_weights.items()}
-
-    def loss_fn(w, batch):
-      return model.loss(w, batch, neumf.full_item_rows(w))
-
-    tff_optimizer, state, metrics_now = optimizer.build(), None, {}
-    for epoch in range(1, epochs + 1):
-      weights, state, loss_sum, count = functional.train(
-          loss_fn, tff_optimizer, weights, self.centralized_epoch(epoch), state)
-      metrics_now = {'train/loss': float(loss_sum) / max(int(count), 1)}
-      if epoch == epochs or (eval_every and epoch % eval_every == 0):
-        metrics_now.update({f'test/{k}': v for k, v in self.evaluate(
-            {k: v.numpy() for k, v in weights.items()}).items()})
-      on_epoch(epoch, metrics_now)
-    return metrics_now
+    epoch_of = centralized.FunctionalEpochs(
+        lambda w, batch: model.loss(w, batch, neumf.full_item_rows(w)), optimizer.build(),
+        model.initial_weights, self.centralized_epoch)
+    return centralized.train(
+        epoch_of, epochs=epochs, eval_every=eval_every, on_epoch=on_epoch,
+        evaluate=lambda: {f'test/{k}': v for k, v in self.evaluate(epoch_of.weights).items()})
 
 def _with_label(triples):
   """Keras's (x, y) of a batch of triples: BPR needs no label, Keras wants one."""

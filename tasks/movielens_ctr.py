@@ -36,6 +36,7 @@ from tff_rec.data import ctr_file
 from tff_rec.data import movielens
 from tff_rec.models import ctr as ctr_models
 from tff_rec.models import tables as tables_lib
+from tff_rec.training import centralized
 from tff_rec.training import loop
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
@@ -265,24 +266,24 @@ class MovieLensCtr(click_model.ClickModel):
     'epoch' is FedSubAvg's CentralSGD round: the examples of one federated
     round, drawn from everyone's data. Otherwise an epoch is one pass.
     """
-    model = self.keras_model()  # seeded initializers; no global seed (it leaks)
-    model.compile(optimizer=optimizer.keras(),
-                  loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))
     rows = self.examples.rows(test=False)
     c = self.config
-    metrics_now = {}
-    for epoch in range(1, epochs + 1):
+
+    def epoch_dataset(epoch: int) -> tf.data.Dataset:
       order = np.random.default_rng([c.seed, epoch]).permutation(rows)
       if steps_per_epoch:
         order = order[:steps_per_epoch * c.batch_size]
-      history = model.fit(self.examples.take(order, self.spec.columns),
-                          self.examples.labels[order][:, None], batch_size=c.batch_size,
-                          epochs=1, shuffle=False, verbose=0)
-      metrics_now = {'train/loss': float(history.history['loss'][-1])}
-      if epoch == epochs or (eval_every and epoch % eval_every == 0):
-        metrics_now.update({f'eval/{k}': v for k, v in self._metrics(model).items()})
-      on_epoch(epoch, metrics_now)
-    return metrics_now
+      return tf.data.Dataset.from_tensor_slices((
+          self.examples.take(order, self.spec.columns),
+          self.examples.labels[order][:, None])).batch(c.batch_size)
+
+    epoch_of = centralized.KerasEpochs(
+        self.keras_model(),  # seeded initializers; no global seed (it leaks)
+        loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
+        optimizer=optimizer.keras(), epoch_dataset=epoch_dataset)
+    return centralized.train(
+        epoch_of, epochs=epochs, eval_every=eval_every, on_epoch=on_epoch,
+        evaluate=lambda: {f'eval/{k}': v for k, v in self._metrics(epoch_of.model).items()})
 
 
 Task = MovieLensCtr

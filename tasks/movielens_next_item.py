@@ -267,18 +267,16 @@ class MovieLensNextItem:
         ('validation', split.validation), ('test', split.test),
         ('test_users', self.split.pooled('test')))}
 
-    def evaluate(unused_model):  # the evaluator holds the model
-      return {f'validation/{k}': v for k, v in evaluator(datasets['validation']).items()}
-
-    def with_test_sets(epoch, metrics):
-      if epoch == epochs:
-        for name in ('test', 'test_users'):
-          metrics.update({f'{name}/{k}': v for k, v in evaluator(datasets[name]).items()})
-      on_epoch(epoch, metrics)
+    def evaluate_on(*names):  # the evaluator holds the model
+      return lambda: {f'{name}/{k}': v for name in names
+                      for k, v in evaluator(datasets[name]).items()}
 
     return centralized.train(
-        model, loss=self.loss(), optimizer=optimizer.keras(),
-        epoch_dataset=lambda epoch: self.centralized_epoch(split.train, epoch),
-        epochs=epochs, evaluate=evaluate, eval_every=eval_every, on_epoch=with_test_sets)
+        centralized.KerasEpochs(
+            model, loss=self.loss(), optimizer=optimizer.keras(),
+            epoch_dataset=lambda epoch: self.centralized_epoch(split.train, epoch)),
+        epochs=epochs, evaluate=evaluate_on('validation'),
+        final_evaluate=evaluate_on('test', 'test_users'), eval_every=eval_every,
+        on_epoch=on_epoch)
 
 Task = MovieLensNextItem

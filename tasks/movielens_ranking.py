@@ -42,7 +42,7 @@ from tff_rec.data import tables
 from tff_rec.data import user_items
 from tff_rec.models import mf
 from tff_rec.models import tables as tables_lib
-from tff_rec.training import functional
+from tff_rec.training import centralized
 from tff_rec.training import loop
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
@@ -259,31 +259,33 @@ class MovieLensRanking(click_model.ClickModel):
     """The same model and loss on all users' rows pooled and shuffled, user
     vectors as a table (each row moving by the mean of its batch occurrences)."""
     c = self.config
-    weights = {'users': tf.constant(self.initial_users), 'items': tf.constant(self.initial_items)}
 
     def loss_fn(w, batch):
       return mf.loss(mf.frequency_scaled_gather(w['users'], batch['user']),
                      mf.frequency_scaled_gather(w['items'], batch['item']), batch['label'], c.l2)
 
-    tff_optimizer, state, metrics_now = optimizer.build(), None, {}
     users = np.arange(len(self.data.user_ids))
-    for epoch in range(1, epochs + 1):
+
+    def epoch_dataset(epoch: int) -> tf.data.Dataset:
       rows = [self.client_rows(u, [c.seed, epoch, u], 1) for u in users]
       pooled = collections.OrderedDict(
           user=np.repeat(users, [len(r[1]) for r in rows]).astype(np.int32),
           item=np.concatenate([r[1] for r in rows]), label=np.concatenate([r[2] for r in rows]))
       order = np.random.default_rng([c.seed, epoch]).permutation(len(pooled['item']))
-      dataset = tf.data.Dataset.from_tensor_slices(
+      return tf.data.Dataset.from_tensor_slices(
           collections.OrderedDict((k, v[order]) for k, v in pooled.items())).batch(c.batch_size)
-      weights, state, loss_sum, count = functional.train(loss_fn, tff_optimizer, weights,
-                                                         dataset, state)
-      metrics_now = {'train/loss': float(loss_sum) / max(int(count), 1)}
-      if epoch == epochs or (eval_every and epoch % eval_every == 0):
-        for part in self.data.held_out:
-          metrics_now.update({f'{part}/{k}': v for k, v in self._rank_metrics(
-              part, weights['users'].numpy(), weights['items'].numpy()).items()})
-      on_epoch(epoch, metrics_now)
-    return metrics_now
+
+    epoch_of = centralized.FunctionalEpochs(
+        loss_fn, optimizer.build(), {'users': self.initial_users, 'items': self.initial_items},
+        epoch_dataset)
+
+    def evaluate():
+      weights = epoch_of.weights
+      return {f'{part}/{k}': v for part in self.data.held_out for k, v in self._rank_metrics(
+          part, weights['users'], weights['items']).items()}
+
+    return centralized.train(epoch_of, epochs=epochs, evaluate=evaluate,
+                             eval_every=eval_every, on_epoch=on_epoch)
 
 
 Task = MovieLensRanking
