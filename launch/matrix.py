@@ -77,9 +77,7 @@ def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: s
   started = time.perf_counter()
   try:
     built = registry.build(algorithm, task, training)
-    process = built.process
-    if runtime == 'inprocess':
-      process = inprocess.InProcessLearningProcess(process)
+    process = inprocess.for_runtime(built.process, runtime)
     evaluate = built.evaluate or task.evaluate
     final = task.EVAL_PARTS[1]
     _, metrics = loop.run(

@@ -133,9 +133,7 @@ def main(argv):
         **vars(schedule)))
     print(f'{FLAGS.task}: {task.describe()}; {name}, {len(built.client_ids)} '
           f'training clients; output in {out}', flush=True)
-    process = built.process
-    if FLAGS.runtime == 'inprocess':
-      process = inprocess.InProcessLearningProcess(process)
+    process = inprocess.for_runtime(built.process, FLAGS.runtime)
     checkpointing = loop.Checkpointing(checkpoints.NumpyProgramStateManager(
         out / 'checkpoints', keep_total=2))
     managers = [

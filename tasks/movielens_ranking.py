@@ -12,8 +12,9 @@ sequence file (`uid item item ...`, e.g. Amazon Beauty) works as well.
 For FedMF (the default, tff_rec.algorithms.fedmf, with the item-update forms
 colr, scolr, svd and topk; fedavg and fedsubavg with an SGD server are FedMF
 here) user vectors never leave their client: `user_state` 'stored' (kept
-between the rounds a client joins; native runtime) or 'reconstructed' (fitted
-afresh each round and at evaluation, `reconstruction_epochs`; both runtimes).
+between the rounds a client joins: tff_rec.algorithms.client_state) or
+'reconstructed' (fitted afresh each round and at evaluation,
+`reconstruction_epochs`). Both runtimes run either.
 
 Every other algorithm trains the same score as a Keras model (mf.keras_model)
 whose user table is a model weight like any other: broadcast, trained on its
@@ -62,8 +63,8 @@ class Config:
   min_interactions: int = setting.setting(
       20, 'Users with fewer items are skipped (and counted).')
   user_state: str = setting.setting(
-      'stored', "A client's user vector: kept between the rounds it joins (native "
-      'runtime), or reconstructed every round and at evaluation.', choices=USER_STATES)
+      'stored', "A client's user vector: kept between the rounds it joins, or "
+      'reconstructed every round and at evaluation.', choices=USER_STATES)
   reconstruction_epochs: int = setting.setting(
       1, 'Epochs fitting a reconstructed user vector with the items frozen.')
   top_k: int = setting.setting(10, 'Cut-off of the ranking metrics (NDCG, HR, recall).')

@@ -23,36 +23,36 @@ def _server_init():
   return tf.constant(0.0)
 
 
-@tff.tensorflow.computation(np.float32, CLIENT_STATE)
-def _client_update(value, state):
+@tff.tensorflow.computation(np.float32)
+def _prepare(server):
+  return server * 0.0 + 0.5  # the broadcast: a factor for the clients
+
+
+@tff.tensorflow.computation(np.float32, np.float32, CLIENT_STATE)
+def _client_work(factor, value, state):
   # A client's new state depends on its old one, so a lost or swapped state shows.
   return collections.OrderedDict(
-      total=state['total'] * 0.5 + tf.stack([value, -value]),
-      visits=state['visits'] + 1)
+      sent=value,
+      state=collections.OrderedDict(total=state['total'] * factor + tf.stack([value, -value]),
+                                    visits=state['visits'] + 1))
 
 
-@tff.federated_computation
-def _initialize():
-  return tff.federated_eval(_server_init, tff.SERVER)
+@tff.tensorflow.computation(np.float32, np.float32, np.float32)
+def _update(server, factor, summed):
+  del factor
+  return server + summed, summed
 
 
-@tff.federated_computation(tff.FederatedType(np.float32, tff.SERVER),
-                           tff.FederatedType(np.float32, tff.CLIENTS),
-                           tff.FederatedType(CLIENT_STATE, tff.CLIENTS))
-def _round(server, values, states):
-  new_states = tff.federated_map(_client_update, (values, states))
-  server = tff.federated_map(tff.tensorflow.computation(lambda s, v: s + v),
-                             (server, tff.federated_sum(values)))
-  return server, new_states, tff.federated_sum(values)
+ROUND = client_state.Round(_server_init, _prepare, _client_work, _update)
 
 
-def _process():
+def _process(runtime='native'):
   initial = collections.OrderedDict(total=np.ones((NUM_CLIENTS, 2), np.float32),
                                     visits=np.zeros(NUM_CLIENTS, np.int32))
   return client_state.ClientStateProcess(
-      _initialize, _round, initial,
-      get_model_weights=lambda state: state['server'],
-      set_model_weights=lambda state, weights: {**state, 'server': np.float32(weights)})
+      ROUND, initial, get_model_weights=lambda state: state['server'],
+      set_model_weights=lambda state, weights: {**state, 'server': np.float32(weights)},
+      runtime=runtime)
 
 
 def _reference(cohorts):
@@ -64,8 +64,9 @@ def _reference(cohorts):
   return total, visits
 
 
-def test_each_client_gets_its_own_state_back_and_the_rest_stay(tff_runtime):
-  process = _process()
+@pytest.mark.parametrize('runtime', client_state.RUNTIMES)
+def test_each_client_gets_its_own_state_back_and_the_rest_stay(tff_runtime, runtime):
+  process = _process(runtime)
   cohorts = [[(3, 2.0), (0, 1.0)], [(0, 4.0), (4, -1.0), (3, 0.5)]]
   state = process.initialize()
   first = state
@@ -79,9 +80,13 @@ def test_each_client_gets_its_own_state_back_and_the_rest_stay(tff_runtime):
   assert process.set_model_weights(state, 2.0)['server'] == 2.0
   with pytest.raises(ValueError, match='a client joins a round once'):
     process.next(state, [(1, 1.0), (1, 2.0)])
+  with pytest.raises(ValueError, match='unknown runtime'):
+    _process('gpu')
 
 
-def test_a_resumed_run_ends_in_the_state_of_an_uninterrupted_one(tff_runtime, tmp_path):
+@pytest.mark.parametrize('runtime', client_state.RUNTIMES)
+def test_a_resumed_run_ends_in_the_state_of_an_uninterrupted_one(tff_runtime, tmp_path,
+                                                                 runtime):
   ids = [f'c{k}' for k in range(NUM_CLIENTS)]
 
   def client_input(client_id, seed):
@@ -89,7 +94,7 @@ def test_a_resumed_run_ends_in_the_state_of_an_uninterrupted_one(tff_runtime, tm
 
   def run(rounds, directory):
     return loop.run(
-        _process(), client_ids=ids, client_input=client_input,
+        _process(runtime), client_ids=ids, client_input=client_input,
         schedule=loop.Schedule(rounds=rounds, clients_per_round=2, eval_every=0,
                                checkpoint_every=1, seed=3),
         evaluate=lambda weights: {},

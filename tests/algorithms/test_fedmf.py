@@ -53,15 +53,17 @@ def _one_step_gradient(user, items, labels):
   return grad, np.mean(error[:, None] * rows, 0) + 2 * L2 * user
 
 
-def _stored_round(config, clients=(0,), ranks=None):
-  process = fedmf.build_stored_users_process(config, ITEMS, USERS, _dataset_computation(1))
+def _stored_round(config, clients=(0,), ranks=None, runtime='native'):
+  process = fedmf.build_stored_users_process(config, ITEMS, USERS, _dataset_computation(1),
+                                             runtime=runtime)
   state = process.initialize()
   inputs = [(c, (np.int32((ranks or {}).get(c, config.form.rank)), DATA[c])) for c in clients]
   return process, state, process.next(state, inputs)
 
 
-def test_fedmf_round_is_one_sgd_step_on_items_and_user(tff_runtime):
-  _, _, output = _stored_round(_config())
+@pytest.mark.parametrize('runtime', ['native', 'inprocess'])
+def test_fedmf_round_is_one_sgd_step_on_items_and_user(tff_runtime, runtime):
+  _, _, output = _stored_round(_config(), runtime=runtime)
   grad, user_grad = _one_step_gradient(USERS[0], DATA[0][1], DATA[0][2])
   np.testing.assert_allclose(output.state['server']['items'], ITEMS - LR * grad, atol=1e-6)
   np.testing.assert_allclose(output.state['clients'][0], USERS[0] - LR * user_grad, atol=1e-6)
@@ -69,9 +71,11 @@ def test_fedmf_round_is_one_sgd_step_on_items_and_user(tff_runtime):
   np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * D * 4)
 
 
-def test_colr_round_moves_items_by_the_gradient_projected_on_the_shared_basis(tff_runtime):
+@pytest.mark.parametrize('runtime', ['native', 'inprocess'])
+def test_colr_round_moves_items_by_the_gradient_projected_on_the_shared_basis(tff_runtime,
+                                                                              runtime):
   rank = 2
-  _, _, output = _stored_round(_config('colr', rank))
+  _, _, output = _stored_round(_config('colr', rank), runtime=runtime)
   grad, _ = _one_step_gradient(USERS[0], DATA[0][1], DATA[0][2])
   seed = factor_sum.round_seeds(tf.constant([3, 0], tf.int64))[0]  # (config seed, round 0)
   basis = factor_sum.correlated_basis(seed, rank, D).numpy()

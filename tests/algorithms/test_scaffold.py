@@ -1,6 +1,7 @@
 """Exact SCAFFOLD against a numpy reference on a quadratic with partial cohorts."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -45,10 +46,12 @@ def _reference(cohorts):
   return x, c, controls
 
 
-def test_rounds_match_the_reference(tff_runtime):
+@pytest.mark.parametrize('runtime', ['native', 'inprocess'])
+def test_rounds_match_the_reference(tff_runtime, runtime):
   cohorts = [[0, 1, 2], [0, 3, 4], [1, 3, 0]]
   process = scaffold.build_process(_model_fn, _dataset, num_clients=len(ROWS),
-                                   client_learning_rate=LR, server_learning_rate=SERVER_LR)
+                                   client_learning_rate=LR, server_learning_rate=SERVER_LR,
+                                   runtime=runtime)
   state = process.initialize()
   for cohort in cohorts:
     output = process.next(state, [(i, ROWS[i].astype(np.int32)) for i in cohort])

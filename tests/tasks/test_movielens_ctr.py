@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tasks import movielens_ctr as task_lib
 from tff_rec import metrics
@@ -110,10 +111,22 @@ def test_scaffold_trains_with_the_loop_and_refuses_what_it_cannot_run(lr_task, t
   assert round_metrics['train_loss'] < np.log(2) - 0.002  # evaluate's keys, unprefixed
   touched = np.any(state['clients'][2] != 0, axis=(1, 2))  # the movie table
   assert 10 <= touched.sum() <= 30
-  with pytest.raises(ValueError, match='use --runtime=native'):
-    _build(lr_task, 'scaffold', runtime='inprocess')
   with pytest.raises(ValueError, match='scaffold takes SGD steps'):
     _build(lr_task, 'scaffold', client=baselines.OptimizerConfig('adam', 1))
+
+
+@pytest.mark.parametrize('algorithm', ['scaffold', 'fedavg'])
+def test_client_state_and_plain_rounds_run_in_process_to_the_native_numbers(
+    lr_task, tff_runtime, algorithm):
+  states = {}
+  for runtime in ('native', 'inprocess'):
+    process, ids, client_input = _build(lr_task, algorithm, runtime=runtime)
+    states[runtime], _ = loop.run(
+        inprocess.for_runtime(process, runtime), client_ids=ids, client_input=client_input,
+        schedule=loop.Schedule(rounds=2, clients_per_round=6, eval_every=0),
+        evaluate=lambda weights: {})
+  for a, b in zip(tf.nest.flatten(states['native']), tf.nest.flatten(states['inprocess'])):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
 def test_fedadam_refuses_another_server_optimizer(lr_task):

@@ -3,9 +3,9 @@
 Item vectors are global; each user's vector lives only on its client and is
 never sent or aggregated. Two ways to keep it between rounds:
 * stored: the client keeps its trained vector for the next round it joins.
-  A MapReduce round cannot hand a value back to a client, so the round here
-  returns each client's vector at tff.CLIENTS and client_state keeps every
-  user's vector in the program state: TFF's native runtime only.
+  A MapReduce round cannot hand a value back to a client, so the round is a
+  client_state.Round and client_state keeps every user's vector in the
+  program state; both runtimes run it.
 * reconstructed (TFF's federated reconstruction): each round the client
   starts from its fixed initial vector, fits it with the item table frozen
   for `reconstruction_epochs`, then trains as usual and discards it. The
@@ -165,43 +165,24 @@ def _upload_bytes(config: FedMFConfig, local_rank: tf.Tensor) -> tf.Tensor:
   return up
 
 
-def build_round(config: FedMFConfig, initial_items: np.ndarray,
-                dataset_computation: tff.Computation, *,
-                sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
-                mean_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
-                item_scale: np.ndarray | None = None):
-  """(initialize, next) federated computations of one round.
-
-  next(state, client data, user vectors at CLIENTS) -> (state, each client's
-  trained user vector at CLIENTS, metrics): the round of a
-  client_state.ClientStateProcess. `mean_factory` (e.g. TFF's DP mean) replaces the sum and
-  the division by coverage with a mean over the cohort: the cohort average of
-  the forms whose every client covers every entry (not scolr's columns, not
-  'touched'). Client data: (local rank (scolr; else ignored), the dataset
-  computation's arguments). The dataset's elements
-  carry 'epoch' (the first reconstruction_epochs are reconstruction),
-  'item' and 'label'.
-  """
-  form = config.form
-  sum_factory = sum_factory or tff.aggregators.SumFactory()
-  items_type = tff.TensorType(np.float32, [config.num_items, config.dim])
+def _client_computations(config: FedMFConfig, initial_items: np.ndarray,
+                         dataset_computation: tff.Computation):
+  """(server_init, prepare, client_update): the server's first state, its
+  broadcast of the item table and the round's seed, one client's training."""
   user_type = tff.TensorType(np.float32, [config.dim])
-  sizes = item_updates.payload_bytes(form, config.num_items, config.dim)
 
   @tff.tensorflow.computation
   def server_init():
     return collections.OrderedDict(items=tf.constant(initial_items, tf.float32),
                                    round=tf.constant(0, tf.int64))
 
-  @tff.tensorflow.computation(items_type, np.int64)
-  def prepare(items, round_num):
+  @tff.tensorflow.computation(server_init.type_signature.result)
+  def prepare(server):
     return collections.OrderedDict(
-        items=items, seed=factor_sum.round_seed(config.seed, round_num))
-
-  broadcast_type = prepare.type_signature.result
+        items=server['items'], seed=factor_sum.round_seed(config.seed, server['round']))
 
   @tff.tensorflow.computation(user_type, np.int32, dataset_computation.type_signature.result,
-                              broadcast_type)
+                              prepare.type_signature.result)
   def client_update(user, local_rank, dataset, broadcast):
     payload, coverage, user, loss_sum, count = client_training(
         config, broadcast['items'], broadcast['seed'], user, local_rank, dataset)
@@ -212,19 +193,22 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
             loss_sum=loss_sum, num_examples=count, clients=tf.constant(1, tf.int64),
             bytes_up=_upload_bytes(config, local_rank)))
 
-  value_type = client_update.type_signature.result['value']
-  if mean_factory:
-    if form.name == 'scolr' or config.item_average != 'cohort':
-      raise ValueError("a mean factory averages over the cohort; scolr's columns and "
-                       "item_average='touched' need each entry's own coverage")
-    aggregation = mean_factory.create(value_type['payload'])
-  else:
-    aggregation = sum_factory.create(value_type)
+  return server_init, prepare, client_update
 
-  @tff.tensorflow.computation(items_type, np.int64, broadcast_type,
-                              aggregation.next.type_signature.result.result.member)
-  def server_update(items, round_num, broadcast, aggregate):
-    mean = (aggregate if mean_factory
+
+def _server_computations(config: FedMFConfig, prepare: tff.Computation,
+                         client_update: tff.Computation, aggregate_type, measurements_type, *,
+                         averaged: bool, item_scale: np.ndarray | None):
+  """(server_update, round_metrics): the server's step from the aggregate (the
+  sums of payload and coverage, or `averaged`: the payload's cohort mean), and
+  the round's metrics from the clients' summed metrics and the aggregation's."""
+  form = config.form
+  sizes = item_updates.payload_bytes(form, config.num_items, config.dim)
+
+  @tff.tensorflow.computation(prepare.type_signature.parameter, prepare.type_signature.result,
+                              aggregate_type)
+  def server_update(server, broadcast, aggregate):
+    mean = (aggregate if averaged
             else aggregate['payload'] / tf.maximum(aggregate['coverage'], 1.0))
     if item_scale is not None:
       mean *= tf.constant(item_scale, tf.float32)[:, None]
@@ -233,12 +217,11 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
       update = tf.matmul(mean, factor_sum.correlated_basis(basis_seed, form.rank, config.dim))
     else:
       update = item_updates.compress(form, mean)  # svd / topk: the compressed download
-    return items + config.server_learning_rate * update, round_num + 1
+    return collections.OrderedDict(items=server['items'] + config.server_learning_rate * update,
+                                   round=server['round'] + 1)
 
-  metrics_type = client_update.type_signature.result['metrics']
-
-  @tff.tensorflow.computation(metrics_type,
-                              aggregation.next.type_signature.result.measurements.member)
+  @tff.tensorflow.computation(client_update.type_signature.result['metrics'],
+                              measurements_type)
   def round_metrics(sums, measurements):
     clients = tf.cast(tf.maximum(sums['clients'], 1), tf.float64)
     return templates.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
@@ -247,36 +230,105 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
         bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64),
         **collections.OrderedDict(measurements or ())))
 
+  return server_update, round_metrics
+
+
+def _client_data_type(dataset_computation: tff.Computation) -> tff.StructType:
+  return tff.StructType([('rank', np.int32),
+                         ('data', dataset_computation.type_signature.parameter)])
+
+
+def build_round(config: FedMFConfig, initial_items: np.ndarray,
+                dataset_computation: tff.Computation, *,
+                sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
+                mean_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
+                item_scale: np.ndarray | None = None):
+  """(initialize, next) federated computations of one round whose clients start
+  from the user vectors they are given (reconstruction).
+
+  next(state, client data, user vectors at CLIENTS) -> (state, each client's
+  trained user vector at CLIENTS, metrics). `mean_factory` (e.g. TFF's DP
+  mean) replaces the sum and the division by coverage with a mean over the
+  cohort: the cohort average of the forms whose every client covers every
+  entry (not scolr's columns, not 'touched'). Client data: (local rank (scolr;
+  else ignored), the dataset computation's arguments). The dataset's elements
+  carry 'epoch' (the first reconstruction_epochs are reconstruction), 'item'
+  and 'label'.
+  """
+  sum_factory = sum_factory or tff.aggregators.SumFactory()
+  server_init, prepare, client_update = _client_computations(config, initial_items,
+                                                             dataset_computation)
+  value_type = client_update.type_signature.result['value']
+  if mean_factory:
+    if config.form.name == 'scolr' or config.item_average != 'cohort':
+      raise ValueError("a mean factory averages over the cohort; scolr's columns and "
+                       "item_average='touched' need each entry's own coverage")
+    aggregation = mean_factory.create(value_type['payload'])
+  else:
+    aggregation = sum_factory.create(value_type)
+  aggregation_output = aggregation.next.type_signature.result
+  server_update, round_metrics = _server_computations(
+      config, prepare, client_update, aggregation_output.result.member,
+      aggregation_output.measurements.member, averaged=bool(mean_factory),
+      item_scale=item_scale)
+
   @tff.federated_computation
   def initialize():
     server = tff.federated_eval(server_init, tff.SERVER)
     return tff.federated_zip(collections.OrderedDict(
         items=server.items, round=server.round, aggregator=aggregation.initialize()))
 
-  state_type = initialize.type_signature.result
-  client_data_type = tff.FederatedType(
-      tff.StructType([('rank', np.int32),
-                      ('data', dataset_computation.type_signature.parameter)]),
-      tff.CLIENTS)
-
-  @tff.federated_computation(state_type, client_data_type,
-                             tff.FederatedType(user_type, tff.CLIENTS))
+  @tff.federated_computation(
+      initialize.type_signature.result,
+      tff.FederatedType(_client_data_type(dataset_computation), tff.CLIENTS),
+      tff.FederatedType(client_update.type_signature.parameter[0], tff.CLIENTS))
   def next_fn(state, client_data, users):
-    broadcast = tff.federated_map(prepare, (state.items, state.round))
+    server = tff.federated_zip(collections.OrderedDict(items=state.items, round=state.round))
+    broadcast = tff.federated_map(prepare, server)
     datasets = tff.federated_map(dataset_computation, client_data.data)
     outputs = tff.federated_map(client_update, (
         users, client_data.rank, datasets, tff.federated_broadcast(broadcast)))
     summed = aggregation.next(state.aggregator,
                               outputs.value.payload if mean_factory else outputs.value)
-    items, round_num = tff.federated_map(server_update, (
-        state.items, state.round, broadcast, summed.result))
+    server = tff.federated_map(server_update, (server, broadcast, summed.result))
     metrics = tff.federated_map(round_metrics, (tff.federated_sum(outputs.metrics),
                                                 summed.measurements))
     new_state = tff.federated_zip(collections.OrderedDict(
-        items=items, round=round_num, aggregator=summed.state))
+        items=server.items, round=server.round, aggregator=summed.state))
     return new_state, outputs.user, metrics
 
   return initialize, next_fn
+
+
+def build_stored_round(config: FedMFConfig, initial_items: np.ndarray,
+                       dataset_computation: tff.Computation, *,
+                       item_scale: np.ndarray | None = None) -> client_state.Round:
+  """The round whose clients keep their user vectors (client state), payloads
+  and coverage summed plainly."""
+  server_init, prepare, client_update = _client_computations(config, initial_items,
+                                                             dataset_computation)
+  server_update, round_metrics = _server_computations(
+      config, prepare, client_update, client_update.type_signature.result['value'],
+      tff.StructType([]), averaged=False, item_scale=item_scale)
+
+  @tff.tensorflow.computation(prepare.type_signature.result,
+                              _client_data_type(dataset_computation),
+                              client_update.type_signature.parameter[0])
+  def client_work(broadcast, client_data, user):
+    output = client_update(user, client_data['rank'],
+                           dataset_computation(client_data['data']), broadcast)
+    return collections.OrderedDict(
+        sent=collections.OrderedDict(value=output['value'], metrics=output['metrics']),
+        state=output['user'])
+
+  @tff.tensorflow.computation(server_init.type_signature.result,
+                              prepare.type_signature.result,
+                              client_work.type_signature.result['sent'])
+  def update(server, broadcast, summed):
+    return (server_update(server, broadcast, summed['value']),
+            round_metrics(summed['metrics'], ()))
+
+  return client_state.Round(server_init, prepare, client_work, update)
 
 
 def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
@@ -314,8 +366,8 @@ def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
 def build_stored_users_process(config: FedMFConfig, initial_items: np.ndarray,
                                initial_users: np.ndarray,
                                dataset_computation: tff.Computation, *,
-                               item_scale: np.ndarray | None = None
-                               ) -> client_state.ClientStateProcess:
+                               item_scale: np.ndarray | None = None,
+                               runtime: str = 'native') -> client_state.ClientStateProcess:
   """The round with every user's vector kept on its client between rounds
   (client_state: the clients' state is the [users, d] table of vectors).
 
@@ -325,8 +377,8 @@ def build_stored_users_process(config: FedMFConfig, initial_items: np.ndarray,
   if config.reconstruction_epochs:
     raise ValueError('stored user vectors are never reconstructed; set '
                      'reconstruction_epochs=0')
-  initialize, round_fn = build_round(config, initial_items, dataset_computation,
-                                     item_scale=item_scale)
+  round_ = build_stored_round(config, initial_items, dataset_computation,
+                              item_scale=item_scale)
 
   def get_model_weights(state) -> dict[str, np.ndarray]:
     return {'items': np.asarray(state['server']['items']), 'users': state['clients']}
@@ -336,8 +388,8 @@ def build_stored_users_process(config: FedMFConfig, initial_items: np.ndarray,
     return {**state, 'clients': np.asarray(weights['users'], np.float32)}
 
   return client_state.ClientStateProcess(
-      initialize, round_fn, np.asarray(initial_users, np.float32),
-      get_model_weights=get_model_weights, set_model_weights=set_model_weights)
+      round_, np.asarray(initial_users, np.float32), get_model_weights=get_model_weights,
+      set_model_weights=set_model_weights, runtime=runtime)
 
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
@@ -434,19 +486,17 @@ def build(task, options: Options, training, *, name: str):
         f'the server; got {training.client_optimizer.name} / '
         f'{training.server_optimizer.name}')
   stored = task.config.user_state == 'stored'
-  if stored and training.runtime != 'native':
-    raise api.NotApplicable(
-        "user_state=stored keeps each client's vector between rounds, which a MapReduce "
-        'round cannot hand back to a client; use --runtime=native or '
-        '--user_state=reconstructed')
   if options.secure_sum_bound and training.runtime == 'native':
     raise api.NotApplicable(
         "TFF's native worker has no secure sum; use --runtime=inprocess (with "
         '--user_state=reconstructed) for secure_sum_bound')
-  if stored and training.aggregator.name != 'mean':
+  if stored and (training.aggregator.name != 'mean' or options.secure_sum_bound):
+    chosen = ('--secure_sum_bound' if options.secure_sum_bound
+              else f'--aggregator={training.aggregator.name}')
     raise api.NotApplicable(
-        f'--aggregator={training.aggregator.name} needs --user_state=reconstructed: the '
-        'stored-users round sums payloads plainly (TFF\'s native worker, no secure sum)')
+        f'{chosen} needs --user_state=reconstructed: the stored-users round sums '
+        "payloads plainly, beside the clients' kept vectors (client_state), not through "
+        "TFF's aggregators")
   try:
     local_rank = local_ranks(options, name, len(task.train_client_ids), task.config.seed)
     full = FORM_OF[name] == 'full'
@@ -471,7 +521,8 @@ def build(task, options: Options, training, *, name: str):
   ids = list(task.train_client_ids)
   if stored:
     process = build_stored_users_process(config, task.initial_items, task.initial_users,
-                                         task.mf_dataset_computation, item_scale=item_scale)
+                                         task.mf_dataset_computation, item_scale=item_scale,
+                                         runtime=training.runtime)
 
     def client_input(client_id: str, seed: int):
       user = task.user_index(client_id)

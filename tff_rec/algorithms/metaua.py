@@ -38,7 +38,7 @@ its local steps tau_k and the sum multiplied by sum_k tau_k n_k / n.
 
 Every client's update reaches the server individually (the paper's setting),
 so the round returns them at tff.CLIENTS and `MetaUAProcess` (the driver)
-runs the server step: TFF's native runtime, like SCAFFOLD.
+runs the server step: TFF's native runtime only.
 """
 
 import collections

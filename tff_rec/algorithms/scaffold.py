@@ -8,12 +8,11 @@ x <- x + server_lr * mean(dy) and c <- c + (|S| / N) mean(dc).
 
 tff.learning has no SCAFFOLD. The exact algorithm keeps a state on every
 client between rounds, which a MapReduce round cannot hand back to a client
-(its client outputs are only aggregated): so the round here is a federated
-computation whose output includes each client's new c_i at tff.CLIENTS, and
-client_state.ClientStateProcess keeps the variates of all N clients in the
-program state, so checkpoints and resumes are exact. That costs N x model
+(its client outputs are only aggregated): the round is a client_state.Round,
+and client_state.ClientStateProcess keeps the variates of all N clients in
+the program state, so checkpoints and resumes are exact. That costs N x model
 floats of driver memory: the algorithm for small models (FedSubAvg's
-MovieLens LR). It runs on TFF's native runtime, not the in-process one.
+MovieLens LR). Both runtimes run it.
 """
 
 import collections
@@ -52,12 +51,8 @@ def _local_training(model, dataset, x, server_control, client_control, learning_
 
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                 dataset_computation: tff.Computation, *, client_learning_rate: float,
-                server_learning_rate: float, num_clients: int):
-  """(initialize, next) federated computations of one SCAFFOLD round.
-
-  next(server state, client dataset arguments, client variates) ->
-  (server state, new client variates at CLIENTS, metrics).
-  """
+                server_learning_rate: float, num_clients: int) -> client_state.Round:
+  """One SCAFFOLD round as a client_state.Round; a client's state is its variate."""
   with tf.Graph().as_default():
     model = model_fn()
     weights_type = tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape)
@@ -72,57 +67,48 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
         non_trainable=[tf.identity(v) for v in model.non_trainable_variables],
         control=zeros)
 
-  @tff.tensorflow.computation(weights_type, weights_type, weights_type,
-                              dataset_computation.type_signature.result)
-  def client_update(x, server_control, client_control, dataset):
-    model = model_fn()
-    dy, dc, new_control, loss_sum, count = _local_training(
-        model, dataset, x, server_control, client_control, client_learning_rate)
-    return collections.OrderedDict(dy=dy, dc=dc, control=new_control, loss_sum=loss_sum,
-                                   count=count)
-
   server_state_type = initial_server_state.type_signature.result
 
-  @tff.tensorflow.computation(server_state_type, weights_type, weights_type, np.float32)
-  def server_update(state, mean_dy, mean_dc, cohort_size):
+  @tff.tensorflow.computation(server_state_type)
+  def prepare(state):
+    return collections.OrderedDict(model=state['model'], control=state['control'])
+
+  @tff.tensorflow.computation(prepare.type_signature.result,
+                              dataset_computation.type_signature.parameter, weights_type)
+  def client_work(broadcast, arguments, client_control):
+    model = model_fn()
+    dy, dc, new_control, loss_sum, count = _local_training(
+        model, dataset_computation(arguments), broadcast['model'], broadcast['control'],
+        client_control, client_learning_rate)
     return collections.OrderedDict(
-        model=[w + server_learning_rate * d for w, d in zip(state['model'], mean_dy)],
+        sent=collections.OrderedDict(dy=dy, dc=dc, clients=tf.constant(1.0),
+                                     loss_sum=loss_sum, count=count),
+        state=new_control)
+
+  @tff.tensorflow.computation(server_state_type, prepare.type_signature.result,
+                              client_work.type_signature.result['sent'])
+  def update(state, broadcast, summed):
+    del broadcast  # the server's own
+    cohort = summed['clients']
+    new_state = collections.OrderedDict(
+        model=[w + server_learning_rate * d / cohort for w, d in zip(state['model'],
+                                                                      summed['dy'])],
         non_trainable=state['non_trainable'],
-        control=[c + cohort_size / num_clients * d for c, d in zip(state['control'], mean_dc)])
+        control=[c + d / num_clients for c, d in zip(state['control'], summed['dc'])])
+    return new_state, templates.round_metrics(summed['loss_sum'], summed['count'])
 
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_eval(initial_server_state, tff.SERVER)
-
-  @tff.federated_computation(
-      tff.FederatedType(server_state_type, tff.SERVER),
-      tff.FederatedType(dataset_computation.type_signature.parameter, tff.CLIENTS),
-      tff.FederatedType(weights_type, tff.CLIENTS))
-  def next_fn(state, client_arguments, client_controls):
-    datasets = tff.federated_map(dataset_computation, client_arguments)
-    outputs = tff.federated_map(client_update, (
-        tff.federated_broadcast(state.model), tff.federated_broadcast(state.control),
-        client_controls, datasets))
-    cohort_size = tff.federated_sum(tff.federated_value(np.float32(1), tff.CLIENTS))
-    new_state = tff.federated_map(server_update, (
-        state, tff.federated_mean(outputs.dy), tff.federated_mean(outputs.dc), cohort_size))
-    metrics = tff.federated_map(tff.tensorflow.computation(
-        lambda s, n: templates.round_metrics(s, n)), (
-        tff.federated_sum(outputs.loss_sum), tff.federated_sum(outputs.count)))
-    return new_state, outputs.control, metrics
-
-  return initialize, next_fn
+  return client_state.Round(initial_server_state, prepare, client_work, update)
 
 
 def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients: int,
-                  client_learning_rate: float, server_learning_rate: float = 1.0
-                  ) -> client_state.ClientStateProcess:
+                  client_learning_rate: float, server_learning_rate: float = 1.0,
+                  runtime: str = 'native') -> client_state.ClientStateProcess:
   """SCAFFOLD with every client's variate kept between rounds (client_state).
 
   Client inputs are (client index in 0..N-1, dataset arguments); the clients'
   state is, per trainable variable, an [N, ...] array of their variates.
   """
-  initialize, round_fn = build_round(
+  round_ = build_round(
       model_fn, dataset_computation, client_learning_rate=client_learning_rate,
       server_learning_rate=server_learning_rate, num_clients=num_clients)
   with tf.Graph().as_default():
@@ -139,18 +125,15 @@ def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients
                                     non_trainable=list(weights.non_trainable))
 
   return client_state.ClientStateProcess(
-      initialize, round_fn, [np.zeros((num_clients, *s), np.float32) for s in shapes],
-      get_model_weights=get_model_weights, set_model_weights=set_model_weights)
+      round_, [np.zeros((num_clients, *s), np.float32) for s in shapes],
+      get_model_weights=get_model_weights, set_model_weights=set_model_weights,
+      runtime=runtime)
 
 
 def build(task, options, training, *, name: str):
-  """SCAFFOLD on any task with a Keras model (native runtime: the driver keeps c_i)."""
+  """SCAFFOLD on any task with a Keras model (client_state keeps the c_i)."""
   del options  # none
   api.require(task, name, api.KERAS, api.KERAS_WHY)
-  if training.runtime != 'native':
-    raise api.NotApplicable(
-        f"--algorithm={name} keeps every client's control variate between rounds, which "
-        'a MapReduce round cannot hand back to a client; use --runtime=native')
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
     raise api.NotApplicable(
         f'--algorithm={name} takes SGD steps at the clients and the server; got '
@@ -164,7 +147,7 @@ def build(task, options, training, *, name: str):
   process = build_process(
       task.model_fn, api.keras_dataset_computation(task), num_clients=len(ids),
       client_learning_rate=training.client_optimizer.learning_rate,
-      server_learning_rate=training.server_optimizer.learning_rate)
+      server_learning_rate=training.server_optimizer.learning_rate, runtime=training.runtime)
   index = {client: k for k, client in enumerate(ids)}
 
   def client_input(client_id: str, seed: int):

@@ -60,6 +60,15 @@ def map_reduce_form(computation: tff.Computation):
         '--runtime=native.') from e
 
 
+def for_runtime(process, runtime: str):
+  """The process as `runtime` runs it: in-process, a tff LearningProcess through
+  its MapReduceForm; other processes (client_state's, MetaUA's driver) were built
+  for their runtime and run as they are."""
+  if runtime == 'inprocess' and isinstance(process, tff.learning.templates.LearningProcess):
+    return InProcessLearningProcess(process)
+  return process
+
+
 class InProcessLearningProcess:
   """initialize / next / get_model_weights of a LearningProcess, in-process."""
 
