@@ -201,8 +201,17 @@ def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_que
   assert state['meta']['theta_alpha'].shape == (layers, 2)
 
 
+@pytest.mark.parametrize('name', ['metaua', 'fednova'])
+def test_metaua_and_fednova_run_in_process_to_the_native_numbers(ml100k_dir, tff_runtime,
+                                                                 name):
+  task = _ctr_task(ml100k_dir)
+  states = {runtime: _run(*_build(task, name, runtime=runtime))[0]
+            for runtime in ('native', 'inprocess')}
+  for a, b in zip(tf.nest.flatten(states['native']), tf.nest.flatten(states['inprocess'])):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize('options, runtime, message', [
-    ({}, 'inprocess', 'use --runtime=native'),
     (dict(query_fraction=1.0), 'native', r'query_fraction must be in \[0, 1\)'),
     (dict(attributes=('age',)), 'native', 'attributes must be a non-empty subset'),
 ])

@@ -37,8 +37,8 @@ averaging, is the same round with weights n_k / n, each update divided by
 its local steps tau_k and the sum multiplied by sum_k tau_k n_k / n.
 
 Every client's update reaches the server individually (the paper's setting),
-so the round returns them at tff.CLIENTS and `MetaUAProcess` (the driver)
-runs the server step: TFF's native runtime only.
+so the round returns them at tff.CLIENTS (or, in-process, runs each client's
+work here) and `MetaUAProcess` (the driver) runs the server step.
 """
 
 import collections
@@ -51,6 +51,7 @@ import tensorflow_federated as tff
 
 from tff_rec.algorithms import api
 from tff_rec.algorithms import client_loop
+from tff_rec.runtime import tensorflow_runner
 
 # Client attributes (the paper's z1..z6), each computed without sending data.
 ATTRIBUTES = ('num_samples', 'local_loss', 'update_norm', 'loss_ratio', 'positive_rate',
@@ -141,9 +142,11 @@ def _client_work(model, learning_rate: float, weights, train, support, query):
 
 def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                        dataset_computation: tff.Computation, *, client_learning_rate: float,
-                       client_mean: bool = False):
-  """The federated part of a round: (weights at SERVER, client data) ->
-  (each client's report at CLIENTS, the summed query gradient at SERVER).
+                       client_mean: bool = False, runtime: str = 'native'):
+  """The clients' part of a round: (weights, [each client's data]) -> ([each
+  client's report], the cohort's summed query gradient). On TFF's native
+  runtime one federated computation (the reports at CLIENTS); in-process,
+  each client's TensorFlow work run here, one after another.
 
   The dataset computation gives a client's (train, support, query) datasets:
   E shuffled epochs of its support examples, and one pass over each split.
@@ -153,21 +156,31 @@ def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel]
     model = model_fn()
     weights_type = tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape)
                                       for v in model.trainable_variables])
-  datasets_type = dataset_computation.type_signature.result
 
-  @tff.tensorflow.computation(weights_type, datasets_type)
-  def client_update(weights, datasets):
-    report, gradient = _client_work(model_fn(), client_learning_rate, weights, *datasets)
+  @tff.tensorflow.computation(weights_type, dataset_computation.type_signature.parameter)
+  def client_update(weights, arguments):
+    report, gradient = _client_work(model_fn(), client_learning_rate, weights,
+                                    *dataset_computation(arguments))
     if client_mean:
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
     return collections.OrderedDict(report=report, gradient=gradient)
+
+  if runtime == 'inprocess':
+    run = tensorflow_runner.TensorFlowRunner(client_update)
+
+    def in_process(weights, client_arguments):
+      outputs = [run([weights, arguments]) for arguments in client_arguments]
+      return ([o['report'] for o in outputs],
+              [np.sum(g, axis=0) for g in zip(*(o['gradient'] for o in outputs))])
+
+    return in_process
 
   @tff.federated_computation(
       tff.FederatedType(weights_type, tff.SERVER),
       tff.FederatedType(dataset_computation.type_signature.parameter, tff.CLIENTS))
   def round_fn(weights, client_arguments):
-    datasets = tff.federated_map(dataset_computation, client_arguments)
-    outputs = tff.federated_map(client_update, (tff.federated_broadcast(weights), datasets))
+    outputs = tff.federated_map(client_update, (tff.federated_broadcast(weights),
+                                                client_arguments))
     return outputs.report, tff.federated_sum(outputs.gradient)
 
   return round_fn
@@ -301,10 +314,11 @@ class MetaUAProcess:
   def __init__(self, model_fn, dataset_computation: tff.Computation, *,
                config: MetaUAConfig, client_learning_rate: float,
                server_optimizer: tff.learning.optimizers.Optimizer,
-               groups: Sequence[int], model_bytes: int):
+               groups: Sequence[int], model_bytes: int, runtime: str = 'native'):
     self._round = build_client_round(model_fn, dataset_computation,
                                      client_learning_rate=client_learning_rate,
-                                     client_mean=config.meta_loss == 'client_mean')
+                                     client_mean=config.meta_loss == 'client_mean',
+                                     runtime=runtime)
     self._server = MetaUAServer(config, server_optimizer, groups)
     self._model_fn = model_fn
     self._model_bytes = model_bytes
@@ -430,10 +444,6 @@ def build_fednova(task, options, training, *, name: str):
 def _build(task, config: MetaUAConfig, query_fraction: float, training, *, name: str):
   api.require(task, name, api.KERAS, api.KERAS_WHY)
   api.require(task, name, CLIENT_EXAMPLES, CLIENT_EXAMPLES_WHY)
-  if training.runtime != 'native':
-    raise api.NotApplicable(
-        f"--algorithm={name} aggregates each client's update at the server, which a "
-        'MapReduce round cannot; use --runtime=native')
   if training.client_optimizer.name != 'sgd':
     raise api.NotApplicable(f'--algorithm={name}: its clients take SGD steps; got '
                                  f'--client_optimizer={training.client_optimizer.name}')
@@ -450,7 +460,7 @@ def _build(task, config: MetaUAConfig, query_fraction: float, training, *, name:
       task.model_fn, _dataset_computation(task), config=config,
       client_learning_rate=training.client_optimizer.learning_rate,
       server_optimizer=training.server_optimizer.build(), groups=groups,
-      model_bytes=4 * parameters)
+      model_bytes=4 * parameters, runtime=training.runtime)
   ids = list(task.train_client_ids)
   position = {client: k for k, client in enumerate(ids)}
 

@@ -142,7 +142,8 @@ def build(task, options, training, *, name: str):
   if training.aggregator.name != 'mean':
     raise api.NotApplicable(
         f'--algorithm={name} averages updates and control variates with a plain mean '
-        '(its driver-kept variates are outside TFF aggregators); use --aggregator=mean')
+        '(the variates its clients keep are summed beside TFF\'s aggregators); use '
+        '--aggregator=mean')
   ids = list(task.train_client_ids)
   process = build_process(
       task.model_fn, api.keras_dataset_computation(task), num_clients=len(ids),
