@@ -251,8 +251,8 @@ RANKING = ['--task=movielens_ranking', '--rounds=4', '--clients_per_round=5', '-
 @pytest.mark.parametrize('flags, message', [  # the task's other refusals: tests/tasks
     ('--algorithm=colr --rank=0', 'rank must be in 1..8 (the embedding dimension) for colr'),
     ('--algorithm=colr --client_optimizer=adam', '--algorithm=colr trains with SGD'),
-    ('--algorithm=metaua --runtime=inprocess', "--algorithm=metaua aggregates each client's "
-     'update at the server, which a MapReduce round cannot'),
+    ('--algorithm=metaua --aggregator=dp', "--algorithm=metaua weighs each client's update "
+     'individually at the server'),
 ])
 def test_ranking_bad_flags_stop_before_training(flags, message, ranking_dir, tmp_path):
   _assert_refused(message, tmp_path, *RANKING, f'--data_dir={ranking_dir}', *flags.split())
