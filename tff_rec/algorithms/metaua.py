@@ -43,6 +43,7 @@ work here) and `MetaUAProcess` (the driver) runs the server step.
 
 import collections
 import dataclasses
+import os
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -146,7 +147,7 @@ def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel]
   """The clients' part of a round: (weights, [each client's data]) -> ([each
   client's report], the cohort's summed query gradient). On TFF's native
   runtime one federated computation (the reports at CLIENTS); in-process,
-  each client's TensorFlow work run here, one after another.
+  each client's TensorFlow work run here, a client per core at a time.
 
   The dataset computation gives a client's (train, support, query) datasets:
   E shuffled epochs of its support examples, and one pass over each split.
@@ -166,10 +167,10 @@ def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel]
     return collections.OrderedDict(report=report, gradient=gradient)
 
   if runtime == 'inprocess':
-    run = tensorflow_runner.TensorFlowRunner(client_update)
+    run = tensorflow_runner.TensorFlowRunner(client_update, sessions=os.cpu_count() or 1)
 
     def in_process(weights, client_arguments):
-      outputs = [run([weights, arguments]) for arguments in client_arguments]
+      outputs = run.map([[weights, arguments] for arguments in client_arguments])
       return ([o['report'] for o in outputs],
               [np.sum(g, axis=0) for g in zip(*(o['gradient'] for o in outputs))])
 

@@ -10,8 +10,9 @@ every call, so each call starts from fresh variables, as in TFF's runtime.
 Here custom op libraries loaded in Python and the GPU are visible to it.
 """
 
+import concurrent.futures
 import queue
-from typing import Any
+from typing import Any, Sequence
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -84,6 +85,7 @@ class TensorFlowRunner:
     self._sessions = queue.SimpleQueue()
     for _ in range(sessions):
       self._sessions.put(tf.compat.v1.Session(graph=self._graph, config=config))
+    self._pool = concurrent.futures.ThreadPoolExecutor(sessions)
 
   def _feed(self, arg) -> dict:
     if self._parameter_type is None:
@@ -113,7 +115,13 @@ class TensorFlowRunner:
     value = _pack(list(fetched), self._result_type)
     return tff.types.type_to_py_container(value, self._result_type) if as_python else value
 
+  def map(self, args: Sequence[Any]) -> list[Any]:
+    """Python results of a call on each of `args`, as many at a time as the
+    runner has sessions (TF releases the GIL while it runs), in `args`' order."""
+    return list(self._pool.map(self, args))
+
   def close(self) -> None:
+    self._pool.shutdown()
     while not self._sessions.empty():
       self._sessions.get().close()
 
