@@ -272,8 +272,10 @@ def test_ranking_colr_trains_in_process_through_secure_sum(ranking_dir, tmp_path
   assert summary['train/aggregator/secure_upper_threshold'] == 2.0
 
 
-def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path):
-  flags = [*RANKING, f'--data_dir={ranking_dir}', '--algorithm=scolr', '--rank=4']
+@pytest.mark.parametrize('runtime', ['native', 'inprocess'])
+def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path, runtime):
+  flags = [*RANKING, f'--data_dir={ranking_dir}', '--algorithm=scolr', '--rank=4',
+           f'--runtime={runtime}']
   whole = tmp_path / 'whole'
   done = _train(*flags, f'--output_dir={whole}')
   assert done.returncode == 0, done.stderr[-3000:]
