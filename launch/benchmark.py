@@ -12,6 +12,11 @@ round: one FedAvg round of the dual encoder on ML-100K (50 clients, batch
        cohorts, against the floor: the same examples trained sequentially in
        one tf.function. Both runtimes use our iterator client loop; native
        is also timed with TFF's default Dataset.reduce loop.
+runtimes: rounds of the papers' workloads (issue 16's table: FedMF at CoLR's
+       setting, DCN FedAvg / MetaUA / FedNova at MetaUA's, FedSubAvg LR, FAIR
+       1x-2x, the dual encoder), each built by the registry as the trainer
+       builds it, timed on the native and in-process runtimes with the same
+       cohorts (not in the default list: about 5 minutes).
 client_memory: one Goodreads-100 client's training (FAIR's client step: a
        tier's item tables, NeuMF, fresh Adam, 1 epoch) at capacities 1x..16x,
        each in a fresh process that holds only that tier: the item tables'
@@ -34,7 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 flags.DEFINE_list('what', ['op', 'round', 'client_memory'],
-                  'Benchmarks to run: op, round, client_memory.')
+                  'Benchmarks to run: op, round, client_memory, runtimes.')
 flags.DEFINE_string('output', None, 'Also write the markdown report here.')
 flags.DEFINE_string('data_dir', '../shared/data/ml-100k', 'MovieLens 100K.')
 flags.DEFINE_integer('rounds', 5, 'Timed rounds per runtime (after 1 warm-up).')
@@ -106,6 +111,66 @@ def bench_op() -> str:
   return '\n'.join(lines)
 
 
+def _seconds_per_round(process, cohorts) -> float:
+  """Mean seconds of a round over cohorts[1:], after cohorts[0] as a warm-up."""
+  state = process.initialize()
+  state = process.next(state, cohorts[0]).state
+  started = time.perf_counter()
+  for cohort in cohorts[1:]:
+    state = process.next(state, cohort).state
+  return (time.perf_counter() - started) / (len(cohorts) - 1)
+
+
+# name: (task, task settings, algorithm, clients per round, trainer settings, options)
+_DCN = dict(model='dcn', embedding_dim=4, batch_size=15, local_epochs=3)
+RUNTIME_WORKLOADS = {
+    'FedMF d=64, 2 epochs, batch 256 (CoLR)': (
+        'movielens_ranking', dict(embedding_dim=64), 'fedmf', 60, {}, {}),
+    'DCN FedAvg, 3 epochs, batch 15 (MetaUA)': (
+        'movielens_ctr', _DCN, 'fedavg', 94, dict(client_learning_rate=0.01), {}),
+    'DCN MetaUA': ('movielens_ctr', _DCN, 'metaua', 94, dict(client_learning_rate=0.01),
+                   dict(meta_loss='client_mean')),
+    'DCN FedNova': ('movielens_ctr', _DCN, 'fednova', 94, dict(client_learning_rate=0.01), {}),
+    'FedSubAvg LR': ('movielens_ctr', dict(model='lr'), 'fedsubavg', 50, {}, {}),
+    'FAIR 1x-2x, Goodreads-100': ('goodreads_ranking', {}, 'fair', 10, {},
+                                  dict(capacities='1x-2x')),
+    'dual encoder FedAvg': ('movielens_next_item', {}, 'fedavg', 50, {}, {}),
+}
+
+
+def bench_runtimes() -> str:
+  import tasks  # pylint: disable=g-import-not-at-top
+  from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
+  from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
+
+  lines = ['| workload | clients | native s/round | in-process s/round | in-process / native |',
+           '|---|---|---|---|---|']
+  for name, (task_name, settings, algorithm, clients, trainer, options) in (
+      RUNTIME_WORKLOADS.items()):
+    module = tasks.TASKS[task_name]
+    data_dir = FLAGS.goodreads_dir if task_name == 'goodreads_ranking' else FLAGS.data_dir
+    task = module.Task(module.make_config(data_dir=data_dir, **settings))
+    seconds = {}
+    for runtime in ('native', 'inprocess'):
+      training = registry.training(task, algorithm, runtime=runtime,
+                                   clients_per_round=clients, **trainer)
+      with native.NativeRuntime():  # builds and native rounds need TFF's context
+        built = registry.build(algorithm, task, training, **options)
+        ids = sorted(built.client_ids)
+        cohorts = [[built.client_input(c, loop.client_seed(0, r, c))
+                    for c in loop.sample_cohort(ids, clients, seed=0, round_num=r)]
+                   for r in range(FLAGS.rounds + 1)]
+        seconds[runtime] = _seconds_per_round(inprocess.for_runtime(built.process, runtime),
+                                              cohorts)
+    lines.append(f'| {name} | {clients} | {seconds["native"]:.3f} | '
+                 f'{seconds["inprocess"]:.3f} | {seconds["inprocess"] / seconds["native"]:.2f} |')
+    print(lines[-1], flush=True)
+  return (f'Mean of {FLAGS.rounds} rounds after a warm-up, the same cohorts on both runtimes, '
+          f'{os.cpu_count()} CPU cores.\n\n' + '\n'.join(lines))
+
+
 def bench_round() -> str:
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tasks import movielens_next_item  # pylint: disable=g-import-not-at-top
@@ -132,12 +197,7 @@ def bench_round() -> str:
              for r in range(FLAGS.rounds + 1)]
 
   def time_rounds(proc):
-    state = proc.initialize()
-    state = proc.next(state, cohorts[0]).state  # warm-up
-    started = time.perf_counter()
-    for cohort in cohorts[1:]:
-      state = proc.next(state, cohort).state
-    return (time.perf_counter() - started) / FLAGS.rounds
+    return _seconds_per_round(proc, cohorts)
 
   with native.NativeRuntime():
     native_s = time_rounds(process)
@@ -271,6 +331,8 @@ def main(argv):
                     f'{NUM_IDS} ids, dim {DIM}, CPU)\n\n' + bench_op())
   if 'round' in FLAGS.what:
     sections.append('## Round time: in-process vs native\n\n' + bench_round())
+  if 'runtimes' in FLAGS.what:
+    sections.append("## The papers' workloads: native vs in-process\n\n" + bench_runtimes())
   if 'client_memory' in FLAGS.what:
     sections.append('## FAIR client memory by capacity (Goodreads-100, CPU)\n\n'
                     + bench_client_memory())
