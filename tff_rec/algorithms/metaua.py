@@ -99,8 +99,11 @@ def _tensor_specs(values):
   return [tf.TensorSpec(v.shape, v.dtype) for v in values]
 
 
-def _client_work(model, learning_rate: float, weights, train, support, query):
-  """One client's round: (report for the server, g_k)."""
+def _client_work(model, learning_rate: float, weights, train, support, query, *,
+                 evaluates: bool = True):
+  """One client's round: (report for the server, g_k). Without `evaluates`
+  (nothing is learned from the losses and g_k: FedNova, the 'none' ablation)
+  the support and query sets are only counted, and g_k is zero."""
 
   @tf.function  # one function, so its control dependencies order assignments and steps
   def run():
@@ -111,23 +114,29 @@ def _client_work(model, learning_rate: float, weights, train, support, query):
     def loss_sum(dataset):
       total, count = tf.constant(0.0), tf.constant(0.0)
       for batch in iter(dataset):  # iter(): see baselines.CLIENT_LOOP
-        output = model.forward_pass(batch, training=False)
-        size = tf.cast(output.num_examples, tf.float32)
-        total, count = total + output.loss * size, count + size
+        if evaluates:
+          output = model.forward_pass(batch, training=False)
+          size = tf.cast(output.num_examples, tf.float32)
+          total += output.loss * size
+        else:
+          size = tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.float32)
+        count += size
       return total, count
 
     support_before, support_count = loss_sum(support)
     query_before, query_count = loss_sum(query)
     gradient = [tf.zeros_like(v) for v in variables]
-    for batch in iter(query):  # g_k: the gradient of the summed query loss at w_t
-      with tf.GradientTape() as tape:
-        output = model.forward_pass(batch, training=False)
-        total = output.loss * tf.cast(output.num_examples, tf.float32)
-      gradient = [g + tf.convert_to_tensor(d) for g, d in
-                  zip(gradient, tape.gradient(total, variables))]
+    if evaluates:
+      for batch in iter(query):  # g_k: the gradient of the summed query loss at w_t
+        with tf.GradientTape() as tape:
+          output = model.forward_pass(batch, training=False)
+          total = output.loss * tf.cast(output.num_examples, tf.float32)
+        gradient = [g + tf.convert_to_tensor(d) for g, d in
+                    zip(gradient, tape.gradient(total, variables))]
     steps, train_loss, train_count = client_loop.sgd(model, train, learning_rate)
-    support_after, _ = loss_sum(support)
-    query_after, _ = loss_sum(query)
+    support_after, query_after = tf.constant(0.0), tf.constant(0.0)
+    if evaluates:
+      support_after, query_after = loss_sum(support)[0], loss_sum(query)[0]
     all_count = tf.maximum(support_count + query_count, 1.0)
     before = (support_before + query_before) / all_count
     after = (support_after + query_after) / all_count
@@ -143,7 +152,8 @@ def _client_work(model, learning_rate: float, weights, train, support, query):
 
 def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                        dataset_computation: tff.Computation, *, client_learning_rate: float,
-                       client_mean: bool = False, runtime: str = 'native'):
+                       client_mean: bool = False, evaluates: bool = True,
+                       runtime: str = 'native'):
   """The clients' part of a round: (weights, [each client's data]) -> ([each
   client's report], the cohort's summed query gradient). On TFF's native
   runtime one federated computation (the reports at CLIENTS); in-process,
@@ -161,7 +171,7 @@ def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel]
   @tff.tensorflow.computation(weights_type, dataset_computation.type_signature.parameter)
   def client_update(weights, arguments):
     report, gradient = _client_work(model_fn(), client_learning_rate, weights,
-                                    *dataset_computation(arguments))
+                                    *dataset_computation(arguments), evaluates=evaluates)
     if client_mean:
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
     return collections.OrderedDict(report=report, gradient=gradient)
@@ -319,7 +329,7 @@ class MetaUAProcess:
     self._round = build_client_round(model_fn, dataset_computation,
                                      client_learning_rate=client_learning_rate,
                                      client_mean=config.meta_loss == 'client_mean',
-                                     runtime=runtime)
+                                     evaluates=config.learns, runtime=runtime)
     self._server = MetaUAServer(config, server_optimizer, groups)
     self._model_fn = model_fn
     self._model_bytes = model_bytes
