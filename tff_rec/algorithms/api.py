@@ -15,8 +15,9 @@ class NotApplicable(ValueError):
 class Built:
   """A learning process and how to feed and score it.
 
-  process: initialize / next / get_model_weights (a tff LearningProcess, or a
-    driver of one for algorithms that keep client state between rounds).
+  process: initialize / next / get_model_weights / set_model_weights (a tff
+    LearningProcess; a client_state.ClientStateProcess for algorithms whose
+    clients keep state between rounds; MetaUA's MetaUAProcess).
   client_input: (client id, seed) -> that client's input to `next`.
   evaluate: (model weights, part) -> metrics; default the task's evaluate.
   """

@@ -11,7 +11,7 @@ client between rounds, which a MapReduce round cannot hand back to a client
 (its client outputs are only aggregated): the round is a client_state.Round,
 and client_state.ClientStateProcess keeps the variates of all N clients in
 the program state, so checkpoints and resumes are exact. That costs N x model
-floats of driver memory: the algorithm for small models (FedSubAvg's
+floats of trainer memory: the algorithm for small models (FedSubAvg's
 MovieLens LR). Both runtimes run it.
 """
 
