@@ -202,9 +202,9 @@ class MovieLensCtr(click_model.ClickModel):
     """(feature, parameter) heat dispersion, max n_m / min n_m with n_m the clients
     whose data index row m: over the tables' rows (FedSubAvg's Table 1), and over
     all parameters (a dense one is involved in every client)."""
-    rows_of = {t.name: t.rows for t in self.tables}
+    declared = tables_lib.by_name(self.tables)
     touched = np.concatenate([
-        h[h > 0] for h in (fedsubavg.feature_heat(rows, rows_of[t])
+        h[h > 0] for h in (fedsubavg.feature_heat(rows, declared[t].rows)
                            for t, rows in self.client_table_rows().items())])
     return (fedsubavg.dispersion(touched),
             max(len(self._train_rows), touched.max()) / touched.min())

@@ -192,6 +192,11 @@ class MovieLensRanking(click_model.ClickModel):
     return collections.OrderedDict(user=ids, item=ids), tf.TensorSpec([None, 1], tf.float32)
 
   @functools.cached_property
+  def _variable_tables(self) -> list[str | None]:
+    """The Keras model's table per trainable variable (built once, not per evaluation)."""
+    return tables_lib.variable_tables(self.keras_model(), self.tables)
+
+  @functools.cached_property
   def tables(self) -> tuple[tables_lib.Table, ...]:
     """Every user's own row (private: a table form never compresses it) and the items."""
     return tables_lib.of_keras(self.keras_model(), {'users': ('user',), 'items': ('item',)},
@@ -232,8 +237,7 @@ class MovieLensRanking(click_model.ClickModel):
     {'items': the item table, 'users': every user's vector} or the Keras model's
     ModelWeights."""
     if isinstance(weights, tff.learning.models.ModelWeights):
-      weights = dict(zip(tables_lib.variable_tables(self.keras_model(), self.tables),
-                         weights.trainable))
+      weights = dict(zip(self._variable_tables, weights.trainable))
     return self._rank_metrics(part, np.asarray(weights['users']),
                               np.asarray(weights['items']))
 

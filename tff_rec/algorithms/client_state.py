@@ -94,12 +94,6 @@ class _InProcess:
 RUNTIMES = ('native', 'inprocess')
 
 
-@dataclasses.dataclass
-class Output:
-  state: Any
-  metrics: Any
-
-
 class ClientStateProcess:
   """initialize / next / get_model_weights / set_model_weights, like a
   LearningProcess, over a Round that keeps client state.
@@ -132,7 +126,8 @@ class ClientStateProcess:
     return {'server': self._initialize(),
             'clients': tf.nest.map_structure(np.copy, self._initial_clients)}
 
-  def next(self, state: State, client_inputs: Sequence[tuple[int, Any]]) -> Output:
+  def next(self, state: State, client_inputs: Sequence[tuple[int, Any]]
+           ) -> tff.learning.templates.LearningProcessOutput:
     indices = [int(index) for index, _ in client_inputs]
     if len(set(indices)) != len(indices):
       raise ValueError(f'a client joins a round once; the cohort repeats one of {indices}')
@@ -146,8 +141,8 @@ class ClientStateProcess:
     for index, new in zip(indices, new_states):
       for leaf, value in zip(leaves, tf.nest.flatten(new)):
         leaf[index] = value
-    return Output({'server': server,
-                   'clients': tf.nest.pack_sequence_as(clients, leaves)}, metrics)
+    return tff.learning.templates.LearningProcessOutput(
+        {'server': server, 'clients': tf.nest.pack_sequence_as(clients, leaves)}, metrics)
 
   def get_model_weights(self, state: State):
     return self._get_model_weights(state)

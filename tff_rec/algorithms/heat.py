@@ -9,6 +9,7 @@ import numpy as np
 
 from tff_rec.aggregators import fedsubavg
 from tff_rec.algorithms import api
+from tff_rec.models import tables
 
 TABLES_WHY = 'its model declares no embedding tables, so there is no feature heat to correct'
 
@@ -18,7 +19,7 @@ def heat(task, mode: str) -> tuple[dict[str, np.ndarray], float]:
   rows = task.client_table_rows()
   sizes = task.client_sizes()
   weights = sizes if mode == 'examples' else None
-  declared = {t.name: t for t in task.tables}
+  declared = tables.by_name(task.tables)
   per_table = {table: fedsubavg.feature_heat(clients, declared[table].rows, weights)
                for table, clients in rows.items()}
   population = float(np.sum(sizes) if mode == 'examples' else len(sizes))

@@ -308,12 +308,6 @@ class MetaUAServer:
     return new_state, metrics
 
 
-@dataclasses.dataclass
-class _Output:
-  state: Any
-  metrics: Any
-
-
 class MetaUAProcess:
   """initialize / next / get_model_weights of MetaUA (and FedNova).
 
@@ -352,7 +346,8 @@ class MetaUAProcess:
                                              for w in weights]),
         has_previous=np.array(False), skipped_total=np.float32(0)))
 
-  def next(self, state, client_inputs: Sequence[tuple[Any, np.ndarray]]) -> _Output:
+  def next(self, state, client_inputs: Sequence[tuple[Any, np.ndarray]]
+           ) -> tff.learning.templates.LearningProcessOutput:
     reports, gradient = self._round(state['weights'], [arguments for arguments, _ in
                                                        client_inputs])
     stacked = {key: (np.stack([r[key] for r in reports]) if key != 'update'
@@ -374,7 +369,7 @@ class MetaUAProcess:
       metrics['client_work']['clients_without_query'] = float(
           (stacked['query_count'] == 0).sum())
       metrics['aggregator']['meta'] = _numpy(meta_metrics)
-    return _Output(new_state, metrics)
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
   def get_model_weights(self, state) -> tff.learning.models.ModelWeights:
     return tff.learning.models.ModelWeights(trainable=list(state['weights']),

@@ -1,6 +1,6 @@
 """The embedding tables a model declares: what the methods that work on tables
 need to know of each (FedSubAvg's feature heat, FAIR's hashed tiers, CoLR's
-factors, the private rows that stay on a client).
+factors, the private per-user rows those forms leave whole).
 
 A task declares its model's tables once (`task.tables`); algorithms find them
 there, by name, never by patterns in variable names. A Keras model's table is
@@ -20,7 +20,7 @@ class Table:
   rows: int
   width: int
   features: tuple[str, ...]  # the input features whose ids index it
-  private: bool = False      # a row per client (its user's): stays on that client
+  private: bool = False      # a row per client (its user's): table forms never compress it
 
 
 def declare(shapes: Mapping[str, Sequence[int]], features: Mapping[str, Iterable[str]], *,
