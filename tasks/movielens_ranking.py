@@ -77,6 +77,9 @@ class Config:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
     if self.l2 < 0:
       raise ValueError(f'l2 must be >= 0, got {self.l2}')
+    if self.min_interactions < leave_one_out.MIN_SPLIT:  # before the data is read
+      raise ValueError(f'min_interactions must be >= {leave_one_out.MIN_SPLIT} (a training, a '
+                       f'validation and a test item), got {self.min_interactions}')
     if self.user_state not in USER_STATES:
       raise ValueError(f'unknown user_state {self.user_state!r}; choose one of {USER_STATES}')
 

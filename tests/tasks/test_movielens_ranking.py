@@ -210,3 +210,8 @@ def test_other_algorithms_train_the_keras_mf_whose_user_rows_only_their_client_m
   users = fair.process.get_model_weights(fair.process.initialize()).trainable[0]
   assert users.shape == (len(task.train_client_ids), 4)
   assert fair.process.next.type_signature.parameter[0].member.weights.users.shape == users.shape
+
+
+def test_min_interactions_below_a_three_item_split_is_refused_before_reading_data():
+  with pytest.raises(ValueError, match=r'min_interactions must be >= 3 .*got 2'):
+    task_lib.Config(data_dir='/nonexistent', min_interactions=2)
