@@ -35,7 +35,9 @@ EVAL_BLOCK_SCORES = 1 << 22  # users x items scored at a time: ~4M x 16 floats i
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = setting.setting(DEFAULT_DATA_DIR, 'Dataset directory (train.txt and test.txt of user item lists, or one time-ordered sequence file).')
+  data_dir: str = setting.setting(
+      DEFAULT_DATA_DIR, 'Dataset directory (train.txt and test.txt of user item lists, '
+      'or one time-ordered sequence file).')
   factors: int = setting.setting(8, 'NeuMF factors.')
   mlp_layers: int = setting.setting(1, 'NeuMF MLP layers.')
   num_negatives: int = setting.setting(
@@ -98,11 +100,8 @@ class GoodreadsRanking:
   @functools.cached_property
   def tables(self) -> tuple[tables_lib.Table, ...]:
     """NeuMF's item tables and each user's own rows (private), named as its weights."""
-    s = self.shape
-    shapes = {**s.table_shapes(), 'user_gmf': (s.num_users, s.factors),
-              'user_mlp': (s.num_users, s.mlp_dim)}
     items = ('positive', 'negatives')
-    return tables_lib.declare(shapes, {'item_gmf': items, 'item_mlp': items,
+    return tables_lib.declare(self.shape.embedding_shapes(), {'item_gmf': items, 'item_mlp': items,
                                        'user_gmf': ('user',), 'user_mlp': ('user',)},
                               private=('user_gmf', 'user_mlp'))
 

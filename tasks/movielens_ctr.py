@@ -46,7 +46,9 @@ EVAL_BATCH_SIZE = 8192
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = setting.setting(DEFAULT_DATA_DIR, 'Dataset directory (MovieLens), or a CTR file of your own (.csv or .tsv) with its columns declared.')
+  data_dir: str = setting.setting(
+      DEFAULT_DATA_DIR, 'Dataset directory (MovieLens), or a CTR file of your own (.csv or '
+      '.tsv) with its columns declared.')
   model: str = setting.setting(
       'lr', "CTR model: FedSubAvg's LR with gender x movie and age x movie crosses, "
       "DCNv2 (MetaUA's), DIN (FedSubAvg's CTR model).", choices=tuple(ctr_models.MODELS))

@@ -34,7 +34,8 @@ ITEM_TABLE = 'item_embedding'  # the dual encoder's one table (rows: padding, 1.
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = setting.setting(DEFAULT_DATA_DIR, 'Dataset directory (MovieLens: ml-100k or ml-1m).')
+  data_dir: str = setting.setting(DEFAULT_DATA_DIR,
+                                  'Dataset directory (MovieLens: ml-100k or ml-1m).')
   loss: str = setting.setting('global_softmax', "Retrieval loss (global_softmax: the paper's "
                               'best federated).', choices=sorted(losses.RETRIEVAL_LOSSES))
   spreadout_weight: float = setting.setting(

@@ -53,7 +53,8 @@ EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = setting.setting(DEFAULT_DATA_DIR, 'Dataset directory (MovieLens: ml-100k or ml-1m).')
+  data_dir: str = setting.setting(DEFAULT_DATA_DIR,
+                                  'Dataset directory (MovieLens: ml-100k or ml-1m).')
   embedding_dim: int = setting.setting(64, 'Embedding dimension.')
   num_negatives: int = setting.setting(
       4, 'Sampled negatives per positive, unseen items redrawn every local epoch.')

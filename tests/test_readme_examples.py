@@ -51,7 +51,8 @@ def test_the_added_algorithm_trains_and_takes_its_option(example_registered, ml1
 def example_task(monkeypatch):
   """The README's task module, registered as tasks would have it."""
   module = types.ModuleType('movielens_rating')
-  exec(compile(_code_after('### Adding a task'), 'README.md', 'exec'), vars(module))  # pylint: disable=exec-used
+  code = compile(_code_after('### Adding a task'), 'README.md', 'exec')
+  exec(code, vars(module))  # pylint: disable=exec-used
   monkeypatch.setitem(tasks.TASKS, 'movielens_rating', module)
   return module
 
@@ -72,4 +73,5 @@ def test_the_added_task_trains_fedavg_and_fedsubavg_and_its_settings_are_flags(
   settings = common.task_settings()
   assert [task for task, _ in settings['embedding_dim']] == [
       'movielens_ctr', 'movielens_next_item', 'movielens_ranking', 'movielens_rating']
-  assert 'Embedding dimension.' in common._setting_help(settings['embedding_dim'])  # pylint: disable=protected-access
+  help_text = common._setting_help(settings['embedding_dim'])  # pylint: disable=protected-access
+  assert 'Embedding dimension.' in help_text

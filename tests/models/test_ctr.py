@@ -51,8 +51,9 @@ def test_rows_outside_the_batch_and_padding_get_exactly_zero_gradient(name):
     loss = tf.reduce_mean(tf.keras.losses.binary_crossentropy(
         tf.ones([4, 1]), model(batch), from_logits=True))
   grads = tape.gradient(loss, model.trainable_variables)
+  declared = tables.of_keras(model, spec.tables)
   for variable, grad, table in zip(model.trainable_variables, grads,
-                                   tables.variable_tables(model, tables.of_keras(model, spec.tables))):
+                                   tables.variable_tables(model, declared)):
     if table is None:
       continue
     used = np.unique(np.concatenate([batch[c].reshape(-1) for c in spec.tables[table]]))

@@ -41,10 +41,16 @@ class NeuMFShape:
     """Width of the MLP branch's embeddings (the layers halve it down to factors)."""
     return self.factors * 2 ** (self.mlp_layers - 1)
 
+  def embedding_shapes(self) -> dict[str, tuple[int, int]]:
+    """Shape of each embedding table: the users' (a row per user), then the items'."""
+    return {'user_gmf': (self.num_users, self.factors),
+            'user_mlp': (self.num_users, self.mlp_dim),
+            'item_gmf': (self.num_items, self.factors),
+            'item_mlp': (self.num_items, self.mlp_dim)}
+
   def table_shapes(self) -> dict[str, tuple[int, int]]:
     """Shape of each item table (the tables FAIR compresses)."""
-    return {'item_gmf': (self.num_items, self.factors),
-            'item_mlp': (self.num_items, self.mlp_dim)}
+    return {name: self.embedding_shapes()[name] for name in ITEM_TABLES}
 
 
 def initial_weights(shape: NeuMFShape, seed: int) -> collections.OrderedDict:
@@ -167,10 +173,8 @@ class NeuMFMargins(tf.keras.layers.Layer):
   def build(self, input_shape):
     f, e, s = self.shape.factors, self.shape.mlp_dim, self.seed
     normal = lambda k: tf.keras.initializers.RandomNormal(stddev=0.01, seed=s + k)
-    for k, (name, rows, dim) in enumerate([
-        ('user_gmf', self.shape.num_users, f), ('user_mlp', self.shape.num_users, e),
-        ('item_gmf', self.shape.num_items, f), ('item_mlp', self.shape.num_items, e)]):
-      self.named[name] = self.add_weight(name=name, shape=(rows, dim), initializer=normal(k))
+    for k, (name, shape) in enumerate(self.shape.embedding_shapes().items()):
+      self.named[name] = self.add_weight(name=name, shape=shape, initializer=normal(k))
     width = 2 * e
     for layer in range(self.shape.mlp_layers):
       self.named[f'mlp_{layer}/kernel'] = self.add_weight(
