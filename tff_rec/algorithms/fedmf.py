@@ -233,28 +233,61 @@ def _server_computations(config: FedMFConfig, prepare: tff.Computation,
   return server_update, round_metrics
 
 
-def _client_data_type(dataset_computation: tff.Computation) -> tff.StructType:
-  return tff.StructType([('rank', np.int32),
-                         ('data', dataset_computation.type_signature.parameter)])
+def build_stored_round(config: FedMFConfig, initial_items: np.ndarray,
+                       dataset_computation: tff.Computation, *,
+                       item_scale: np.ndarray | None = None) -> client_state.Round:
+  """The round whose clients keep their user vectors (client state), payloads
+  and coverage summed plainly."""
+  server_init, prepare, client_update = _client_computations(config, initial_items,
+                                                             dataset_computation)
+  server_update, round_metrics = _server_computations(
+      config, prepare, client_update, client_update.type_signature.result['value'],
+      tff.StructType([]), averaged=False, item_scale=item_scale)
+
+  @tff.tensorflow.computation(prepare.type_signature.result,
+                              tff.StructType([
+                                  ('rank', np.int32),
+                                  ('data', dataset_computation.type_signature.parameter)]),
+                              client_update.type_signature.parameter[0])
+  def client_work(broadcast, client_data, user):
+    output = client_update(user, client_data['rank'],
+                           dataset_computation(client_data['data']), broadcast)
+    return collections.OrderedDict(
+        sent=collections.OrderedDict(value=output['value'], metrics=output['metrics']),
+        state=output['user'])
+
+  @tff.tensorflow.computation(server_init.type_signature.result,
+                              prepare.type_signature.result,
+                              client_work.type_signature.result['sent'])
+  def update(server, broadcast, summed):
+    return (server_update(server, broadcast, summed['value']),
+            round_metrics(summed['metrics'], ()))
+
+  return client_state.Round(server_init, prepare, client_work, update)
 
 
-def build_round(config: FedMFConfig, initial_items: np.ndarray,
-                dataset_computation: tff.Computation, *,
-                sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
-                mean_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
-                item_scale: np.ndarray | None = None):
-  """(initialize, next) federated computations of one round whose clients start
-  from the user vectors they are given (reconstruction).
+def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
+                                 dataset_computation: tff.Computation, *,
+                                 sum_factory: tff.aggregators.UnweightedAggregationFactory
+                                 | None = None,
+                                 mean_factory: tff.aggregators.UnweightedAggregationFactory
+                                 | None = None,
+                                 item_scale: np.ndarray | None = None
+                                 ) -> tff.learning.templates.LearningProcess:
+  """The round with reconstructed user vectors, as a LearningProcess (both runtimes).
 
-  next(state, client data, user vectors at CLIENTS) -> (state, each client's
-  trained user vector at CLIENTS, metrics). `mean_factory` (e.g. TFF's DP
-  mean) replaces the sum and the division by coverage with a mean over the
-  cohort: the cohort average of the forms whose every client covers every
-  entry (not scolr's columns, not 'touched'). Client data: (local rank (scolr;
-  else ignored), the dataset computation's arguments). The dataset's elements
-  carry 'epoch' (the first reconstruction_epochs are reconstruction), 'item'
-  and 'label'.
+  get_model_weights gives the item table: a user's vector is reconstructed
+  from its data wherever it is needed (reconstruct_user). Client data: (its
+  initial user vector, local rank (scolr; else ignored), the dataset
+  computation's arguments); the dataset's elements carry 'epoch' (the first
+  reconstruction_epochs are reconstruction), 'item' and 'label'. Payload and
+  coverage go through `sum_factory` (default TFF's plain sum); `mean_factory`
+  (e.g. TFF's DP mean) replaces the sum and the division by coverage with a
+  mean over the cohort: the cohort average of the forms whose every client
+  covers every entry (not scolr's columns, not 'touched').
   """
+  if not config.reconstruction_epochs:
+    raise ValueError('a reconstruction process needs reconstruction_epochs >= 1')
   sum_factory = sum_factory or tff.aggregators.SumFactory()
   server_init, prepare, client_update = _client_computations(config, initial_items,
                                                              dataset_computation)
@@ -278,16 +311,18 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
     return tff.federated_zip(collections.OrderedDict(
         items=server.items, round=server.round, aggregator=aggregation.initialize()))
 
-  @tff.federated_computation(
-      initialize.type_signature.result,
-      tff.FederatedType(_client_data_type(dataset_computation), tff.CLIENTS),
-      tff.FederatedType(client_update.type_signature.parameter[0], tff.CLIENTS))
-  def next_fn(state, client_data, users):
+  client_data_type = tff.StructType([
+      ('user', client_update.type_signature.parameter[0]), ('rank', np.int32),
+      ('data', dataset_computation.type_signature.parameter)])
+
+  @tff.federated_computation(initialize.type_signature.result,
+                             tff.FederatedType(client_data_type, tff.CLIENTS))
+  def next_fn(state, client_data):
     server = tff.federated_zip(collections.OrderedDict(items=state.items, round=state.round))
     broadcast = tff.federated_map(prepare, server)
     datasets = tff.federated_map(dataset_computation, client_data.data)
     outputs = tff.federated_map(client_update, (
-        users, client_data.rank, datasets, tff.federated_broadcast(broadcast)))
+        client_data.user, client_data.rank, datasets, tff.federated_broadcast(broadcast)))
     summed = aggregation.next(state.aggregator,
                               outputs.value.payload if mean_factory else outputs.value)
     server = tff.federated_map(server_update, (server, broadcast, summed.result))
@@ -295,69 +330,6 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
                                                 summed.measurements))
     new_state = tff.federated_zip(collections.OrderedDict(
         items=server.items, round=server.round, aggregator=summed.state))
-    return new_state, outputs.user, metrics
-
-  return initialize, next_fn
-
-
-def build_stored_round(config: FedMFConfig, initial_items: np.ndarray,
-                       dataset_computation: tff.Computation, *,
-                       item_scale: np.ndarray | None = None) -> client_state.Round:
-  """The round whose clients keep their user vectors (client state), payloads
-  and coverage summed plainly."""
-  server_init, prepare, client_update = _client_computations(config, initial_items,
-                                                             dataset_computation)
-  server_update, round_metrics = _server_computations(
-      config, prepare, client_update, client_update.type_signature.result['value'],
-      tff.StructType([]), averaged=False, item_scale=item_scale)
-
-  @tff.tensorflow.computation(prepare.type_signature.result,
-                              _client_data_type(dataset_computation),
-                              client_update.type_signature.parameter[0])
-  def client_work(broadcast, client_data, user):
-    output = client_update(user, client_data['rank'],
-                           dataset_computation(client_data['data']), broadcast)
-    return collections.OrderedDict(
-        sent=collections.OrderedDict(value=output['value'], metrics=output['metrics']),
-        state=output['user'])
-
-  @tff.tensorflow.computation(server_init.type_signature.result,
-                              prepare.type_signature.result,
-                              client_work.type_signature.result['sent'])
-  def update(server, broadcast, summed):
-    return (server_update(server, broadcast, summed['value']),
-            round_metrics(summed['metrics'], ()))
-
-  return client_state.Round(server_init, prepare, client_work, update)
-
-
-def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
-                                 dataset_computation: tff.Computation, *,
-                                 sum_factory=None, mean_factory=None,
-                                 item_scale: np.ndarray | None = None
-                                 ) -> tff.learning.templates.LearningProcess:
-  """The round with reconstructed user vectors, as a LearningProcess (both runtimes).
-
-  get_model_weights gives the item table: a user's vector is reconstructed
-  from its data wherever it is needed (reconstruct_user). Client data: (its
-  initial user vector, local rank, the dataset computation's arguments).
-  """
-  if not config.reconstruction_epochs:
-    raise ValueError('a reconstruction process needs reconstruction_epochs >= 1')
-  initialize, round_fn = build_round(config, initial_items, dataset_computation,
-                                     sum_factory=sum_factory, mean_factory=mean_factory,
-                                     item_scale=item_scale)
-  state_type, _, users_type = round_fn.type_signature.parameter
-  client_data_type = tff.FederatedType(
-      tff.StructType([('user', users_type.member), ('rank', np.int32),
-                      ('data', dataset_computation.type_signature.parameter)]), tff.CLIENTS)
-
-  @tff.federated_computation(state_type, client_data_type)
-  def next_fn(state, client_data):
-    new_state, _, metrics = round_fn(
-        state, tff.federated_zip(collections.OrderedDict(rank=client_data.rank,
-                                                         data=client_data.data)),
-        client_data.user)
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
   return templates.learning_process(initialize, next_fn, 'items')
