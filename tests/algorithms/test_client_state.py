@@ -32,18 +32,22 @@ def _prepare(server):
 def _client_work(factor, value, state):
   # A client's new state depends on its old one, so a lost or swapped state shows.
   return collections.OrderedDict(
-      sent=value,
+      aggregated=value, sent=tf.constant(1),
       state=collections.OrderedDict(total=state['total'] * factor + tf.stack([value, -value]),
                                     visits=state['visits'] + 1))
 
 
-@tff.tensorflow.computation(np.float32, np.float32, np.float32)
-def _update(server, factor, summed):
-  del factor
-  return server + summed, summed
+def _round(aggregation=tff.aggregators.SumFactory()):
+  @tff.tensorflow.computation(np.float32, np.float32, np.int32,
+                              client_state.aggregate_type(aggregation, np.float32))
+  def update(server, factor, clients, aggregate):
+    del factor
+    return server + aggregate['result'], collections.OrderedDict(clients=clients)
+
+  return client_state.Round(_server_init, _prepare, _client_work, update, aggregation)
 
 
-ROUND = client_state.Round(_server_init, _prepare, _client_work, _update)
+ROUND = _round()
 
 
 def _process(runtime='native'):
@@ -106,3 +110,26 @@ def test_a_resumed_run_ends_in_the_state_of_an_uninterrupted_one(tff_runtime, tm
   for a, b in zip(tf.nest.flatten(straight), tf.nest.flatten(resumed)):
     np.testing.assert_array_equal(a, b)
   assert straight['clients']['visits'].sum() == 4 * 2
+
+
+@pytest.mark.parametrize('runtime, aggregation, expected', [
+    # TFF's secure sum clips each value to its bounds: 2.0 counts as 1.0.
+    ('inprocess', tff.aggregators.SecureSumFactory(1.0, -1.0), 1.0 - 0.5),
+    # TFF's DP mean over the expected cohort of 2 (no noise, a clip that never bites).
+    ('native', tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(0.0, 2, 10.0),
+     (2.0 - 0.5) / 2),
+    ('inprocess', tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(0.0, 2, 10.0),
+     (2.0 - 0.5) / 2),
+])
+def test_what_clients_send_goes_through_the_rounds_tff_aggregation(tff_runtime, runtime,
+                                                                   aggregation, expected):
+  round_ = _round(aggregation)
+  process = client_state.ClientStateProcess(
+      round_, collections.OrderedDict(total=np.ones((NUM_CLIENTS, 2), np.float32),
+                                      visits=np.zeros(NUM_CLIENTS, np.int32)),
+      get_model_weights=lambda state: state['server'], set_model_weights=None,
+      runtime=runtime)
+  output = process.next(process.initialize(), [(3, 2.0), (0, -0.5)])
+  assert process.get_model_weights(output.state) == pytest.approx(expected)
+  assert output.metrics['clients'] == 2
+  np.testing.assert_allclose(output.state['clients']['total'][3], [2.5, -1.5])

@@ -133,23 +133,39 @@ def test_reconstruction_round_is_mapreduce_and_runs_the_same_in_process(tff_runt
   assert np.abs(native.state['items'] - ITEMS).max() > 1e-4
 
 
-def test_secure_sum_of_colr_payloads_matches_the_plain_sum(tff_runtime):
-  """TFF's secure sum (clip to +-1, 32-bit quantization) in place of the plain sum."""
-  config = _config('colr', 2, reconstruction_epochs=1)
-  clients = [(USERS[c], np.int32(2), _rows(DATA[c][1], DATA[c][2], epochs=2)) for c in (0, 1)]
-  results = {}
-  for name, factory in (('plain', None), ('secure', tff.aggregators.SecureSumFactory(1.0))):
-    process = inprocess.InProcessLearningProcess(fedmf.build_reconstruction_process(
-        config, ITEMS, _dataset_computation(2), sum_factory=factory), threads=1)
-    try:
-      results[name] = process.next(process.initialize(), clients)
-    finally:
-      process.close()
-  np.testing.assert_allclose(results['secure'].state['items'], results['plain'].state['items'],
-                             atol=1e-6)
-  measurements = results['secure'].metrics['aggregator']
-  assert measurements['secure_upper_clipped_count'] == 0
-  assert measurements['secure_upper_threshold'] == 1.0
+def _colr_round(users: str, **factories):
+  """The items after one in-process colr round of clients 0 and 1, and its metrics."""
+  if users == 'stored':
+    process = fedmf.build_stored_users_process(
+        _config('colr', 2), ITEMS, USERS, _dataset_computation(1), runtime='inprocess',
+        **factories)
+    output = process.next(process.initialize(), [(c, (np.int32(2), DATA[c])) for c in (0, 1)])
+    return output.state['server']['items'], output.metrics
+  process = inprocess.InProcessLearningProcess(fedmf.build_reconstruction_process(
+      _config('colr', 2, reconstruction_epochs=1), ITEMS, _dataset_computation(2),
+      **factories), threads=1)
+  try:
+    output = process.next(process.initialize(), [
+        (USERS[c], np.int32(2), _rows(DATA[c][1], DATA[c][2], epochs=2)) for c in (0, 1)])
+  finally:
+    process.close()
+  return output.state['items'], output.metrics
+
+
+@pytest.mark.parametrize('users', ['stored', 'reconstructed'])
+def test_tffs_secure_sum_and_dp_mean_of_colr_payloads_match_the_plain_sum(tff_runtime, users):
+  """TFF's secure sum (clip to +-1, 32-bit quantization) in place of the plain sum,
+  and its DP mean (no noise, a clip that never bites, the true cohort of 2): colr's
+  clients cover every entry, so the cohort mean is the sum over the coverage."""
+  plain, _ = _colr_round(users)
+  secure, metrics = _colr_round(users, sum_factory=tff.aggregators.SecureSumFactory(1.0))
+  dp, _ = _colr_round(users, mean_factory=(
+      tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(0.0, 2, 1e6)))
+  np.testing.assert_allclose(secure, plain, atol=1e-6)
+  np.testing.assert_allclose(dp, plain, atol=1e-6)
+  assert np.abs(plain - ITEMS).max() > 1e-4
+  assert metrics['aggregator']['secure_upper_clipped_count'] == 0
+  assert metrics['aggregator']['secure_upper_threshold'] == 1.0
 
 
 def test_stored_users_refuse_reconstruction_and_vice_versa():

@@ -81,10 +81,11 @@ def test_secure_aggregation_needs_the_inprocess_runtime_and_dp_is_refused_by_sco
     registry.build('scolr', task, dp)
 
 
+@pytest.mark.parametrize('user_state', ['stored', 'reconstructed'])
 def test_fedmf_under_dp_without_noise_or_clipping_is_the_cohort_mean(ranking_dir,
-                                                                      tff_runtime):
+                                                                      tff_runtime, user_state):
   task = movielens_ranking.Task(movielens_ranking.Config(
-      data_dir=str(ranking_dir), user_state='reconstructed', embedding_dim=4, batch_size=64))
+      data_dir=str(ranking_dir), user_state=user_state, embedding_dim=4, batch_size=64))
   weights = []
   for aggregator in (inner.InnerAggregator(),
                      inner.InnerAggregator('dp', dp_noise_multiplier=0.0, dp_clip=1e6)):
@@ -92,7 +93,8 @@ def test_fedmf_under_dp_without_noise_or_clipping_is_the_cohort_mean(ranking_dir
     built = registry.build('colr', task, training, rank=2)
     state = built.process.initialize()
     output = built.process.next(state, [built.client_input(c, 0) for c in built.client_ids[:4]])
-    weights.append(np.asarray(built.process.get_model_weights(output.state)))
+    model = built.process.get_model_weights(output.state)
+    weights.append(np.asarray(model['items'] if user_state == 'stored' else model))
   assert np.abs(weights[0] - task.initial_items).max() > 1e-4
   np.testing.assert_allclose(weights[1], weights[0], atol=1e-6)
 

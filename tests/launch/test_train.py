@@ -161,8 +161,8 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
     ('--algorithm=fedadam --server_optimizer=sgd',
      'fedadam is FedAvg with a adam server optimizer, got --server_optimizer=sgd'),
     ('--capacities=1x-2x', '--capacities does not apply to --algorithm=fedavg'),
-    ('--algorithm=scaffold --aggregator=dp', 'scaffold averages updates and control '
-     'variates with a plain mean'),
+    ('--algorithm=scaffold --server_optimizer=adam', 'scaffold takes SGD steps at the '
+     'clients and the server'),
     ('--algorithm=fedavg --server_adaptivity=0.001', 'adaptivity applies to adagrad and adam'),
 ])
 def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path):

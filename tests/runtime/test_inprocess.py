@@ -92,7 +92,7 @@ def test_native_runtime_cannot_run_the_custom_op(tff_runtime):
 @pytest.mark.parametrize('threads', [0, -2])
 def test_a_thread_count_below_one_is_refused_naming_it(threads):
   with pytest.raises(ValueError, match=f'threads must be >= 1 .*got {threads}'):
-    inprocess.InProcessLearningProcess(object(), threads=threads)
+    inprocess.InProcessRound(object(), object(), threads=threads)
 
 
 def test_a_two_phase_round_is_refused_with_a_clear_error():

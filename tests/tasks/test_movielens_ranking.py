@@ -121,8 +121,7 @@ def test_reconstructed_users_at_evaluation_match_the_clients_reconstruction(rank
 
 
 @pytest.mark.parametrize('state, runtime, options, message', [
-    ('stored', 'inprocess', dict(secure_sum_bound=1.0),
-     '--secure_sum_bound needs --user_state=reconstructed'),
+    ('stored', 'native', dict(secure_sum_bound=1.0), 'native worker has no secure sum'),
     ('reconstructed', 'native', dict(secure_sum_bound=1.0), 'native worker has no secure sum'),
     ('stored', 'native', dict(rank=0), r'rank must be in 1..64'),
     ('stored', 'native', dict(rank=65), r'rank must be in 1..64'),

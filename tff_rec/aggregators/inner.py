@@ -65,6 +65,14 @@ class InnerAggregator:
     return tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
         self.dp_noise_multiplier, clients_per_round, self.dp_clip)
 
+  def unweighted(self, clients_per_round: int
+                 ) -> tuple[tff.aggregators.UnweightedAggregationFactory, bool]:
+    """For clients that weigh equally: (factory, whether its result is already a
+    mean): the plain or secure sum, or TFF's DP mean over the expected cohort."""
+    if self.name == 'dp':
+      return self.dp_mean(clients_per_round), True
+    return self.sum(), False
+
   def sum(self) -> tff.aggregators.UnweightedAggregationFactory:
     """The plain sum of the clients' values through this aggregation (not DP: TFF's
     DP factory returns a mean over the expected cohort, not a sum)."""

@@ -5,13 +5,15 @@ A MapReduce round cannot hand a value back to one client: its client outputs
 are only aggregated. So an algorithm that keeps client state writes its round
 as four TensorFlow computations (`Round`): the server prepares a broadcast,
 each client's work turns (broadcast, its data, its state) into what it sends
-and its new state, the cohort's sends are summed, and the server updates.
+and its new state, what the cohort sends is aggregated (through a
+tff.aggregators factory, so TFF's secure sum and DP wrap it) or summed, and
+the server updates.
 `ClientStateProcess` runs them, on TFF's native runtime (as one federated
 computation whose output holds the new states at tff.CLIENTS) or in this
 process (each piece run by runtime.tensorflow_runner, where the op library and
 the GPU are visible), and keeps every client's state in the program state,
-`{'server': the round's server state, 'clients': per leaf of one client's
-state an [N, ...] array}`. It is plain arrays, so the trainer's checkpoints
+`{'server': the round's server state, 'aggregator': its aggregation's state,
+'clients': per leaf of one client's state an [N, ...] array}`. It is plain arrays, so the trainer's checkpoints
 hold it whole and a resumed run continues exactly. The cost is N x one
 client's state of memory where the round loop runs.
 """
@@ -26,69 +28,132 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.runtime import inprocess
 from tff_rec.runtime import tensorflow_runner
 
-State = dict  # {'server': ..., 'clients': ...}
+State = dict  # {'server': ..., 'aggregator': ..., 'clients': ...}
 
 
 @dataclasses.dataclass(frozen=True)
 class Round:
-  """A round that keeps client state, as TensorFlow computations; what the
-  clients send is summed (a mean is the sum over a count the clients send)."""
+  """A round that keeps client state, as TensorFlow computations. What clients
+  send goes two ways: `aggregated` through `aggregation` (a tff.aggregators
+  factory: TFF's plain or secure sum, its DP mean, ...), and `sent` (counts,
+  training metrics) summed plainly, as tff.learning sums its metrics."""
   initialize: tff.Computation   # () -> server state
   prepare: tff.Computation      # server state -> broadcast
-  # (broadcast, client data, client state) -> {'sent': summed over the cohort,
-  # 'state': the client's new state}
+  # (broadcast, client data, client state) -> {'aggregated': through the
+  # aggregation, 'sent': summed over the cohort, 'state': the client's new state}
   client_work: tff.Computation
-  update: tff.Computation       # (server state, broadcast, sum of sent) -> (server state, metrics)
+  # (server state, broadcast, sum of sent, {'result', 'measurements'} of the
+  # aggregation) -> (server state, metrics)
+  update: tff.Computation
+  aggregation: tff.aggregators.UnweightedAggregationFactory = tff.aggregators.SumFactory()
+
+  def aggregation_process(self) -> tff.templates.AggregationProcess:
+    return self.aggregation.create(self.client_work.type_signature.result['aggregated'])
+
+
+def aggregate_type(aggregation: tff.aggregators.UnweightedAggregationFactory,
+                   value_type) -> tff.StructWithPythonType:
+  """The type of `update`'s aggregate argument when `aggregation` takes value_type."""
+  output = aggregation.create(tff.types.to_type(value_type)).next.type_signature.result
+  return tff.StructWithPythonType([('result', output.result.member),
+                                   ('measurements', output.measurements.member)],
+                                  collections.OrderedDict)
 
 
 def federated(round_: Round) -> tuple[tff.Computation, tff.Computation]:
   """(initialize, next) as federated computations (TFF's runtimes):
-  next(server state, client data, client states) -> (server state, new client
-  states at CLIENTS, metrics)."""
-  server_type = round_.initialize.type_signature.result
+  next({'server', 'aggregator'} state, client data, client states) -> (state,
+  new client states at CLIENTS, metrics)."""
+  aggregation = round_.aggregation_process()
   _, data_type, state_type = round_.client_work.type_signature.parameter
 
   @tff.federated_computation
   def initialize():
-    return tff.federated_eval(round_.initialize, tff.SERVER)
+    return tff.federated_zip(collections.OrderedDict(
+        server=tff.federated_eval(round_.initialize, tff.SERVER),
+        aggregator=aggregation.initialize()))
 
-  @tff.federated_computation(tff.FederatedType(server_type, tff.SERVER),
+  @tff.federated_computation(initialize.type_signature.result,
                              tff.FederatedType(data_type, tff.CLIENTS),
                              tff.FederatedType(state_type, tff.CLIENTS))
-  def next_fn(server, client_data, client_states):
-    broadcast = tff.federated_map(round_.prepare, server)
+  def next_fn(state, client_data, client_states):
+    broadcast = tff.federated_map(round_.prepare, state.server)
     outputs = tff.federated_map(round_.client_work, (
         tff.federated_broadcast(broadcast), client_data, client_states))
+    aggregate = aggregation.next(state.aggregator, outputs.aggregated)
     new_server, metrics = tff.federated_map(round_.update, (
-        server, broadcast, tff.federated_sum(outputs.sent)))
-    return new_server, outputs.state, metrics
+        state.server, broadcast, tff.federated_sum(outputs.sent),
+        tff.federated_zip(collections.OrderedDict(result=aggregate.result,
+                                                  measurements=aggregate.measurements))))
+    new_state = tff.federated_zip(collections.OrderedDict(server=new_server,
+                                                          aggregator=aggregate.state))
+    return new_state, outputs.state, metrics
 
   return initialize, next_fn
 
 
+def _sum(values: list) -> Any:
+  """The sum in list order (the same sum whatever the threads)."""
+  return functools.reduce(lambda a, b: tf.nest.map_structure(np.add, a, b), values)
+
+
+class _PlainSum:
+  """TFF's plain sum without TFF's machinery: a stateless sum needs none."""
+
+  def initialize(self):
+    return ()
+
+  def next(self, state, values: list):
+    return state, (_sum(values), ())
+
+
+def _in_process_aggregation(round_: Round):
+  """The round's aggregation alone as a MapReduce round run in-process (TFF's
+  secure sums simulated exactly, DP's clipping and noise as TFF computes them)."""
+  if type(round_.aggregation) is tff.aggregators.SumFactory:  # pylint: disable=unidiomatic-typecheck
+    return _PlainSum()
+  aggregation = round_.aggregation_process()
+
+  @tff.federated_computation
+  def initialize():
+    return aggregation.initialize()
+
+  @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(
+      round_.client_work.type_signature.result['aggregated'], tff.CLIENTS))
+  def next_fn(state, values):
+    output = aggregation.next(state, values)
+    return output.state, tff.federated_zip((output.result, output.measurements))
+
+  return inprocess.InProcessRound(initialize, next_fn)
+
+
 class _InProcess:
-  """The round's pieces run in this process, a client per core at a time; the
-  sends are summed in cohort order (the same sum whatever the threads)."""
+  """The round's pieces run in this process, a client per core at a time."""
 
   def __init__(self, round_: Round):
     run = tensorflow_runner.TensorFlowRunner
     self._initialize, self._prepare = run(round_.initialize), run(round_.prepare)
     self._work = run(round_.client_work, sessions=os.cpu_count() or 1)
     self._update = run(round_.update)
+    self._aggregation = _in_process_aggregation(round_)
 
   def initialize(self):
-    return self._initialize()
+    return {'server': self._initialize(), 'aggregator': self._aggregation.initialize()}
 
-  def next(self, server, client_data, client_states):
-    broadcast = self._prepare(server)
-    outputs = self._work.map([[broadcast, data, state]
-                              for data, state in zip(client_data, client_states)])
-    sent = functools.reduce(lambda a, b: tf.nest.map_structure(np.add, a, b),
-                            [o['sent'] for o in outputs])
-    new_server, metrics = self._update([server, broadcast, sent])
-    return new_server, [o['state'] for o in outputs], metrics
+  def next(self, state, client_data, client_states):
+    broadcast = self._prepare(state['server'])
+    outputs = self._work.map([[broadcast, data, client]
+                              for data, client in zip(client_data, client_states)])
+    aggregator, (result, measurements) = self._aggregation.next(
+        state['aggregator'], [o['aggregated'] for o in outputs])
+    new_server, metrics = self._update([
+        state['server'], broadcast, _sum([o['sent'] for o in outputs]),
+        collections.OrderedDict(result=result, measurements=measurements)])
+    return ({'server': new_server, 'aggregator': aggregator}, [o['state'] for o in outputs],
+            metrics)
 
 
 RUNTIMES = ('native', 'inprocess')
@@ -123,7 +188,7 @@ class ClientStateProcess:
     self._set_model_weights = set_model_weights
 
   def initialize(self) -> State:
-    return {'server': self._initialize(),
+    return {**self._initialize(),
             'clients': tf.nest.map_structure(np.copy, self._initial_clients)}
 
   def next(self, state: State, client_inputs: Sequence[tuple[int, Any]]
@@ -134,15 +199,16 @@ class ClientStateProcess:
     if not indices:
       raise ValueError('a round needs at least one client')
     clients = state['clients']
-    server, new_states, metrics = self._round(
-        state['server'], [data for _, data in client_inputs],
+    rest, new_states, metrics = self._round(
+        {'server': state['server'], 'aggregator': state['aggregator']},
+        [data for _, data in client_inputs],
         [tf.nest.map_structure(lambda a, i=i: a[i], clients) for i in indices])
     leaves = [np.array(a, copy=True) for a in tf.nest.flatten(clients)]
     for index, new in zip(indices, new_states):
       for leaf, value in zip(leaves, tf.nest.flatten(new)):
         leaf[index] = value
     return tff.learning.templates.LearningProcessOutput(
-        {'server': server, 'clients': tf.nest.pack_sequence_as(clients, leaves)}, metrics)
+        {**rest, 'clients': tf.nest.pack_sequence_as(clients, leaves)}, metrics)
 
   def get_model_weights(self, state: State):
     return self._get_model_weights(state)

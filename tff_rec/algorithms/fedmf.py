@@ -233,16 +233,29 @@ def _server_computations(config: FedMFConfig, prepare: tff.Computation,
   return server_update, round_metrics
 
 
+def _aggregation(config: FedMFConfig, sum_factory, mean_factory):
+  """(factory, averaged): payload and coverage through `sum_factory` (default TFF's
+  plain sum), or the payload alone through `mean_factory` (a mean over the cohort,
+  e.g. TFF's DP mean: only for forms whose every client covers every entry)."""
+  if mean_factory:
+    if config.form.name == 'scolr' or config.item_average != 'cohort':
+      raise ValueError("a mean factory averages over the cohort; scolr's columns and "
+                       "item_average='touched' need each entry's own coverage")
+    return mean_factory, True
+  return sum_factory or tff.aggregators.SumFactory(), False
+
+
 def build_stored_round(config: FedMFConfig, initial_items: np.ndarray,
                        dataset_computation: tff.Computation, *,
+                       sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
+                       mean_factory: tff.aggregators.UnweightedAggregationFactory
+                       | None = None,
                        item_scale: np.ndarray | None = None) -> client_state.Round:
-  """The round whose clients keep their user vectors (client state), payloads
-  and coverage summed plainly."""
+  """The round whose clients keep their user vectors (client state); payload and
+  coverage aggregated as in build_reconstruction_process."""
+  aggregation, averaged = _aggregation(config, sum_factory, mean_factory)
   server_init, prepare, client_update = _client_computations(config, initial_items,
                                                              dataset_computation)
-  server_update, round_metrics = _server_computations(
-      config, prepare, client_update, client_update.type_signature.result['value'],
-      tff.StructType([]), averaged=False, item_scale=item_scale)
 
   @tff.tensorflow.computation(prepare.type_signature.result,
                               tff.StructType([
@@ -253,17 +266,23 @@ def build_stored_round(config: FedMFConfig, initial_items: np.ndarray,
     output = client_update(user, client_data['rank'],
                            dataset_computation(client_data['data']), broadcast)
     return collections.OrderedDict(
-        sent=collections.OrderedDict(value=output['value'], metrics=output['metrics']),
-        state=output['user'])
+        aggregated=output['value']['payload'] if averaged else output['value'],
+        sent=output['metrics'], state=output['user'])
+
+  work_output = client_work.type_signature.result
+  aggregate_type = client_state.aggregate_type(aggregation, work_output['aggregated'])
+  server_update, round_metrics = _server_computations(
+      config, prepare, client_update, aggregate_type['result'],
+      aggregate_type['measurements'], averaged=averaged, item_scale=item_scale)
 
   @tff.tensorflow.computation(server_init.type_signature.result,
-                              prepare.type_signature.result,
-                              client_work.type_signature.result['sent'])
-  def update(server, broadcast, summed):
-    return (server_update(server, broadcast, summed['value']),
-            round_metrics(summed['metrics'], ()))
+                              prepare.type_signature.result, work_output['sent'],
+                              aggregate_type)
+  def update(server, broadcast, summed, aggregate):
+    return (server_update(server, broadcast, aggregate['result']),
+            round_metrics(summed, aggregate['measurements']))
 
-  return client_state.Round(server_init, prepare, client_work, update)
+  return client_state.Round(server_init, prepare, client_work, update, aggregation)
 
 
 def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
@@ -288,22 +307,15 @@ def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
   """
   if not config.reconstruction_epochs:
     raise ValueError('a reconstruction process needs reconstruction_epochs >= 1')
-  sum_factory = sum_factory or tff.aggregators.SumFactory()
+  factory, averaged = _aggregation(config, sum_factory, mean_factory)
   server_init, prepare, client_update = _client_computations(config, initial_items,
                                                              dataset_computation)
   value_type = client_update.type_signature.result['value']
-  if mean_factory:
-    if config.form.name == 'scolr' or config.item_average != 'cohort':
-      raise ValueError("a mean factory averages over the cohort; scolr's columns and "
-                       "item_average='touched' need each entry's own coverage")
-    aggregation = mean_factory.create(value_type['payload'])
-  else:
-    aggregation = sum_factory.create(value_type)
+  aggregation = factory.create(value_type['payload'] if averaged else value_type)
   aggregation_output = aggregation.next.type_signature.result
   server_update, round_metrics = _server_computations(
       config, prepare, client_update, aggregation_output.result.member,
-      aggregation_output.measurements.member, averaged=bool(mean_factory),
-      item_scale=item_scale)
+      aggregation_output.measurements.member, averaged=averaged, item_scale=item_scale)
 
   @tff.federated_computation
   def initialize():
@@ -324,7 +336,7 @@ def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
     outputs = tff.federated_map(client_update, (
         client_data.user, client_data.rank, datasets, tff.federated_broadcast(broadcast)))
     summed = aggregation.next(state.aggregator,
-                              outputs.value.payload if mean_factory else outputs.value)
+                              outputs.value.payload if averaged else outputs.value)
     server = tff.federated_map(server_update, (server, broadcast, summed.result))
     metrics = tff.federated_map(round_metrics, (tff.federated_sum(outputs.metrics),
                                                 summed.measurements))
@@ -339,18 +351,20 @@ def build_stored_users_process(config: FedMFConfig, initial_items: np.ndarray,
                                initial_users: np.ndarray,
                                dataset_computation: tff.Computation, *,
                                item_scale: np.ndarray | None = None,
-                               runtime: str = 'native') -> client_state.ClientStateProcess:
+                               runtime: str = 'native', **factories
+                               ) -> client_state.ClientStateProcess:
   """The round with every user's vector kept on its client between rounds
   (client_state: the clients' state is the [users, d] table of vectors).
 
   Client inputs are (user index, (local rank, dataset arguments)). Model
-  weights: {'items': W, 'users': the vectors}.
+  weights: {'items': W, 'users': the vectors}. `factories`: build_stored_round's
+  sum_factory or mean_factory.
   """
   if config.reconstruction_epochs:
     raise ValueError('stored user vectors are never reconstructed; set '
                      'reconstruction_epochs=0')
   round_ = build_stored_round(config, initial_items, dataset_computation,
-                              item_scale=item_scale)
+                              item_scale=item_scale, **factories)
 
   def get_model_weights(state) -> dict[str, np.ndarray]:
     return {'items': np.asarray(state['server']['items']), 'users': state['clients']}
@@ -430,7 +444,7 @@ def local_ranks(options: Options, name: str, num_clients: int, seed: int):
   return lambda client, round_seed: ranks[groups[client]]
 
 
-def _aggregation(options: Options, training, name: str) -> dict:
+def _factories(options: Options, training, name: str) -> dict:
   """The one sum everything a client sends goes through (plain, or TFF's secure sum),
   or TFF's DP mean over the cohort in its place."""
   if options.secure_sum_bound:
@@ -459,16 +473,9 @@ def build(task, options: Options, training, *, name: str):
         f'{training.server_optimizer.name}')
   stored = task.config.user_state == 'stored'
   if options.secure_sum_bound and training.runtime == 'native':
-    raise api.NotApplicable(
-        "TFF's native worker has no secure sum; use --runtime=inprocess (with "
-        '--user_state=reconstructed) for secure_sum_bound')
-  if stored and (training.aggregator.name != 'mean' or options.secure_sum_bound):
-    chosen = ('--secure_sum_bound' if options.secure_sum_bound
-              else f'--aggregator={training.aggregator.name}')
-    raise api.NotApplicable(
-        f'{chosen} needs --user_state=reconstructed: the stored-users round sums '
-        "payloads plainly, beside the clients' kept vectors (client_state), not through "
-        "TFF's aggregators")
+    raise api.NotApplicable("TFF's native worker has no secure sum; use --runtime=inprocess "
+                            'for secure_sum_bound')
+  factories = _factories(options, training, name)
   try:
     local_rank = local_ranks(options, name, len(task.train_client_ids), task.config.seed)
     full = FORM_OF[name] == 'full'
@@ -494,7 +501,7 @@ def build(task, options: Options, training, *, name: str):
   if stored:
     process = build_stored_users_process(config, task.initial_items, task.initial_users,
                                          task.mf_dataset_computation, item_scale=item_scale,
-                                         runtime=training.runtime)
+                                         runtime=training.runtime, **factories)
 
     def client_input(client_id: str, seed: int):
       user = task.user_index(client_id)
@@ -503,7 +510,7 @@ def build(task, options: Options, training, *, name: str):
     return api.Built(process, ids, client_input)
   process = build_reconstruction_process(
       config, task.initial_items, task.mf_dataset_computation,
-      **_aggregation(options, training, name), item_scale=item_scale)
+      **factories, item_scale=item_scale)
 
   def client_input(client_id: str, seed: int):  # pylint: disable=function-redefined
     user = task.user_index(client_id)

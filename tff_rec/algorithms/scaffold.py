@@ -12,7 +12,8 @@ client between rounds, which a MapReduce round cannot hand back to a client
 and client_state.ClientStateProcess keeps the variates of all N clients in
 the program state, so checkpoints and resumes are exact. That costs N x model
 floats of trainer memory: the algorithm for small models (FedSubAvg's
-MovieLens LR). Both runtimes run it.
+MovieLens LR). Both runtimes run it. dy and dc go through the round's
+tff.aggregators factory, so TFF's secure sum and DP mean wrap them.
 """
 
 import collections
@@ -51,8 +52,15 @@ def _local_training(model, dataset, x, server_control, client_control, learning_
 
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                 dataset_computation: tff.Computation, *, client_learning_rate: float,
-                server_learning_rate: float, num_clients: int) -> client_state.Round:
-  """One SCAFFOLD round as a client_state.Round; a client's state is its variate."""
+                server_learning_rate: float, num_clients: int,
+                aggregation: tff.aggregators.UnweightedAggregationFactory
+                = tff.aggregators.SumFactory(), averaged: bool = False
+                ) -> client_state.Round:
+  """One SCAFFOLD round as a client_state.Round; a client's state is its variate.
+
+  dy and dc go through `aggregation`: a sum (TFF's plain or secure sum), or
+  (`averaged`) a mean over the expected cohort such as TFF's DP mean.
+  """
   with tf.Graph().as_default():
     model = model_fn()
     weights_type = tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape)
@@ -81,36 +89,46 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
         model, dataset_computation(arguments), broadcast['model'], broadcast['control'],
         client_control, client_learning_rate)
     return collections.OrderedDict(
-        sent=collections.OrderedDict(dy=dy, dc=dc, clients=tf.constant(1.0),
-                                     loss_sum=loss_sum, count=count),
+        aggregated=collections.OrderedDict(dy=dy, dc=dc),
+        sent=collections.OrderedDict(clients=tf.constant(1.0), loss_sum=loss_sum,
+                                     count=count),
         state=new_control)
 
+  work_output = client_work.type_signature.result
+
   @tff.tensorflow.computation(server_state_type, prepare.type_signature.result,
-                              client_work.type_signature.result['sent'])
-  def update(state, broadcast, summed):
+                              work_output['sent'],
+                              client_state.aggregate_type(aggregation,
+                                                          work_output['aggregated']))
+  def update(state, broadcast, summed, aggregate):
     del broadcast  # the server's own
     cohort = summed['clients']
+    dy, dc = aggregate['result']['dy'], aggregate['result']['dc']
+    mean_dy = dy if averaged else [d / cohort for d in dy]
+    sum_dc = [d * cohort for d in dc] if averaged else dc
     new_state = collections.OrderedDict(
-        model=[w + server_learning_rate * d / cohort for w, d in zip(state['model'],
-                                                                      summed['dy'])],
+        model=[w + server_learning_rate * d for w, d in zip(state['model'], mean_dy)],
         non_trainable=state['non_trainable'],
-        control=[c + d / num_clients for c, d in zip(state['control'], summed['dc'])])
-    return new_state, templates.round_metrics(summed['loss_sum'], summed['count'])
+        control=[c + d / num_clients for c, d in zip(state['control'], sum_dc)])
+    return new_state, templates.round_metrics(
+        summed['loss_sum'], summed['count'], aggregator=aggregate['measurements'])
 
-  return client_state.Round(initial_server_state, prepare, client_work, update)
+  return client_state.Round(initial_server_state, prepare, client_work, update, aggregation)
 
 
 def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients: int,
                   client_learning_rate: float, server_learning_rate: float = 1.0,
-                  runtime: str = 'native') -> client_state.ClientStateProcess:
+                  runtime: str = 'native', **aggregation
+                  ) -> client_state.ClientStateProcess:
   """SCAFFOLD with every client's variate kept between rounds (client_state).
 
   Client inputs are (client index in 0..N-1, dataset arguments); the clients'
   state is, per trainable variable, an [N, ...] array of their variates.
+  `aggregation`: build_round's aggregation and averaged.
   """
   round_ = build_round(
       model_fn, dataset_computation, client_learning_rate=client_learning_rate,
-      server_learning_rate=server_learning_rate, num_clients=num_clients)
+      server_learning_rate=server_learning_rate, num_clients=num_clients, **aggregation)
   with tf.Graph().as_default():
     shapes = [v.shape for v in model_fn().trainable_variables]
 
@@ -139,16 +157,13 @@ def build(task, options, training, *, name: str):
         f'--algorithm={name} takes SGD steps at the clients and the server; got '
         f'--client_optimizer={training.client_optimizer.name} / --server_optimizer='
         f'{training.server_optimizer.name}')
-  if training.aggregator.name != 'mean':
-    raise api.NotApplicable(
-        f'--algorithm={name} averages updates and control variates with a plain mean '
-        '(the variates its clients keep are summed beside TFF\'s aggregators); use '
-        '--aggregator=mean')
   ids = list(task.train_client_ids)
+  aggregation, averaged = training.aggregator.unweighted(training.clients_per_round)
   process = build_process(
       task.model_fn, api.keras_dataset_computation(task), num_clients=len(ids),
       client_learning_rate=training.client_optimizer.learning_rate,
-      server_learning_rate=training.server_optimizer.learning_rate, runtime=training.runtime)
+      server_learning_rate=training.server_optimizer.learning_rate, runtime=training.runtime,
+      aggregation=aggregation, averaged=averaged)
   index = {client: k for k, client in enumerate(ids)}
 
   def client_input(client_id: str, seed: int):

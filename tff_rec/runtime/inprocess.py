@@ -1,4 +1,5 @@
-"""A TFF learning process run in this Python process, as a MapReduce round.
+"""A TFF round (a learning process, or an aggregation alone) run in this Python
+process, as a MapReduce round.
 
 `next` is compiled with tff.backends.mapreduce.get_map_reduce_form_for_computation
 and its TensorFlow pieces run here (tensorflow_runner): prepare on the server
@@ -69,20 +70,20 @@ def for_runtime(process, runtime: str):
   return process
 
 
-class InProcessLearningProcess:
-  """initialize / next / get_model_weights of a LearningProcess, in-process."""
+class InProcessRound:
+  """initialize / next of a MapReduce-compatible federated round, in-process:
+  next(state at SERVER, client data at CLIENTS) -> its result as a Python container."""
 
-  def __init__(self, process: tff.learning.templates.LearningProcess, *,
+  def __init__(self, initialize: tff.Computation, next_fn: tff.Computation, *,
                threads: int | None = None):
     if threads is not None and threads < 1:
       raise ValueError(f'threads must be >= 1 (one per client shard), got {threads}')
-    form = map_reduce_form(process.next)
-    initialize = tff.backends.mapreduce.get_state_initialization_computation(
-        process.initialize)
+    form = map_reduce_form(next_fn)
     self._threads = threads or os.cpu_count() or 1
-    self._result_type = process.next.type_signature.result
+    self._result_type = next_fn.type_signature.result
     run = tensorflow_runner.TensorFlowRunner
-    self._initialize = run(initialize)
+    self._initialize = run(tff.backends.mapreduce.get_state_initialization_computation(
+        initialize))
     self._prepare = run(form.prepare)
     self._work = run(form.work, sessions=self._threads)
     self._zero = run(form.zero, sessions=self._threads)
@@ -90,7 +91,6 @@ class InProcessLearningProcess:
     self._merge = run(form.merge)
     self._report = run(form.report)
     self._update = run(form.update)
-    self._get_model_weights = run(process.get_model_weights)
     self._bitwidth = run(form.secure_sum_bitwidth)(as_python=False)
     self._max_input = run(form.secure_sum_max_input)(as_python=False)
     self._modulus = run(form.secure_modular_sum_modulus)(as_python=False)
@@ -98,9 +98,6 @@ class InProcessLearningProcess:
 
   def initialize(self):
     return self._initialize()
-
-  def get_model_weights(self, state):
-    return self._get_model_weights(state)
 
   def _shard(self, clients: Sequence[Any], client_input):
     """Work and accumulate over one thread's clients."""
@@ -137,3 +134,15 @@ class InProcessLearningProcess:
 
   def close(self) -> None:
     self._pool.shutdown()
+
+
+class InProcessLearningProcess(InProcessRound):
+  """initialize / next / get_model_weights of a LearningProcess, in-process."""
+
+  def __init__(self, process: tff.learning.templates.LearningProcess, *,
+               threads: int | None = None):
+    super().__init__(process.initialize, process.next, threads=threads)
+    self._get_model_weights = tensorflow_runner.TensorFlowRunner(process.get_model_weights)
+
+  def get_model_weights(self, state):
+    return self._get_model_weights(state)
