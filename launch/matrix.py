@@ -15,6 +15,7 @@ goes to --output.
 import contextlib
 import dataclasses
 import json
+import math
 import pathlib
 import time
 
@@ -100,6 +101,11 @@ def _last_line(error: Exception) -> str:
   return (lines[-1] if lines else '')[:300]
 
 
+def _diverged(record: dict) -> bool:
+  return not all(math.isfinite(record[k]) for k in ('value', 'train_loss')
+                 if record.get(k) is not None)
+
+
 def _table(records: dict[str, dict], algorithms: list[str]) -> str:
   lines = [
       '# Every algorithm on every task',
@@ -109,7 +115,8 @@ def _table(records: dict[str, dict], algorithms: list[str]) -> str:
       "algorithm's default settings). A cell is OK with the headline test metric after "
       'the last round (a smoke test: too few rounds to compare methods), N/A with the '
       "registry's reason, or FAIL with the error of a cell that should run and did not. "
-      'Columns: aggregator / runtime.',
+      'OK diverged: it ran, and its training loss became inf or NaN (seen with the DP '
+      "defaults' noise on 5 clients). Columns: aggregator / runtime.",
       '']
   for dataset in FLAGS.tasks:
     spec = DATASETS[dataset]
@@ -125,6 +132,8 @@ def _table(records: dict[str, dict], algorithms: list[str]) -> str:
         record = records.get(_cell_name(dataset, algorithm, aggregator, runtime))
         if record is None:
           cells.append('not run')
+        elif record['status'] == 'OK' and _diverged(record):
+          cells.append(f"OK diverged (train loss {record['train_loss']:.3g})")
         elif record['status'] == 'OK':
           cells.append(f"OK {record['value']:.3f}")
         else:

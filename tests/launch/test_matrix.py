@@ -28,3 +28,9 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
   rebuilt = subprocess.run([*args, '--only=none'], cwd=conftest.REPO, capture_output=True,
                            text=True, timeout=300)
   assert rebuilt.returncode == 0 and table.read_text() == text
+  # A cell whose training blew up says so instead of showing its metric as a number.
+  dp = records / 'ml100k_ctr' / 'fedsgd-dp-native.json'
+  dp.write_text(json.dumps({**json.loads(dp.read_text()), 'train_loss': float('nan')}))
+  subprocess.run([*args, '--only=none'], cwd=conftest.REPO, check=True, timeout=300)
+  row = re.search(r'\| fedsgd \| (.*) \|', table.read_text()).group(1).split(' | ')
+  assert row[3] == 'OK diverged (train loss nan)'
