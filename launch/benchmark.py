@@ -138,6 +138,47 @@ RUNTIME_WORKLOADS = {
 }
 
 
+FLOOR_TASKS = ('movielens_ctr', 'movielens_next_item')  # Keras models _client_batches reads
+
+
+def _client_batches(task, client: str, seed: int) -> list:
+  """A client's training batches of a Keras task (click models, next item), built
+  as its dataset computation builds them."""
+  arguments = task.client_arguments(client, seed)
+  if hasattr(task, 'preprocess'):  # next item: (context, label, seed)
+    context, label, seed = arguments
+    return list(task.preprocess(tf.data.Dataset.from_tensor_slices(
+        {'context': context, 'label': label}), seed=seed))
+  examples, seed = arguments  # click models
+  return list(task.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed))
+
+
+def _floor_seconds(task, cohorts: list[list[str]]) -> float:
+  """The floor of a Keras workload: mean seconds per round of the cohort's batches
+  (built beforehand), trained one after the other by one tf.function SGD step on
+  one Keras model: no TFF, no data pipeline, no per-client reset, one core."""
+  model, loss_fn = task.keras_model(), task.loss()
+
+  @tf.function(reduce_retracing=True)
+  def step(x, y):
+    with tf.GradientTape() as tape:
+      loss = loss_fn(y, model(x, training=True))
+    for variable, gradient in zip(model.trainable_variables,
+                                  tape.gradient(loss, model.trainable_variables)):
+      variable.assign_sub(0.01 * tf.convert_to_tensor(gradient))
+
+  from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
+  rounds = [[b for c in cohort for b in _client_batches(task, c, loop.client_seed(0, r, c))]
+            for r, cohort in enumerate(cohorts)]
+  for batch in rounds[0]:
+    step(*batch)
+  started = time.perf_counter()
+  for batches in rounds[1:]:
+    for batch in batches:
+      step(*batch)
+  return (time.perf_counter() - started) / (len(rounds) - 1)
+
+
 def bench_runtimes() -> str:
   import tasks  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
@@ -145,8 +186,9 @@ def bench_runtimes() -> str:
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
 
-  lines = ['| workload | clients | native s/round | in-process s/round | in-process / native |',
-           '|---|---|---|---|---|']
+  lines = ['| workload | clients | native s/round | in-process s/round | floor s/round | '
+           'in-process / native | in-process / floor |', '|---|---|---|---|---|---|---|']
+  floors = {}
   for name, (task_name, settings, algorithm, clients, trainer, options) in (
       RUNTIME_WORKLOADS.items()):
     module = tasks.TASKS[task_name]
@@ -159,16 +201,29 @@ def bench_runtimes() -> str:
       with native.NativeRuntime():  # builds and native rounds need TFF's context
         built = registry.build(algorithm, task, training, **options)
         ids = sorted(built.client_ids)
-        cohorts = [[built.client_input(c, loop.client_seed(0, r, c))
-                    for c in loop.sample_cohort(ids, clients, seed=0, round_num=r)]
-                   for r in range(FLAGS.rounds + 1)]
+        cohort_ids = [loop.sample_cohort(ids, clients, seed=0, round_num=r)
+                      for r in range(FLAGS.rounds + 1)]
+        cohorts = [[built.client_input(c, loop.client_seed(0, r, c)) for c in cohort]
+                   for r, cohort in enumerate(cohort_ids)]
         seconds[runtime] = _seconds_per_round(inprocess.for_runtime(built.process, runtime),
                                               cohorts)
+    # The same examples whatever the algorithm: one floor per task and cohort size.
+    floor_key = (task_name, tuple(sorted(settings.items())), clients)
+    if floor_key not in floors:
+      floors[floor_key] = (_floor_seconds(task, cohort_ids) if task_name in FLOOR_TASKS
+                           else None)
+    floor = floors[floor_key]
     lines.append(f'| {name} | {clients} | {seconds["native"]:.3f} | '
-                 f'{seconds["inprocess"]:.3f} | {seconds["inprocess"] / seconds["native"]:.2f} |')
+                 f'{seconds["inprocess"]:.3f} | '
+                 + (f'{floor:.3f}' if floor else 'not measured') + ' | '
+                 f'{seconds["inprocess"] / seconds["native"]:.2f} | '
+                 + (f'{seconds["inprocess"] / floor:.2f}' if floor else '-') + ' |')
     print(lines[-1], flush=True)
   return (f'Mean of {FLAGS.rounds} rounds after a warm-up, the same cohorts on both runtimes, '
-          f'{os.cpu_count()} CPU cores.\n\n' + '\n'.join(lines))
+          f'{os.cpu_count()} CPU cores. Floor: the same batches, built beforehand, through '
+          'one tf.function SGD step on one Keras model, one after the other (no TFF, no '
+          'data pipeline, one core); not measured for the weight-table models (FedMF, '
+          'FAIR).\n\n' + '\n'.join(lines))
 
 
 def bench_round() -> str:

@@ -13,6 +13,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.data import lean
+
 
 class ClickModel:
 
@@ -34,7 +36,7 @@ class ClickModel:
 
     @tff.tensorflow.computation(examples_type, np.int64)
     def build(examples, seed):
-      return self.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed)
+      return lean.lean(self.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed))
 
     return build
 

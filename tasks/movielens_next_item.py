@@ -18,6 +18,7 @@ from tasks import setting
 from tff_rec import losses
 from tff_rec import metrics
 from tff_rec.algorithms import baselines
+from tff_rec.data import lean
 from tff_rec.data import movielens
 from tff_rec.data import next_item
 from tff_rec.models import dual_encoder
@@ -191,7 +192,8 @@ class MovieLensNextItem:
                                 tff.TensorType(np.int32, [None]), np.int64)
     def build(context, label, seed):
       examples = {'context': context, 'label': label}
-      return self.preprocess(tf.data.Dataset.from_tensor_slices(examples), seed=seed)
+      return lean.lean(self.preprocess(tf.data.Dataset.from_tensor_slices(examples),
+                                       seed=seed))
 
     return build
 

@@ -52,6 +52,7 @@ import tensorflow_federated as tff
 
 from tff_rec.algorithms import api
 from tff_rec.algorithms import client_loop
+from tff_rec.data import lean
 from tff_rec.runtime import tensorflow_runner
 
 # Client attributes (the paper's z1..z6), each computed without sending data.
@@ -502,8 +503,8 @@ def _dataset_computation(task) -> tff.Computation:
 
   @tff.tensorflow.computation(arrays_type, arrays_type, np.int64)
   def build_datasets(support, query, seed):
-    support = tf.data.Dataset.from_tensor_slices(support)
-    query = tf.data.Dataset.from_tensor_slices(query)
+    support = lean.lean(tf.data.Dataset.from_tensor_slices(support))
+    query = lean.lean(tf.data.Dataset.from_tensor_slices(query))
     return task.batches(support, seed=seed), task.one_pass(support), task.one_pass(query)
 
   return build_datasets

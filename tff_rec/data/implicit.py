@@ -3,6 +3,8 @@
 import numpy as np
 import tensorflow as tf
 
+from tff_rec.data import lean
+
 
 def unseen_items(seen: np.ndarray, count: int, num_items: int, rng) -> np.ndarray:
   """`count` items drawn uniformly (with replacement) from those not in `seen`.
@@ -28,8 +30,8 @@ def epoch_batches(columns: dict[str, tf.Tensor], epochs: int, batch_size: int
   per_epoch = tf.shape(tf.nest.flatten(columns)[0])[0] // epochs
   by_epoch = tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(
       lambda c: tf.reshape(c, [epochs, per_epoch, *c.shape[1:]]), columns))
-  return by_epoch.flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(epoch)
-                           .batch(batch_size))
+  return lean.lean(by_epoch.flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(epoch)
+                                     .batch(batch_size)))
 
 
 def padded_batches(users_rows: list[tuple[np.ndarray, ...]], batch_size: int
