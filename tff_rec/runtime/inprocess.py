@@ -3,11 +3,10 @@ process, as a MapReduce round.
 
 `next` is compiled with tff.backends.mapreduce.get_map_reduce_form_for_computation
 and its TensorFlow pieces run here (tensorflow_runner): prepare on the server
-state, work on each client (concurrently, one TF session per thread), zero /
-accumulate per thread and merge across threads, report, the secure sums
-simulated exactly (plain sums of inputs checked against 2^bitwidth - 1 or
-the max input, sum mod modulus),
-then update. This is the production shape of a TFF round, and here custom op
+state, work and accumulate over each thread's clients (several clients per TF
+call: tensorflow_runner.ClientChain), merge across threads, report, the secure
+sums simulated exactly (plain sums of inputs checked against 2^bitwidth - 1 or
+the max input, sum mod modulus), then update. This is the production shape of a TFF round, and here custom op
 libraries and the GPU are visible, which TFF's native worker cannot offer.
 """
 
@@ -70,12 +69,24 @@ def for_runtime(process, runtime: str):
   return process
 
 
+# Clients whose work one TF call runs: enough to spread a call's fixed cost (on
+# DCN at MetaUA's setting, 94 clients: 1.57 s/round at 1, 1.16 at 8, 1.37 at 16),
+# and no more than the variables of that many clients fit in CALL_BYTES.
+MAX_CLIENTS_PER_CALL = 8
+CALL_BYTES = 1 << 29
+
+
+def _clients_per_call(work: tff.Computation) -> int:
+  per_client = tensorflow_runner.variable_bytes(work)
+  return max(1, min(MAX_CLIENTS_PER_CALL, CALL_BYTES // max(per_client, 1)))
+
+
 class InProcessRound:
   """initialize / next of a MapReduce-compatible federated round, in-process:
   next(state at SERVER, client data at CLIENTS) -> its result as a Python container."""
 
   def __init__(self, initialize: tff.Computation, next_fn: tff.Computation, *,
-               threads: int | None = None):
+               threads: int | None = None, clients_per_call: int | None = None):
     if threads is not None and threads < 1:
       raise ValueError(f'threads must be >= 1 (one per client shard), got {threads}')
     form = map_reduce_form(next_fn)
@@ -85,9 +96,10 @@ class InProcessRound:
     self._initialize = run(tff.backends.mapreduce.get_state_initialization_computation(
         initialize))
     self._prepare = run(form.prepare)
-    self._work = run(form.work, sessions=self._threads)
     self._zero = run(form.zero, sessions=self._threads)
-    self._accumulate = run(form.accumulate, sessions=self._threads)
+    self._clients = tensorflow_runner.ClientChain(
+        form.work, form.accumulate, sessions=self._threads,
+        clients_per_call=clients_per_call or _clients_per_call(form.work))
     self._merge = run(form.merge)
     self._report = run(form.report)
     self._update = run(form.update)
@@ -100,14 +112,8 @@ class InProcessRound:
     return self._initialize()
 
   def _shard(self, clients: Sequence[Any], client_input):
-    """Work and accumulate over one thread's clients."""
-    accumulator = self._zero(as_python=False)
-    secure = []
-    for data in clients:
-      update = tff.structure.to_elements(self._work([data, client_input], as_python=False))
-      accumulator = self._accumulate([accumulator, update[0][1]], as_python=False)
-      secure.append([value for _, value in update[1:]])
-    return accumulator, secure
+    """Work and accumulate over one thread's clients, in order."""
+    return self._clients(self._zero(as_python=False), client_input, clients)
 
   def next(self, state, client_data: Sequence[Any]):
     if not client_data:
