@@ -19,8 +19,8 @@ client's state of memory where the round loop runs.
 """
 
 import collections
+import concurrent.futures
 import dataclasses
-import functools
 import os
 from typing import Any, Callable, Sequence
 
@@ -95,26 +95,16 @@ def federated(round_: Round) -> tuple[tff.Computation, tff.Computation]:
   return initialize, next_fn
 
 
-def _sum(values: list) -> Any:
-  """The sum in list order (the same sum whatever the threads)."""
-  return functools.reduce(lambda a, b: tf.nest.map_structure(np.add, a, b), values)
+def _plain(aggregation) -> bool:
+  return type(aggregation) is tff.aggregators.SumFactory  # pylint: disable=unidiomatic-typecheck
 
 
-class _PlainSum:
-  """TFF's plain sum without TFF's machinery: a stateless sum needs none."""
-
-  def initialize(self):
-    return ()
-
-  def next(self, state, values: list):
-    return state, (_sum(values), ())
-
-
-def _in_process_aggregation(round_: Round):
+def _in_process_aggregation(round_: Round) -> inprocess.InProcessRound | None:
   """The round's aggregation alone as a MapReduce round run in-process (TFF's
-  secure sums simulated exactly, DP's clipping and noise as TFF computes them)."""
-  if type(round_.aggregation) is tff.aggregators.SumFactory:  # pylint: disable=unidiomatic-typecheck
-    return _PlainSum()
+  secure sums simulated exactly, DP's clipping and noise as TFF computes them);
+  None for TFF's plain sum, which the clients' chain sums itself."""
+  if _plain(round_.aggregation):
+    return None
   aggregation = round_.aggregation_process()
 
   @tff.federated_computation
@@ -130,29 +120,76 @@ def _in_process_aggregation(round_: Round):
   return inprocess.InProcessRound(initialize, next_fn)
 
 
+def _client_chain(round_: Round, threads: int):
+  """The round's client work as a ClientChain (several clients per TF call):
+  ((data, state), broadcast) -> (what is summed: 'sent', and 'aggregated' under a
+  plain sum; what each client returns: its 'state', and 'aggregated' otherwise).
+  Returns (the chain, the summed part's type, the returned part's type)."""
+  broadcast_type, data_type, state_type = round_.client_work.type_signature.parameter
+  summed = ('sent', 'aggregated') if _plain(round_.aggregation) else ('sent',)
+
+  @tff.tensorflow.computation(tff.StructType([data_type, state_type]), broadcast_type)
+  def work(client, broadcast):
+    output = round_.client_work(broadcast, client[0], client[1])
+    return (collections.OrderedDict((k, output[k]) for k in summed),
+            collections.OrderedDict((k, v) for k, v in output.items() if k not in summed))
+
+  summed_type = work.type_signature.result[0]
+
+  @tff.tensorflow.computation(summed_type, summed_type)
+  def add(a, b):
+    return tf.nest.map_structure(tf.add, a, b)
+
+  chain = tensorflow_runner.ClientChain(
+      work, add, sessions=threads,
+      clients_per_call=inprocess.default_clients_per_call(round_.client_work))
+  return chain, summed_type, work.type_signature.result[1]
+
+
 class _InProcess:
-  """The round's pieces run in this process, a client per core at a time."""
+  """The round's pieces run in this process: each thread's clients several per TF
+  call, what they send summed there (client order within a thread, threads in
+  order)."""
 
   def __init__(self, round_: Round):
     run = tensorflow_runner.TensorFlowRunner
     self._initialize, self._prepare = run(round_.initialize), run(round_.prepare)
-    self._work = run(round_.client_work, sessions=os.cpu_count() or 1)
     self._update = run(round_.update)
     self._aggregation = _in_process_aggregation(round_)
+    self._threads = os.cpu_count() or 1
+    self._clients, self._summed_type, self._kept_type = _client_chain(round_, self._threads)
+    self._zero = tf.nest.map_structure(
+        lambda spec: np.zeros(spec.shape, spec.dtype.as_numpy_dtype),
+        tff.types.type_to_tf_tensor_specs(self._summed_type))
+    self._pool = concurrent.futures.ThreadPoolExecutor(self._threads)
 
   def initialize(self):
-    return {'server': self._initialize(), 'aggregator': self._aggregation.initialize()}
+    return {'server': self._initialize(),
+            'aggregator': self._aggregation.initialize() if self._aggregation else ()}
 
   def next(self, state, client_data, client_states):
     broadcast = self._prepare(state['server'])
-    outputs = self._work.map([[broadcast, data, client]
-                              for data, client in zip(client_data, client_states)])
-    aggregator, (result, measurements) = self._aggregation.next(
-        state['aggregator'], [o['aggregated'] for o in outputs])
+    clients = list(zip(client_data, client_states))
+    shards = [clients[i::self._threads] for i in range(self._threads)]
+    results = list(self._pool.map(lambda shard: self._clients(self._zero, broadcast, shard),
+                                  [s for s in shards if s]))
+    summed = tff.types.type_to_py_container(results[0][0], self._summed_type)
+    for shard_sum, _ in results[1:]:
+      summed = tf.nest.map_structure(
+          np.add, summed, tff.types.type_to_py_container(shard_sum, self._summed_type))
+    kept = [None] * len(clients)
+    for i, (_, shard_kept) in enumerate(results):
+      kept[i::self._threads] = [tff.types.type_to_py_container(k[0], self._kept_type)
+                                for k in shard_kept]
+    if self._aggregation:
+      aggregator, (result, measurements) = self._aggregation.next(
+          state['aggregator'], [k['aggregated'] for k in kept])
+    else:
+      aggregator, result, measurements = (), summed['aggregated'], ()
     new_server, metrics = self._update([
-        state['server'], broadcast, _sum([o['sent'] for o in outputs]),
+        state['server'], broadcast, summed['sent'],
         collections.OrderedDict(result=result, measurements=measurements)])
-    return ({'server': new_server, 'aggregator': aggregator}, [o['state'] for o in outputs],
+    return ({'server': new_server, 'aggregator': aggregator}, [k['state'] for k in kept],
             metrics)
 
 

@@ -76,7 +76,8 @@ MAX_CLIENTS_PER_CALL = 8
 CALL_BYTES = 1 << 29
 
 
-def _clients_per_call(work: tff.Computation) -> int:
+def default_clients_per_call(work: tff.Computation) -> int:
+  """How many clients of `work` one TF call runs."""
   per_client = tensorflow_runner.variable_bytes(work)
   return max(1, min(MAX_CLIENTS_PER_CALL, CALL_BYTES // max(per_client, 1)))
 
@@ -99,7 +100,7 @@ class InProcessRound:
     self._zero = run(form.zero, sessions=self._threads)
     self._clients = tensorflow_runner.ClientChain(
         form.work, form.accumulate, sessions=self._threads,
-        clients_per_call=clients_per_call or _clients_per_call(form.work))
+        clients_per_call=clients_per_call or default_clients_per_call(form.work))
     self._merge = run(form.merge)
     self._report = run(form.report)
     self._update = run(form.update)

@@ -83,10 +83,15 @@ def _import(computation: tff.Computation, inputs: list[tf.Tensor], prefix: str):
       if attr in node.attr and node.attr[attr].s:
         node.attr[attr].s = f'{prefix}/'.encode() + node.attr[attr].s
   names = _tensor_names(tf_proto.parameter) if tf_proto.HasField('parameter') else []
+  input_map = dict(zip(names, inputs))
+  # TFF's graphs may also wait on a parameter (a control input): map those too.
+  control = {i for node in graph_def.node for i in node.input if i.startswith('^')}
+  input_map.update({f'^{n.split(":")[0]}': tensor for n, tensor in zip(names, inputs)
+                    if f'^{n.split(":")[0]}' in control})
   wanted = _tensor_names(tf_proto.result) + (
       [tf_proto.initialize_op] if tf_proto.initialize_op else [])
   imported = tf.graph_util.import_graph_def(
-      graph_def, input_map=dict(zip(names, inputs)), return_elements=wanted, name=prefix)
+      graph_def, input_map=input_map, return_elements=wanted, name=prefix)
   if tf_proto.initialize_op:
     return imported[:-1], imported[-1]
   return imported, None
