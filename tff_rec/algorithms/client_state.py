@@ -19,9 +19,7 @@ client's state of memory where the round loop runs.
 """
 
 import collections
-import concurrent.futures
 import dataclasses
-import os
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -120,11 +118,10 @@ def _in_process_aggregation(round_: Round) -> inprocess.InProcessRound | None:
   return inprocess.InProcessRound(initialize, next_fn)
 
 
-def _client_chain(round_: Round, threads: int):
-  """The round's client work as a ClientChain (several clients per TF call):
-  ((data, state), broadcast) -> (what is summed: 'sent', and 'aggregated' under a
-  plain sum; what each client returns: its 'state', and 'aggregated' otherwise).
-  Returns (the chain, the summed part's type, the returned part's type)."""
+def _client_work(round_: Round) -> tff.Computation:
+  """The round's client work as inprocess.SummedClients runs it: ((data, state),
+  broadcast) -> (what is summed: 'sent', and 'aggregated' under a plain sum; what
+  each client returns: its 'state', and 'aggregated' otherwise)."""
   broadcast_type, data_type, state_type = round_.client_work.type_signature.parameter
   summed = ('sent', 'aggregated') if _plain(round_.aggregation) else ('sent',)
 
@@ -134,34 +131,18 @@ def _client_chain(round_: Round, threads: int):
     return (collections.OrderedDict((k, output[k]) for k in summed),
             collections.OrderedDict((k, v) for k, v in output.items() if k not in summed))
 
-  summed_type = work.type_signature.result[0]
-
-  @tff.tensorflow.computation(summed_type, summed_type)
-  def add(a, b):
-    return tf.nest.map_structure(tf.add, a, b)
-
-  chain = tensorflow_runner.ClientChain(
-      work, add, sessions=threads,
-      clients_per_call=inprocess.default_clients_per_call(round_.client_work))
-  return chain, summed_type, work.type_signature.result[1]
+  return work
 
 
 class _InProcess:
-  """The round's pieces run in this process: each thread's clients several per TF
-  call, what they send summed there (client order within a thread, threads in
-  order)."""
+  """The round's pieces run in this process, the clients several per TF call."""
 
   def __init__(self, round_: Round):
     run = tensorflow_runner.TensorFlowRunner
     self._initialize, self._prepare = run(round_.initialize), run(round_.prepare)
     self._update = run(round_.update)
     self._aggregation = _in_process_aggregation(round_)
-    self._threads = os.cpu_count() or 1
-    self._clients, self._summed_type, self._kept_type = _client_chain(round_, self._threads)
-    self._zero = tf.nest.map_structure(
-        lambda spec: np.zeros(spec.shape, spec.dtype.as_numpy_dtype),
-        tff.types.type_to_tf_tensor_specs(self._summed_type))
-    self._pool = concurrent.futures.ThreadPoolExecutor(self._threads)
+    self._clients = inprocess.SummedClients(_client_work(round_))
 
   def initialize(self):
     return {'server': self._initialize(),
@@ -169,18 +150,7 @@ class _InProcess:
 
   def next(self, state, client_data, client_states):
     broadcast = self._prepare(state['server'])
-    clients = list(zip(client_data, client_states))
-    shards = [clients[i::self._threads] for i in range(self._threads)]
-    results = list(self._pool.map(lambda shard: self._clients(self._zero, broadcast, shard),
-                                  [s for s in shards if s]))
-    summed = tff.types.type_to_py_container(results[0][0], self._summed_type)
-    for shard_sum, _ in results[1:]:
-      summed = tf.nest.map_structure(
-          np.add, summed, tff.types.type_to_py_container(shard_sum, self._summed_type))
-    kept = [None] * len(clients)
-    for i, (_, shard_kept) in enumerate(results):
-      kept[i::self._threads] = [tff.types.type_to_py_container(k[0], self._kept_type)
-                                for k in shard_kept]
+    summed, kept = self._clients(broadcast, list(zip(client_data, client_states)))
     if self._aggregation:
       aggregator, (result, measurements) = self._aggregation.next(
           state['aggregator'], [k['aggregated'] for k in kept])

@@ -43,7 +43,6 @@ work here) and `MetaUAProcess` (the driver) runs the server step.
 
 import collections
 import dataclasses
-import os
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -53,7 +52,7 @@ import tensorflow_federated as tff
 from tff_rec.algorithms import api
 from tff_rec.algorithms import client_loop
 from tff_rec.data import lean
-from tff_rec.runtime import tensorflow_runner
+from tff_rec.runtime import inprocess
 
 # Client attributes (the paper's z1..z6), each computed without sending data.
 ATTRIBUTES = ('num_samples', 'local_loss', 'update_norm', 'loss_ratio', 'positive_rate',
@@ -158,7 +157,7 @@ def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel]
   """The clients' part of a round: (weights, [each client's data]) -> ([each
   client's report], the cohort's summed query gradient). On TFF's native
   runtime one federated computation (the reports at CLIENTS); in-process,
-  each client's TensorFlow work run here, a client per core at a time.
+  inprocess.SummedClients (several clients per TF call).
 
   The dataset computation gives a client's (train, support, query) datasets:
   E shuffled epochs of its support examples, and one pass over each split.
@@ -169,21 +168,21 @@ def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel]
     weights_type = tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape)
                                       for v in model.trainable_variables])
 
-  @tff.tensorflow.computation(weights_type, dataset_computation.type_signature.parameter)
-  def client_update(weights, arguments):
+  # (the summed part, each client's part), as inprocess.SummedClients takes it
+  @tff.tensorflow.computation(dataset_computation.type_signature.parameter, weights_type)
+  def client_update(arguments, weights):
     report, gradient = _client_work(model_fn(), client_learning_rate, weights,
                                     *dataset_computation(arguments), evaluates=evaluates)
     if client_mean:
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
-    return collections.OrderedDict(report=report, gradient=gradient)
+    return collections.OrderedDict(gradient=gradient, report=report)
 
   if runtime == 'inprocess':
-    run = tensorflow_runner.TensorFlowRunner(client_update, sessions=os.cpu_count() or 1)
+    clients = inprocess.SummedClients(client_update)
 
     def in_process(weights, client_arguments):
-      outputs = run.map([[weights, arguments] for arguments in client_arguments])
-      return ([o['report'] for o in outputs],
-              [np.sum(g, axis=0) for g in zip(*(o['gradient'] for o in outputs))])
+      gradient, reports = clients(weights, list(client_arguments))
+      return reports, gradient
 
     return in_process
 
@@ -191,8 +190,8 @@ def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel]
       tff.FederatedType(weights_type, tff.SERVER),
       tff.FederatedType(dataset_computation.type_signature.parameter, tff.CLIENTS))
   def round_fn(weights, client_arguments):
-    outputs = tff.federated_map(client_update, (tff.federated_broadcast(weights),
-                                                client_arguments))
+    outputs = tff.federated_map(client_update, (client_arguments,
+                                                tff.federated_broadcast(weights)))
     return outputs.report, tff.federated_sum(outputs.gradient)
 
   return round_fn

@@ -15,6 +15,7 @@ import os
 from typing import Any, Sequence
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.runtime import tensorflow_runner
@@ -153,3 +154,40 @@ class InProcessLearningProcess(InProcessRound):
 
   def get_model_weights(self, state):
     return self._get_model_weights(state)
+
+
+class SummedClients:
+  """A cohort's client work in-process, for rounds that need each client's own
+  output: work(client data, shared input) -> (a part summed over the cohort, a part
+  each client returns). Each core's clients run several per TF call (ClientChain),
+  their summed parts added in that graph, the cores' sums then added in order.
+  A call gives (the sum, [each client's part]) as Python containers."""
+
+  def __init__(self, work: tff.Computation, *, threads: int | None = None):
+    self._threads = threads or os.cpu_count() or 1
+    self._summed_type, self._kept_type = work.type_signature.result
+
+    @tff.tensorflow.computation(self._summed_type, self._summed_type)
+    def add(a, b):
+      return tf.nest.map_structure(tf.add, a, b)
+
+    self._chain = tensorflow_runner.ClientChain(
+        work, add, sessions=self._threads, clients_per_call=default_clients_per_call(work))
+    self._zero = tf.nest.map_structure(
+        lambda spec: np.zeros(spec.shape, spec.dtype.as_numpy_dtype),
+        tff.types.type_to_tf_tensor_specs(self._summed_type))
+    self._pool = concurrent.futures.ThreadPoolExecutor(self._threads)
+
+  def __call__(self, shared, client_data: Sequence[Any]):
+    shards = [client_data[i::self._threads] for i in range(self._threads)]
+    results = list(self._pool.map(lambda shard: self._chain(self._zero, shared, shard),
+                                  [s for s in shards if s]))
+    summed = None
+    kept = [None] * len(client_data)
+    for i, (shard_sum, shard_kept) in enumerate(results):
+      shard_sum = tff.types.type_to_py_container(shard_sum, self._summed_type)
+      summed = shard_sum if summed is None else tf.nest.map_structure(np.add, summed,
+                                                                      shard_sum)
+      kept[i::self._threads] = [tff.types.type_to_py_container(k[0], self._kept_type)
+                                for k in shard_kept]
+    return summed, kept
