@@ -66,10 +66,11 @@ def test_a_chain_refuses_fewer_than_one_client_per_call():
     tensorflow_runner.ClientChain(_work, _accumulate, clients_per_call=0)
 
 
-def test_variable_bytes_counts_the_computations_variables():
+def test_memory_bytes_counts_the_variables_and_five_results():
   @tff.tensorflow.computation
   def two_tables():
     a, b = tf.Variable(tf.zeros([100, 8])), tf.Variable(tf.zeros([3], tf.float64))
-    return a.read_value()[0, 0] + tf.cast(b.read_value()[0], tf.float32)
+    return a.read_value()[0], tf.cast(b.read_value()[0], tf.float32)
 
-  assert tensorflow_runner.variable_bytes(two_tables) == 100 * 8 * 4 + 3 * 8
+  assert tensorflow_runner.memory_bytes(two_tables) == (100 * 8 * 4 + 3 * 8
+                                                        + 5 * (8 * 4 + 4))

@@ -72,14 +72,15 @@ def for_runtime(process, runtime: str):
 
 # Clients whose work one TF call runs: enough to spread a call's fixed cost (on
 # DCN at MetaUA's setting, 94 clients: 1.57 s/round at 1, 1.16 at 8, 1.37 at 16),
-# and no more than the variables of that many clients fit in CALL_BYTES.
+# and no more than that many clients' memory (tensorflow_runner.memory_bytes)
+# fits in CALL_BYTES.
 MAX_CLIENTS_PER_CALL = 8
 CALL_BYTES = 1 << 29
 
 
 def default_clients_per_call(work: tff.Computation) -> int:
   """How many clients of `work` one TF call runs."""
-  per_client = tensorflow_runner.variable_bytes(work)
+  per_client = tensorflow_runner.memory_bytes(work)
   return max(1, min(MAX_CLIENTS_PER_CALL, CALL_BYTES // max(per_client, 1)))
 
 

@@ -14,6 +14,7 @@ import concurrent.futures
 import queue
 from typing import Any, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -97,17 +98,28 @@ def _import(computation: tff.Computation, inputs: list[tf.Tensor], prefix: str):
   return imported, None
 
 
-def variable_bytes(computation: tff.Computation) -> int:
-  """Bytes of the variables the computation creates (a Keras model, its optimizer's
-  slots, metrics), read off its graph."""
+def _bytes(type_spec) -> int:
+  """Bytes of the fully shaped tensors of a type."""
+  shapes = [(tf.TensorShape(t.shape), t.dtype) for t in _leaf_types(type_spec)
+            if isinstance(t, tff.TensorType)]
+  return sum(shape.num_elements() * np.dtype(dtype).itemsize for shape, dtype in shapes
+             if shape.is_fully_defined())
+
+
+def memory_bytes(computation: tff.Computation) -> int:
+  """A rough size of what one call of the computation holds: its variables (a
+  Keras model, its optimizer's slots, metrics), read off its graph, plus five
+  times its result (a client's update is model-sized; training tensors, as
+  FAIR's tables are, rather than variables holds the weights, two Adam
+  moments, the gradient and the update)."""
   _, graph_def = _unpack(computation)
-  total = 0
+  variables = 0
   for node in graph_def.node:
     if node.op == 'VarHandleOp':
       shape = tf.TensorShape(node.attr['shape'].shape)
       if shape.is_fully_defined():
-        total += shape.num_elements() * tf.as_dtype(node.attr['dtype'].type).size
-  return total
+        variables += shape.num_elements() * tf.as_dtype(node.attr['dtype'].type).size
+  return variables + 5 * _bytes(computation.type_signature.result)
 
 
 class TensorFlowRunner:
