@@ -12,10 +12,11 @@ from tff_rec.algorithms import api
 from tff_rec.algorithms import fair
 from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import heat as heat_lib
+from tff_rec.training import lazy_adam
 
 ALGORITHMS = ('fedavg', 'fedsgd', 'fedprox')
 HEAT = ('clients', 'examples')
-OPTIMIZERS = ('sgd', 'adam', 'adagrad')
+OPTIMIZERS = ('sgd', 'adam', 'adagrad', 'lazy_adam')
 
 # Clients loop over their batches with a dataset iterator, not TFF's default
 # Dataset.reduce: a ReduceDataset op instantiates (and graph-optimizes) its
@@ -41,12 +42,15 @@ class OptimizerConfig:
       raise ValueError(f'unknown optimizer {self.name!r}; choose one of {OPTIMIZERS}')
     if not self.learning_rate > 0:
       raise ValueError(f'learning rate must be > 0, got {self.learning_rate}')
-    if self.adaptivity is not None and (self.name == 'sgd' or not self.adaptivity > 0):
+    if self.adaptivity is not None and (self.name in ('sgd', 'lazy_adam')
+                                        or not self.adaptivity > 0):
       raise ValueError(f'adaptivity applies to adagrad and adam and must be > 0; got '
                        f'{self.adaptivity} for {self.name}')
 
   def build(self) -> tff.learning.optimizers.Optimizer:
     tau = self.adaptivity
+    if self.name == 'lazy_adam':
+      return lazy_adam.LazyAdam(self.learning_rate)
     if self.name == 'adam':
       return (tff.learning.optimizers.build_adam(self.learning_rate, epsilon=tau) if tau
               else tff.learning.optimizers.build_adam(self.learning_rate))
@@ -63,6 +67,9 @@ class OptimizerConfig:
 
   def keras(self) -> tf.keras.optimizers.Optimizer:
     """The same optimizer for centralized Keras training (TFF's defaults match)."""
+    if self.name == 'lazy_adam':
+      raise ValueError('lazy_adam is a client optimizer for weight-table models '
+                       '(the FAIR family, table forms); Keras has none')
     return {'adam': tf.keras.optimizers.Adam, 'adagrad': tf.keras.optimizers.Adagrad,
             'sgd': tf.keras.optimizers.SGD}[self.name](self.learning_rate)
 
@@ -82,6 +89,11 @@ def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.Var
   FedSGD ignores the client optimizer: each client returns the gradient of its
   loss over all its examples at the broadcast model.
   """
+  if client_optimizer.name == 'lazy_adam' and algorithm != 'fedsgd':
+    raise api.NotApplicable(
+        f"--algorithm={algorithm} trains a Keras model with tff.learning's client work, "
+        'which densifies sparse gradients, so lazy_adam would be plain Adam: use adam '
+        '(lazy_adam is for the FAIR family and the table forms)')
   shared = dict(server_optimizer_fn=server_optimizer.build(), loop_implementation=client_loop,
                 model_aggregator=model_aggregator)
   if algorithm == 'fedavg':

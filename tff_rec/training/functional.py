@@ -19,7 +19,8 @@ def train(loss_fn: LossFn, optimizer: tff.learning.optimizers.Optimizer,
   """One pass over `dataset`: (weights, optimizer_state, loss sum, example count).
 
   The optimizer starts fresh unless `optimizer_state` is given. Sparse
-  gradients (embedding lookups) are densified, as tff.learning does.
+  gradients (embedding lookups) are densified, as tff.learning does, except
+  for an optimizer that takes them (lazy_adam.LazyAdam).
   """
   if optimizer_state is None:
     optimizer_state = optimizer.initialize(
@@ -37,7 +38,9 @@ def _loop(loss_fn, optimizer, weights, dataset, state):
     with tf.GradientTape() as tape:
       tape.watch(weights)
       loss = loss_fn(weights, batch)
-    grads = tf.nest.map_structure(tf.convert_to_tensor, tape.gradient(loss, weights))
+    grads = tape.gradient(loss, weights)
+    if not getattr(optimizer, 'takes_indexed_slices', False):  # lazy_adam keeps them
+      grads = tf.nest.map_structure(tf.convert_to_tensor, grads)
     state, weights = optimizer.next(state, weights, grads)
     size = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
     loss_sum += loss * tf.cast(size, tf.float32)
