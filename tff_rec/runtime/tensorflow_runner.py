@@ -10,8 +10,8 @@ every call, so each call starts from fresh variables, as in TFF's runtime.
 Here custom op libraries loaded in Python and the GPU are visible to it.
 """
 
-import concurrent.futures
 import queue
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -148,7 +148,6 @@ class TensorFlowRunner:
     self._sessions = queue.SimpleQueue()
     for _ in range(sessions):
       self._sessions.put(tf.compat.v1.Session(graph=self._graph, config=config))
-    self._pool = concurrent.futures.ThreadPoolExecutor(sessions)
 
   def _feed(self, arg) -> dict:
     if self._parameter_type is None:
@@ -178,16 +177,9 @@ class TensorFlowRunner:
     value = _pack(list(fetched), self._result_type)
     return tff.types.type_to_py_container(value, self._result_type) if as_python else value
 
-  def map(self, args: Sequence[Any]) -> list[Any]:
-    """Python results of a call on each of `args`, as many at a time as the
-    runner has sessions (TF releases the GIL while it runs), in `args`' order."""
-    return list(self._pool.map(self, args))
-
   def close(self) -> None:
-    self._pool.shutdown()
     while not self._sessions.empty():
       self._sessions.get().close()
-
 
 
 class ClientChain:
@@ -213,7 +205,8 @@ class ClientChain:
     work_result = tff.structure.to_elements(work.type_signature.result)
     self._update_leaves = len(_leaf_types(work_result[0][1]))
     self._secure_type = tff.StructType(work_result[1:])
-    self._graphs = {}  # clients in the call -> (graph, feeds, fetches, init, sessions)
+    self._graphs = {}  # clients in the call -> (feeds, fetches, init, sessions)
+    self._building = threading.Lock()  # threads share the graphs
 
   def _placeholder(self, type_spec):
     if isinstance(type_spec, tff.SequenceType):  # a dataset arrives as its serialized graph
@@ -257,9 +250,10 @@ class ClientChain:
     return accumulator, secure
 
   def _call(self, accumulator, client_input, client_data: Sequence[Any]):
-    if len(client_data) not in self._graphs:
-      self._graphs[len(client_data)] = self._build(len(client_data))
-    feeds, fetches, init, sessions = self._graphs[len(client_data)]
+    with self._building:
+      if len(client_data) not in self._graphs:
+        self._graphs[len(client_data)] = self._build(len(client_data))
+      feeds, fetches, init, sessions = self._graphs[len(client_data)]
     feed = dict(zip(feeds['input'], _flatten(client_input, self._input_type)))
     feed.update(zip(feeds['accumulator'], _flatten(accumulator, self._accumulator_type)))
     data_type = self._work.type_signature.parameter[0]
