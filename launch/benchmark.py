@@ -319,7 +319,8 @@ def _client_memory_case(capacity: int) -> dict:
   task = goodreads_ranking.GoodreadsRanking(goodreads_ranking.Config(
       data_dir=FLAGS.goodreads_dir, local_epochs=1))
   model = task.functional_model()
-  forms = capacities.hashed_tiers(task.shape.table_shapes(), [capacity], seed=1, impl='op')[f'{capacity}x']
+  forms = capacities.hashed_tiers(task.shape.table_shapes(), [capacity], seed=1,
+                                  impl='op')[f'{capacity}x']
   # What the client holds: its tier's tables (random values: sizes are what count).
   weights = {k: tf.constant(v) for k, v in model.initial_weights.items() if k not in forms}
   weights.update({k: tf.random.normal(f.spec().shape) for k, f in forms.items()})

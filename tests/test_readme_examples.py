@@ -24,7 +24,8 @@ def _code_after(heading: str) -> str:
 
 @pytest.fixture
 def example_registered():
-  exec(compile(_code_after('### Adding an algorithm'), 'README.md', 'exec'), {})  # pylint: disable=exec-used
+  code = compile(_code_after('### Adding an algorithm'), 'README.md', 'exec')
+  exec(code, {})  # pylint: disable=exec-used
   yield registry.get('fedavg_robust')
   del registry.algorithms()['fedavg_robust']
 

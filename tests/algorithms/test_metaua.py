@@ -185,7 +185,8 @@ def test_metaua_without_learning_is_fedadagrad_on_the_clients_data(ml100k_dir, t
 def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_query(
     ml100k_dir, tff_runtime):
   task = _ctr_task(ml100k_dir)
-  process, ids, client_input = _build(task, 'metaua', query_fraction=0.005)  # round(0.005 n) = 0 for every fixture client
+  # round(0.005 n) = 0 for every fixture client
+  process, ids, client_input = _build(task, 'metaua', query_fraction=0.005)
   state, metrics = _run(process, ids, client_input)
   assert metrics['train/client_work/clients_without_query'] == 6
   # No query gradient anywhere: a zero meta gradient, the meta parameters stay at 0.

@@ -77,7 +77,8 @@ def test_secure_aggregation_needs_the_inprocess_runtime_and_dp_is_refused_by_sco
   with pytest.raises(registry.NotApplicable, match='native worker has no secure sum'):
     registry.build('colr', task, registry.training(task, 'colr', aggregator=secure))
   dp = registry.training(task, 'scolr', aggregator=inner.InnerAggregator('dp'))
-  with pytest.raises(registry.NotApplicable, match='--aggregator=dp averages over the cohort, and scolr divides'):
+  with pytest.raises(registry.NotApplicable,
+                     match='--aggregator=dp averages over the cohort, and scolr divides'):
     registry.build('scolr', task, dp)
 
 

@@ -56,8 +56,9 @@ def _hashed_process(impl):
   def model_fn():
     model = tf.keras.Sequential([
         tf.keras.Input([2], dtype=tf.int32),
-        hashed_embedding.HashedEmbedding(1000, 4, memory_size=97, impl=impl, seed=3,
-                                         embeddings_initializer=tf.keras.initializers.RandomUniform(seed=1)),
+        hashed_embedding.HashedEmbedding(
+            1000, 4, memory_size=97, impl=impl, seed=3,
+            embeddings_initializer=tf.keras.initializers.RandomUniform(seed=1)),
         tf.keras.layers.Flatten(),
         tf.keras.layers.Dense(1, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=2))])
     return tff.learning.models.from_keras_model(

@@ -7,14 +7,14 @@ as four TensorFlow computations (`Round`): the server prepares a broadcast,
 each client's work turns (broadcast, its data, its state) into what it sends
 and its new state, what the cohort sends is aggregated (through a
 tff.aggregators factory, so TFF's secure sum and DP wrap it) or summed, and
-the server updates.
-`ClientStateProcess` runs them, on TFF's native runtime (as one federated
-computation whose output holds the new states at tff.CLIENTS) or in this
-process (each piece run by runtime.tensorflow_runner, where the op library and
-the GPU are visible), and keeps every client's state in the program state,
-`{'server': the round's server state, 'aggregator': its aggregation's state,
-'clients': per leaf of one client's state an [N, ...] array}`. It is plain arrays, so the trainer's checkpoints
-hold it whole and a resumed run continues exactly. The cost is N x one
+the server updates. `ClientStateProcess` runs them, on TFF's native runtime
+(as one federated computation whose output holds the new states at
+tff.CLIENTS) or in this process (each piece run by runtime.tensorflow_runner,
+where the op library and the GPU are visible), and keeps every client's state
+in the program state, `{'server': the round's server state, 'aggregator': its
+aggregation's state, 'clients': per leaf of one client's state an [N, ...]
+array}`. It is plain arrays, so the trainer's checkpoints hold it whole and a
+resumed run continues exactly. The cost is N x one
 client's state of memory where the round loop runs.
 """
 

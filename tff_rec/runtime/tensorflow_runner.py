@@ -54,6 +54,20 @@ def _pack(leaves: list[Any], type_spec):
   return leaves.pop(0)
 
 
+def _dataset_parameter() -> tuple[tf.Tensor, tf.Tensor]:
+  """(the string placeholder to feed, the dataset it gives): a dataset parameter
+  arrives as its serialized graph (_fed)."""
+  serialized = tf.compat.v1.placeholder(tf.string, shape=[])
+  return serialized, tf.raw_ops.DatasetFromGraph(graph_def=serialized)
+
+
+def _fed(leaf, is_dataset: bool):
+  """What to feed for a parameter leaf: a dataset's serialized graph, else the leaf."""
+  if is_dataset:
+    return leaf._as_serialized_graph().numpy()  # pylint: disable=protected-access
+  return leaf
+
+
 def _leaf_types(type_spec) -> list:
   """The tensor and sequence types of `type_spec`, in _flatten's order."""
   if isinstance(type_spec, tff.StructType):
@@ -136,10 +150,7 @@ class TensorFlowRunner:
     with self._graph.as_default():
       input_map = {}
       for name in _tensor_names(tf_proto.parameter, kinds=('sequence',)):
-        # A dataset parameter arrives as its serialized graph.
-        serialized = tf.compat.v1.placeholder(tf.string, shape=[])
-        input_map[name] = tf.raw_ops.DatasetFromGraph(graph_def=serialized)
-        self._sequence_inputs[name] = serialized
+        self._sequence_inputs[name], input_map[name] = _dataset_parameter()
       tf.graph_util.import_graph_def(graph_def, input_map=input_map, name='')
     self._parameter_names = (_tensor_names(tf_proto.parameter)
                              if tf_proto.HasField('parameter') else [])
@@ -154,10 +165,7 @@ class TensorFlowRunner:
       return {}
     feed = {}
     for name, leaf in zip(self._parameter_names, _flatten(arg, self._parameter_type)):
-      if name in self._sequence_inputs:
-        feed[self._sequence_inputs[name]] = leaf._as_serialized_graph().numpy()
-      else:
-        feed[name] = leaf
+      feed[self._sequence_inputs.get(name, name)] = _fed(leaf, name in self._sequence_inputs)
     return feed
 
   def __call__(self, arg=None, *, as_python: bool = True):
@@ -209,9 +217,8 @@ class ClientChain:
     self._building = threading.Lock()  # threads share the graphs
 
   def _placeholder(self, type_spec):
-    if isinstance(type_spec, tff.SequenceType):  # a dataset arrives as its serialized graph
-      serialized = tf.compat.v1.placeholder(tf.string, shape=[])
-      return serialized, tf.raw_ops.DatasetFromGraph(graph_def=serialized)
+    if isinstance(type_spec, tff.SequenceType):
+      return _dataset_parameter()
     placeholder = tf.compat.v1.placeholder(type_spec.dtype, type_spec.shape)
     return placeholder, placeholder
 
@@ -260,8 +267,7 @@ class ClientChain:
     for placeholders, data in zip(feeds['data'], client_data):
       for placeholder, leaf, type_spec in zip(placeholders, _flatten(data, data_type),
                                               self._data_types):
-        feed[placeholder] = (leaf._as_serialized_graph().numpy()  # pylint: disable=protected-access
-                             if isinstance(type_spec, tff.SequenceType) else leaf)
+        feed[placeholder] = _fed(leaf, isinstance(type_spec, tff.SequenceType))
     session = sessions.get()
     try:
       if init is not None:
