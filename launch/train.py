@@ -16,7 +16,6 @@ same flags), config.json and, at the end, summary.json (final metrics).
 Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
-import contextlib
 
 from absl import app
 from absl import flags
@@ -57,6 +56,11 @@ flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower
 flags.DEFINE_enum('runtime', 'native', ['native', 'inprocess'],
                   "native: TFF's C++ worker (CPU). inprocess: the round's "
                   'MapReduceForm run in this process (custom ops, GPU).')
+flags.DEFINE_integer('threads', None, '--runtime=inprocess: shards of clients run at once '
+                     '(default: one per core).', lower_bound=1)
+flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per TF call '
+                     '(default: up to 8, fewer where their memory would pass 512 MB).',
+                     lower_bound=1)
 flags.DEFINE_enum('aggregator', 'mean', inner.NAMES,
                   "The aggregation inside every method's own factory: a plain mean, TFF's "
                   "secure sum (--secure_bound; in-process runtime) or TFF's DP "
@@ -76,6 +80,7 @@ common.define_option_flags(OPTION_FIELDS)
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 AGGREGATOR_FLAGS = {'secure_bound': 'secure', 'dp_noise_multiplier': 'dp', 'dp_clip': 'dp'}
+PARALLELISM_FLAGS = ('threads', 'clients_per_call')
 
 
 def _aggregator() -> inner.InnerAggregator:
@@ -86,6 +91,22 @@ def _aggregator() -> inner.InnerAggregator:
     return inner.InnerAggregator(FLAGS.aggregator, **common.set_flags(AGGREGATOR_FLAGS))
   except ValueError as e:
     raise app.UsageError(str(e)) from None
+
+
+def _runtime(clients_per_round: int):
+  """The context the rounds run in: TFF's native worker, or the in-process
+  runtime's parallelism."""
+  parallel = common.set_flags(PARALLELISM_FLAGS)
+  if FLAGS.runtime != 'inprocess':
+    if parallel:
+      raise app.UsageError(f'--{next(iter(parallel))} applies to --runtime=inprocess')
+    return native.NativeRuntime()
+  settings = inprocess.Parallelism(**parallel)
+  try:
+    settings.check_cohort(clients_per_round)
+  except ValueError as e:
+    raise app.UsageError(f'--{e}') from None
+  return settings
 
 
 def main(argv):
@@ -112,9 +133,8 @@ def main(argv):
         seed=task_config.seed)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
+  runtime = _runtime(training.clients_per_round)
   task = common.build_task(task_config)
-  runtime = (native.NativeRuntime() if FLAGS.runtime == 'native'
-             else contextlib.nullcontext())
   with runtime:
     try:
       built = registry.build(name, task, training, **options)
@@ -126,6 +146,7 @@ def main(argv):
       raise app.UsageError(f'--{e}') from None
     out = common.output_dir(common.run_config(
         task_config, algorithm=name, **options, runtime=FLAGS.runtime,
+        **common.set_flags(PARALLELISM_FLAGS),
         client_optimizer=training.client_optimizer.settings(),
         server_optimizer=training.server_optimizer.settings(),
         **(aggregator.settings() if aggregator.name != 'mean' else {}),

@@ -42,6 +42,10 @@ def _start(*args):
     ('--clients_per_round=0', 'flag --clients_per_round=0'),
     ('--clients_per_round=25', '--clients_per_round=25 is larger than the 24 training '
      'clients; use at most 24'),
+    ('--threads=2', '--threads applies to --runtime=inprocess'),
+    ('--runtime=inprocess --threads=0', 'flag --threads=0: 0 is not a positive integer'),
+    ('--runtime=inprocess --clients_per_round=5 --clients_per_call=6',
+     '--clients_per_call=6 is more than the 5 clients per round; use at most 5'),
 ])
 def test_bad_flags_stop_before_training_naming_the_flag(flag, message, ml100k_dir, tmp_path):
   _assert_refused(message, tmp_path, f'--data_dir={ml100k_dir}', *flag.split())
@@ -105,9 +109,10 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
 def test_inprocess_runtime_trains_to_the_native_numbers(ml100k_dir, tmp_path):
   flags = [f'--data_dir={ml100k_dir}', *FAST, '--rounds=2']
   summaries = {}
-  for runtime in ('native', 'inprocess'):
+  for runtime, parallel in (('native', []),
+                            ('inprocess', ['--threads=1', '--clients_per_call=2'])):
     out = tmp_path / runtime
-    done = _train(*flags, f'--runtime={runtime}', f'--output_dir={out}')
+    done = _train(*flags, f'--runtime={runtime}', *parallel, f'--output_dir={out}')
     assert done.returncode == 0, done.stderr[-3000:]
     summaries[runtime] = json.loads((out / 'summary.json').read_text())
   for key in ('train/client_work/train/loss', 'test/recall_at_10', 'validation/recall_at_5'):

@@ -81,6 +81,29 @@ def test_hashed_embedding_composite_on_native_equals_op_in_process(tff_runtime):
   assert np.abs(native.state.global_model_weights.trainable[0]).sum() > 0
 
 
+def test_an_empty_client_inside_a_chunk_counts_zero_examples(tff_runtime):
+  rng = np.random.default_rng(1)
+  clients = [tf.data.Dataset.from_tensor_slices(
+      (rng.integers(0, 1000, size=(n, 2)).astype(np.int32),
+       rng.integers(0, 2, size=(n, 1)).astype(np.float32))).batch(4) for n in (5, 0, 7)]
+  native = _rounds(_hashed_process('composite'), [clients])
+  with inprocess.Parallelism(threads=1, clients_per_call=3):
+    local = _rounds(inprocess.InProcessLearningProcess(_hashed_process('op')), [clients])
+  _assert_same(native, local)
+  assert local.metrics['client_work']['train']['num_examples'] == 12
+
+
+def test_parallelism_refuses_settings_a_cohort_cannot_fill():
+  with pytest.raises(ValueError, match='clients_per_call must be >= 1, got 0'):
+    inprocess.Parallelism(clients_per_call=0)
+  with pytest.raises(ValueError, match='threads=3 is more than the 2 clients per round; '
+                     'use at most 2'):
+    inprocess.Parallelism(threads=3).check_cohort(2)
+  with inprocess.Parallelism(threads=1):
+    assert inprocess.parallelism(clients_per_call=2) == inprocess.Parallelism(1, 2)
+  assert inprocess.parallelism() == inprocess.Parallelism()
+
+
 def test_native_runtime_cannot_run_the_custom_op(tff_runtime):
   """Why the in-process runtime exists: TFF's worker has no op libraries."""
   process = _hashed_process('op')
@@ -92,7 +115,7 @@ def test_native_runtime_cannot_run_the_custom_op(tff_runtime):
 
 @pytest.mark.parametrize('threads', [0, -2])
 def test_a_thread_count_below_one_is_refused_naming_it(threads):
-  with pytest.raises(ValueError, match=f'threads must be >= 1 .*got {threads}'):
+  with pytest.raises(ValueError, match=f'threads must be >= 1, got {threads}'):
     inprocess.InProcessRound(object(), object(), threads=threads)
 
 

@@ -12,6 +12,7 @@ native worker cannot offer.
 """
 
 import concurrent.futures
+import dataclasses
 import os
 from typing import Any, Sequence
 
@@ -90,16 +91,60 @@ def default_clients_per_call(work: tff.Computation) -> int:
   return max(1, min(MAX_CLIENTS_PER_CALL, CALL_BYTES // max(per_client, 1)))
 
 
+@dataclasses.dataclass(frozen=True)
+class Parallelism:
+  """How in-process rounds spread a cohort: `threads` shards of clients run at
+  once (default: one per core), `clients_per_call` clients per TF call (default:
+  default_clients_per_call). As a context manager, like TFF's execution
+  contexts: the in-process rounds built inside it use it."""
+  threads: int | None = None
+  clients_per_call: int | None = None
+
+  def __post_init__(self):
+    for name, value in vars(self).items():
+      if value is not None and value < 1:
+        raise ValueError(f'{name} must be >= 1, got {value}')
+
+  def check_cohort(self, clients_per_round: int) -> None:
+    """Refuses settings that a cohort of `clients_per_round` cannot fill."""
+    for name, value in vars(self).items():
+      if value is not None and value > clients_per_round:
+        raise ValueError(f'{name}={value} is more than the {clients_per_round} clients '
+                         f'per round; use at most {clients_per_round}')
+
+  def __enter__(self) -> 'Parallelism':
+    _PARALLELISM.append(self)
+    return self
+
+  def __exit__(self, *unused_exc) -> None:
+    _PARALLELISM.remove(self)
+
+  def thread_count(self) -> int:
+    return self.threads or os.cpu_count() or 1
+
+  def chunk(self, work: tff.Computation) -> int:
+    return self.clients_per_call or default_clients_per_call(work)
+
+
+_PARALLELISM = [Parallelism()]
+
+
+def parallelism(threads: int | None = None, clients_per_call: int | None = None) -> Parallelism:
+  """The settings given, else those of the innermost open Parallelism."""
+  current = _PARALLELISM[-1]
+  return Parallelism(current.threads if threads is None else threads,
+                     current.clients_per_call if clients_per_call is None else clients_per_call)
+
+
 class InProcessRound:
   """initialize / next of a MapReduce-compatible federated round, in-process:
   next(state at SERVER, client data at CLIENTS) -> its result as a Python container."""
 
   def __init__(self, initialize: tff.Computation, next_fn: tff.Computation, *,
                threads: int | None = None, clients_per_call: int | None = None):
-    if threads is not None and threads < 1:
-      raise ValueError(f'threads must be >= 1 (one per client shard), got {threads}')
+    settings = parallelism(threads, clients_per_call)
     form = map_reduce_form(next_fn)
-    self._threads = threads or os.cpu_count() or 1
+    self._threads = settings.thread_count()
     self._result_type = next_fn.type_signature.result
     run = tensorflow_runner.TensorFlowRunner
     self._initialize = run(tff.backends.mapreduce.get_state_initialization_computation(
@@ -108,7 +153,7 @@ class InProcessRound:
     self._zero = run(form.zero, sessions=self._threads)
     self._clients = tensorflow_runner.ClientChain(
         form.work, form.accumulate, sessions=self._threads,
-        clients_per_call=clients_per_call or default_clients_per_call(form.work))
+        clients_per_call=settings.chunk(form.work))
     self._merge = run(form.merge)
     self._report = run(form.report)
     self._update = run(form.update)
@@ -170,7 +215,8 @@ class SummedClients:
   A call gives (the sum, [each client's part]) as Python containers."""
 
   def __init__(self, work: tff.Computation, *, threads: int | None = None):
-    self._threads = threads or os.cpu_count() or 1
+    settings = parallelism(threads)
+    self._threads = settings.thread_count()
     self._summed_type, self._kept_type = work.type_signature.result
 
     @tff.tensorflow.computation(self._summed_type, self._summed_type)
@@ -178,7 +224,7 @@ class SummedClients:
       return tf.nest.map_structure(tf.add, a, b)
 
     self._chain = tensorflow_runner.ClientChain(
-        work, add, sessions=self._threads, clients_per_call=default_clients_per_call(work))
+        work, add, sessions=self._threads, clients_per_call=settings.chunk(work))
     self._zero = tf.nest.map_structure(
         lambda spec: np.zeros(spec.shape, spec.dtype.as_numpy_dtype),
         tff.types.type_to_tf_tensor_specs(self._summed_type))
