@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= ../shared/data/ml-100k
 RUN_DIR ?= runs/default
-PYTEST_ARGS ?= -n auto  # one test process per core (pytest-xdist)
+PYTEST_ARGS ?= -n auto --dist=worksteal  # one test process per core (pytest-xdist); idle ones take queued tests
 
 .PHONY: setup ops run test clean
 
