@@ -184,7 +184,7 @@ class GoodreadsRanking:
     """dataset_computation's batches as (triples, an unused label) for Keras."""
     @tff.tensorflow.computation(self.dataset_computation.type_signature.parameter)
     def build(arguments):
-      return self.dataset_computation(arguments).map(_with_label)
+      return self.dataset_computation(arguments).as_dataset().map(_with_label)
 
     return build
 

@@ -60,7 +60,7 @@ def _tff_fedavg(task):
     loss = model.loss(w, x, neumf.full_item_rows(w))
     return tf.fill([tf.shape(x['user'])[0]], loss)  # one row per example: weights by count
 
-  x_spec = task.dataset_computation.type_signature.result.element
+  x_spec = task.dataset_computation.type_signature.result.columns
   functional_model = tff.learning.models.FunctionalModel(
       initial_weights=(tuple(model.initial_weights.values()), ()),
       predict_on_batch_fn=predict_on_batch,
@@ -73,7 +73,7 @@ def _tff_fedavg(task):
 
   @tff.tensorflow.computation(task.dataset_computation.type_signature.parameter)
   def with_labels(args):
-    return task.dataset_computation(args).map(
+    return task.dataset_computation(args).as_dataset().map(
         lambda b: (b, tf.zeros([tf.shape(b['user'])[0]])))
 
   return tff.simulation.compose_dataset_computation_with_learning_process(

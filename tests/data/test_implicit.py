@@ -15,8 +15,17 @@ def _rows(lengths, offset):
 def test_each_epoch_is_batched_on_its_own():
   epoch, item = _rows([5, 5], 0)
   dataset = implicit.epoch_batches(collections.OrderedDict(epoch=epoch, item=item), 2, 2)
-  batches = [b['item'].tolist() for b in dataset.as_numpy_iterator()]
+  batches = [b['item'].tolist() for b in dataset.as_dataset().as_numpy_iterator()]
   assert batches == [[0, 1], [2, 3], [4], [5, 6], [7, 8], [9]]
+  first = implicit.epoch_batches(collections.OrderedDict(epoch=epoch, item=item), 2, 2)
+  later = first.where(first.first_rows('epoch') >= 1)
+  assert [b['item'].tolist() for b in later.as_dataset().as_numpy_iterator()] == batches[3:]
+
+
+def test_a_client_without_rows_has_no_batches():
+  empty = np.zeros([0], np.int32)
+  batches = implicit.epoch_batches(collections.OrderedDict(epoch=empty, item=empty), 2, 3)
+  assert int(batches.steps()) == 0
 
 
 def test_padded_batches_hold_each_users_epoch_batches_in_order():
@@ -26,7 +35,7 @@ def test_padded_batches_hold_each_users_epoch_batches_in_order():
   for n, (epoch, item) in enumerate(users):
     expected = implicit.epoch_batches(collections.OrderedDict(item=item),
                                       int(epoch.max()) + 1, 3)
-    expected = [b['item'].tolist() for b in expected.as_numpy_iterator()]
+    expected = [b['item'].tolist() for b in expected.as_dataset().as_numpy_iterator()]
     got = [items[n, s][mask[n, s] > 0].tolist() for s in range(4)]
     assert got[:len(expected)] == expected
     assert not any(got[len(expected):])  # padding steps are empty

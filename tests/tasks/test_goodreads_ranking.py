@@ -50,7 +50,7 @@ def test_triples_are_batched_keeping_the_last_partial_batch(user_items_dir):
   batches = list(dataset.as_numpy_iterator())
   assert [len(b['user']) for b in batches] == [3, 3, 2]  # keeps the last partial batch
   np.testing.assert_array_equal(np.concatenate([b['positive'] for b in batches]), positives)
-  assert task.dataset_computation.type_signature.result.element['negatives'].shape == (None, 1)
+  assert task.dataset_computation.type_signature.result.columns['negatives'].shape == (None, 1)
 
 
 def test_evaluation_masks_train_items_and_scores_a_perfect_model(user_items_dir):
@@ -119,7 +119,7 @@ def test_dataset_computation_batches_each_epoch_on_its_own(user_items_dir, tff_r
 
   @tff.tensorflow.computation(task.dataset_computation.type_signature.parameter)
   def batch_sizes(args):
-    return task.dataset_computation(args).reduce(
+    return task.dataset_computation(args).as_dataset().reduce(
         tf.zeros([0], tf.int32), lambda sizes, b: tf.concat([sizes, tf.shape(b['user'])], 0))
 
   assert batch_sizes((user, positives, negatives)).tolist() == [3, 3, 2, 3, 3, 2]

@@ -44,6 +44,7 @@ from tff_rec.algorithms import client_state
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
 from tff_rec.data import implicit
+from tff_rec.data import sliced
 from tff_rec.algorithms import templates
 from tff_rec.models import mf
 from tff_rec.training import functional
@@ -85,10 +86,10 @@ def _loss(config: FedMFConfig, items: tf.Tensor):
 
 
 def reconstruct_user(config: FedMFConfig, items: tf.Tensor, user: tf.Tensor,
-                     dataset: tf.data.Dataset) -> tf.Tensor:
-  """The user vector fitted to `dataset` with the item table frozen."""
+                     batches: sliced.Batches) -> tf.Tensor:
+  """The user vector fitted to `batches` with the item table frozen."""
   weights, _, _, _ = functional.train(_loss(config, items), _sgd(config.client_learning_rate),
-                                      {'user': user}, dataset)
+                                      {'user': user}, batches)
   return weights['user']
 
 
@@ -113,16 +114,17 @@ def reconstruct_users(config: FedMFConfig, items: np.ndarray, users: np.ndarray,
       tf.constant(config.l2, tf.float32)).numpy()
 
 
-def client_training(config: FedMFConfig, items, seed, user, local_rank, dataset):
+def client_training(config: FedMFConfig, items, seed, user, local_rank,
+                    batches: sliced.Batches):
   """(payload, coverage, trained user, loss sum, count) of one client.
 
   payload: [n, d] (full forms, after compression) or [n, R] (A).
   """
   form = config.form
   if config.reconstruction_epochs:
-    user = reconstruct_user(config, items, user, dataset.filter(
-        lambda b: b['epoch'][0] < config.reconstruction_epochs))
-    dataset = dataset.filter(lambda b: b['epoch'][0] >= config.reconstruction_epochs)
+    reconstructing = batches.first_rows('epoch') < config.reconstruction_epochs
+    user = reconstruct_user(config, items, user, batches.where(reconstructing))
+    batches = batches.where(tf.logical_not(reconstructing))
   if form.columns:
     basis_seed, permutation_seed = factor_sum.round_seeds(seed)
     basis = factor_sum.correlated_basis(basis_seed, form.rank, config.dim)
@@ -145,7 +147,7 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank, dataset)
 
     start = {'user': user, 'items': items}
   trained, _, loss_sum, count = functional.train(
-      loss, _sgd(config.client_learning_rate), start, dataset)
+      loss, _sgd(config.client_learning_rate), start, batches)
   update = trained['a'] * columns if form.columns else trained['items'] - items
   if config.item_average == 'touched':  # rows outside the data get exactly zero change
     rows = tf.cast(tf.reduce_any(tf.not_equal(update, 0.0), axis=1), tf.float32)
@@ -298,8 +300,8 @@ def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
   get_model_weights gives the item table: a user's vector is reconstructed
   from its data wherever it is needed (reconstruct_user). Client data: (its
   initial user vector, local rank (scolr; else ignored), the dataset
-  computation's arguments); the dataset's elements carry 'epoch' (the first
-  reconstruction_epochs are reconstruction), 'item' and 'label'. Payload and
+  computation's arguments); its batches (sliced.Batches) carry 'epoch' (the
+  first reconstruction_epochs are reconstruction), 'item' and 'label'. Payload and
   coverage go through `sum_factory` (default TFF's plain sum); `mean_factory`
   (e.g. TFF's DP mean) replaces the sum and the division by coverage with a
   mean over the cohort: the cohort average of the forms whose every client

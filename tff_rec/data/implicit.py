@@ -1,9 +1,11 @@
 """Training examples from implicit feedback: sampled negatives, per-epoch batches."""
 
+import collections
+
 import numpy as np
 import tensorflow as tf
 
-from tff_rec.data import lean
+from tff_rec.data import sliced
 
 
 def unseen_items(seen: np.ndarray, count: int, num_items: int, rng) -> np.ndarray:
@@ -23,15 +25,18 @@ def unseen_items(seen: np.ndarray, count: int, num_items: int, rng) -> np.ndarra
 
 
 def epoch_batches(columns: dict[str, tf.Tensor], epochs: int, batch_size: int
-                  ) -> tf.data.Dataset:
+                  ) -> sliced.Batches:
   """Batches of `columns`, whose rows are `epochs` equal epochs one after the
   other; each epoch is batched on its own (its last batch may be partial), as
   a per-epoch DataLoader would."""
-  per_epoch = tf.shape(tf.nest.flatten(columns)[0])[0] // epochs
-  by_epoch = tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(
-      lambda c: tf.reshape(c, [epochs, per_epoch, *c.shape[1:]]), columns))
-  return lean.lean(by_epoch.flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(epoch)
-                                     .batch(batch_size)))
+  rows = tf.shape(tf.nest.flatten(columns)[0])[0]
+  per_epoch = rows // epochs
+  epoch_starts = tf.range(epochs)[:, None] * per_epoch
+  starts = tf.reshape(epoch_starts + tf.range(0, per_epoch, batch_size)[None, :], [-1])
+  ends = tf.minimum(starts + batch_size, tf.reshape(
+      tf.broadcast_to(epoch_starts + per_epoch, [epochs, tf.size(starts) // epochs]), [-1]))
+  return sliced.Batches(collections.OrderedDict(
+      (k, tf.convert_to_tensor(v)) for k, v in columns.items()), starts, ends)
 
 
 def padded_batches(users_rows: list[tuple[np.ndarray, ...]], batch_size: int
