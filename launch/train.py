@@ -16,6 +16,7 @@ same flags), config.json and, at the end, summary.json (final metrics).
 Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
+import dataclasses
 
 from absl import app
 from absl import flags
@@ -53,9 +54,11 @@ flags.DEFINE_float('server_adaptivity', None, "adagrad / adam server: Reddi et a
 flags.DEFINE_integer('eval_every', 10, 'Evaluate every N rounds (0: only after the last).',
                      lower_bound=0)
 flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower_bound=1)
-flags.DEFINE_enum('runtime', 'native', ['native', 'inprocess'],
+flags.DEFINE_enum('runtime', 'auto', ['auto', 'native', 'inprocess'],
                   "native: TFF's C++ worker (CPU). inprocess: the round's "
-                  'MapReduceForm run in this process (custom ops, GPU).')
+                  'MapReduceForm run in this process (custom ops, GPU). auto: the one that '
+                  'runs the algorithm fastest (in-process for FedMF and secure sums; both '
+                  'give the same numbers).')
 flags.DEFINE_integer('threads', None, '--runtime=inprocess: shards of clients run at once '
                      '(default: one per core).', lower_bound=1)
 flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per TF call '
@@ -93,17 +96,17 @@ def _aggregator() -> inner.InnerAggregator:
     raise app.UsageError(str(e)) from None
 
 
-def _runtime(clients_per_round: int):
+def _runtime(training: registry.Training):
   """The context the rounds run in: TFF's native worker, or the in-process
   runtime's parallelism."""
   parallel = common.set_flags(PARALLELISM_FLAGS)
-  if FLAGS.runtime != 'inprocess':
+  if training.runtime != 'inprocess':
     if parallel:
       raise app.UsageError(f'--{next(iter(parallel))} applies to --runtime=inprocess')
     return native.NativeRuntime()
   settings = inprocess.Parallelism(**parallel)
   try:
-    settings.check_cohort(clients_per_round)
+    settings.check_cohort(training.clients_per_round)
   except ValueError as e:
     raise app.UsageError(f'--{e}') from None
   return settings
@@ -124,8 +127,7 @@ def main(argv):
   task_config = common.task_config()
   try:
     training = registry.training(
-        task_class, name, aggregator=aggregator, runtime=FLAGS.runtime,
-        stack=tuple(FLAGS.stack or ()),
+        task_class, name, aggregator=aggregator, stack=tuple(FLAGS.stack or ()),
         **common.set_flags([*task_class.TRAIN_DEFAULTS, 'server_adaptivity']))
     schedule = loop.Schedule(
         rounds=FLAGS.rounds, clients_per_round=training.clients_per_round,
@@ -133,9 +135,11 @@ def main(argv):
         seed=task_config.seed)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  runtime = _runtime(training.clients_per_round)
   task = common.build_task(task_config)
-  with runtime:
+  training = dataclasses.replace(training, runtime=(
+      registry.fastest_runtime(name, task, training) if FLAGS.runtime == 'auto'
+      else FLAGS.runtime))
+  with _runtime(training):
     try:
       built = registry.build(name, task, training, **options)
     except ValueError as e:
@@ -145,7 +149,7 @@ def main(argv):
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
     out = common.output_dir(common.run_config(
-        task_config, algorithm=name, **options, runtime=FLAGS.runtime,
+        task_config, algorithm=name, **options, runtime=training.runtime,
         **common.set_flags(PARALLELISM_FLAGS),
         client_optimizer=training.client_optimizer.settings(),
         server_optimizer=training.server_optimizer.settings(),
@@ -154,7 +158,7 @@ def main(argv):
         **vars(schedule)))
     print(f'{FLAGS.task}: {task.describe()}; {name}, {len(built.client_ids)} '
           f'training clients; output in {out}', flush=True)
-    process = inprocess.for_runtime(built.process, FLAGS.runtime)
+    process = inprocess.for_runtime(built.process, training.runtime)
     checkpointing = loop.Checkpointing(checkpoints.NumpyProgramStateManager(
         out / 'checkpoints', keep_total=2))
     managers = [

@@ -112,6 +112,24 @@ def test_fedavg_on_matrix_factorization_is_fedmf(ranking_dir):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize('task_name, name, aggregator, fastest', [
+    ('ranking', 'fedmf', 'mean', 'inprocess'),
+    ('ranking', 'colr', 'mean', 'inprocess'),
+    ('ranking', 'fedavg', 'mean', 'inprocess'),  # FedMF's round
+    ('ranking', 'fedadam', 'mean', 'native'),  # the Keras MF
+    ('ctr', 'colr', 'mean', 'native'),
+    ('ctr', 'fedavg', 'mean', 'native'),
+    ('ctr', 'fedavg', 'secure', 'inprocess'),
+])
+def test_the_fastest_runtime_is_in_process_for_fedmf_rounds_and_secure_sums(
+    task_name, name, aggregator, fastest, request):
+  module = movielens_ranking if task_name == 'ranking' else movielens_ctr
+  data_dir = request.getfixturevalue('ranking_dir' if task_name == 'ranking' else 'ml100k_dir')
+  task = module.Task(module.Config(data_dir=str(data_dir)))
+  training = registry.training(task, name, aggregator=inner.InnerAggregator(aggregator))
+  assert registry.fastest_runtime(name, task, training) == fastest
+
+
 def test_metaua_refuses_a_stacked_correction(ml100k_dir):
   task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir)))
   with pytest.raises(registry.NotApplicable, match='--stack=fedsubavg: --algorithm=metaua '

@@ -38,7 +38,8 @@ def _start(*args):
     ('--algorithm=fair --loss=hinge_spreadout', '--algorithm=fair does not apply to '
      '--task=movielens_next_item: its Keras model adds a regularization loss'),
     ('--capacities=1x-2x', '--capacities does not apply to --algorithm=fedavg'),
-    ('--aggregator=secure', "--aggregator=secure: TFF's native worker has no secure sum"),
+    ('--runtime=native --aggregator=secure',
+     "--aggregator=secure: TFF's native worker has no secure sum"),
     ('--dp_clip=2', '--dp_clip applies to --aggregator=dp'),
     ('--factors=4', '--factors does not apply to --task=movielens_next_item'),
     ('--task=netflix', 'flag --task=netflix: value should be one of '

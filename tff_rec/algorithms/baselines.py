@@ -175,6 +175,19 @@ def build_keras(task, name: str, training, *, algorithm: str = 'fedavg',
 SERVER_OPTIMIZER_OF = {'fedadam': 'adam', 'fedadagrad': 'adagrad'}
 
 
+def _is_fedmf(task, training) -> bool:
+  """Whether the FedAvg family on `task` is FedMF's round."""
+  return (not hasattr(task, 'functional_model') and fedmf.is_mf(task)
+          and (training.server_optimizer.name == 'sgd' or not hasattr(task, 'model_fn')))
+
+
+def fastest_runtime(task, training) -> str:
+  """FedMF's where the FedAvg family is FedMF's round; else TFF's native worker,
+  as fast as in-process or faster on the Keras workloads
+  (results/benchmarks_runtimes.md)."""
+  return fedmf.fastest_runtime(task, training) if _is_fedmf(task, training) else 'native'
+
+
 def build_fedavg(task, options: WeightingOptions, training, *, name: str):
   wanted = SERVER_OPTIMIZER_OF.get(name)
   if wanted and training.server_optimizer.name != wanted:
@@ -185,8 +198,7 @@ def build_fedavg(task, options: WeightingOptions, training, *, name: str):
   # tier, and with an SGD server on matrix factorization with private users it
   # is FedMF (adaptive servers train the task's Keras MF instead).
   functional = hasattr(task, 'functional_model')
-  mf = hasattr(task, 'initial_users') and (training.server_optimizer.name == 'sgd'
-                                           or not hasattr(task, 'model_fn'))
+  mf = _is_fedmf(task, training)
   if options.heat and (functional or mf or not hasattr(task, 'model_fn')):
     raise api.NotApplicable(f'--heat applies to Keras-model tasks; --algorithm={name} on '
                             f'--task={task.NAME} weighs clients by their training examples')

@@ -64,24 +64,30 @@ class Algorithm:
   # Training settings it implies (e.g. FedAdam's server optimizer); flags override them.
   defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   stackable: bool = True  # takes Training.stack (its aggregate is a factory)
+  # (task, Training) -> the runtime that runs it fastest here, both
+  # runtimes giving the same numbers (tested).
+  fastest_runtime: Callable[[Any, 'Training'], str] = lambda *unused: 'native'
 
 
 def _algorithms() -> dict[str, Algorithm]:
   return {
       'fedavg': Algorithm(baselines.build_fedavg, 'FedAvg: client optimizer for the local '
                           'epochs, server optimizer on the mean update',
-                          baselines.WeightingOptions),
+                          baselines.WeightingOptions, fastest_runtime=baselines.fastest_runtime),
       'fedsgd': Algorithm(baselines.build_fedsgd, 'FedSGD: one gradient per client per round'),
       'fedprox': Algorithm(baselines.build_fedprox, 'FedProx: FedAvg with a proximal term',
                            baselines.FedProxOptions),
       'fedadam': Algorithm(baselines.build_fedavg, 'FedAvg with an Adam server (Reddi et '
                            'al.)', baselines.WeightingOptions,
-                           dict(server_optimizer='adam', server_learning_rate=0.01)),
+                           dict(server_optimizer='adam', server_learning_rate=0.01),
+                           fastest_runtime=baselines.fastest_runtime),
       'fedadagrad': Algorithm(baselines.build_fedavg, 'FedAvg with an Adagrad server '
                               '(Reddi et al.)', baselines.WeightingOptions,
-                              dict(server_optimizer='adagrad', server_learning_rate=0.1)),
+                              dict(server_optimizer='adagrad', server_learning_rate=0.1),
+                              fastest_runtime=baselines.fastest_runtime),
       'fedsubavg': Algorithm(fedsubavg.build, "FedSubAvg: each table row's mean update "
-                             'scaled by N / its feature heat', baselines.WeightingOptions),
+                             'scaled by N / its feature heat', baselines.WeightingOptions,
+                             fastest_runtime=baselines.fastest_runtime),
       'scaffold': Algorithm(scaffold.build, 'SCAFFOLD, exact, with client control variates',
                             stackable=False),
       'metaua': Algorithm(metaua.build, 'MetaUA: client weights and server step learned '
@@ -101,15 +107,15 @@ def _algorithms() -> dict[str, Algorithm]:
       'fair_inconsistent': Algorithm(fair.build, 'FAIR with a hash seed per tier (the '
                                      "paper's ablation)", fair.Options),
       'fedmf': Algorithm(fedmf.build, 'FedMF: full item-table updates, private user vectors',
-                         fedmf.Options),
+                         fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
       'colr': Algorithm(table_updates.build, 'CoLR: item update A B, B a shared random basis, '
-                        'A summed', fedmf.Options),
+                        'A summed', fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
       'scolr': Algorithm(table_updates.build, 'SCoLR: CoLR with a local rank per client',
-                         fedmf.Options),
+                         fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
       'svd': Algorithm(table_updates.build, 'item update compressed by truncated SVD',
-                       fedmf.Options),
+                       fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
       'topk': Algorithm(table_updates.build, 'item update compressed to its largest entries',
-                        fedmf.Options),
+                        fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
   }
 
 
@@ -169,6 +175,14 @@ def build(name: str, task, training: Training = Training(), **options) -> Built:
   except ValueError as e:
     raise NotApplicable(f'--algorithm={name}: {e}') from None
   return algorithm.build(task, chosen, training, name=name)
+
+
+def fastest_runtime(name: str, task, training: Training) -> str:
+  """The runtime that runs algorithm `name` on `task` fastest here:
+  in-process where the aggregator needs it (secure sums)."""
+  if training.aggregator.needs_inprocess:
+    return 'inprocess'
+  return get(name).fastest_runtime(task, training)
 
 
 def training(task, name: str, *, aggregator: inner.InnerAggregator = inner.InnerAggregator(),

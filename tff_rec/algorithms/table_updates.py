@@ -191,7 +191,7 @@ def build_process(model: table_model.TableModel, form: item_updates.UpdateForm, 
 
 def build(task, options, training, *, name: str):
   """colr, scolr, svd or topk on a task's declared tables (fedmf.Options)."""
-  if all(hasattr(task, a) for a in fedmf.MF):  # a matrix factorization: FedMF's round
+  if fedmf.is_mf(task):  # a matrix factorization: FedMF's round
     return fedmf.build(task, options, training, name=name)
   model = declared_tables.table_model_of(task, name, WHY)
   if options.item_average != 'cohort':
