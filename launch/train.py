@@ -29,6 +29,7 @@ from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
+from tff_rec.runtime import remote
 from tff_rec.training import checkpoints
 from tff_rec.training import loop
 
@@ -54,11 +55,15 @@ flags.DEFINE_float('server_adaptivity', None, "adagrad / adam server: Reddi et a
 flags.DEFINE_integer('eval_every', 10, 'Evaluate every N rounds (0: only after the last).',
                      lower_bound=0)
 flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower_bound=1)
-flags.DEFINE_enum('runtime', 'auto', ['auto', 'native', 'inprocess'],
+flags.DEFINE_enum('runtime', 'auto', ['auto', 'native', 'inprocess', 'remote'],
                   "native: TFF's C++ worker (CPU). inprocess: the round's "
-                  'MapReduceForm run in this process (custom ops, GPU). auto: the one that '
-                  'runs the algorithm fastest (in-process for FedMF and secure sums; both '
-                  'give the same numbers).')
+                  'MapReduceForm run in this process (custom ops, GPU). remote: TFF workers '
+                  'on other machines (--workers; start each with launch.worker). auto: the '
+                  'one of native and inprocess that runs the algorithm fastest (in-process '
+                  'for FedMF and secure sums; both give the same numbers).')
+flags.DEFINE_list('workers', None, '--runtime=remote: the workers, host:port,host:port '
+                  '(each runs python -m launch.worker --port=PORT); each round\'s clients '
+                  'are split across them.')
 flags.DEFINE_integer('threads', None, '--runtime=inprocess: shards of clients run at once '
                      '(default: one per core).', lower_bound=1)
 flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per TF call '
@@ -97,12 +102,22 @@ def _aggregator() -> inner.InnerAggregator:
 
 
 def _runtime(training: registry.Training):
-  """The context the rounds run in: TFF's native worker, or the in-process
-  runtime's parallelism."""
+  """The context the rounds run in: TFF's native worker, TFF's workers on other
+  machines, or the in-process runtime's parallelism."""
   parallel = common.set_flags(PARALLELISM_FLAGS)
-  if training.runtime != 'inprocess':
-    if parallel:
-      raise app.UsageError(f'--{next(iter(parallel))} applies to --runtime=inprocess')
+  if parallel and training.runtime != 'inprocess':
+    raise app.UsageError(f'--{next(iter(parallel))} applies to --runtime=inprocess')
+  if FLAGS.workers and FLAGS.runtime != 'remote':
+    raise app.UsageError('--workers applies to --runtime=remote')
+  if FLAGS.runtime == 'remote':
+    if not FLAGS.workers:
+      raise app.UsageError('--runtime=remote needs --workers=host:port,... (start each '
+                           'worker with python -m launch.worker --port=PORT)')
+    try:
+      return remote.RemoteRuntime(FLAGS.workers).install()  # connects: bad workers stop here
+    except (ValueError, remote.WorkerError) as e:
+      raise app.UsageError(f'--workers: {e}') from None
+  if training.runtime == 'native':
     return native.NativeRuntime()
   settings = inprocess.Parallelism(**parallel)
   try:
@@ -110,6 +125,14 @@ def _runtime(training: registry.Training):
   except ValueError as e:
     raise app.UsageError(f'--{e}') from None
   return settings
+
+
+def _runtime_of_builds(name: str, task, training: registry.Training) -> str:
+  """The runtime the algorithm is built for: remote workers run what TFF's native
+  runtime runs."""
+  if FLAGS.runtime == 'auto':
+    return registry.fastest_runtime(name, task, training)
+  return 'native' if FLAGS.runtime == 'remote' else FLAGS.runtime
 
 
 def main(argv):
@@ -136,9 +159,7 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   task = common.build_task(task_config)
-  training = dataclasses.replace(training, runtime=(
-      registry.fastest_runtime(name, task, training) if FLAGS.runtime == 'auto'
-      else FLAGS.runtime))
+  training = dataclasses.replace(training, runtime=_runtime_of_builds(name, task, training))
   with _runtime(training):
     try:
       built = registry.build(name, task, training, **options)
@@ -149,7 +170,8 @@ def main(argv):
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
     out = common.output_dir(common.run_config(
-        task_config, algorithm=name, **options, runtime=training.runtime,
+        task_config, algorithm=name, **options,
+        runtime='remote' if FLAGS.runtime == 'remote' else training.runtime,
         **common.set_flags(PARALLELISM_FLAGS),
         client_optimizer=training.client_optimizer.settings(),
         server_optimizer=training.server_optimizer.settings(),

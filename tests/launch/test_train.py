@@ -52,6 +52,10 @@ def _start(*args):
     ('--runtime=inprocess --threads=0', 'flag --threads=0: 0 is not a positive integer'),
     ('--runtime=inprocess --clients_per_round=5 --clients_per_call=6',
      '--clients_per_call=6 is more than the 5 clients per round; use at most 5'),
+    ('--workers=localhost:8000', '--workers applies to --runtime=remote'),
+    ('--runtime=remote', '--runtime=remote needs --workers=host:port'),
+    ('--runtime=remote --workers=nohost', "--workers: worker address 'nohost' is not "
+     'host:port'),
 ])
 def test_bad_flags_stop_before_training_naming_the_flag(flag, message, ml100k_dir, tmp_path):
   _assert_refused(message, tmp_path, f'--data_dir={ml100k_dir}', *flag.split())

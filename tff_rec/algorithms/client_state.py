@@ -61,12 +61,21 @@ def aggregate_type(aggregation: tff.aggregators.UnweightedAggregationFactory,
                                   collections.OrderedDict)
 
 
-def federated(round_: Round) -> tuple[tff.Computation, tff.Computation]:
-  """(initialize, next) as federated computations (TFF's runtimes):
-  next({'server', 'aggregator'} state, client data, client states) -> (state,
-  new client states at CLIENTS, metrics)."""
+def federated(round_: Round) -> tuple[tff.Computation, Callable]:
+  """(initialize, next) on TFF's runtimes: next({'server', 'aggregator'} state,
+  client data, client states) -> (state, new client states in the cohort's
+  order, metrics). One federated computation; each client's new state comes
+  back with its place in the cohort, because TFF's mergeable context (remote
+  workers) returns CLIENTS-placed results in the order its subrounds finish."""
   aggregation = round_.aggregation_process()
-  _, data_type, state_type = round_.client_work.type_signature.parameter
+  broadcast_type, data_type, state_type = round_.client_work.type_signature.parameter
+  placed_type = tff.StructType([('place', np.int32), ('state', state_type)])
+
+  @tff.tensorflow.computation(broadcast_type, data_type, placed_type)
+  def placed_work(broadcast, data, placed):
+    output = round_.client_work(broadcast, data, placed['state'])
+    output['state'] = collections.OrderedDict(place=placed['place'], state=output['state'])
+    return output
 
   @tff.federated_computation
   def initialize():
@@ -76,10 +85,10 @@ def federated(round_: Round) -> tuple[tff.Computation, tff.Computation]:
 
   @tff.federated_computation(initialize.type_signature.result,
                              tff.FederatedType(data_type, tff.CLIENTS),
-                             tff.FederatedType(state_type, tff.CLIENTS))
+                             tff.FederatedType(placed_type, tff.CLIENTS))
   def next_fn(state, client_data, client_states):
     broadcast = tff.federated_map(round_.prepare, state.server)
-    outputs = tff.federated_map(round_.client_work, (
+    outputs = tff.federated_map(placed_work, (
         tff.federated_broadcast(broadcast), client_data, client_states))
     aggregate = aggregation.next(state.aggregator, outputs.aggregated)
     new_server, metrics = tff.federated_map(round_.update, (
@@ -90,7 +99,16 @@ def federated(round_: Round) -> tuple[tff.Computation, tff.Computation]:
                                                           aggregator=aggregate.state))
     return new_state, outputs.state, metrics
 
-  return initialize, next_fn
+  def run(state, client_data, client_states):
+    state, placed, metrics = next_fn(state, client_data, [
+        collections.OrderedDict(place=np.int32(i), state=s)
+        for i, s in enumerate(client_states)])
+    in_order = [None] * len(placed)
+    for client in placed:
+      in_order[int(client['place'])] = client['state']
+    return state, in_order, metrics
+
+  return initialize, run
 
 
 def _plain(aggregation) -> bool:

@@ -17,7 +17,6 @@ exit. After `close()` the default is a context that says the runtime closed.
 """
 
 import atexit
-import ctypes
 import os
 import pathlib
 import signal
@@ -31,7 +30,9 @@ import grpc
 import portpicker
 import tensorflow_federated as tff
 
-WORKER_NAME = 'worker_binary'
+from tff_rec.runtime import worker_binary
+
+WORKER_NAME = worker_binary.NAME
 WORKER_DIED_EXIT_CODE = 75  # EX_TEMPFAIL: worth a retry from the last checkpoint
 _GRPC_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000  # TFF's own cap
 _GRPC_OPTIONS = [
@@ -41,14 +42,26 @@ _GRPC_OPTIONS = [
 ]
 
 
-def worker_binary_path() -> pathlib.Path:
-  return pathlib.Path(tff.__file__).parent / 'data' / WORKER_NAME
+def context_arguments(stub: tff.framework.RemoteExecutorGrpcStub) -> dict:
+  """The arguments of a TFF execution context (sync or async) that runs
+  computations on the worker behind `stub`, compiled as TFF's native backend does."""
+
+  def stack_fn(cardinalities):
+    # A computation with no CLIENTS-placed argument still needs a cardinality.
+    cardinalities.setdefault(tff.CLIENTS, 0)
+    executor = tff.framework.RemoteExecutor(stub)
+    executor.set_cardinalities(cardinalities)
+    return executor
+
+  return dict(executor_fn=tff.framework.ResourceManagingExecutorFactory(stack_fn),
+              compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+              transform_args=tff.tensorflow.transform_args,
+              transform_result=tff.tensorflow.transform_result)
 
 
-def _die_with_parent():
-  """Runs in the child before exec: SIGKILL it when its parent dies (Linux)."""
-  pr_set_pdeathsig = 1
-  ctypes.CDLL('libc.so.6', use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+def channel(address: str) -> grpc.Channel:
+  """A gRPC channel to a TFF worker, with TFF's message size cap."""
+  return grpc.insecure_channel(address, _GRPC_OPTIONS)
 
 
 class WorkerStartError(RuntimeError):
@@ -93,20 +106,8 @@ class NativeRuntime:
     return self._process.pid if self._process else None
 
   def install(self) -> 'NativeRuntime':
-    stub = self._start_worker()
-
-    def stack_fn(cardinalities):
-      # A computation with no CLIENTS-placed argument still needs a cardinality.
-      cardinalities.setdefault(tff.CLIENTS, 0)
-      executor = tff.framework.RemoteExecutor(stub)
-      executor.set_cardinalities(cardinalities)
-      return executor
-
-    self._context = tff.framework.SyncExecutionContext(
-        executor_fn=tff.framework.ResourceManagingExecutorFactory(stack_fn),
-        compiler_fn=tff.backends.native.desugar_and_transform_to_native,
-        transform_args=tff.tensorflow.transform_args,
-        transform_result=tff.tensorflow.transform_result)
+    self._context = tff.framework.SyncExecutionContext(**context_arguments(
+        self._start_worker()))
     atexit.register(self.close)
     return self.activate()
 
@@ -118,7 +119,7 @@ class NativeRuntime:
     return self
 
   def _start_worker(self) -> tff.framework.RemoteExecutorGrpcStub:
-    binary = worker_binary_path()
+    binary = worker_binary.path()
     if not binary.is_file():
       raise WorkerStartError(f'TFF worker binary not found at {binary}; is '
                              'tensorflow-federated 0.87 installed (make setup)?')
@@ -129,8 +130,8 @@ class NativeRuntime:
         [str(binary), f'--port={port}',
          f'--max_concurrent_computation_calls={self._max_calls}'],
         stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-        preexec_fn=_die_with_parent)
-    self._channel = grpc.insecure_channel(f'localhost:{port}', _GRPC_OPTIONS)
+        preexec_fn=worker_binary.die_with_parent)
+    self._channel = channel(f'localhost:{port}')
     stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
     deadline = time.monotonic() + self._start_timeout_s
     while not stub.is_ready:

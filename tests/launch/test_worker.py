@@ -1,0 +1,167 @@
+"""launch.worker and launch.train --runtime=remote: real worker processes on
+loopback, real trainer processes."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import portpicker
+import psutil
+import pytest
+
+from tests import conftest
+from tests.launch import test_train
+
+START_TIMEOUT_S = 30
+
+
+class Worker:
+  """`python -m launch.worker` on a free loopback port."""
+
+  def __init__(self, port: int | None = None):
+    self.port = port or portpicker.pick_unused_port()
+    self.address = f'localhost:{self.port}'
+    self.process = subprocess.Popen(
+        [sys.executable, '-m', 'launch.worker', f'--port={self.port}'], cwd=conftest.REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not _answers(self.port):
+      assert self.process.poll() is None, self.process.stdout.read()
+      assert time.monotonic() < deadline, f'worker on {self.port} did not start'
+      time.sleep(0.1)
+
+  def binaries(self) -> list[psutil.Process]:
+    return [p for p in psutil.Process(self.process.pid).children(recursive=True)
+            if p.name() == 'worker_binary']
+
+  def stop(self) -> str:
+    """SIGTERM, as a service manager stops it: its output."""
+    if self.process.poll() is None:
+      self.process.send_signal(signal.SIGTERM)
+    output, _ = self.process.communicate(timeout=15)
+    return output
+
+
+def _answers(port: int) -> bool:
+  with socket.socket() as probe:
+    return probe.connect_ex(('localhost', port)) == 0
+
+
+@pytest.fixture
+def workers():
+  """Two workers; stopped after the test, leaving no process behind."""
+  started = [Worker(), Worker()]
+  yield started  # a test may replace one
+  binaries = [b for w in started for b in w.binaries()]
+  for worker in started:
+    worker.stop()
+  _, alive = psutil.wait_procs(binaries, timeout=10)
+  assert not alive, f'worker binaries left running: {alive}'
+
+
+def test_a_worker_logs_stops_cleanly_on_sigterm_and_leaves_no_process():
+  worker = Worker()
+  binaries = worker.binaries()
+  assert len(binaries) == 1
+  output = worker.stop()
+  assert worker.process.returncode == 0, output
+  assert f'serving on port {worker.port}' in output
+  assert 'SIGTERM: stopping the worker' in output and 'stopped' in output
+  psutil.wait_procs(binaries, timeout=10)
+  assert not any(b.is_running() and b.status() != psutil.STATUS_ZOMBIE for b in binaries)
+
+
+def test_a_worker_refuses_a_port_in_use():
+  with socket.socket() as holder:
+    holder.bind(('', 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    done = subprocess.run([sys.executable, '-m', 'launch.worker', f'--port={port}'],
+                          cwd=conftest.REPO, capture_output=True, text=True, timeout=60)
+  assert done.returncode != 0
+  assert f'--port={port} is in use' in done.stderr
+
+
+def _summary(out) -> dict:
+  return json.loads((out / 'summary.json').read_text())
+
+
+# One algorithm of each paper, on small data: (data fixture, flags).
+PAPERS = {
+    'dual encoder FedAvg': ('ml100k_dir', [*test_train.FAST, '--rounds=2']),
+    'FedSubAvg LR': ('ml100k_dir', ['--task=movielens_ctr', '--algorithm=fedsubavg',
+                                    '--model=lr', '--rounds=2', '--clients_per_round=6',
+                                    '--eval_every=2', '--batch_size=8']),
+    'FAIR 1x-2x': ('user_items_dir', ['--task=goodreads_ranking', '--algorithm=fair',
+                                      '--capacities=1x-2x', '--rounds=2',
+                                      '--clients_per_round=4', '--eval_every=2',
+                                      '--batch_size=4', '--factors=4', '--local_epochs=1']),
+    'CoLR, stored users': ('ranking_dir', [*test_train.RANKING, '--algorithm=colr',
+                                           '--rank=2', '--rounds=2']),
+    'MetaUA DCN': ('ml100k_dir', ['--task=movielens_ctr', '--algorithm=metaua', '--model=dcn',
+                                  '--rounds=2', '--clients_per_round=6', '--eval_every=2',
+                                  '--batch_size=8']),
+}
+
+
+@pytest.mark.parametrize('paper', PAPERS)
+def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_path):
+  data_fixture, flags = PAPERS[paper]
+  flags = [f'--data_dir={request.getfixturevalue(data_fixture)}', *flags]
+  native = test_train._train(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
+  assert native.returncode == 0, native.stderr[-3000:]
+  busy = [b.cpu_times().user for w in workers for b in w.binaries()]
+  remote = test_train._train(*flags, '--runtime=remote',
+                             f'--workers={",".join(w.address for w in workers)}',
+                             f'--output_dir={tmp_path / "r"}')
+  assert remote.returncode == 0, remote.stderr[-3000:]
+  expected, got = _summary(tmp_path / 'n'), _summary(tmp_path / 'r')
+  compared = [k for k, v in expected.items() if isinstance(v, float)
+              and not k.startswith(('memory/', 'train/round_seconds'))]
+  assert any(k.startswith(('test/', 'eval/')) for k in compared), compared
+  for key in compared:
+    assert got[key] == pytest.approx(expected[key], rel=1e-4, abs=1e-6), key
+  assert json.loads((tmp_path / 'r' / 'config.json').read_text())['runtime'] == 'remote'
+  # Both workers trained clients.
+  after = [b.cpu_times().user for w in workers for b in w.binaries()]
+  assert all(a > b for a, b in zip(after, busy)), (busy, after)
+
+
+def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
+    workers, ml100k_dir, tmp_path):
+  flags = [f'--data_dir={ml100k_dir}', *test_train.FAST, '--runtime=remote',
+           f'--workers={",".join(w.address for w in workers)}']
+  whole = test_train._train(*flags, f'--output_dir={tmp_path / "whole"}')
+  assert whole.returncode == 0, whole.stderr[-3000:]
+  out = tmp_path / 'out'
+  trainer = test_train._start(*flags, f'--output_dir={out}')
+  for line in trainer.stdout:
+    if line.startswith('round 2/4'):
+      break
+  workers[1].process.kill()  # the worker's binary dies with it
+  killed = time.monotonic()
+  output, _ = trainer.communicate(timeout=60)
+  assert time.monotonic() - killed < 15
+  assert trainer.returncode == 75, output[-3000:]
+  assert f'TFF worker {workers[1].address} stopped answering' in output
+  workers[1] = Worker(port=workers[1].port)  # restarted where it was
+  done = test_train._train(*flags, f'--output_dir={out}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert 'resumed from checkpoint at round' in done.stdout
+  assert _summary(out).keys() == _summary(tmp_path / 'whole').keys()
+  for key, value in _summary(tmp_path / 'whole').items():
+    if not key.startswith(('memory/', 'train/round_seconds')):
+      assert _summary(out)[key] == pytest.approx(value, rel=1e-5), key
+
+
+def test_an_unreachable_worker_fails_within_seconds_naming_it(ml100k_dir, tmp_path):
+  address = f'localhost:{portpicker.pick_unused_port()}'
+  started = time.monotonic()
+  message = test_train._refusal(f'--output_dir={tmp_path / "out"}',
+                                f'--data_dir={ml100k_dir}', '--runtime=remote',
+                                f'--workers={address}')
+  assert f'TFF worker {address} did not answer within 10 s' in message
+  assert time.monotonic() - started < 30
