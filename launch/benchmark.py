@@ -17,6 +17,9 @@ runtimes: rounds of the papers' workloads (issue 16's table: FedMF at CoLR's
        1x-2x, the dual encoder), each built by the registry as the trainer
        builds it, timed on the native and in-process runtimes with the same
        cohorts (not in the default list: about 5 minutes).
+remote: rounds of three workloads on the native runtime and on TFF workers
+       (launch.worker) on loopback, 1 and 2 of them: clients per second and
+       the per-round overhead of going remote.
 client_memory: one Goodreads-100 client's training (FAIR's client step: a
        tier's item tables, NeuMF, fresh Adam, 1 epoch) at capacities 1x..16x,
        each in a fresh process that holds only that tier: the item tables'
@@ -39,7 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 flags.DEFINE_list('what', ['op', 'round', 'client_memory'],
-                  'Benchmarks to run: op, round, client_memory, runtimes.')
+                  'Benchmarks to run: op, round, client_memory, runtimes, remote.')
 flags.DEFINE_string('output', None, 'Also write the markdown report here.')
 flags.DEFINE_string('data_dir', '../shared/data/ml-100k', 'MovieLens 100K.')
 flags.DEFINE_integer('rounds', 5, 'Timed rounds per runtime (after 1 warm-up).')
@@ -179,34 +182,45 @@ def _floor_seconds(task, cohorts: list[list[str]]) -> float:
   return (time.perf_counter() - started) / (len(rounds) - 1)
 
 
-def bench_runtimes() -> str:
+def _task(task_name: str, settings: dict):
   import tasks  # pylint: disable=g-import-not-at-top
+  module = tasks.TASKS[task_name]
+  data_dir = FLAGS.goodreads_dir if task_name == 'goodreads_ranking' else FLAGS.data_dir
+  return module.Task(module.make_config(data_dir=data_dir, **settings))
+
+
+def _workload(task, runtime: str, algorithm: str, clients: int, trainer: dict, options: dict):
+  """(the process as `runtime` runs it, the cohorts' ids, their client inputs) of
+  FLAGS.rounds + 1 rounds, built as the trainer builds them (in a TFF context)."""
   from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
-  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
+  training = registry.training(task, algorithm, runtime=runtime, clients_per_round=clients,
+                               **trainer)
+  built = registry.build(algorithm, task, training, **options)
+  ids = sorted(built.client_ids)
+  cohort_ids = [loop.sample_cohort(ids, clients, seed=0, round_num=r)
+                for r in range(FLAGS.rounds + 1)]
+  cohorts = [[built.client_input(c, loop.client_seed(0, r, c)) for c in cohort]
+             for r, cohort in enumerate(cohort_ids)]
+  return inprocess.for_runtime(built.process, runtime), cohort_ids, cohorts
+
+
+def bench_runtimes() -> str:
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
 
   lines = ['| workload | clients | native s/round | in-process s/round | floor s/round | '
            'in-process / native | in-process / floor |', '|---|---|---|---|---|---|---|']
   floors = {}
   for name, (task_name, settings, algorithm, clients, trainer, options) in (
       RUNTIME_WORKLOADS.items()):
-    module = tasks.TASKS[task_name]
-    data_dir = FLAGS.goodreads_dir if task_name == 'goodreads_ranking' else FLAGS.data_dir
-    task = module.Task(module.make_config(data_dir=data_dir, **settings))
+    task = _task(task_name, settings)
     seconds = {}
     for runtime in ('native', 'inprocess'):
-      training = registry.training(task, algorithm, runtime=runtime,
-                                   clients_per_round=clients, **trainer)
       with native.NativeRuntime():  # builds and native rounds need TFF's context
-        built = registry.build(algorithm, task, training, **options)
-        ids = sorted(built.client_ids)
-        cohort_ids = [loop.sample_cohort(ids, clients, seed=0, round_num=r)
-                      for r in range(FLAGS.rounds + 1)]
-        cohorts = [[built.client_input(c, loop.client_seed(0, r, c)) for c in cohort]
-                   for r, cohort in enumerate(cohort_ids)]
-        seconds[runtime] = _seconds_per_round(inprocess.for_runtime(built.process, runtime),
-                                              cohorts)
+        process, cohort_ids, cohorts = _workload(task, runtime, algorithm, clients, trainer,
+                                                 options)
+        seconds[runtime] = _seconds_per_round(process, cohorts)
     # The same examples whatever the algorithm: one floor per task and cohort size.
     floor_key = (task_name, tuple(sorted(settings.items())), clients)
     if floor_key not in floors:
@@ -224,6 +238,53 @@ def bench_runtimes() -> str:
           'one tf.function SGD step on one Keras model, one after the other (no TFF, no '
           'data pipeline, one core); not measured for the weight-table models (FedMF, '
           'FAIR).\n\n' + '\n'.join(lines))
+
+
+REMOTE_WORKLOADS = ('dual encoder FedAvg', 'FedSubAvg LR', 'FedMF d=64, 2 epochs, batch 256 '
+                    '(CoLR)')
+
+
+def _loopback_workers(count: int) -> list[tuple[str, subprocess.Popen]]:
+  """`count` launch.worker processes on free loopback ports, started."""
+  import portpicker  # pylint: disable=g-import-not-at-top
+  workers = []
+  for _ in range(count):
+    port = portpicker.pick_unused_port()
+    workers.append((f'localhost:{port}', subprocess.Popen(
+        [sys.executable, '-m', 'launch.worker', f'--port={port}'],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+  return workers
+
+
+def bench_remote() -> str:
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import remote  # pylint: disable=g-import-not-at-top
+  lines = ['| workload | clients | native s/round | 1 worker s/round | 2 workers s/round | '
+           'clients/s native / 1 / 2 workers | remote overhead s/round (1 worker) |',
+           '|---|---|---|---|---|---|---|']
+  workers = _loopback_workers(2)
+  try:
+    for name in REMOTE_WORKLOADS:
+      task_name, settings, algorithm, clients, trainer, options = RUNTIME_WORKLOADS[name]
+      task = _task(task_name, settings)
+      seconds = []
+      for runtime in (native.NativeRuntime(),
+                      *(remote.RemoteRuntime([a for a, _ in workers[:n]]) for n in (1, 2))):
+        with runtime:
+          process, _, cohorts = _workload(task, 'native', algorithm, clients, trainer, options)
+          seconds.append(_seconds_per_round(process, cohorts))
+      rates = ' / '.join(f'{clients / s:.0f}' for s in seconds)
+      lines.append(f'| {name} | {clients} | ' + ' | '.join(f'{s:.3f}' for s in seconds)
+                   + f' | {rates} | {seconds[1] - seconds[0]:+.3f} |')
+      print(lines[-1], flush=True)
+  finally:
+    for _, process in workers:
+      process.terminate()
+      process.wait()
+  return (f'Mean of {FLAGS.rounds} rounds after a warm-up, the same cohorts; the workers '
+          f'are launch.worker processes on loopback, on the same {os.cpu_count()} cores as '
+          'the trainer, so this shows the cost of going remote, not a speed-up.\n\n'
+          + '\n'.join(lines))
 
 
 def bench_round() -> str:
@@ -389,6 +450,8 @@ def main(argv):
     sections.append('## Round time: in-process vs native\n\n' + bench_round())
   if 'runtimes' in FLAGS.what:
     sections.append("## The papers' workloads: native vs in-process\n\n" + bench_runtimes())
+  if 'remote' in FLAGS.what:
+    sections.append('## Remote TFF workers on loopback vs native\n\n' + bench_remote())
   if 'client_memory' in FLAGS.what:
     sections.append('## FAIR client memory by capacity (Goodreads-100, CPU)\n\n'
                     + bench_client_memory())

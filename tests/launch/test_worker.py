@@ -89,9 +89,9 @@ def _summary(out) -> dict:
   return json.loads((out / 'summary.json').read_text())
 
 
-# One algorithm of each paper, on small data: (data fixture, flags).
+# One algorithm of each paper, on small data: (data fixture, flags). The dual
+# encoder's FedAvg is compared in the killed-worker test below.
 PAPERS = {
-    'dual encoder FedAvg': ('ml100k_dir', [*test_train.FAST, '--rounds=2']),
     'FedSubAvg LR': ('ml100k_dir', ['--task=movielens_ctr', '--algorithm=fedsubavg',
                                     '--model=lr', '--rounds=2', '--clients_per_round=6',
                                     '--eval_every=2', '--batch_size=8']),
@@ -101,9 +101,9 @@ PAPERS = {
                                       '--batch_size=4', '--factors=4', '--local_epochs=1']),
     'CoLR, stored users': ('ranking_dir', [*test_train.RANKING, '--algorithm=colr',
                                            '--rank=2', '--rounds=2']),
-    'MetaUA DCN': ('ml100k_dir', ['--task=movielens_ctr', '--algorithm=metaua', '--model=dcn',
-                                  '--rounds=2', '--clients_per_round=6', '--eval_every=2',
-                                  '--batch_size=8']),
+    'MetaUA LR': ('ml100k_dir', ['--task=movielens_ctr', '--algorithm=metaua', '--model=lr',
+                                 '--rounds=2', '--clients_per_round=6', '--eval_every=2',
+                                 '--batch_size=8']),
 }
 
 
@@ -132,10 +132,12 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
 
 def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
     workers, ml100k_dir, tmp_path):
-  flags = [f'--data_dir={ml100k_dir}', *test_train.FAST, '--runtime=remote',
-           f'--workers={",".join(w.address for w in workers)}']
-  whole = test_train._train(*flags, f'--output_dir={tmp_path / "whole"}')
+  """The dual encoder's FedAvg: killed mid-run, restarted, resumed, it ends with
+  the metrics of an uninterrupted run (a native one: the same numbers)."""
+  flags = [f'--data_dir={ml100k_dir}', *test_train.FAST]
+  whole = test_train._train(*flags, '--runtime=native', f'--output_dir={tmp_path / "whole"}')
   assert whole.returncode == 0, whole.stderr[-3000:]
+  flags += ['--runtime=remote', f'--workers={",".join(w.address for w in workers)}']
   out = tmp_path / 'out'
   trainer = test_train._start(*flags, f'--output_dir={out}')
   for line in trainer.stdout:
@@ -151,10 +153,11 @@ def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
   done = test_train._train(*flags, f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'resumed from checkpoint at round' in done.stdout
-  assert _summary(out).keys() == _summary(tmp_path / 'whole').keys()
-  for key, value in _summary(tmp_path / 'whole').items():
+  expected, got = _summary(tmp_path / 'whole'), _summary(out)
+  assert got.keys() == expected.keys()
+  for key, value in expected.items():
     if not key.startswith(('memory/', 'train/round_seconds')):
-      assert _summary(out)[key] == pytest.approx(value, rel=1e-5), key
+      assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
 
 
 def test_an_unreachable_worker_fails_within_seconds_naming_it(ml100k_dir, tmp_path):
