@@ -6,14 +6,22 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DATA_DIR ?= ../shared/data/ml-100k
 RUN_DIR ?= runs/default
+GPU ?= 0  # 1: also TensorFlow 2.14's CUDA 11.8 libraries (requirements-gpu.txt)
 PYTEST_ARGS ?= -n auto --dist=worksteal  # one test process per core (pytest-xdist); idle ones take queued tests
 
 .PHONY: setup ops run test clean
 
-setup: $(VENV)/.installed ops
+GPU_STAMP := $(if $(filter 1,$(GPU)),$(VENV)/.installed-gpu)
 
-# The hashed embedding op library (incremental: rebuilt when its sources change).
-ops: $(VENV)/.installed
+setup: $(VENV)/.installed $(GPU_STAMP) ops
+
+$(VENV)/.installed-gpu: requirements-gpu.txt $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-gpu.txt
+	touch $@
+
+# The hashed embedding op library (incremental: rebuilt when its sources change);
+# its CUDA build too where nvcc is on PATH.
+ops: $(VENV)/.installed $(GPU_STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m tff_rec.ops.build
 
 $(VENV)/.installed: requirements.txt setup.py

@@ -17,6 +17,10 @@ runtimes: rounds of the papers' workloads (issue 16's table: FedMF at CoLR's
        1x-2x, the dual encoder), each built by the registry as the trainer
        builds it, timed on the native and in-process runtimes with the same
        cohorts (not in the default list: about 5 minutes).
+fair_round: FAIR 1x-2x-4x-8x rounds (10 clients) on both runtimes, each in a
+       fresh process: round time and the peak memory of the trainer and its
+       TFF worker. With --synthetic_items=1351679 (and client_memory): a table
+       of AmazonProduct-100's size.
 remote: rounds of three workloads on the native runtime and on TFF workers
        (launch.worker) on loopback, 1 and 2 of them: clients per second and
        the per-round overhead of going remote.
@@ -42,12 +46,18 @@ import numpy as np
 import tensorflow as tf
 
 flags.DEFINE_list('what', ['op', 'round', 'client_memory'],
-                  'Benchmarks to run: op, round, client_memory, runtimes, remote.')
+                  'Benchmarks to run: op, round, client_memory, runtimes, remote, '
+                  'fair_round.')
 flags.DEFINE_string('output', None, 'Also write the markdown report here.')
 flags.DEFINE_string('data_dir', '../shared/data/ml-100k', 'MovieLens 100K.')
 flags.DEFINE_integer('rounds', 5, 'Timed rounds per runtime (after 1 warm-up).')
 flags.DEFINE_integer('clients_per_round', 50, 'Cohort size.')
 flags.DEFINE_string('goodreads_dir', '../shared/data/goodreads-100', 'Goodreads-100.')
+flags.DEFINE_integer('synthetic_items', None, 'client_memory and fair_round: instead of '
+                     'Goodreads-100, synthetic user-item lists over this many items (e.g. '
+                     "1351679, FAIR's AmazonProduct-100), written to --synthetic_dir.",
+                     lower_bound=2)
+flags.DEFINE_string('synthetic_dir', '/tmp/tff_rec_synthetic', 'Where synthetic data go.')
 flags.DEFINE_string('_case', None, 'Internal: run one case in this process, print JSON.')
 
 FLAGS = flags.FLAGS
@@ -93,9 +103,32 @@ def _op_case(impl: str, memory_size: int) -> dict:
 
 
 def _in_fresh_process(case: str) -> dict:
-  done = subprocess.run([sys.executable, '-m', 'launch.benchmark', f'--_case={case}'],
+  done = subprocess.run([sys.executable, '-m', 'launch.benchmark', f'--_case={case}',
+                         f'--goodreads_dir={_goodreads_dir()}'],
                         capture_output=True, text=True, check=True)
   return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+SYNTHETIC_USERS, SYNTHETIC_TRAIN, SYNTHETIC_TEST = 200, 40, 10
+
+
+def _goodreads_dir() -> str:
+  """Goodreads-100, or (--synthetic_items) user-item lists drawn uniformly from
+  that many items, the last item in one list so the catalogue has them all."""
+  if not FLAGS.synthetic_items:
+    return FLAGS.goodreads_dir
+  root = pathlib.Path(FLAGS.synthetic_dir) / f'items_{FLAGS.synthetic_items}'
+  if not (root / 'test.txt').exists():
+    rng = np.random.default_rng(0)
+    root.mkdir(parents=True, exist_ok=True)
+    lists = [rng.choice(FLAGS.synthetic_items, SYNTHETIC_TRAIN + SYNTHETIC_TEST, replace=False)
+             for _ in range(SYNTHETIC_USERS)]
+    lists[0][0] = FLAGS.synthetic_items - 1
+    for name, part in (('train.txt', slice(0, SYNTHETIC_TRAIN)),
+                       ('test.txt', slice(SYNTHETIC_TRAIN, None))):
+      (root / name).write_text(''.join(f'{u} {" ".join(map(str, items[part]))}\n'
+                                       for u, items in enumerate(lists)))
+  return str(root)
 
 
 def bench_op() -> str:
@@ -378,7 +411,7 @@ def _client_memory_case(capacity: int) -> dict:
   from tff_rec.training import functional  # pylint: disable=g-import-not-at-top
 
   task = goodreads_ranking.GoodreadsRanking(goodreads_ranking.Config(
-      data_dir=FLAGS.goodreads_dir, local_epochs=1))
+      data_dir=_goodreads_dir(), local_epochs=1))
   model = task.functional_model()
   forms = capacities.hashed_tiers(task.shape.table_shapes(), [capacity], seed=1,
                                   impl='op')[f'{capacity}x']
@@ -418,6 +451,53 @@ def _client_memory_case(capacity: int) -> dict:
           'examples': len(positives)}
 
 
+FAIR_ROUND = dict(capacities='1x-2x-4x-8x')
+FAIR_ROUND_CLIENTS = 10
+
+
+def _fair_round_case(runtime: str) -> dict:
+  """FAIR 1x-2x-4x-8x rounds on one runtime: seconds per round, and the peak
+  resident memory of this process and its TFF worker (the server's side and,
+  in-process, the clients' too), sampled every 10 ms."""
+  import threading  # pylint: disable=g-import-not-at-top
+  import psutil  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
+  task = _task('goodreads_ranking', dict(local_epochs=1))
+  process = psutil.Process()
+  peak = 0
+  done = threading.Event()
+
+  def sample():
+    nonlocal peak
+    while not done.is_set():
+      family = [process, *process.children(recursive=True)]
+      peak = max(peak, sum(p.memory_info().rss for p in family if p.is_running()))
+      time.sleep(0.01)
+
+  sampler = threading.Thread(target=sample, daemon=True)
+  sampler.start()
+  with native.NativeRuntime():
+    fair, _, cohorts = _workload(task, runtime, 'fair', FAIR_ROUND_CLIENTS, {}, FAIR_ROUND)
+    seconds = _seconds_per_round(fair, cohorts)
+  done.set()
+  return {'seconds': seconds, 'peak_rss_mb': peak / 2**20,
+          'items': int(task.data.num_items)}
+
+
+def bench_fair_round() -> str:
+  lines = ['| runtime | lookup | s / round | peak RSS MB (trainer + its TFF worker) |',
+           '|---|---|---|---|']
+  items = None
+  for runtime, lookup in (('native', 'composite'), ('inprocess', 'op')):
+    r = _in_fresh_process(f'fair_round:{runtime}')
+    items = r['items']
+    lines.append(f'| {runtime} | {lookup} | {r["seconds"]:.2f} | {r["peak_rss_mb"]:.0f} |')
+    print(lines[-1], flush=True)
+  return (f'FAIR {FAIR_ROUND["capacities"]}, {FAIR_ROUND_CLIENTS} clients a round, 1 '
+          f'local epoch, {items:,} items; mean of {FLAGS.rounds} rounds after a '
+          'warm-up, each runtime in a fresh process.\n\n' + '\n'.join(lines))
+
+
 def bench_client_memory() -> str:
   lines = ['| capacity | item-table floats | item tables MB | measured peak growth MB '
            '| vs 1x | seconds for the epoch |', '|---|---|---|---|---|---|']
@@ -439,6 +519,8 @@ def main(argv):
     kind, *args = FLAGS._case.split(':')  # pylint: disable=protected-access
     if kind == 'op':
       print(json.dumps(_op_case(args[0], int(args[1]))))
+    elif kind == 'fair_round':
+      print(json.dumps(_fair_round_case(args[0])))
     else:
       print(json.dumps(_client_memory_case(int(args[0]))))
     return
@@ -452,8 +534,12 @@ def main(argv):
     sections.append("## The papers' workloads: native vs in-process\n\n" + bench_runtimes())
   if 'remote' in FLAGS.what:
     sections.append('## Remote TFF workers on loopback vs native\n\n' + bench_remote())
+  if 'fair_round' in FLAGS.what:
+    sections.append('## A FAIR round: server and client memory\n\n' + bench_fair_round())
   if 'client_memory' in FLAGS.what:
-    sections.append('## FAIR client memory by capacity (Goodreads-100, CPU)\n\n'
+    data = (f'{FLAGS.synthetic_items:,} synthetic items' if FLAGS.synthetic_items
+            else 'Goodreads-100')
+    sections.append(f'## FAIR client memory by capacity ({data}, CPU)\n\n'
                     + bench_client_memory())
   report = '# Benchmarks\n\n' + '\n\n'.join(sections) + '\n'
   print(report)

@@ -14,8 +14,9 @@ Amazon Beauty 5-core (22,363 users as clients, 12,101 items), 100 rounds:
 
 Each cell runs `launch.train` with its runtime's default (`--runtime=auto`) and
 is recorded in results/scale_amazon_beauty/cells. Memory is the trainer's
-resident set (plus its TFF worker's, on the native runtime) after each round;
-its slope is a least-squares line over rounds 10-100.
+resident set, and its TFF worker's on the native runtime, after each round;
+each one's slope is a least-squares line over rounds 21-100 (after the first
+evaluation, at round 20, has allocated its buffers).
 """
 
 import dataclasses
@@ -36,7 +37,9 @@ flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, r
 FLAGS = flags.FLAGS
 BEAUTY = '../shared/data/amazon-beauty'
 ROUNDS = 100
-SLOPE_FROM = 10  # rounds before this are warm-up (graphs built, caches filled)
+# The slope is fitted from here: after the first evaluation (round 20), which
+# allocates its scoring buffers once.
+SLOPE_FROM = 21
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +53,8 @@ class Cell:
 
 MF = ('--embedding_dim=64', '--clients_per_round=1000', f'--rounds={ROUNDS}',
       '--eval_every=20', '--checkpoint_every=20')
+FAIR = ('--algorithm=fair', '--capacities=1x-2x-4x-8x', '--clients_per_round=200',
+        f'--rounds={ROUNDS}', '--eval_every=20', '--checkpoint_every=20')
 CELLS = {
     'fedmf': Cell('FedMF d=64', 'movielens_ranking', 'test/hr_at_10',
                   ('--algorithm=fedmf', *MF), (('min_interactions', 5),)),
@@ -58,10 +63,9 @@ CELLS = {
     'colr_r4_2k': Cell('CoLR r=4, users with >= 15 items', 'movielens_ranking',
                        'test/hr_at_10', ('--algorithm=colr', '--rank=4', *MF),
                        (('min_interactions', 15),)),
-    'fair_1x-8x': Cell('FAIR 1x-2x-4x-8x', 'goodreads_ranking', 'test/ndcg_at_20',
-                       ('--algorithm=fair', '--capacities=1x-2x-4x-8x',
-                        '--clients_per_round=200', f'--rounds={ROUNDS}', '--eval_every=20',
-                        '--checkpoint_every=20')),
+    'fair_1x-8x': Cell('FAIR 1x-2x-4x-8x', 'goodreads_ranking', 'test/ndcg_at_20', FAIR),
+    'fair_1x-8x_inprocess': Cell('FAIR 1x-2x-4x-8x, in-process (the op)', 'goodreads_ranking',
+                                 'test/ndcg_at_20', (*FAIR, '--runtime=inprocess')),
 }
 
 
@@ -92,14 +96,23 @@ def _cell_file(name: str, seed: int, file: str) -> pathlib.Path:
                           str(pathlib.Path(FLAGS.results_dir) / 'cells'))
 
 
-def _timing_and_memory(name: str, seed: int) -> tuple[float, float, float]:
-  """(mean s/round after round 1, peak RSS MB, RSS slope MB/round from SLOPE_FROM)."""
+def _timing_and_memory(name: str, seed: int) -> dict[str, float]:
+  """Mean s/round after round 1; peak RSS MB and its slope MB/round from
+  SLOPE_FROM, of the trainer and of its TFF worker (NaN in-process: there is none)."""
   rows = pd.read_csv(_cell_file(name, seed, 'metrics.csv'))
-  rss = rows['memory/rss_mb'] + rows.get('memory/children_rss_mb', 0.0).fillna(0.0)
   later = rows['round'] >= SLOPE_FROM
-  slope = np.polyfit(rows['round'][later], rss[later], 1)[0]
-  seconds = rows.loc[rows['round'] > 1, 'train/round_seconds'].mean()
-  return seconds, rss.max(), slope
+  facts = {'seconds': rows.loc[rows['round'] > 1, 'train/round_seconds'].mean()}
+  for part, column in (('trainer', 'memory/rss_mb'), ('worker', 'memory/children_rss_mb')):
+    worker = column in rows and rows[column].fillna(0).any()  # in-process: no worker
+    rss = rows[column] if part == 'trainer' or worker else pd.Series(np.nan, index=rows.index)
+    facts[f'{part}_peak'] = rss.max()
+    facts[f'{part}_slope'] = (np.polyfit(rows['round'][later], rss[later], 1)[0]
+                              if rss.notna().all() else np.nan)
+  return facts
+
+
+def _mb(value: float, sign: str = '') -> str:
+  return '-' if np.isnan(value) else f'{value:{sign}.{2 if sign else 0}f}'
 
 
 def main(argv):
@@ -110,20 +123,22 @@ def main(argv):
            'Built by `python -m launch.reproduce_scale` from the cell records '
            f'(seeds {seeds}; one value per seed). See README.md here for the reading.', '',
            '| cell | clients (population) | clients / round | runtime | s / round | '
-           'peak RSS MB | RSS slope MB / round (rounds 10-100) | metric at round 100 | '
-           'popularity |', '|---|---|---|---|---|---|---|---|---|']
+           'peak RSS MB: trainer / TFF worker | RSS slope MB / round (21-100): trainer / '
+           'worker | metric at round 100 | popularity |', '|---|---|---|---|---|---|---|---|---|']
   for name, cell in CELLS.items():
     for seed in seeds:
       summary = _run(name, seed)
       if not isinstance(summary, dict):
         lines.append(f'| {cell.label} (seed {seed}) | | | | {summary} | | | | |')
         continue
-      seconds, peak, slope = _timing_and_memory(name, seed)
+      facts = _timing_and_memory(name, seed)
       config = json.loads(_cell_file(name, seed, 'config.json').read_text())
       population, popularity = _task_facts(cell, seed)
       lines.append(
           f'| {cell.label} (seed {seed}) | {population} | {config["clients_per_round"]} | '
-          f'{config["runtime"]} | {seconds:.2f} | {peak:.0f} | {slope:+.2f} | '
+          f'{config["runtime"]} | {facts["seconds"]:.2f} | {_mb(facts["trainer_peak"])} / '
+          f'{_mb(facts["worker_peak"])} | {_mb(facts["trainer_slope"], "+")} / '
+          f'{_mb(facts["worker_slope"], "+")} | '
           f'{cell.metric.split("/")[-1]} {summary[cell.metric]:.4f} | {popularity:.4f} |')
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)

@@ -104,6 +104,33 @@ def test_parallelism_refuses_settings_a_cohort_cannot_fill():
   assert inprocess.parallelism() == inprocess.Parallelism()
 
 
+GPU = tf.config.list_physical_devices('GPU')
+
+
+@pytest.mark.skipif(not GPU, reason='TF sees no GPU here')
+def test_with_a_gpu_in_process_work_runs_the_cuda_op_and_equals_native_cpu(tff_runtime):
+  """In-process sessions place the op on the GPU (its CUDA kernel); TFF's native
+  worker runs on the CPU: the rounds agree to float rounding."""
+  with tf.Graph().as_default() as graph:
+    lookup = hashed_embedding.hashed_embedding_lookup(
+        tf.random.uniform([997]), tf.constant([3, 5, 8], tf.int64), dim=4, seed=1, impl='op')
+    metadata = tf.compat.v1.RunMetadata()
+    with tf.compat.v1.Session(graph=graph) as session:
+      session.run(lookup, options=tf.compat.v1.RunOptions(
+          trace_level=tf.compat.v1.RunOptions.FULL_TRACE), run_metadata=metadata)
+  devices = {node.node_name: device.device for device in metadata.step_stats.dev_stats
+             for node in device.node_stats}
+  assert any('GPU' in d for n, d in devices.items() if 'HashedEmbeddingLookup' in n), devices
+  rng = np.random.default_rng(2)
+  clients = [tf.data.Dataset.from_tensor_slices(
+      (rng.integers(0, 1000, size=(12, 2)).astype(np.int32),
+       rng.integers(0, 2, size=(12, 1)).astype(np.float32))).batch(4) for _ in range(3)]
+  native = _rounds(_hashed_process('composite'), [clients, clients])
+  local = _rounds(inprocess.InProcessLearningProcess(_hashed_process('op'), threads=2),
+                  [clients, clients])
+  _assert_same(native, local)
+
+
 def test_native_runtime_cannot_run_the_custom_op(tff_runtime):
   """Why the in-process runtime exists: TFF's worker has no op libraries."""
   process = _hashed_process('op')
