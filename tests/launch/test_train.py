@@ -3,31 +3,13 @@
 import csv
 import json
 import signal
-import subprocess
-import sys
 
-from absl import app
-from absl import flags
 import numpy as np
 import pytest
 
-# The trainer's flags, defined in this test process for its refusals (no other
-# launcher is imported into a test process: their flags would collide).
-from launch import train
-from tests import conftest
-
-FAST = ['--rounds=4', '--clients_per_round=5', '--eval_every=2', '--checkpoint_every=1',
-        '--batch_size=4', '--loss=global_softmax']
-
-
-def _train(*args, **kwargs):
-  return subprocess.run([sys.executable, '-m', 'launch.train', *args], cwd=conftest.REPO,
-                        capture_output=True, text=True, timeout=600, **kwargs)
-
-
-def _start(*args):
-  return subprocess.Popen([sys.executable, '-m', 'launch.train', *args], cwd=conftest.REPO,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+from tests.launch import trainer
+from tests.launch.trainer import FAST
+from tests.launch.trainer import RANKING
 
 
 @pytest.mark.parametrize('flag, message', [
@@ -61,28 +43,13 @@ def test_bad_flags_stop_before_training_naming_the_flag(flag, message, ml100k_di
   _assert_refused(message, tmp_path, f'--data_dir={ml100k_dir}', *flag.split())
 
 
-def _refusal(*args) -> str:
-  """What the trainer says when it refuses `args`: its flag parsing and main(),
-  run in this process. A fresh process per case would import TF and TFF again
-  (about 6 s each); test_data_dir_without_movielens_files and
-  test_resume_refuses_other_flags check the command line's own exit."""
-  flags.FLAGS.unparse_flags()
-  try:
-    train.main(flags.FLAGS(['train', *args]))
-  except (flags.Error, app.UsageError) as e:
-    return str(e)
-  finally:
-    flags.FLAGS.unparse_flags()
-  return 'not refused: it trained'
-
-
 def _assert_refused(message, tmp_path, *args):
-  assert message in _refusal(f'--output_dir={tmp_path / "out"}', *args)
+  assert message in trainer.refusal(f'--output_dir={tmp_path / "out"}', *args)
   assert not (tmp_path / 'out' / 'metrics.csv').exists()
 
 
 def test_data_dir_without_movielens_files(tmp_path):
-  done = _train(f'--data_dir={tmp_path}', f'--output_dir={tmp_path / "out"}')
+  done = trainer.train(f'--data_dir={tmp_path}', f'--output_dir={tmp_path / "out"}')
   assert done.returncode != 0
   assert f'--data_dir={tmp_path}: {tmp_path}: not a MovieLens directory' in done.stderr
   assert 'launch.download' in done.stderr
@@ -95,13 +62,13 @@ def _rows(out):
 
 def _kill_after_round_2_and_resume(flags, out):
   """Starts a 4-round run, kills it once round 2 is checkpointed, and runs it again."""
-  child = _start(*flags, f'--output_dir={out}')
+  child = trainer.start(*flags, f'--output_dir={out}')
   for line in child.stdout:
     if line.startswith('round 2/4'):
       break
   child.send_signal(signal.SIGKILL)
   child.wait()
-  done = _train(*flags, f'--output_dir={out}')
+  done = trainer.train(*flags, f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'resumed from checkpoint at round 3' in done.stdout
 
@@ -109,7 +76,7 @@ def _kill_after_round_2_and_resume(flags, out):
 def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   flags = [f'--data_dir={ml100k_dir}', *FAST]
   whole = tmp_path / 'whole'
-  done = _train(*flags, f'--output_dir={whole}')
+  done = trainer.train(*flags, f'--output_dir={whole}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'round 4/4' in done.stdout and 'ETA' in done.stdout
   assert 'Traceback' not in done.stderr and 'Exception ignored' not in done.stderr
@@ -135,7 +102,7 @@ def test_inprocess_runtime_trains_to_the_native_numbers(ml100k_dir, tmp_path):
   for runtime, parallel in (('native', []),
                             ('inprocess', ['--threads=1', '--clients_per_call=2'])):
     out = tmp_path / runtime
-    done = _train(*flags, f'--runtime={runtime}', *parallel, f'--output_dir={out}')
+    done = trainer.train(*flags, f'--runtime={runtime}', *parallel, f'--output_dir={out}')
     assert done.returncode == 0, done.stderr[-3000:]
     summaries[runtime] = json.loads((out / 'summary.json').read_text())
   for key in ('train/client_work/train/loss', 'test/recall_at_10', 'validation/recall_at_5'):
@@ -146,7 +113,7 @@ def test_resume_refuses_other_flags(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
   out.mkdir()
   (out / 'config.json').write_text(json.dumps({'rounds': 99}))
-  done = _train(f'--data_dir={ml100k_dir}', f'--output_dir={out}', *FAST)
+  done = trainer.train(f'--data_dir={ml100k_dir}', f'--output_dir={out}', *FAST)
   assert done.returncode != 0
   assert 'holds a run with other settings' in done.stderr
 
@@ -167,7 +134,7 @@ def test_goodreads_bad_flags_stop_before_training(flag, message, user_items_dir,
 
 def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_path):
   out = tmp_path / 'out'
-  done = _train('--task=goodreads_ranking', f'--data_dir={user_items_dir}', '--algorithm=fair',
+  done = trainer.train('--task=goodreads_ranking', f'--data_dir={user_items_dir}', '--algorithm=fair',
                 '--capacities=1x-2x-4x', '--capacity_assignment=random', '--rounds=2',
                 '--clients_per_round=4', '--eval_every=1', '--batch_size=4', '--factors=4',
                 '--local_epochs=1', '--runtime=inprocess', f'--output_dir={out}')
@@ -200,7 +167,7 @@ def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path)
 
 def test_ctr_metaua_trains_with_its_switches_and_reports_meta_metrics(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
-  done = _train('--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=metaua',
+  done = trainer.train('--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=metaua',
                 '--model=dcn', '--rounds=3', '--clients_per_round=6', '--eval_every=3',
                 '--batch_size=8', '--attributes=local_loss,update_norm', '--noclient_weighting',
                 '--meta_loss=client_mean', f'--output_dir={out}')
@@ -218,7 +185,7 @@ def test_ctr_metaua_trains_with_its_switches_and_reports_meta_metrics(ml100k_dir
 
 def test_ctr_fedsubavg_reports_rounds_to_target_and_submodel_bytes(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
-  done = _train('--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=fedsubavg',
+  done = trainer.train('--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=fedsubavg',
                 '--model=lr', '--split=random', '--rounds=3', '--clients_per_round=10',
                 '--eval_every=1', '--local_steps=5', '--batch_size=8',
                 '--client_learning_rate=0.5', '--target=eval/train_loss<=0.6925',
@@ -252,7 +219,7 @@ CTR_FILE = ['--task=movielens_ctr', '--client_column=user', '--feature_columns=u
 
 def test_ctr_file_of_ones_own_trains_fedsubavg_on_its_declared_tables(tmp_path):
   out = tmp_path / 'out'
-  done = _train(*CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}', '--algorithm=fedsubavg',
+  done = trainer.train(*CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}', '--algorithm=fedsubavg',
                 '--model=lr', '--rounds=2', '--clients_per_round=4', '--eval_every=1',
                 '--batch_size=4', f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
@@ -272,10 +239,6 @@ def test_ctr_file_bad_columns_stop_before_training(flags, message, tmp_path):
   _assert_refused(message, tmp_path, *CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}', *flags)
 
 
-RANKING = ['--task=movielens_ranking', '--rounds=4', '--clients_per_round=5', '--eval_every=2',
-           '--checkpoint_every=1', '--batch_size=32', '--embedding_dim=8']
-
-
 @pytest.mark.parametrize('flags, message', [  # the task's other refusals: tests/tasks
     ('--algorithm=colr --rank=0', 'rank must be in 1..8 (the embedding dimension) for colr'),
     ('--algorithm=colr --client_optimizer=adam', '--algorithm=colr trains with SGD'),
@@ -288,7 +251,7 @@ def test_ranking_bad_flags_stop_before_training(flags, message, ranking_dir, tmp
 
 def test_ranking_colr_trains_in_process_through_secure_sum(ranking_dir, tmp_path):
   out = tmp_path / 'out'
-  done = _train(*RANKING, f'--data_dir={ranking_dir}', '--algorithm=colr', '--rank=2',
+  done = trainer.train(*RANKING, f'--data_dir={ranking_dir}', '--algorithm=colr', '--rank=2',
                 '--user_state=reconstructed', '--runtime=inprocess', '--secure_sum_bound=2',
                 f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
@@ -305,7 +268,7 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path, 
   flags = [*RANKING, f'--data_dir={ranking_dir}', '--algorithm=scolr', '--rank=4',
            f'--runtime={runtime}']
   whole = tmp_path / 'whole'
-  done = _train(*flags, f'--output_dir={whole}')
+  done = trainer.train(*flags, f'--output_dir={whole}')
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((whole / 'summary.json').read_text())
   cut = tmp_path / 'cut'

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tests import conftest
-from tests.launch import test_train
+from tests.launch import trainer
 
 START_TIMEOUT_S = 30
 
@@ -99,7 +99,7 @@ PAPERS = {
                                       '--capacities=1x-2x', '--rounds=2',
                                       '--clients_per_round=4', '--eval_every=2',
                                       '--batch_size=4', '--factors=4', '--local_epochs=1']),
-    'CoLR, stored users': ('ranking_dir', [*test_train.RANKING, '--algorithm=colr',
+    'CoLR, stored users': ('ranking_dir', [*trainer.RANKING, '--algorithm=colr',
                                            '--rank=2', '--rounds=2']),
     'MetaUA LR': ('ml100k_dir', ['--task=movielens_ctr', '--algorithm=metaua', '--model=lr',
                                  '--rounds=2', '--clients_per_round=6', '--eval_every=2',
@@ -111,10 +111,10 @@ PAPERS = {
 def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_path):
   data_fixture, flags = PAPERS[paper]
   flags = [f'--data_dir={request.getfixturevalue(data_fixture)}', *flags]
-  native = test_train._train(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
+  native = trainer.train(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
   assert native.returncode == 0, native.stderr[-3000:]
   busy = [b.cpu_times().user for w in workers for b in w.binaries()]
-  remote = test_train._train(*flags, '--runtime=remote',
+  remote = trainer.train(*flags, '--runtime=remote',
                              f'--workers={",".join(w.address for w in workers)}',
                              f'--output_dir={tmp_path / "r"}')
   assert remote.returncode == 0, remote.stderr[-3000:]
@@ -134,23 +134,23 @@ def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
     workers, ml100k_dir, tmp_path):
   """The dual encoder's FedAvg: killed mid-run, restarted, resumed, it ends with
   the metrics of an uninterrupted run (a native one: the same numbers)."""
-  flags = [f'--data_dir={ml100k_dir}', *test_train.FAST]
-  whole = test_train._train(*flags, '--runtime=native', f'--output_dir={tmp_path / "whole"}')
+  flags = [f'--data_dir={ml100k_dir}', *trainer.FAST]
+  whole = trainer.train(*flags, '--runtime=native', f'--output_dir={tmp_path / "whole"}')
   assert whole.returncode == 0, whole.stderr[-3000:]
   flags += ['--runtime=remote', f'--workers={",".join(w.address for w in workers)}']
   out = tmp_path / 'out'
-  trainer = test_train._start(*flags, f'--output_dir={out}')
-  for line in trainer.stdout:
+  running = trainer.start(*flags, f'--output_dir={out}')
+  for line in running.stdout:
     if line.startswith('round 2/4'):
       break
   workers[1].process.kill()  # the worker's binary dies with it
   killed = time.monotonic()
-  output, _ = trainer.communicate(timeout=60)
+  output, _ = running.communicate(timeout=60)
   assert time.monotonic() - killed < 15
-  assert trainer.returncode == 75, output[-3000:]
+  assert running.returncode == 75, output[-3000:]
   assert f'TFF worker {workers[1].address} stopped answering' in output
   workers[1] = Worker(port=workers[1].port)  # restarted where it was
-  done = test_train._train(*flags, f'--output_dir={out}')
+  done = trainer.train(*flags, f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'resumed from checkpoint at round' in done.stdout
   expected, got = _summary(tmp_path / 'whole'), _summary(out)
@@ -163,7 +163,7 @@ def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
 def test_an_unreachable_worker_fails_within_seconds_naming_it(ml100k_dir, tmp_path):
   address = f'localhost:{portpicker.pick_unused_port()}'
   started = time.monotonic()
-  message = test_train._refusal(f'--output_dir={tmp_path / "out"}',
+  message = trainer.refusal(f'--output_dir={tmp_path / "out"}',
                                 f'--data_dir={ml100k_dir}', '--runtime=remote',
                                 f'--workers={address}')
   assert f'TFF worker {address} did not answer within 10 s' in message

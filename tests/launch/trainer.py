@@ -1,0 +1,43 @@
+"""Running launch.train in tests: as a user does (a process), or its flag
+parsing and main() in this process for refusals."""
+
+import subprocess
+import sys
+
+from absl import app
+from absl import flags
+
+# The trainer's flags, defined in this test process for its refusals (no other
+# launcher is imported into a test process: their flags would collide).
+from launch import train as launcher
+from tests import conftest
+
+FAST = ['--rounds=4', '--clients_per_round=5', '--eval_every=2', '--checkpoint_every=1',
+        '--batch_size=4', '--loss=global_softmax']
+RANKING = ['--task=movielens_ranking', '--rounds=4', '--clients_per_round=5', '--eval_every=2',
+           '--checkpoint_every=1', '--batch_size=32', '--embedding_dim=8']
+
+
+def train(*args, **kwargs) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, '-m', 'launch.train', *args], cwd=conftest.REPO,
+                        capture_output=True, text=True, timeout=600, **kwargs)
+
+
+def start(*args) -> subprocess.Popen:
+  return subprocess.Popen([sys.executable, '-m', 'launch.train', *args], cwd=conftest.REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def refusal(*args) -> str:
+  """What the trainer says when it refuses `args`: its flag parsing and main(),
+  run in this process. A fresh process per case would import TF and TFF again
+  (about 6 s each); test_data_dir_without_movielens_files and
+  test_resume_refuses_other_flags check the command line's own exit."""
+  flags.FLAGS.unparse_flags()
+  try:
+    launcher.main(flags.FLAGS(['train', *args]))
+  except (flags.Error, app.UsageError) as e:
+    return str(e)
+  finally:
+    flags.FLAGS.unparse_flags()
+  return 'not refused: it trained'
