@@ -9,7 +9,7 @@ RUN_DIR ?= runs/default
 GPU ?= 0  # 1: also TensorFlow 2.14's CUDA 11.8 libraries (requirements-gpu.txt)
 PYTEST_ARGS ?= -n auto --dist=worksteal  # one test process per core (pytest-xdist); idle ones take queued tests
 
-.PHONY: setup ops run test clean
+.PHONY: setup ops run test clean bazel-setup bazel-test
 
 GPU_STAMP := $(if $(filter 1,$(GPU)),$(VENV)/.installed-gpu)
 
@@ -39,6 +39,15 @@ run: setup
 
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Bazel, offline (README: Bazel): Debian's bazel-bootstrap 4.2.3 from apt, then
+# every target against the environment `make setup` built.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+bazel-setup:
+	@command -v bazel >/dev/null || { command -v apt-get >/dev/null || { echo "error: bazel is not installed and this machine has no apt-get; install Bazel 4.2.x (Debian/Ubuntu: apt-get install bazel-bootstrap) or skip the bazel targets (make test runs every test)" >&2; exit 1; }; $(SUDO) apt-get install -y bazel-bootstrap; }
+
+bazel-test: setup bazel-setup
+	bazel test //... --local_test_jobs=$$(nproc) --test_output=errors
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache tff_rec/ops/*.so
