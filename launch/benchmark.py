@@ -36,6 +36,7 @@ import pathlib
 import resource
 import subprocess
 import sys
+import threading
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -401,10 +402,38 @@ def bench_round() -> str:
 CAPACITIES = (1, 2, 4, 8, 16)
 
 
+class _PeakRss:
+  """The peak resident memory, in bytes, of this process (and, with `children`,
+  its child processes too), sampled every `interval_s` while the block runs."""
+
+  def __init__(self, interval_s: float, *, children: bool = False):
+    import psutil  # pylint: disable=g-import-not-at-top
+    self._process, self._interval_s, self._children = psutil.Process(), interval_s, children
+    self.start = self.peak = self._rss()
+    self._done = threading.Event()
+    self._sampler = threading.Thread(target=self._sample, daemon=True)
+
+  def _rss(self) -> int:
+    family = [self._process, *(self._process.children(recursive=True)
+                               if self._children else ())]
+    return sum(p.memory_info().rss for p in family if p.is_running())
+
+  def _sample(self):
+    while not self._done.is_set():
+      self.peak = max(self.peak, self._rss())
+      time.sleep(self._interval_s)
+
+  def __enter__(self) -> '_PeakRss':
+    self._sampler.start()
+    return self
+
+  def __exit__(self, *unused_exc) -> None:
+    self._done.set()
+    self._sampler.join()
+
+
 def _client_memory_case(capacity: int) -> dict:
   """Peak RSS growth of one client's training at one capacity, sampled every 2 ms."""
-  import threading  # pylint: disable=g-import-not-at-top
-  import psutil  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tasks import goodreads_ranking  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import capacities  # pylint: disable=g-import-not-at-top
@@ -419,37 +448,24 @@ def _client_memory_case(capacity: int) -> dict:
   client = str(task.data.user_ids[median])
   user, positives, negatives = task.client_arguments(client, 0)
   dataset = task.triples_dataset(np.full(len(positives), user), positives, negatives)
-  process = psutil.Process()
   # From before the tier's tables exist: a small client's one batch leaves
   # nothing to measure after a warm-up, so the peak includes the tracing.
-  baseline = peak = process.memory_info().rss
-  done = threading.Event()
+  with _PeakRss(0.002) as memory:
+    # What the client holds: its tier's tables (random values: sizes are what count).
+    weights = {k: tf.constant(v) for k, v in model.initial_weights.items() if k not in forms}
+    weights.update({k: tf.random.normal(f.spec().shape) for k, f in forms.items()})
 
-  def sample():
-    nonlocal peak
-    while not done.is_set():
-      peak = max(peak, process.memory_info().rss)
-      time.sleep(0.002)
+    def loss(w, batch):
+      return model.loss(w, batch, lambda name, ids: forms[name].rows(w[name], ids))
 
-  sampler = threading.Thread(target=sample)
-  sampler.start()
-  # What the client holds: its tier's tables (random values: sizes are what count).
-  weights = {k: tf.constant(v) for k, v in model.initial_weights.items() if k not in forms}
-  weights.update({k: tf.random.normal(f.spec().shape) for k, f in forms.items()})
-
-  def loss(w, batch):
-    return model.loss(w, batch, lambda name, ids: forms[name].rows(w[name], ids))
-
-  optimizer = tff.learning.optimizers.build_adam(1e-3)
-  functional.train(loss, optimizer, weights, dataset.take(1))  # trace and warm up
-  started = time.perf_counter()
-  functional.train(loss, optimizer, weights, dataset)
-  seconds = time.perf_counter() - started
-  done.set()
-  sampler.join()
+    optimizer = tff.learning.optimizers.build_adam(1e-3)
+    functional.train(loss, optimizer, weights, dataset.take(1))  # trace and warm up
+    started = time.perf_counter()
+    functional.train(loss, optimizer, weights, dataset)
+    seconds = time.perf_counter() - started
   floats = sum(f.num_floats for f in forms.values())
   return {'table_floats': floats, 'table_mb': 4 * floats / 2**20,
-          'peak_growth_mb': (peak - baseline) / 2**20, 'seconds': seconds,
+          'peak_growth_mb': (memory.peak - memory.start) / 2**20, 'seconds': seconds,
           'examples': len(positives)}
 
 
@@ -461,28 +477,12 @@ def _fair_round_case(runtime: str) -> dict:
   """FAIR 1x-2x-4x-8x rounds on one runtime: seconds per round, and the peak
   resident memory of this process and its TFF worker (the server's side and,
   in-process, the clients' too), sampled every 10 ms."""
-  import threading  # pylint: disable=g-import-not-at-top
-  import psutil  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   task = _task('goodreads_ranking', dict(local_epochs=1))
-  process = psutil.Process()
-  peak = 0
-  done = threading.Event()
-
-  def sample():
-    nonlocal peak
-    while not done.is_set():
-      family = [process, *process.children(recursive=True)]
-      peak = max(peak, sum(p.memory_info().rss for p in family if p.is_running()))
-      time.sleep(0.01)
-
-  sampler = threading.Thread(target=sample, daemon=True)
-  sampler.start()
-  with native.NativeRuntime():
+  with _PeakRss(0.01, children=True) as memory, native.NativeRuntime():
     fair, _, cohorts = _workload(task, runtime, 'fair', FAIR_ROUND_CLIENTS, {}, FAIR_ROUND)
     seconds = _seconds_per_round(fair, cohorts)
-  done.set()
-  return {'seconds': seconds, 'peak_rss_mb': peak / 2**20,
+  return {'seconds': seconds, 'peak_rss_mb': memory.peak / 2**20,
           'items': int(task.data.num_items)}
 
 

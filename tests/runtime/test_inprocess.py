@@ -69,23 +69,31 @@ def _hashed_process(impl):
                                  server_optimizer=baselines.OptimizerConfig('sgd', 1.0))
 
 
-def test_hashed_embedding_composite_on_native_equals_op_in_process(tff_runtime):
-  rng = np.random.default_rng(0)
-  clients = [tf.data.Dataset.from_tensor_slices(
-      (rng.integers(0, 1000, size=(12, 2)).astype(np.int32),
-       rng.integers(0, 2, size=(12, 1)).astype(np.float32))).batch(4) for _ in range(3)]
-  native = _rounds(_hashed_process('composite'), [clients, clients])
+def _hashed_clients(sizes, seed: int) -> list[tf.data.Dataset]:
+  """Clients of `_hashed_process`'s model with these many random examples."""
+  rng = np.random.default_rng(seed)
+  return [tf.data.Dataset.from_tensor_slices(
+      (rng.integers(0, 1000, size=(n, 2)).astype(np.int32),
+       rng.integers(0, 2, size=(n, 1)).astype(np.float32))).batch(4) for n in sizes]
+
+
+def _composite_native_and_op_in_process(cohorts):
+  """The same rounds: the composite lookup on TFF's native worker, the op in-process."""
+  native = _rounds(_hashed_process('composite'), cohorts)
   local = _rounds(inprocess.InProcessLearningProcess(_hashed_process('op'), threads=2),
-                  [clients, clients])
+                  cohorts)
   _assert_same(native, local)
+  return native
+
+
+def test_hashed_embedding_composite_on_native_equals_op_in_process(tff_runtime):
+  clients = _hashed_clients([12] * 3, seed=0)
+  native = _composite_native_and_op_in_process([clients, clients])
   assert np.abs(native.state.global_model_weights.trainable[0]).sum() > 0
 
 
 def test_an_empty_client_inside_a_chunk_counts_zero_examples(tff_runtime):
-  rng = np.random.default_rng(1)
-  clients = [tf.data.Dataset.from_tensor_slices(
-      (rng.integers(0, 1000, size=(n, 2)).astype(np.int32),
-       rng.integers(0, 2, size=(n, 1)).astype(np.float32))).batch(4) for n in (5, 0, 7)]
+  clients = _hashed_clients([5, 0, 7], seed=1)
   native = _rounds(_hashed_process('composite'), [clients])
   with inprocess.Parallelism(threads=1, clients_per_call=3):
     local = _rounds(inprocess.InProcessLearningProcess(_hashed_process('op')), [clients])
@@ -121,14 +129,8 @@ def test_with_a_gpu_in_process_work_runs_the_cuda_op_and_equals_native_cpu(tff_r
   devices = {node.node_name: device.device for device in metadata.step_stats.dev_stats
              for node in device.node_stats}
   assert any('GPU' in d for n, d in devices.items() if 'HashedEmbeddingLookup' in n), devices
-  rng = np.random.default_rng(2)
-  clients = [tf.data.Dataset.from_tensor_slices(
-      (rng.integers(0, 1000, size=(12, 2)).astype(np.int32),
-       rng.integers(0, 2, size=(12, 1)).astype(np.float32))).batch(4) for _ in range(3)]
-  native = _rounds(_hashed_process('composite'), [clients, clients])
-  local = _rounds(inprocess.InProcessLearningProcess(_hashed_process('op'), threads=2),
-                  [clients, clients])
-  _assert_same(native, local)
+  clients = _hashed_clients([12] * 3, seed=2)
+  _composite_native_and_op_in_process([clients, clients])
 
 
 def test_native_runtime_cannot_run_the_custom_op(tff_runtime):
