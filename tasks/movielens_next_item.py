@@ -31,6 +31,7 @@ RECALL_KS = (1, 5, 10)
 EVAL_BATCH_SIZE = 1024
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 ITEM_TABLE = 'item_embedding'  # the dual encoder's one table (rows: padding, 1..V)
+CENTRALIZED_SPLITS = ('by_example', 'by_user')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +42,16 @@ class Config:
                               'best federated).', choices=sorted(losses.RETRIEVAL_LOSSES))
   spreadout_weight: float = setting.setting(
       0.001, 'Weight of the spreadout term of the *_spreadout losses.')
+  remove_accidental_hits: bool = setting.setting(
+      False, 'batch_softmax*: mask an in-batch negative that is the row\'s own label.')
+  logq_correction: bool = setting.setting(
+      False, 'batch_softmax*: subtract log(label frequency in training) from each '
+      'in-batch logit (a sampling correction; off in the paper).')
+  centralized_split: str = setting.setting(
+      'by_example', "Centralized baseline's split: by_example (the paper's: all users' "
+      'examples shuffled 80/10/10) or by_user (the federated train/validation/test '
+      'users, so its test set is the federated one and never trained on).',
+      choices=CENTRALIZED_SPLITS)
   embedding_dim: int = setting.setting(16, 'Embedding dimension.')
   batch_size: int = setting.setting(16, 'Training batch size.')
   local_epochs: int = setting.setting(1, 'Client epochs per round.')
@@ -55,6 +66,13 @@ class Config:
     for name in ('embedding_dim', 'batch_size', 'local_epochs', 'shuffle_buffer'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+    if self.centralized_split not in CENTRALIZED_SPLITS:
+      raise ValueError(f'unknown centralized_split {self.centralized_split!r}; choose '
+                       f'one of {CENTRALIZED_SPLITS}')
+    if ((self.remove_accidental_hits or self.logq_correction)
+        and losses.RETRIEVAL_LOSSES[self.loss][0] is not losses.BatchSoftmax):
+      raise ValueError(f'remove_accidental_hits and logq_correction apply to the batch '
+                       f'softmax losses, not loss={self.loss}')
 
 
 def make_config(*, max_examples_per_user: int | None = None, **values) -> Config:
@@ -107,9 +125,18 @@ class MovieLensNextItem:
         spreadout_weight=self.config.spreadout_weight if spreadout else 0.0,
         seed=self.config.seed)
 
-  def loss(self) -> tf.keras.losses.Loss:
+  def loss(self, train_labels: np.ndarray | None = None) -> tf.keras.losses.Loss:
+    """The configured loss; a log-q correction counts `train_labels` (default:
+    the federated training users' labels)."""
     loss_class, _ = losses.RETRIEVAL_LOSSES[self.config.loss]
-    return loss_class()
+    if loss_class is not losses.BatchSoftmax:
+      return loss_class()
+    frequency = None
+    if self.config.logq_correction:
+      labels = self.split.pooled('train')['label'] if train_labels is None else train_labels
+      frequency = np.bincount(labels, minlength=self.vocab_size + 1)[1:] / len(labels)
+    return loss_class(remove_accidental_hits=self.config.remove_accidental_hits,
+                      label_frequency=frequency)
 
   @staticmethod
   def metrics() -> list[tf.keras.metrics.Metric]:
@@ -240,6 +267,9 @@ class MovieLensNextItem:
             for k in RECALL_KS}
 
   def centralized_split(self) -> next_item.CentralizedSplit:
+    if self.config.centralized_split == 'by_user':
+      return next_item.CentralizedSplit(*map(self.split.pooled, next_item.PARTS),
+                                        self.vocab_size)
     return next_item.centralized_split(self.examples, self.config.examples,
                                        seed=self.config.seed)
 
@@ -256,30 +286,29 @@ class MovieLensNextItem:
                         eval_every: int, on_epoch) -> dict[str, float]:
     """The paper's centralized baseline, trained with Keras.
 
-    Examples of all users are pooled, shuffled and split by example 80/10/10.
-    Recall@k on the validation split every `eval_every` epochs; after the last
-    on the test split and, for a like-for-like comparison with federated
-    runs, on the examples of the federated test users (`test_users/...`).
-    `on_epoch(epoch, metrics)` sees every epoch's metrics.
+    The split is config.centralized_split's: the paper's (all users' examples
+    shuffled and split 80/10/10 by example) or the federated users' (train on
+    the training users, test on the test users, as the federated runs).
+    Recall@k on validation every `eval_every` epochs, and on test after the
+    last. `on_epoch(epoch, metrics)` sees every epoch's metrics.
     """
     split = self.centralized_split()
     tf.keras.utils.set_random_seed(self.config.seed)
     model = self.keras_model()
     evaluator = self.evaluator(model)
-    datasets = {name: self.evaluation_dataset(examples) for name, examples in (
-        ('validation', split.validation), ('test', split.test),
-        ('test_users', self.split.pooled('test')))}
+    datasets = {'validation': self.evaluation_dataset(split.validation),
+                'test': self.evaluation_dataset(split.test)}
 
-    def evaluate_on(*names):  # the evaluator holds the model
-      return lambda: {f'{name}/{k}': v for name in names
-                      for k, v in evaluator(datasets[name]).items()}
+    def evaluate_on(name):  # the evaluator holds the model
+      return lambda: {f'{name}/{k}': v for k, v in evaluator(datasets[name]).items()}
 
     return centralized.train(
         centralized.KerasEpochs(
-            model, loss=self.loss(), optimizer=optimizer.keras(),
+            model, loss=self.loss(split.train['label']), optimizer=optimizer.keras(),
             epoch_dataset=lambda epoch: self.centralized_epoch(split.train, epoch)),
         epochs=epochs, evaluate=evaluate_on('validation'),
-        final_evaluate=evaluate_on('test', 'test_users'), eval_every=eval_every,
+        final_evaluate=evaluate_on('test'), eval_every=eval_every,
         on_epoch=on_epoch)
+
 
 Task = MovieLensNextItem

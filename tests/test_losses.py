@@ -73,3 +73,27 @@ def test_loss_names_map_to_spreadout_use():
   assert {n: s for n, (_, s) in losses.RETRIEVAL_LOSSES.items()} == {
       'batch_softmax': False, 'batch_softmax_spreadout': True,
       'hinge_spreadout': True, 'global_softmax': False}
+
+
+def test_batch_softmax_can_mask_a_negative_that_repeats_the_rows_label():
+  # Labels [1, 1, 2]: in row 0, column 1 is item 1 again, not a negative.
+  sims = tf.constant([[0.5, 0.1, -0.2], [0.3, 0.8, 0.0], [0.2, 0.4, 0.6]])
+  labels = tf.constant([1, 1, 2])
+  in_batch = tf.gather(sims, [0, 0, 1], axis=1).numpy()
+  rows = [[0, 2], [1, 2], [0, 1, 2]]  # the columns left in each row
+  expected = np.mean([-in_batch[i, i] + math.log(sum(math.exp(in_batch[i, j]) for j in r))
+                      for i, r in enumerate(rows)])
+  masked = losses.BatchSoftmax(remove_accidental_hits=True)(labels, sims).numpy()
+  assert masked == pytest.approx(expected, rel=1e-5)
+  assert losses.BatchSoftmax()(labels, sims).numpy() > masked
+
+
+def test_batch_softmax_log_q_correction_subtracts_each_columns_log_frequency():
+  frequency = [0.5, 0.25, 0.25]
+  corrected = tf.gather(SIMS, [0, 1], axis=1).numpy() - np.log([0.5, 0.25])
+  expected = np.mean([-corrected[i, i] + math.log(np.exp(corrected[i]).sum())
+                      for i in range(2)])
+  loss = losses.BatchSoftmax(label_frequency=frequency)
+  assert loss(LABELS, SIMS).numpy() == pytest.approx(expected, rel=1e-6)
+  again = losses.BatchSoftmax.from_config(loss.get_config())
+  assert again(LABELS, SIMS).numpy() == pytest.approx(expected, rel=1e-6)

@@ -12,6 +12,7 @@ Retrieval fuses the loss into a model of its own.
 """
 
 import tensorflow as tf
+import tensorflow_recommenders as tfrs
 
 HINGE_MARGIN = 0.9
 
@@ -28,14 +29,39 @@ def _positive_scores(y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
 class BatchSoftmax(tf.keras.losses.Loss):
   """Softmax over in-batch negatives: context i against the B batch labels.
 
-  Batch-sensitive: the negatives are whatever else is in the batch.
+  Batch-sensitive: the negatives are whatever else is in the batch. Two
+  optional corrections, both off in the paper, come from tfrs's layers:
+  `remove_accidental_hits` masks a negative that is the row's own label
+  (popular items repeat within a batch), and `label_frequency` (the share of
+  training labels per item, V values) subtracts log q from each in-batch
+  column, since a popular item is a negative in proportion to its popularity
+  (Yi et al., RecSys 2019).
   """
 
+  def __init__(self, remove_accidental_hits: bool = False,
+               label_frequency: list[float] | None = None, **kwargs):
+    super().__init__(**kwargs)
+    self.remove_accidental_hits = remove_accidental_hits
+    self.label_frequency = None if label_frequency is None else [
+        float(q) for q in label_frequency]
+
   def call(self, y_true, y_pred):
-    in_batch = tf.gather(y_pred, _label_columns(y_true), axis=1)  # [B, B]
+    columns = _label_columns(y_true)
+    in_batch = tf.gather(y_pred, columns, axis=1)  # [B, B]
     diagonal = tf.range(tf.shape(in_batch)[0])
+    if self.label_frequency is not None:
+      in_batch = tfrs.layers.loss.SamplingProbablityCorrection()(
+          in_batch, tf.gather(tf.constant(self.label_frequency, in_batch.dtype), columns))
+    if self.remove_accidental_hits:
+      in_batch = tfrs.layers.loss.RemoveAccidentalHits()(
+          tf.one_hot(diagonal, tf.shape(in_batch)[0], dtype=in_batch.dtype), in_batch,
+          columns)
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=diagonal,
                                                           logits=in_batch)
+
+  def get_config(self):
+    return {**super().get_config(), 'remove_accidental_hits': self.remove_accidental_hits,
+            'label_frequency': self.label_frequency}
 
 
 @tf.keras.utils.register_keras_serializable('tff_rec')

@@ -64,9 +64,34 @@ def test_users_are_split_into_train_validation_and_test_clients(task):
   assert task.vocab_size == 40
 
 
+def test_centralized_split_by_user_is_the_federated_users_split(ml100k_dir):
+  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(ml100k_dir),
+                                                    centralized_split='by_user'))
+  split = task.centralized_split()
+  for part in ('train', 'validation', 'test'):
+    np.testing.assert_array_equal(getattr(split, part)['label'],
+                                  task.split.pooled(part)['label'])
+  # Every test example is a test user's: none was trained on.
+  test_users = np.isin(task.examples.user, task.split.users['test'])
+  assert len(split.test['label']) == test_users.sum() > 0
+  assert len(split.train['label']) + len(split.validation['label']) == (~test_users).sum()
+
+
+def test_log_q_correction_counts_the_training_labels(ml100k_dir):
+  task = task_lib.MovieLensNextItem(task_lib.Config(
+      data_dir=str(ml100k_dir), loss='batch_softmax', logq_correction=True))
+  frequency = np.array(task.loss().label_frequency)
+  labels = task.split.pooled('train')['label']
+  assert frequency.sum() == pytest.approx(1.0)
+  assert frequency[labels[0] - 1] == pytest.approx(np.mean(labels == labels[0]))
+  assert task.loss(np.array([2, 2, 3])).label_frequency[1] == pytest.approx(2 / 3)
+
+
 @pytest.mark.parametrize('kwargs, message', [
     ({'loss': 'softmax'}, "unknown loss 'softmax'; choose one of"),
     ({'batch_size': 0}, 'batch_size must be >= 1'),
+    ({'centralized_split': 'random'}, "unknown centralized_split 'random'"),
+    ({'logq_correction': True}, 'apply to the batch softmax losses, not loss=global_softmax'),
 ])
 def test_bad_config(kwargs, message, ml100k_dir):
   with pytest.raises(ValueError, match=message):

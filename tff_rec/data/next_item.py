@@ -98,6 +98,9 @@ def split_users(user_ids: np.ndarray, config: NextItemConfig
   return ids[:n_train], ids[n_train:n_train + n_val], ids[n_train + n_val:]
 
 
+PARTS = ('train', 'validation', 'test')
+
+
 @dataclasses.dataclass(frozen=True)
 class FederatedSplit:
   """Users split into train/validation/test clients, each user one client."""
@@ -129,7 +132,7 @@ class FederatedSplit:
 
 def federated_split(examples: UserExamples, config: NextItemConfig) -> FederatedSplit:
   train, val, test = split_users(examples.user, config)
-  return FederatedSplit(examples, {'train': train, 'validation': val, 'test': test})
+  return FederatedSplit(examples, dict(zip(PARTS, (train, val, test))))
 
 
 @dataclasses.dataclass(frozen=True)
