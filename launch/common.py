@@ -17,6 +17,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # before TensorFlow loads
 from absl import app
 from absl import flags
 from absl import logging
+import numpy as np
 import pandas as pd
 
 import tasks
@@ -231,6 +232,25 @@ def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = T
     for file in RECORD_FILES:
       _copy_atomically(out / file, record / file)
   return summary
+
+
+def spread(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
+  """'mean ± std' (sample std) of a cell's seeds, each times `scale`."""
+  if not values:
+    return NOT_RUN
+  values = [scale * v for v in values]
+  std = f' ± {np.std(values, ddof=1):.{digits}f}' if len(values) > 1 else ''
+  return f'{np.mean(values):.{digits}f}{std}'
+
+
+def beyond_noise(a: list[float], b: list[float]) -> bool:
+  """Whether two cells' means differ by more than the sum of their seeds' stds.
+
+  The reading's rule: a difference inside the seeds' spread is called noise.
+  """
+  if len(a) < 2 or len(b) < 2:
+    return False  # one seed has no spread to compare against
+  return abs(np.mean(a) - np.mean(b)) > np.std(a, ddof=1) + np.std(b, ddof=1)
 
 
 def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:

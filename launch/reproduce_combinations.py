@@ -27,7 +27,6 @@ import pathlib
 
 from absl import app
 from absl import flags
-import numpy as np
 
 from launch import common
 import tasks  # pylint: disable=g-bad-import-order
@@ -107,13 +106,6 @@ def _popularity(table: Table, seed: int) -> dict[str, float]:
   return {f'test/{k}': v for k, v in values.items()}
 
 
-def _spread(values: list[float]) -> str:
-  if not values:
-    return 'not run'
-  std = f' ± {np.std(values, ddof=1):.3f}' if len(values) > 1 else ''
-  return f'{np.mean(values):.3f}{std}'
-
-
 def tabulate(name: str, seeds: list[int]) -> list[str]:
   table = TABLES[name]
   FLAGS.task = table.task
@@ -133,7 +125,7 @@ def tabulate(name: str, seeds: list[int]) -> list[str]:
       lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * len(table.metrics))
                    + f' | training loss NaN in {diverged} of {len(runs)} seeds |')
       continue
-    per_metric = [_spread([r[m] for r in runs]) for m in table.metrics]
+    per_metric = [common.spread([r[m] for r in runs]) for m in table.metrics]
     per_seed = ', '.join(f'{r[table.metrics[0]]:.3f}' for r in runs) or 'not run'
     lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric) + f' | {per_seed} |')
   return lines + ['']

@@ -1,30 +1,37 @@
 r"""Reproduces the shape of FedSubAvg's Table 2 on MovieLens: rounds to a target.
 
-  python -m launch.reproduce_fedsubavg --runs_dir=runs/fedsubavg \
-      --results_dir=results/fedsubavg_movielens
+  python -m launch.reproduce_fedsubavg                     # run what is missing, tabulate
+  python -m launch.reproduce_fedsubavg --settings=din --seeds=0
+  python -m launch.reproduce_fedsubavg --only=none         # the tables from the records
 
 Two settings, as the paper's MovieLens and CTR rows: FedSubAvg's LR on the
-random 80/20 split, target = the lowest train loss CentralSGD reaches; and
-DIN on the chronological split, target = CentralSGD's best test AUC less
---auc_margin. Each method (CentralSGD, FedAvg, FedProx, SCAFFOLD, FedAdam,
-FedAdagrad, FedSubAvg) first runs --sweep_rounds at each learning rate of
-the grid (the paper tunes every method); the best (lowest train loss / best
-AUC at the end) then runs --rounds, evaluated every --eval_every rounds.
-K clients per round, each I = --local_steps batches of --batch_size;
-CentralSGD takes I steps of K x batch_size examples per round. Every run is
-a launch.train / launch.centralized cell under --runs_dir (resumable).
-Writes table.md and one curve plot per setting to --results_dir, with each
-dataset's feature heat dispersion.
+random 80/20 split, and DIN on the chronological split. Each method
+(CentralSGD, FedAvg, FedProx, SCAFFOLD, FedAdam, FedAdagrad, FedSubAvg) first
+runs --sweep_rounds at each learning rate of the grid, seed 0 (the paper
+tunes every method); the best (lowest train loss / best test AUC at the end)
+then runs --rounds for every seed, evaluated every --eval_every rounds. K
+clients per round, each I = LOCAL_STEPS batches of BATCH_SIZE; CentralSGD
+takes I steps of K x BATCH_SIZE examples per round.
+
+Targets, per seed:
+* LR: the paper's rule, CentralSGD's lowest train loss within the same
+  rounds. CentralSGD is still falling there, so the target (and every ratio
+  against it) depends on the run's length: a converged CentralSGD
+  (--converged_rounds, seed 0) is shown beside it.
+* DIN: CentralSGD's best test AUC within the same rounds, less --auc_margin
+  (the paper fixes 0.6 on its data, about 0.05 below its CentralSGD).
+
+Every run is a launch.train / launch.centralized cell under --runs_dir
+(resumable) and, once finished, is recorded in --results_dir/cells; a
+recorded cell is not run again. Each seed draws the model, the cohorts and
+the batches. Writes table.md and one curve plot per setting.
 """
 
-import os
 import pathlib
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
-from absl import app  # pylint: disable=g-import-not-at-top
+from absl import app
 from absl import flags
-
+import numpy as np
 
 from launch import common
 from launch import plots
@@ -33,10 +40,14 @@ from tasks import movielens_ctr
 flags.DEFINE_string('runs_dir', 'runs/fedsubavg', 'Where the individual runs go.')
 flags.DEFINE_string('results_dir', 'results/fedsubavg_movielens', 'Where the results go.')
 flags.DEFINE_list('settings', ['lr', 'din'], 'Which rows: lr, din.')
+flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of the final runs.')
+flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
 flags.DEFINE_integer('rounds', None, "Rounds of the final runs (default: the setting's, "
                      'lr 200, din 100).', lower_bound=1)
 flags.DEFINE_integer('sweep_rounds', None, "Rounds of each learning-rate trial (default: "
                      "the setting's, lr 40, din 20).", lower_bound=1)
+flags.DEFINE_integer('converged_rounds', None, "Rounds of the converged CentralSGD run "
+                     "(default: the setting's, lr 3000, din 400).", lower_bound=1)
 flags.DEFINE_integer('clients', 50, 'K: clients per round.', lower_bound=1)
 flags.DEFINE_integer('eval_every', 2, 'Evaluation period of the final runs.', lower_bound=1)
 flags.DEFINE_float('auc_margin', 0.02, 'DIN target: CentralSGD best test AUC minus this.')
@@ -51,10 +62,10 @@ METHODS = {'central': 'CentralSGD', 'fedavg': 'FedAvg', 'fedprox': 'FedProx',
 SETTINGS = {
     'lr': dict(task=dict(model='lr', split='random'), metric='eval/train_loss',
                lower_is_better=True, rates=(0.3, 1.0, 3.0, 10.0), central_rates=(1.0, 3.0, 10.0),
-               rounds=200, sweep_rounds=40),
+               rounds=200, sweep_rounds=40, converged_rounds=3000),
     'din': dict(task=dict(model='din', split='chronological'), metric='eval/test_auc',
                 lower_is_better=False, rates=(0.1, 0.3, 1.0), central_rates=(1.0, 3.0, 10.0),
-                rounds=100, sweep_rounds=20),
+                rounds=100, sweep_rounds=20, converged_rounds=400),
 }
 PAPER = {'lr': 'MovieLens-1M LR: CentralSGD 180, FedAvg 170, FedProx 170, Scaffold 180, '
                'FedAdam 170, FedSubAvg 100 rounds to the train loss target 0.325',
@@ -64,29 +75,39 @@ LOCAL_STEPS = 10
 BATCH_SIZE = 16
 
 
-def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int) -> str:
-  """Runs one cell (if not done); its name."""
+# What each final run reports at its last round, as the table's rows.
+FINAL_METRICS = {'eval/train_loss': 'train loss', 'eval/test_logloss': 'test logloss',
+                 'eval/test_auc': 'test AUC'}
+
+
+def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int,
+         name: str, seed: int) -> str:
+  """Runs one cell (if neither recorded nor run); its name."""
   task_flags = [f'--{k}={v}' for k, v in SETTINGS[setting]['task'].items()]
-  name = f'{setting}_{method}_lr{rate:g}_r{rounds}'
   if method == 'central':
-    common.run_cell(FLAGS.runs_dir, name, 'launch.centralized', *task_flags,
-                    f'--batch_size={BATCH_SIZE * FLAGS.clients}',
-                    f'--steps_per_epoch={LOCAL_STEPS}', f'--epochs={rounds}',
-                    '--optimizer=sgd', f'--learning_rate={rate}', f'--eval_every={eval_every}')
+    module, args = 'launch.centralized', (
+        f'--batch_size={BATCH_SIZE * FLAGS.clients}', f'--steps_per_epoch={LOCAL_STEPS}',
+        f'--epochs={rounds}', '--optimizer=sgd', f'--learning_rate={rate}')
   else:
-    common.run_cell(FLAGS.runs_dir, name, 'launch.train', *task_flags,
-                    f'--batch_size={BATCH_SIZE}', f'--local_steps={LOCAL_STEPS}',
-                    f'--algorithm={method}', f'--rounds={rounds}',
-                    f'--clients_per_round={FLAGS.clients}', f'--client_learning_rate={rate}',
-                    f'--eval_every={eval_every}')
+    module, args = 'launch.train', (
+        f'--batch_size={BATCH_SIZE}', f'--local_steps={LOCAL_STEPS}', f'--algorithm={method}',
+        f'--rounds={rounds}', f'--clients_per_round={FLAGS.clients}',
+        f'--client_learning_rate={rate}')
+  common.run_cell(FLAGS.runs_dir, name, module, *task_flags, *args,
+                  f'--eval_every={eval_every}', f'--seed={seed}',
+                  wanted=FLAGS.only == 'all', records_dir=_records())
   return name
 
 
+def _records() -> str:
+  return str(pathlib.Path(FLAGS.results_dir) / 'cells')
+
+
 def _curve(name: str, metric: str):
-  """(steps, values) of a cell's evaluations; empty when it has none (it failed)."""
-  rows = common.read_curve(FLAGS.runs_dir, name, metric)
+  """(steps, values) of a cell's evaluations; empty when it has none (not run, failed)."""
+  rows = common.read_curve(FLAGS.runs_dir, name, metric, _records())
   if rows is None:
-    return [], []
+    return np.array([]), np.array([])
   step = 'epoch' if 'epoch' in rows else 'round'
   return rows[step].to_numpy(), rows[metric].to_numpy()
 
@@ -97,84 +118,143 @@ def _final_value(name: str, metric: str) -> float:
 
 
 def _rounds(setting: str, kind: str) -> int:
-  """--rounds / --sweep_rounds, or the setting's own."""
+  """--rounds / --sweep_rounds / --converged_rounds, or the setting's own."""
   return FLAGS[kind].value or SETTINGS[setting][kind]
 
 
 def _best_rate(setting: str, method: str) -> float:
-  """The grid's rate with the best metric after the sweep's rounds."""
+  """The grid's rate with the best metric after the sweep's rounds, seed 0."""
   spec = SETTINGS[setting]
   rates = spec['central_rates'] if method == 'central' else spec['rates']
   sweep = _rounds(setting, 'sweep_rounds')
-  scores = {r: _final_value(_run(setting, method, r, sweep, sweep), spec['metric'])
+  scores = {r: _final_value(_run(setting, method, r, sweep, sweep,
+                                 f'sweep_{setting}_{method}_lr{r:g}_s0', 0), spec['metric'])
             for r in rates}
   sign = 1 if spec['lower_is_better'] else -1
-  finite = {r: s for r, s in scores.items() if s == s}  # NaN: diverged
+  finite = {r: s for r, s in scores.items() if s == s}  # NaN: diverged or not run
   return min(finite, key=lambda r: sign * finite[r]) if finite else rates[0]
 
 
-def _rounds_to(name: str, metric: str, target: float, lower: bool, rounds: int) -> str:
+def _target(setting: str, central: str) -> float | None:
+  """The setting's target from one seed's CentralSGD run (None: not run)."""
+  spec = SETTINGS[setting]
+  _, values = _curve(central, spec['metric'])
+  if not len(values):
+    return None
+  return (float(values.min()) if spec['lower_is_better']
+          else float(values.max()) - FLAGS.auc_margin)
+
+
+def _rounds_to(name: str, metric: str, target: float, lower: bool) -> float | None:
+  """The first evaluated round that reached `target`; inf if none; None if not run."""
   steps, values = _curve(name, metric)
   if not len(steps):
-    return common.CANNOT_RUN
+    return None
   reached = steps[values <= target if lower else values >= target]
-  return str(int(reached.min())) if len(reached) else f'{rounds}+'
+  return float(reached.min()) if len(reached) else float('inf')
 
 
-def _plot(path: pathlib.Path, setting: str, finals: dict[str, str], target: float) -> None:
+def _rounds_cell(rounds: list[float], total: int) -> str:
+  """Rounds to target over seeds: mean ± std, or how many seeds never got there."""
+  if not rounds:
+    return common.NOT_RUN
+  missed = sum(r == float('inf') for r in rounds)
+  if missed == len(rounds):
+    return f'{total}+'
+  reached = common.spread([r for r in rounds if r != float('inf')], digits=0)
+  return reached + (f' ({missed} of {len(rounds)} seeds: {total}+)' if missed else '')
+
+
+def _plot(path: pathlib.Path, setting: str, finals: dict[str, list[str]],
+          targets: list[float]) -> None:
+  """Each method's mean curve over its seeds."""
   metric = SETTINGS[setting]['metric']
   fig, ax = plots.figure()
-  for method, name in finals.items():
-    ax.plot(*_curve(name, metric), label=METHODS[method])
-  ax.axhline(target, color='gray', linestyle=':', label='target')
+  for method, names in finals.items():
+    curves = [_curve(name, metric) for name in names]
+    curves = [c for c in curves if len(c[0])]
+    if curves:
+      length = min(len(c[0]) for c in curves)
+      ax.plot(curves[0][0][:length], np.mean([c[1][:length] for c in curves], axis=0),
+              label=f'{METHODS[method]} ({len(curves)} seeds)')
+  ax.axhline(np.mean(targets), color='gray', linestyle=':', label='target (seed mean)')
   plots.save(fig, ax, path, xlabel='round', ylabel=metric,
-             title=f'MovieLens-100K, {setting.upper()}: {metric} by round')
+             title=f'MovieLens-100K, {setting.upper()}: {metric} by round (seed mean)')
+
+
+def tabulate(setting: str, seeds: list[int]) -> list[str]:
+  spec = SETTINGS[setting]
+  rounds = _rounds(setting, 'rounds')
+  if rounds == _rounds(setting, 'sweep_rounds'):
+    raise app.UsageError('--rounds must differ from --sweep_rounds: a final run would be '
+                         'compared with a sweep run evaluated only at its end')
+  rates = {m: _best_rate(setting, m) for m in METHODS}
+  finals = {m: [_run(setting, m, rates[m], rounds, FLAGS.eval_every, f'{setting}_{m}_s{s}', s)
+                for s in seeds] for m in METHODS}
+  converged_rounds = _rounds(setting, 'converged_rounds')
+  converged = _run(setting, 'central', rates['central'], converged_rounds,
+                   max(1, converged_rounds // 50), f'{setting}_central_converged_s0', 0)
+  targets = {s: _target(setting, finals['central'][i]) for i, s in enumerate(seeds)}
+  done = [s for s in seeds if targets[s] is not None]
+  task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(**spec['task']))
+  lower = spec['lower_is_better']
+  rows = ['| rounds to target | ' + ' | '.join(_rounds_cell(
+      [r for s in done if (r := _rounds_to(finals[m][seeds.index(s)], spec['metric'],
+                                           targets[s], lower)) is not None], rounds)
+      for m in METHODS) + ' |']
+  for metric, label in FINAL_METRICS.items():
+    rows.append(f'| {label} at {rounds} | ' + ' | '.join(common.spread(
+        [v for name in finals[m] if (v := _final_value(name, metric)) == v], digits=4)
+        for m in METHODS) + ' |')
+  best = np.nanmin if lower else np.nanmax
+  _, converged_curve = _curve(converged, spec['metric'])
+  converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '
+                    f'{spec["metric"]} over {converged_rounds} rounds, seed 0)'
+                    if len(converged_curve) else common.NOT_RUN)
+  rule = ("CentralSGD's lowest train loss within the same rounds (the paper's rule)" if lower
+          else f"CentralSGD's best test AUC within the same rounds, less {FLAGS.auc_margin:g}")
+  if done:
+    _plot(pathlib.Path(FLAGS.results_dir) / f'{setting}_curves.png', setting, finals,
+          [targets[s] for s in done])
+  return [
+      f'## {setting.upper()} ({spec["metric"]})', '',
+      f'{task.describe()}. Feature heat dispersion: max n_m / min n_m over embedding rows '
+      "(the paper's Table 1; ML-1M there: 4,331); parameter: over all parameters.", '',
+      f'Target, per seed: {rule}: '
+      + (common.spread([targets[s] for s in done], digits=4) if done else common.NOT_RUN)
+      + f'. Converged CentralSGD: {converged_text}. Evaluated every {FLAGS.eval_every} '
+      'rounds: rounds to target are resolved to that. Mean ± std over seeds '
+      f'{seeds}.', '',
+      '| | ' + ' | '.join(METHODS.values()) + ' |', '|---' * (len(METHODS) + 1) + '|',
+      *rows,
+      f'| learning rate (grid after {_rounds(setting, "sweep_rounds")} rounds, seed 0) | '
+      + ' | '.join(f'{rates[m]:g}' if _curve(finals[m][0], spec['metric'])[0].size
+                   else common.NOT_RUN for m in METHODS) + ' |',
+      '', f'Paper: {PAPER[setting]}.', '', f'![curves]({setting}_curves.png)', '']
 
 
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  common.check_choices('settings', FLAGS.settings, SETTINGS)
   FLAGS.task = 'movielens_ctr'
+  seeds = [int(s) for s in FLAGS.seeds]
   results = pathlib.Path(FLAGS.results_dir)
   results.mkdir(parents=True, exist_ok=True)
   lines = ['# FedSubAvg on MovieLens-100K: rounds to reach the target (Table 2 of Ding et al.)',
-           '', f'K = {FLAGS.clients} clients per round, each {LOCAL_STEPS} SGD steps of '
+           '', 'Built by `python -m launch.reproduce_fedsubavg` from the cell records in '
+           '`cells/`; README.md here has the reading and every deviation from the paper.', '',
+           f'K = {FLAGS.clients} clients per round, each {LOCAL_STEPS} SGD steps of '
            f'{BATCH_SIZE} examples; CentralSGD: {LOCAL_STEPS} steps of '
            f'{FLAGS.clients * BATCH_SIZE} pooled examples per round. Learning rates: the best '
            'of a grid after a short run. Server: SGD 1.0 (FedAdam: Adam 0.01, FedAdagrad: '
-           'Adagrad 0.1). Heat and weights: clients (the paper). One seed.', '']
+           'Adagrad 0.1). Heat and weights: clients (the paper).', '']
   for setting in FLAGS.settings:
-    spec = SETTINGS[setting]
-    rounds = _rounds(setting, 'rounds')
-    if rounds == _rounds(setting, 'sweep_rounds'):  # cells are named by their rounds
-      raise app.UsageError('--rounds must differ from --sweep_rounds: a final run would '
-                           'reuse a sweep run, evaluated only at its end')
-    rates = {m: _best_rate(setting, m) for m in METHODS}
-    finals = {m: _run(setting, m, rates[m], rounds, FLAGS.eval_every) for m in METHODS}
-    _, central = _curve(finals['central'], spec['metric'])
-    if not len(central):
-      raise app.UsageError(f'CentralSGD ({finals["central"]}) has no evaluations: its '
-                           'target cannot be set; see its error above')
-    target = (float(central.min()) if spec['lower_is_better']
-              else float(central.max()) - FLAGS.auc_margin)
-    task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(**spec['task']))
-    lines += [f'## {setting.upper()} ({spec["metric"]}, target {target:.4f})', '',
-              f'{task.describe()}. Feature heat dispersion: max n_m / min n_m over '
-              "embedding rows (the paper's Table 1; ML-1M there: 4,331); parameter: over "
-              f'all parameters. Evaluated every {FLAGS.eval_every} rounds: rounds to target '
-              'are resolved to that.', '',
-              '| | ' + ' | '.join(METHODS.values()) + ' |',
-              '|---' * (len(METHODS) + 1) + '|',
-              '| rounds to target | ' + ' | '.join(
-                  _rounds_to(finals[m], spec['metric'], target, spec['lower_is_better'], rounds)
-                  for m in METHODS) + ' |',
-              f'| {spec["metric"]} at {rounds} | ' + ' | '.join(
-                  f'{_final_value(finals[m], spec["metric"]):.4f}' for m in METHODS) + ' |',
-              f'| learning rate (grid after {_rounds(setting, "sweep_rounds")} rounds) | '
-              + ' | '.join(f'{rates[m]:g}' for m in METHODS) + ' |',
-              '', f'Paper: {PAPER[setting]}.', '', f'![curves]({setting}_curves.png)', '']
-    _plot(results / f'{setting}_curves.png', setting, finals, target)
-  (results / 'table.md').write_text('\n'.join(lines))
-  print(f'wrote {results / "table.md"}', flush=True)
+    lines += tabulate(setting, seeds)
+  path = results / ('table.md' if len(FLAGS.settings) == len(SETTINGS) else
+                    f'table_{"_".join(FLAGS.settings)}.md')
+  common.write_text(path, '\n'.join(lines))
+  print(f'wrote {path}', flush=True)
 
 
 if __name__ == '__main__':
