@@ -7,15 +7,21 @@ The paper's setting on MovieLens (movielens_ctr): DCNv2 with embeddings of 4,
 each user's last 10% of ratings held out, client SGD 0.01 on batches of 15
 for 3 local epochs, 10% of the clients a round, 200 rounds; MetaUA with the
 local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
-* Table 2: FedAvg, FedAdagrad and MetaUA (plus FedAdam and FedNova) at rounds
-  20 / 50 / 100 / 150 / 200.
+* Table 2: FedAvg, FedAdagrad and the paper's MetaUA (eq. 1), then, labelled
+  below them, MetaUA with other meta-loss scales and FedAdam and FedNova, at
+  rounds 20 / 50 / 100 / 150 / 200, over --seeds (mean ± std).
 * Table 4: the ablation, MetaUA with no adjustment, client weighting only,
   server learning rate only, both.
 * Table 3: the attributes z1..z6 one at a time, and all together.
 * The meta loss's scale: the paper's sum over all query examples against
   each client's mean summed and the mean over all.
+* Why FedAvg hardly learns: a centralized DCN on the same split (the
+  ceiling), FedAvg at larger client learning rates and with a larger
+  embedding initialisation (seed 0).
 Each cell is a launch.train run under --runs_dir (resumable); finished cells
-are recorded in --results_dir/cells and not run again. Writes table.md and
+are recorded in --results_dir/cells and not run again. Seed 0's cells are
+named NAME, other seeds' NAME_sS; Tables 3 and 4 and the meta-loss table
+read seed 0. Writes table.md and
 curves.png to --results_dir.
 """
 
@@ -26,6 +32,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
+
+import numpy as np
 
 from launch import common
 from launch import plots
@@ -39,6 +47,7 @@ flags.DEFINE_integer('eval_every', 10, 'Evaluation period (the table reads round
                      '100, 150 and 200 of it).', lower_bound=1)
 flags.DEFINE_float('client_fraction', 0.1, 'Share of the clients in each round.',
                    lower_bound=0, upper_bound=1)
+flags.DEFINE_list('seeds', ['0', '1', '2'], "Seeds of Table 2's cells.")
 flags.DEFINE_list('only', None, 'Run only these cells, then tabulate what exists '
                   '(--only=none: tabulate only).')
 FLAGS = flags.FLAGS
@@ -47,9 +56,10 @@ TABLE_ROUNDS = (20, 50, 100, 150, 200)
 AUC, LOGLOSS = 'eval/test_auc', 'eval/test_logloss'
 TASK_ARGS = ('--model=dcn', '--embedding_dim=4', '--batch_size=15', '--local_epochs=3',
              '--split=chronological', '--client_learning_rate=0.01')
-METHODS = {'fedavg': 'FedAvg', 'fedadagrad': 'FedAdagrad', 'metaua': 'MetaUA (eq. 1: summed)',
-           'metaua_client_mean': 'MetaUA (client-mean meta loss)', 'fedadam': 'FedAdam',
-           'fednova': 'FedNova'}
+METHODS = {'fedavg': 'FedAvg', 'fedadagrad': 'FedAdagrad', 'metaua': 'MetaUA (the paper: eq. 1)',
+           'metaua_client_mean': 'variant: MetaUA, client-mean meta loss',
+           'metaua_mean': 'variant: MetaUA, mean meta loss',
+           'fedadam': 'extra baseline: FedAdam', 'fednova': 'extra baseline: FedNova'}
 # Adaptive servers as Reddi et al. and the paper write them: accumulators from ~0.
 SERVER_ARGS = {'fedadagrad': ('--server_adaptivity=1e-3',),
                'fedadam': ('--server_adaptivity=1e-3',)}
@@ -63,6 +73,23 @@ ABLATION = {'metaua_none': ('no adjustment', ('--noclient_weighting', '--noserve
             'metaua_weighting': ('client weighting', ('--noserver_lr_scaling', *CLIENT_MEAN)),
             'metaua_server_lr': ('server lr', ('--noclient_weighting', *CLIENT_MEAN)),
             'metaua_client_mean': ('client weighting + server lr', CLIENT_MEAN)}
+
+
+# Why FedAvg hardly learns (seed 0): name -> (label, launcher, args beyond TASK_ARGS').
+CENTRAL_ARGS = ('--split=chronological', '--model=dcn', '--embedding_dim=4', '--eval_every=1')
+INVESTIGATION = {
+    'ceiling_central_sgd': ('centralized DCN, SGD 0.01, batch 15, 5 epochs', 'launch.centralized',
+                            ('--batch_size=15', '--optimizer=sgd', '--learning_rate=0.01',
+                             '--epochs=5')),
+    'ceiling_central_adam': ('centralized DCN, Adam 0.001, batch 15, 5 epochs',
+                             'launch.centralized', ('--batch_size=15', '--optimizer=adam',
+                                                    '--learning_rate=0.001', '--epochs=5')),
+    'fedavg': ('FedAvg (client SGD 0.01, embeddings init std 0.01)', 'launch.train', ()),
+    'fedavg_clr0.1': ('FedAvg, client SGD 0.1', 'launch.train', ('--client_learning_rate=0.1',)),
+    'fedavg_clr0.3': ('FedAvg, client SGD 0.3', 'launch.train', ('--client_learning_rate=0.3',)),
+    'fedavg_init0.1': ('FedAvg, embeddings init std 0.1', 'launch.train',
+                       ('--embedding_stddev=0.1',)),
+}
 
 
 def _attribute_cell(k: int, attribute: str) -> tuple[str, tuple[str, tuple[str, ...]]]:
@@ -91,33 +118,74 @@ def _records() -> str:
   return str(pathlib.Path(FLAGS.results_dir) / 'cells')
 
 
-def _cell(name: str, algorithm: str, clients: int, *args: str) -> dict | str:
-  wanted = not FLAGS.only or name in FLAGS.only
+def _seeded(name: str, seed: int) -> str:
+  return name if seed == 0 else f'{name}_s{seed}'
+
+
+def _cell(name: str, algorithm: str, clients: int, *args: str, seed: int = 0) -> dict | str:
+  cell = _seeded(name, seed)
+  wanted = not FLAGS.only or cell in FLAGS.only
   return common.run_cell(
-      FLAGS.runs_dir, name, 'launch.train', *TASK_ARGS, f'--algorithm={algorithm}',
+      FLAGS.runs_dir, cell, 'launch.train', *TASK_ARGS, f'--algorithm={algorithm}',
       f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
-      f'--clients_per_round={clients}', *args, wanted=wanted, records_dir=_records())
+      f'--clients_per_round={clients}', *args, f'--seed={seed}', wanted=wanted,
+      records_dir=_records())
 
 
-def _at_rounds(name: str, metric: str) -> list[str]:
-  rows = common.read_curve(FLAGS.runs_dir, name, metric, _records())
-  if rows is None:
-    return ['-'] * len(TABLE_ROUNDS)
-  values = dict(zip(rows['round'], rows[metric]))
-  return [f'{values[r]:.3f}' if r in values else '-' for r in TABLE_ROUNDS]
+def _investigate(clients: int) -> None:
+  for name, (_, module, args) in INVESTIGATION.items():
+    if module == 'launch.train':
+      _cell(name, 'fedavg', clients, *args)
+    else:
+      common.run_cell(FLAGS.runs_dir, name, module, *CENTRAL_ARGS, *args, '--seed=0',
+                      wanted=not FLAGS.only or name in FLAGS.only, records_dir=_records())
+
+
+def _at_rounds(name: str, metric: str, seeds=(0,)) -> list[str]:
+  """The metric at TABLE_ROUNDS: mean ± std over the seeds that have it."""
+  curves = [common.read_curve(FLAGS.runs_dir, _seeded(name, s), metric, _records())
+            for s in seeds]
+  values = [dict(zip(c['round'], c[metric])) for c in curves if c is not None]
+  return [common.spread([v[r] for v in values if r in v]).replace(common.NOT_RUN, '-')
+          for r in TABLE_ROUNDS]
+
+
+def _constant_logloss(task, part: str) -> float:
+  """Test logloss of predicting every click with `part`'s click rate (the test's
+  own rate is the best constant, which no model could know)."""
+  test = task.examples.labels[task.examples.rows(test=True)] > 0
+  rate = float(np.mean(task.examples.labels[task.examples.rows(test=part == 'test')] > 0))
+  return float(-np.mean(np.where(test, np.log(rate), np.log(1 - rate))))
+
+
+def _investigation_table() -> list[str]:
+  """Each investigation cell's best and last test AUC / logloss."""
+  lines = ['| cell | best AUC | best logloss | last AUC | last logloss |',
+           '|---|---|---|---|---|']
+  for name, (label, _, _) in INVESTIGATION.items():
+    step = {}
+    for metric in (AUC, LOGLOSS):
+      rows = common.read_curve(FLAGS.runs_dir, name, metric, _records())
+      step[metric] = rows[metric].to_numpy() if rows is not None else None
+    if step[AUC] is None:
+      lines.append(f'| {label} | - | - | - | - |')
+      continue
+    lines.append(f'| {label} | {step[AUC].max():.3f} | {step[LOGLOSS].min():.3f} | '
+                 f'{step[AUC][-1]:.3f} | {step[LOGLOSS][-1]:.3f} |')
+  return lines
 
 
 def _labels(cells: dict[str, tuple[str, tuple[str, ...]]]) -> dict[str, str]:
   return {name: label for name, (label, _) in cells.items()}
 
 
-def _table(cells: dict[str, str]) -> list[str]:
+def _table(cells: dict[str, str], seeds=(0,)) -> list[str]:
   header = ' | '.join(str(r) for r in TABLE_ROUNDS)
   lines = [f'| method | AUC at {header} | logloss at {header} |',
            '|---|' + '---|' * (2 * len(TABLE_ROUNDS))]
   for name, label in cells.items():
-    lines.append(f'| {label} | ' + ' | '.join(_at_rounds(name, AUC) + _at_rounds(name, LOGLOSS))
-                 + ' |')
+    lines.append(f'| {label} | ' + ' | '.join(_at_rounds(name, AUC, seeds)
+                                               + _at_rounds(name, LOGLOSS, seeds)) + ' |')
   return lines
 
 
@@ -136,15 +204,18 @@ def main(argv):
   FLAGS.task = 'movielens_ctr'
   task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(model='dcn', embedding_dim=4))
   clients = max(1, round(FLAGS.client_fraction * len(task.train_client_ids)))
-  order = [('fedavg', 'fedavg', ()), ('fedadagrad', 'fedadagrad', SERVER_ARGS['fedadagrad']),
-           ('metaua', 'metaua', ()),
-           *((n, 'metaua', (f'--meta_loss={n.removeprefix("metaua_")}',))
-             for n in META_LOSS if n != 'metaua'),
-           *((n, 'metaua', args) for n, (_, args) in ABLATION.items()),
-           ('fedadam', 'fedadam', SERVER_ARGS['fedadam']), ('fednova', 'fednova', ()),
-           *((n, 'metaua', args) for n, (_, args) in ATTRIBUTE_CELLS.items())]
-  for name, algorithm, args in order:  # the headline cells first
-    _cell(name, algorithm, clients, *args)
+  seeds = [int(s) for s in FLAGS.seeds]
+  table2 = [('fedavg', 'fedavg', ()), ('fedadagrad', 'fedadagrad', SERVER_ARGS['fedadagrad']),
+            ('metaua', 'metaua', ()),
+            *((n, 'metaua', (f'--meta_loss={n.removeprefix("metaua_")}',))
+              for n in META_LOSS if n != 'metaua'),
+            ('fedadam', 'fedadam', SERVER_ARGS['fedadam']), ('fednova', 'fednova', ())]
+  _investigate(clients)
+  for seed in seeds:  # the headline cells first, a seed at a time
+    for name, algorithm, args in table2:
+      _cell(name, algorithm, clients, *args, seed=seed)
+  for name, (_, args) in {**ABLATION, **ATTRIBUTE_CELLS}.items():
+    _cell(name, 'metaua', clients, *args)
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
   _plot(out / 'curves.png', METHODS)
@@ -157,14 +228,23 @@ def main(argv):
       'with tau = 1e-3 (their accumulators start near 0, as the paper writes FedAdagrad), '
       'FedNova SGD 1.0. MetaUA: local loss as the attribute, meta SGD 2.0 on the summed '
       'query loss (eq. 1), 20% of each client\'s training examples as its query set (the '
-      'others train), FedAdagrad at the server. One seed.', '',
-      '## Table 2', '', *_table(METHODS), '', f'Paper (ML-1M): {PAPER["table2"]}.', '',
+      'others train), FedAdagrad at the server.', '',
+      f'## Table 2 (mean ± std over seeds {seeds})', '',
+      "The paper's three rows first; variants and extra baselines below, labelled.", '',
+      *_table(METHODS, seeds), '', f'Paper (ML-1M): {PAPER["table2"]}.', '',
       '![test logloss by round](curves.png)', '',
-      '## Table 4: ablation', '', *_table(_labels(ABLATION)),
+      '## Why FedAvg hardly learns (seed 0)', '',
+      'A centralized DCN on the same chronological split is the ceiling; the FedAvg rows '
+      'change one thing each. Centralized cells are read per epoch, federated per '
+      f'evaluation (every {FLAGS.eval_every} rounds). Constant predictors score test logloss '
+      f'{_constant_logloss(task, "train"):.3f} at the training click rate and '
+      f'{_constant_logloss(task, "test"):.3f} at the test\'s own (the best constant).', '',
+      *_investigation_table(), '',
+      '## Table 4: ablation (seed 0)', '', *_table(_labels(ABLATION)),
       '', f'Paper (ML-1M): {PAPER["table4"]}.', '',
-      '## Table 3: client attributes', '', *_table(_labels(ATTRIBUTE_CELLS)), '',
+      '## Table 3: client attributes (seed 0)', '', *_table(_labels(ATTRIBUTE_CELLS)), '',
       f'Paper (Amazon-CDs, not ML-1M): {PAPER["table3"]}.', '',
-      "## The meta loss's scale", '',
+      "## The meta loss's scale (seed 0)", '',
       'How round t\'s query losses add up to the meta loss: the paper\'s eq. 1 sums over every '
       'query example of the cohort, so its gradient (and each meta step at a fixed meta '
       'learning rate) grows with the cohort and its query sets.', '',

@@ -61,6 +61,8 @@ class Config:
   history_length: int = setting.setting(10, 'Clicked movies in the DIN history.')
   embedding_dim: int | None = setting.setting(
       None, "Embedding dimension (none: the model's, lr 1, dcn 4, din 18).")
+  embedding_stddev: float = setting.setting(
+      ctr_models.EMBEDDING_STDDEV, "Stddev of the embedding tables' normal initialisation.")
   batch_size: int = setting.setting(16, 'Training batch size.')
   local_epochs: int = setting.setting(1, 'Client epochs per round.')
   local_steps: int = setting.setting(
@@ -87,6 +89,8 @@ class Config:
     for name in ('history_length', 'batch_size', 'local_epochs'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+    if self.embedding_stddev <= 0:
+      raise ValueError(f'embedding_stddev must be > 0, got {self.embedding_stddev}')
     if self.local_steps < 0 or (self.embedding_dim is not None and self.embedding_dim < 1):
       raise ValueError('local_steps must be >= 0 and embedding_dim >= 1, got '
                        f'{self.local_steps} and {self.embedding_dim}')
@@ -167,7 +171,8 @@ class MovieLensCtr(click_model.ClickModel):
   # Models ------------------------------------------------------------------
 
   def keras_model(self) -> tf.keras.Model:
-    return self.spec.build(self.examples.vocab_sizes, self.widths, self.dim, self.config.seed)
+    return self.spec.build(self.examples.vocab_sizes, self.widths, self.dim, self.config.seed,
+                           embedding_stddev=self.config.embedding_stddev)
 
   @functools.cached_property
   def input_spec(self):

@@ -62,3 +62,15 @@ def test_rows_outside_the_batch_and_padding_get_exactly_zero_gradient(name):
     untouched = np.setdiff1d(np.arange(variable.shape[0]), used)
     assert np.all(dense[untouched] == 0), (name, table)
     assert np.any(dense[used] != 0), (name, table)
+
+
+@pytest.mark.parametrize('name', sorted(ctr.MODELS))
+def test_embedding_stddev_scales_every_tables_initial_rows(name):
+  spec = ctr.MODELS[name]
+  stds = []
+  for stddev in (0.01, 0.1):
+    model = spec.build(VOCAB, WIDTHS, 8, 0, embedding_stddev=stddev)
+    rows = np.concatenate([model.get_layer(t).embeddings.numpy().ravel() for t in spec.tables])
+    stds.append(rows.std())
+  assert stds[0] == pytest.approx(0.01, rel=0.3)
+  assert stds[1] == pytest.approx(10 * stds[0], rel=1e-4)  # same draws, scaled

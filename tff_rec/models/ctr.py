@@ -31,10 +31,14 @@ def _inputs(columns, widths: dict[str, int]) -> dict[str, tf.keras.Input]:
                             dtype=tf.int32) for c in columns}
 
 
-def _table(name: str, vocab_size: int, dim: int, seed: int) -> tf.keras.layers.Embedding:
+EMBEDDING_STDDEV = 0.01  # the tables' initial normal stddev
+
+
+def _table(name: str, vocab_size: int, dim: int, seed: int, stddev: float
+           ) -> tf.keras.layers.Embedding:
   return tf.keras.layers.Embedding(
       vocab_size, dim, name=name,
-      embeddings_initializer=tf.keras.initializers.RandomNormal(stddev=0.01, seed=seed))
+      embeddings_initializer=tf.keras.initializers.RandomNormal(stddev=stddev, seed=seed))
 
 
 class MaskedPooling(tf.keras.layers.Layer):
@@ -60,7 +64,8 @@ class MaskedPooling(tf.keras.layers.Layer):
 
 
 def build_lr(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 1,
-             seed: int = 0, columns: tuple[str, ...] | None = None) -> tf.keras.Model:
+             seed: int = 0, columns: tuple[str, ...] | None = None,
+             embedding_stddev: float = EMBEDDING_STDDEV) -> tf.keras.Model:
   """FedSubAvg's MovieLens LR: one weight per one-hot feature value, plus a bias
   (an id-list feature adds the weights of its values)."""
   del dim  # one weight per value
@@ -68,7 +73,7 @@ def build_lr(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 1,
   inputs = _inputs(columns, widths)
   terms = []
   for k, c in enumerate(columns):
-    table = _table(c, vocab_sizes[c], 1, seed + k)
+    table = _table(c, vocab_sizes[c], 1, seed + k, embedding_stddev)
     terms.append(table(inputs[c]) if c not in widths
                  else MaskedPooling('sum')(table(inputs[c]), inputs[c]))
   logit = _Bias(name='bias')(tf.keras.layers.Add()(terms) if len(terms) > 1 else terms[0])
@@ -85,11 +90,11 @@ class _Bias(tf.keras.layers.Layer):
     return x + self.bias
 
 
-def _pooled_fields(inputs, columns, vocab_sizes, dim, seed):
+def _pooled_fields(inputs, columns, vocab_sizes, dim, seed, stddev):
   """One [batch, dim] vector per column: the row, or the mean of the non-padding rows."""
   vectors = []
   for k, c in enumerate(columns):
-    table = _table(c, vocab_sizes[c], dim, seed + k)
+    table = _table(c, vocab_sizes[c], dim, seed + k, stddev)
     ids = inputs[c]
     vectors.append(table(ids) if len(ids.shape) == 1 else MaskedPooling('mean')(table(ids), ids))
   return vectors
@@ -97,11 +102,12 @@ def _pooled_fields(inputs, columns, vocab_sizes, dim, seed):
 
 def build_dcn(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 4,
               seed: int = 0, cross_layers: int = 2, deep_units=(64, 32),
-              columns: tuple[str, ...] | None = None) -> tf.keras.Model:
+              columns: tuple[str, ...] | None = None,
+              embedding_stddev: float = EMBEDDING_STDDEV) -> tf.keras.Model:
   """DCNv2 (Wang et al. 2021), stacked: field embeddings -> cross layers -> MLP."""
   columns = columns or DCN.columns
   inputs = _inputs(columns, widths)
-  fields = _pooled_fields(inputs, columns, vocab_sizes, dim, seed)
+  fields = _pooled_fields(inputs, columns, vocab_sizes, dim, seed, embedding_stddev)
   x0 = tf.keras.layers.Concatenate()(fields) if len(fields) > 1 else fields[0]
   x = x0
   for k in range(cross_layers):
@@ -116,7 +122,8 @@ def build_dcn(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 4,
 
 
 def build_din(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 18,
-              seed: int = 0, attention_units=(80, 40), units=(200, 80)) -> tf.keras.Model:
+              seed: int = 0, attention_units=(80, 40), units=(200, 80),
+              embedding_stddev: float = EMBEDDING_STDDEV) -> tf.keras.Model:
   """DIN (Zhou et al. 2018), FedSubAvg's CTR model: attention over clicked movies.
 
   Input as the official code: [user, movie, sum of history, movie * sum,
@@ -126,8 +133,8 @@ def build_din(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 18
   federated parameters) and PReLU in place of Dice (batch statistics too).
   """
   inputs = _inputs(DIN.columns, widths)
-  user = _table('user', vocab_sizes['user'], dim, seed)(inputs['user'])
-  movies = _table('movie', vocab_sizes['movie'], dim, seed + 1)
+  user = _table('user', vocab_sizes['user'], dim, seed, embedding_stddev)(inputs['user'])
+  movies = _table('movie', vocab_sizes['movie'], dim, seed + 1, embedding_stddev)
   query = movies(inputs['movie'])
   interest = DinInterest(attention_units, seed)(query, movies(inputs['history']),
                          inputs['history'])
