@@ -249,8 +249,20 @@ def beyond_noise(a: list[float], b: list[float]) -> bool:
   The reading's rule: a difference inside the seeds' spread is called noise.
   """
   if len(a) < 2 or len(b) < 2:
-    return False  # one seed has no spread to compare against
+    return False  # one seed has no spread to judge by
   return abs(np.mean(a) - np.mean(b)) > np.std(a, ddof=1) + np.std(b, ddof=1)
+
+
+def versus(a: list[float], b: list[float], scale: float = 1.0, digits: int = 3) -> str:
+  """Cell a against cell b over seeds: the difference of the means (times
+  `scale`) where it is beyond noise (beyond_noise), else 'within noise'."""
+  if not a or not b:
+    return NOT_RUN
+  if len(a) < 2 or len(b) < 2:
+    return 'one seed: no spread'
+  if not beyond_noise(a, b):
+    return 'within noise'
+  return f'{scale * (np.mean(a) - np.mean(b)):+.{digits}f}'
 
 
 def _copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:

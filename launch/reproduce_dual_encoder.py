@@ -147,19 +147,11 @@ def drop_table(results: Results, split: str, popularity: dict[str, float]) -> st
     c10, f10 = (_values(runs, 'test/recall_at_10') for runs in (central, federated))
     drops = [(c - f) / c for c, f in zip(c10, f10) if c]  # seed i against seed i
     cells.append(common.spread(drops, 100, 1) + '%' if drops else common.NOT_RUN)
-    cells.append(_difference(f10, c10))
+    cells.append(common.versus(f10, c10, 100, 2))
     lines.append('| ' + ' | '.join(cells) + ' |')
   lines.append('| popularity | ' + ' | '.join(
       f'{100 * popularity[f"recall_at_{k}"]:.2f}' for k in KS) + ' | | | | | |')
   return '\n'.join(lines)
-
-
-def _difference(a: list[float], b: list[float]) -> str:
-  if not a or not b:
-    return common.NOT_RUN
-  if not common.beyond_noise(a, b):
-    return 'within noise'
-  return 'lower' if np.mean(a) < np.mean(b) else 'higher'
 
 
 def probe_table(results: Results, popularity: dict[str, float]) -> str:
@@ -176,8 +168,8 @@ def probe_table(results: Results, popularity: dict[str, float]) -> str:
            if module == 'launch.train']
   for label, module, runs in rows:
     values = [common.spread(_values(runs, f'test/recall_at_{k}'), 100, 2) for k in KS]
-    versus = ('' if runs is plain[module] else _difference(
-        _values(runs, 'test/recall_at_10'), _values(plain[module], 'test/recall_at_10')))
+    versus = ('' if runs is plain[module] else common.versus(
+        _values(runs, 'test/recall_at_10'), _values(plain[module], 'test/recall_at_10'), 100, 2))
     lines.append(f'| {label} | ' + ' | '.join(values) + f' | {versus} |')
   lines.append('| popularity | ' + ' | '.join(
       f'{100 * popularity[f"recall_at_{k}"]:.2f}' for k in KS) + ' | |')
@@ -245,7 +237,7 @@ Built by `python -m launch.reproduce_dual_encoder` from the cell records in
 mean ± std over seeds {seeds} (each draws the model, cohorts and shuffles).
 C: centralized, F: federated (FedAvg). Drop = (C - F) / C at R@10, per seed.
 "F vs C" calls a difference real only when the means differ by more than the
-two stds added; otherwise "within noise". Popularity ranks movies by how
+two stds added (shown in points of R@10), otherwise "within noise". Popularity ranks movies by how
 often they are a training label.
 
 Settings: {config.data_dir}, batch {config.batch_size}, embedding dim

@@ -13,6 +13,13 @@ launch.train / launch.centralized run in its own directory under --runs_dir
 past 4x) is N/A. A finished cell's metrics, summary and config are recorded
 in --results_dir/cells and not run again. Writes table.md, ndcg_curves.png
 and consistency.png to --results_dir.
+
+The seeded table: --long_rounds (200) rounds over --seeds for FedAvg and,
+at 1x-2x and 1x-16x, FAIR-HET, FAIR-HOM and FedHM (where it can run), and
+FAIR-HET and FAIR-HOM at 1x-64x; mean ± std over the seeds, each of which
+draws the model, the cohorts, the negatives and the hashes. Its cells run
+seed by seed (every configuration's seed 0 first), so a cut reproduction
+has the most configurations.
 """
 
 import asyncio
@@ -50,6 +57,7 @@ TABLE3_SEED = 101  # the paper draws the 1x users with seed 101
 CONSISTENCY_SCHEME = '2x-4x-8x-16x'
 PROBE_CAPACITIES = (2, 4, 16, 64, 256, 1024)
 HOM_BEYOND = ('1x-64x', '1x-256x')  # where does FAIR-HOM collapse, if not at 16x?
+LONG_SCHEMES = ('1x-2x', '1x-16x', '1x-64x')
 
 flags.DEFINE_string('runs_dir', 'runs/fair', 'Where the individual runs go.')
 flags.DEFINE_string('results_dir', 'results/fair_goodreads', 'Where the results go.')
@@ -59,6 +67,8 @@ flags.DEFINE_integer('epochs', 10, 'Central training epochs.', lower_bound=1)
 flags.DEFINE_float('learning_rate', 1e-3, 'Client (and central) Adam learning rate.')
 flags.DEFINE_list('central_learning_rates', ['1e-3', '1e-4'], 'Central training runs at '
                   'each of these Adam learning rates (it overfits within a few epochs).')
+flags.DEFINE_integer('long_rounds', 200, 'Rounds of the seeded table.', lower_bound=1)
+flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of the seeded table.')
 flags.DEFINE_list('only', None, 'Run only these cells (e.g. fedavg,fair_1x-2x), then '
                   'tabulate what exists (--only=none: tabulate only).')
 
@@ -79,10 +89,59 @@ def _cell_run(name: str, module: str, *args: str) -> dict | str:
                          records_dir=_records())
 
 
-def _federated(name: str, algorithm: str, *args: str) -> dict | str:
+def _federated(name: str, algorithm: str, *args: str, rounds: int | None = None
+               ) -> dict | str:
   return _cell_run(name, 'launch.train', f'--algorithm={algorithm}',
-                   f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
+                   f'--rounds={rounds or FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
                    f'--client_learning_rate={FLAGS.learning_rate}', *args)
+
+
+def _long_cells(task) -> dict[str, tuple[str, str | None]]:
+  """The seeded table's configurations: cell stem -> (algorithm, --capacities)."""
+  cells = {'fedavg': ('fedavg', None)}
+  for scheme in LONG_SCHEMES:
+    algorithms = ('fair', 'fair_hom') if scheme == '1x-64x' else tuple(HETEROGENEOUS)
+    for algorithm in algorithms:
+      if algorithm != 'fedhm' or _fedhm_can_run(task, scheme):
+        cells[f'{algorithm}_{scheme}'] = (algorithm, scheme)
+  return cells
+
+
+def run_long(task, seeds: list[int]) -> dict[str, list[str]]:
+  """Runs the seeded table's cells, seed by seed; stem -> its cells' names."""
+  cells = _long_cells(task)
+  names = {stem: [f'long_{stem}_s{s}' for s in seeds] for stem in cells}
+  for i, seed in enumerate(seeds):
+    for stem, (algorithm, scheme) in cells.items():
+      _federated(names[stem][i], algorithm, f'--seed={seed}',
+                 *([f'--capacities={scheme}'] if scheme else []), rounds=FLAGS.long_rounds)
+  return names
+
+
+def long_table(task, names: dict[str, list[str]], popularity: float) -> list[str]:
+  """Final and best NDCG@20, mean ± std over seeds, and HET against HOM / FedAvg."""
+  def finals(stem):
+    return [common.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names[stem]]
+
+  def values(stem, pick):
+    return [pick(c[METRIC]) for c in finals(stem) if c is not None and len(c) and
+            c['round'].max() == FLAGS.long_rounds]
+
+  cells = _long_cells(task)
+  last = {stem: values(stem, lambda v: float(v.iloc[-1])) for stem in names}
+  best = {stem: values(stem, lambda v: float(v.max())) for stem in names}
+  lines = ['| cell | seeds | final NDCG@20 | best NDCG@20 | final vs FedAvg | '
+           'HET vs HOM (final) |', '|---|---|---|---|---|---|',
+           f'| popularity | | {popularity:.3f} | | | |']
+  for stem, (algorithm, scheme) in cells.items():
+    label = HETEROGENEOUS.get(algorithm, 'FedAvg') + (f' {scheme}' if scheme else '')
+    versus = '' if stem == 'fedavg' else common.versus(last[stem], last['fedavg'])
+    het_hom = ''
+    if algorithm == 'fair':
+      het_hom = common.versus(last[stem], last[f'fair_hom_{scheme}'])
+    lines.append(f'| {label} | {len(last[stem])} | {common.spread(last[stem])} | '
+                 f'{common.spread(best[stem])} | {versus} | {het_hom} |')
+  return lines
 
 
 def _central(learning_rate: float) -> tuple[str, dict | str]:
@@ -206,6 +265,8 @@ def main(argv):
                   for lr, (name, summary) in zip(FLAGS.central_learning_rates, central.items())]
   beyond = {scheme: _federated(f'fair_hom_{scheme}', 'fair_hom', f'--capacities={scheme}')
             for scheme in HOM_BEYOND}
+  seeds = [int(s) for s in FLAGS.seeds]
+  long_names = run_long(task, seeds)
 
   results = pathlib.Path(FLAGS.results_dir)
   results.mkdir(parents=True, exist_ok=True)
@@ -251,7 +312,14 @@ central: {FLAGS.epochs} epochs of Adam, evaluated after each. Seed {config.seed}
 {chr(10).join(central_rows)}
 | FedAvg | {_cell(table2['fedavg'], 'fedavg', PAPER_TABLE2['fedavg'])} |
 
-## Table 2: heterogeneous capacities (first half of users 1x, second half cx)
+## {FLAGS.long_rounds} rounds over seeds {seeds}
+
+Mean ± std over the seeds that finished; "vs" columns give the difference of
+the means where it exceeds the two stds added, else "within noise".
+
+{chr(10).join(long_table(task, long_names, popularity['ndcg_at_20']))}
+
+## Table 2 ({FLAGS.rounds} rounds, seed {config.seed}): heterogeneous capacities (first half of users 1x, second half cx)
 
 {chr(10).join(rows2)}
 
