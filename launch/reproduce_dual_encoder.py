@@ -209,7 +209,7 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
       ax.axhline(100 * np.mean(central), color=f'C{i}', linestyle='--', linewidth=1,
                  label=f'centralized {label} (by user, final)')
   plots.save(fig, ax, path, xlabel='round', ylabel='validation recall@10 (%)',
-             title='Federated vs centralized dual encoder, ML-100K (mean, band: seeds)',
+             title='Federated vs centralized dual encoder (mean, band: seeds)',
              legend_columns=2)
 
 
@@ -230,7 +230,7 @@ def main(argv):
   plot(out / 'recall_at_10.png', results, seeds, task.popularity(
       task.split.pooled('train'), task.split.pooled('validation'))['recall_at_10'])
   client, server = LEARNING_RATES[FLAGS.learning_rates]
-  text = f"""# Federated dual encoder on MovieLens: Table 2 of Ning et al.
+  text = f"""# Federated dual encoder on {pathlib.Path(config.data_dir).name}: Table 2 of Ning et al.
 
 Built by `python -m launch.reproduce_dual_encoder` from the cell records in
 `cells/`. Global recall@k (%) of the label among all {task.vocab_size} movies,

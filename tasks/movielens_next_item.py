@@ -11,6 +11,7 @@ import dataclasses
 import functools
 
 import numpy as np
+import pandas as pd
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -21,6 +22,8 @@ from tff_rec.algorithms import baselines
 from tff_rec.data import lean
 from tff_rec.data import movielens
 from tff_rec.data import next_item
+from tff_rec.data import tables
+from tff_rec.data import user_items
 from tff_rec.models import dual_encoder
 from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
@@ -36,8 +39,9 @@ CENTRALIZED_SPLITS = ('by_example', 'by_user')
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = setting.setting(DEFAULT_DATA_DIR,
-                                  'Dataset directory (MovieLens: ml-100k or ml-1m).')
+  data_dir: str = setting.setting(
+      DEFAULT_DATA_DIR, 'Dataset directory: MovieLens (ml-100k or ml-1m) or one '
+      'time-ordered sequence file *.txt, "uid item item ..." (e.g. Amazon Beauty).')
   loss: str = setting.setting('global_softmax', "Retrieval loss (global_softmax: the paper's "
                               'best federated).', choices=sorted(losses.RETRIEVAL_LOSSES))
   spreadout_weight: float = setting.setting(
@@ -82,6 +86,21 @@ def make_config(*, max_examples_per_user: int | None = None, **values) -> Config
   return Config(**values)
 
 
+def load(data_dir: str) -> tuple[pd.DataFrame, np.ndarray]:
+  """(ratings, catalogue item ids) of MovieLens (100K or 1M) or of one time-ordered
+  sequence file *.txt (e.g. Amazon Beauty; positions stand for timestamps)."""
+  sequence = user_items.single_sequence_file(data_dir)
+  if sequence:
+    ratings = next_item.ratings_from_sequences(user_items.read_lines(sequence))
+    return ratings, ratings['item_id'].unique()
+  try:
+    data = movielens.load(data_dir)
+  except tables.DataFormatError as e:
+    raise tables.DataFormatError(f'{e}; or one time-ordered sequence file *.txt with '
+                                 f'{user_items.EXPECTED}') from None
+  return data.ratings, data.items['item_id'].to_numpy()
+
+
 def _to_xy(example):
   return collections.OrderedDict(context=example['context']), example['label']
 
@@ -101,9 +120,9 @@ class MovieLensNextItem:
 
   def __init__(self, config: Config):
     self.config = config
-    data = movielens.load(config.data_dir)
-    vocabulary = next_item.item_vocabulary(data.items['item_id'].to_numpy())
-    self.examples = next_item.make_examples(data.ratings, vocabulary, config.examples)
+    ratings, catalogue = load(config.data_dir)
+    vocabulary = next_item.item_vocabulary(catalogue)
+    self.examples = next_item.make_examples(ratings, vocabulary, config.examples)
     self.split = next_item.federated_split(self.examples, config.examples)
     self.train_data = self.split.client_data('train')
     self.vocab_size = self.examples.vocab_size

@@ -98,9 +98,9 @@ def load(config: Config) -> leave_one_out.LeaveOneOut:
   root = pathlib.Path(config.data_dir)
   options = dict(min_interactions=config.min_interactions, num_negatives=EVAL_CANDIDATES,
                  seed=config.seed)
-  sequences = sorted(root.glob('*.txt')) if root.is_dir() else []
-  if len(sequences) == 1 and not (root / 'u.data').exists():
-    return leave_one_out.from_sequences(user_items.read_lines(sequences[0]), **options)
+  sequence = user_items.single_sequence_file(root)
+  if sequence:
+    return leave_one_out.from_sequences(user_items.read_lines(sequence), **options)
   try:
     return leave_one_out.from_ratings(movielens.load(root).ratings, **options)
   except tables.DataFormatError as e:

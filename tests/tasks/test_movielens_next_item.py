@@ -127,3 +127,22 @@ def test_federated_global_softmax_beats_popularity_on_real_ml100k(real_ml100k, t
   popularity = task.popularity(task.split.pooled('train'), task.split.pooled('test'))
   assert popularity['recall_at_10'] == pytest.approx(0.046, abs=0.002)
   assert metrics['recall_at_10'] > popularity['recall_at_10'] + 0.01
+
+
+def test_a_sequence_file_gives_each_users_next_items_in_file_order(tmp_path):
+  from tests import fixtures
+  sequences = {u: [10 + (u + k) % 7 for k in range(6)] for u in range(1, 41)}
+  root = fixtures.write_user_items(tmp_path / 'beauty', sequences)
+  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(root), batch_size=2))
+  assert task.vocab_size == 7  # items 10..16 -> 1..7
+  assert len(task.train_client_ids) == 32  # 80% of 40 users, by sorted id
+  first = task.client_examples(task.train_client_ids[0])  # user 1: items 11, 12, ..., 16
+  np.testing.assert_array_equal(first['label'], [3, 4, 5, 6, 7])
+  np.testing.assert_array_equal(first['context'][1][:3], [2, 3, 0])
+
+
+def test_a_directory_that_is_neither_names_both_formats(tmp_path):
+  from tff_rec.data import tables
+  (tmp_path / 'empty').mkdir()
+  with pytest.raises(tables.DataFormatError, match='not a MovieLens directory.*sequence file'):
+    task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(tmp_path / 'empty')))

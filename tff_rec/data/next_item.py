@@ -55,6 +55,16 @@ class UserExamples:
     return {'context': self.context[mask], 'label': self.label[mask]}
 
 
+def ratings_from_sequences(sequences: dict[int, np.ndarray]) -> pd.DataFrame:
+  """Time-ordered item sequences as ratings whose timestamp is the position."""
+  users = list(sequences)
+  lengths = [len(sequences[u]) for u in users]
+  return pd.DataFrame({
+      'user_id': np.repeat(users, lengths),
+      'item_id': np.concatenate([sequences[u] for u in users]),
+      'timestamp': np.concatenate([np.arange(n) for n in lengths])})
+
+
 def item_vocabulary(item_ids: np.ndarray) -> pd.Index:
   """Maps catalogue item ids to 1..V (position in the index + 1)."""
   return pd.Index(np.unique(item_ids))

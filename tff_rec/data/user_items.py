@@ -73,6 +73,13 @@ def read_lines(path: pathlib.Path) -> dict[int, np.ndarray]:
   return users
 
 
+def single_sequence_file(data_dir: str | pathlib.Path) -> pathlib.Path | None:
+  """The one *.txt of a directory with no MovieLens u.data: a sequence file."""
+  root = pathlib.Path(data_dir)
+  candidates = sorted(root.glob('*.txt')) if root.is_dir() else []
+  return candidates[0] if len(candidates) == 1 and not (root / 'u.data').exists() else None
+
+
 def split_sequences(sequences: dict[int, np.ndarray], test_fraction: float
                     ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
   """Each user's last ceil(fraction * len) items (at most len - 1) go to test."""
