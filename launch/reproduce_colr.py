@@ -17,12 +17,17 @@ epochs, batch 256, decay 5e-4, 4 negatives). Cells:
   in-process runtime, its payloads summed by TFF's plain sum and by its secure
   sum (SecureSumFactory); and what an additive sum makes of each method's
   payloads (CoLR exact; SVD factors and top-k pairs wrong).
-Each cell is a launch.train run under --runs_dir (resumable); finished cells
-are recorded in --results_dir/cells and not run again. Writes table.md,
-payload_hr.png and compression_hr.png to --results_dir.
+Each configuration runs for every seed of --seeds (seed 0's cell is NAME,
+another seed's NAME_sS; each seed draws the model, the cohorts, the negatives
+and the bases), and the tables show mean ± std. Each cell is a launch.train
+run under --runs_dir (resumable); finished cells are recorded in
+--results_dir/cells and not run again. Writes table.md, payload_hr.png and
+compression_hr.png to --results_dir.
 """
 
 import collections
+import dataclasses
+import json
 import os
 import pathlib
 
@@ -49,6 +54,7 @@ flags.DEFINE_integer('rounds', 1000, 'Federated rounds.', lower_bound=1)
 flags.DEFINE_integer('eval_every', 100, 'Evaluation period.', lower_bound=1)
 flags.DEFINE_float('secure_bound', 10.0, "The secure sum's clipping bound on each value.",
                    lower_bound=0)
+flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every configuration.')
 flags.DEFINE_list('only', None, 'Run only these cells (e.g. fedmf_d64,colr_r4), then '
                   'tabulate what exists (--only=none: tabulate only).')
 FLAGS = flags.FLAGS
@@ -78,12 +84,24 @@ def _wanted(name: str) -> bool:
   return not FLAGS.only or name in FLAGS.only
 
 
-def _cell(name: str, algorithm: str, *args: str) -> dict | str:
-  return common.run_cell(
-      FLAGS.runs_dir, name, 'launch.train', f'--algorithm={algorithm}',
-      f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
-      f'--checkpoint_every={FLAGS.eval_every}', *args, wanted=_wanted(name),
-      records_dir=_records())
+def _seeds() -> list[int]:
+  return [int(s) for s in FLAGS.seeds]
+
+
+def _seeded(name: str, seed: int) -> str:
+  return name if seed == 0 else f'{name}_s{seed}'
+
+
+def _cell(name: str, algorithm: str, *args: str) -> list[str]:
+  """Runs a configuration for every seed (what is not recorded yet); its cells."""
+  cells = [_seeded(name, seed) for seed in _seeds()]
+  for seed, cell in zip(_seeds(), cells):
+    common.run_cell(
+        FLAGS.runs_dir, cell, 'launch.train', f'--algorithm={algorithm}',
+        f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
+        f'--checkpoint_every={FLAGS.eval_every}', *args, f'--seed={seed}',
+        wanted=_wanted(cell), records_dir=_records())
+  return cells
 
 
 def _metrics(name: str) -> pd.DataFrame | None:
@@ -91,22 +109,31 @@ def _metrics(name: str) -> pd.DataFrame | None:
   return pd.read_csv(path) if path.exists() else None
 
 
-def _result(summary, name: str) -> dict | None:
-  """HR, NDCG, KB up / down per client per round, and seconds per round of a cell."""
-  rows = _metrics(name)
-  if isinstance(summary, str) or rows is None:
+def _result(cells: list[str]) -> dict | None:
+  """Over a configuration's finished seeds: HR and NDCG (lists), KB up / down per
+  client per round and seconds per round (means)."""
+  runs = []
+  for cell in cells:
+    summary = common.cell_file(FLAGS.runs_dir, cell, 'summary.json', _records())
+    if summary.exists():
+      runs.append((json.loads(summary.read_text()), _metrics(cell)))
+  if not runs:
     return None
-  return dict(hr=summary[HR], ndcg=summary[NDCG],
-              kb_up=common.recorded(rows, 'train/aggregator/bytes_up').mean() / 1024,
-              kb_down=common.recorded(summary, 'train/aggregator/bytes_down_update') / 1024,
-              seconds=rows['train/round_seconds'].median())
+  return dict(
+      hr=[s[HR] for s, _ in runs], ndcg=[s[NDCG] for s, _ in runs],
+      kb_up=np.mean([common.recorded(r, 'train/aggregator/bytes_up').mean() for _, r in runs])
+      / 1024,
+      kb_down=np.mean([common.recorded(s, 'train/aggregator/bytes_down_update')
+                       for s, _ in runs]) / 1024,
+      seconds=np.mean([r['train/round_seconds'].median() for _, r in runs]))
 
 
 def _fmt(result: dict | None, base: dict | None = None) -> str:
+  """'HR (share of FedMF-64's) / NDCG', each mean ± std over the seeds."""
   if result is None:
     return 'not run'
-  share = f' ({100 * result["hr"] / base["hr"]:.0f}%)' if base else ''
-  return f'{result["hr"]:.3f}{share} / {result["ndcg"]:.3f}'
+  share = f' ({100 * np.mean(result["hr"]) / np.mean(base["hr"]):.0f}%)' if base else ''
+  return f'{common.spread(result["hr"])}{share} / {common.spread(result["ndcg"])}'
 
 
 def additive_sum_errors(task, clients: int = 10, rank: int = SECURE_RANK) -> dict[str, float]:
@@ -163,7 +190,7 @@ def additive_sum_errors(task, clients: int = 10, rank: int = SECURE_RANK) -> dic
 def plot(path: pathlib.Path, series: dict[str, dict[int, dict]], title: str) -> None:
   fig, ax = plots.figure()
   for label, results in series.items():
-    points = sorted((r['kb_up'], r['hr']) for r in results.values() if r)
+    points = sorted((r['kb_up'], np.mean(r['hr'])) for r in results.values() if r)
     if points:
       ax.plot(*zip(*points), marker='o', label=label)
   ax.set_xscale('log', base=2)
@@ -176,8 +203,9 @@ def main(argv):
   FLAGS.task = 'movielens_ranking'
   config = common.task_config()
   task = movielens_ranking.MovieLensRanking(config)
-  scores = task.popularity('test')
-  popularity = dict(hr=scores['hr_at_10'], ndcg=scores['ndcg_at_10'])
+  scores = [movielens_ranking.MovieLensRanking(dataclasses.replace(config, seed=seed))
+            .popularity('test') for seed in _seeds()]  # each seed draws the negatives
+  popularity = dict(hr=[s['hr_at_10'] for s in scores], ndcg=[s['ndcg_at_10'] for s in scores])
   cells = {'fedmf_d64': _cell('fedmf_d64', 'fedmf'), 'colr_r4': _cell('colr_r4', 'colr',
                                                                        '--rank=4')}
   for r in RANKS:
@@ -191,10 +219,7 @@ def main(argv):
             f'secure sum (bound {FLAGS.secure_bound:g})': _cell(
                 'colr_recon_secure', 'colr', *secure_args,
                 f'--secure_sum_bound={FLAGS.secure_bound}')}
-  names = {'plain sum': 'colr_recon_plain'}
-  names.update({k: 'colr_recon_secure' for k in secure if k != 'plain sum'})
-
-  results = {name: _result(summary, name) for name, summary in cells.items()}
+  results = {name: _result(runs) for name, runs in cells.items()}
   base = results['fedmf_d64']
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
@@ -234,13 +259,13 @@ def main(argv):
     x = results[f'scolr_R{big}']
     table4.append(f'| {big} | {kb(x)} | {_fmt(x, base)} |')
   secure_rows = ['| CoLR r = 4, reconstructed users, in-process | HR / NDCG | '
-                 'values clipped (upper / lower, all rounds) |', '|---|---|---|']
-  for label, summary in secure.items():
-    rows = _metrics(names[label])
-    counts = sorted((c for c in (rows if rows is not None else []) if 'clipped_count' in c),
+                 'values clipped (upper / lower, all rounds and seeds) |', '|---|---|---|']
+  for label, cells in secure.items():
+    frames = [f for f in map(_metrics, cells) if f is not None]
+    counts = sorted((c for c in (frames[0] if frames else []) if 'clipped_count' in c),
                     reverse=True)  # upper, lower; the plain sum clips nothing
-    clipped = ' / '.join(f'{rows[c].sum():.0f}' for c in counts) or '-'
-    secure_rows.append(f'| {label} | {_fmt(_result(summary, names[label]))} | {clipped} |')
+    clipped = ' / '.join(f'{sum(f[c].sum() for f in frames):.0f}' for c in counts) or '-'
+    secure_rows.append(f'| {label} | {_fmt(_result(cells))} | {clipped} |')
   tf.get_logger().setLevel('ERROR')  # each client's training traces its own loss once
   errors = additive_sum_errors(task)
   additive = ['| payloads summed elementwise (as secure aggregation does) | relative error |',
@@ -253,7 +278,8 @@ item ranked among 99 unseen items; ties count against it); (%) = share of
 FedMF-64's HR. Client SGD 0.5 (each embedding row moves by the mean gradient
 of its batch occurrences, as the official code), {config.local_epochs} local epochs, batch
 {config.batch_size}, {config.num_negatives} negatives per positive, decay {config.l2}; the
-server adds the cohort's mean update. User vectors stored on their clients. Seed {config.seed}.
+server adds the cohort's mean update. User vectors stored on their clients. Mean ± std over
+seeds {_seeds()}; a difference inside the seeds' spread is noise.
 
 | | HR@10 / NDCG@10 |
 |---|---|
