@@ -39,9 +39,9 @@ from tasks import movielens_next_item
 LOSSES = {'batch_softmax': 'BS', 'batch_softmax_spreadout': 'BS+S',
           'hinge_spreadout': 'H+S', 'global_softmax': 'GS'}
 KS = (1, 5, 10)
-SPLITS = {'by_user': 'like for like: trained on the federated training users, scored on '
-                     'the federated test users',
-          'by_example': "the paper's protocol: all users' examples split 80/10/10 by "
+SPLITS = {'by_user': 'Like for like: C trained on the federated training users and '
+                     'scored on the federated test users',
+          'by_example': "The paper's protocol: C on all users' examples split 80/10/10 by "
                         'example, scored on its test tenth'}
 PROBES = {  # name -> (label, launcher, flags); plain BS is the central_by_user/fed cells
     'central_bs_hits': ('centralized BS, accidental hits masked', 'launch.centralized',
@@ -134,7 +134,8 @@ def _values(runs: list[dict], key: str) -> list[float]:
   return [r[key] for r in runs]
 
 
-def drop_table(results: Results, split: str, popularity: dict[str, float]) -> str:
+def drop_table(results: Results, split: str, popularity: dict[str, dict[str, float]]
+               ) -> str:
   """Per loss: centralized and federated recall@k (%), and the R@10 drop."""
   header = ['loss', *(f'C R@{k}' for k in KS), *(f'F R@{k}' for k in KS), 'drop R@10',
             'F vs C at R@10']
@@ -150,7 +151,8 @@ def drop_table(results: Results, split: str, popularity: dict[str, float]) -> st
     cells.append(common.versus(f10, c10, 100, 2))
     lines.append('| ' + ' | '.join(cells) + ' |')
   lines.append('| popularity | ' + ' | '.join(
-      f'{100 * popularity[f"recall_at_{k}"]:.2f}' for k in KS) + ' | | | | | |')
+      f'{100 * popularity[part][f"recall_at_{k}"]:.2f}' for part in (split, 'by_user')
+      for k in KS) + ' | | |')
   return '\n'.join(lines)
 
 
@@ -253,16 +255,16 @@ which was chosen and why).
 
 {rates_table(results)}
 
-## Like for like ({SPLITS['by_user']})
+## {SPLITS['by_user']}
 
-{drop_table(results, 'by_user', popularity['by_user'])}
+{drop_table(results, 'by_user', popularity)}
 
-## The paper's protocol ({SPLITS['by_example']})
+## {SPLITS['by_example']}
 
-C is scored on a different test set from F here (its popularity row is the
+C is scored on a different test set from F here (its popularity is the
 by-example split's, seed {config.seed}).
 
-{drop_table(results, 'by_example', popularity['by_example'])}
+{drop_table(results, 'by_example', popularity)}
 
 Paper (MovieLens 1M): drop at R@10 27.22% (BS), 18.37% (BS+S), 6.46% (H+S),
 0.53% (GS).
