@@ -15,9 +15,10 @@ FedSubAvg, CoLR r = 4, CoLR r = 4 + FedSubAvg (the correction scales the rows
 of the mean A, which commutes with the shared basis B); and the last three at a
 tenth of the server learning rate.
 
-Seed 0 of a part alone is the paper reproduction's own record where it ran
-with the same flags (results/fair_goodreads, results/colr_movielens); every
-other cell is recorded in results/combinations/cells. Each seed draws the
+A part alone is the paper reproduction's own record where it ran with the
+same flags and seed (results/fair_goodreads, results/colr_movielens: seed 0
+NAME, seed S NAME_sS); every other cell is recorded in
+results/combinations/cells. Each seed draws the
 model, the cohorts and the negatives.
 """
 
@@ -34,7 +35,7 @@ import tasks  # pylint: disable=g-bad-import-order
 flags.DEFINE_string('runs_dir', 'runs/combinations', 'Where the individual runs go.')
 flags.DEFINE_string('results_dir', 'results/combinations', 'Where the results go.')
 flags.DEFINE_list('tables', ['goodreads', 'movielens'], 'Which tables.')
-flags.DEFINE_list('seeds', ['0', '1'], 'Seeds of every cell.')
+flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every cell.')
 flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
 FLAGS = flags.FLAGS
 LOSS = 'train/client_work/train/loss'  # both tasks' training loss after the last round
@@ -90,9 +91,11 @@ def _records() -> pathlib.Path:
 
 def _cell(table: Table, row: str, seed: int) -> dict | str:
   _, args, paper_record = table.rows[row]
-  if seed == 0 and paper_record and (pathlib.Path(paper_record) / 'summary.json').exists():
-    return common.run_cell('', pathlib.Path(paper_record).name, '', wanted=False,
-                           records_dir=str(pathlib.Path(paper_record).parent))
+  if paper_record:  # the paper reproduction's cell of this seed, where it ran
+    record = pathlib.Path(paper_record)
+    name = record.name if seed == 0 else f'{record.name}_s{seed}'
+    if (record.parent / name / 'summary.json').exists():
+      return common.run_cell('', name, '', wanted=False, records_dir=str(record.parent))
   return common.run_cell(f'{FLAGS.runs_dir}/{table.task}', f'{row}_s{seed}', 'launch.train',
                          *args,
                          *table.args, f'--seed={seed}', wanted=FLAGS.only == 'all',
