@@ -15,9 +15,8 @@ all users' examples 80/10/10. Neither scores an example it trained on.
 Two more groups of cells explain the batch softmax. `probe_*`: centralized
 (by_user) batch softmax with tfrs's corrections: accidental hits masked, the
 log-q sampling correction, both; and federated batch softmax with log-q.
-`lr_*`: the learning-rate check at the paper's cohort (the official run's
-client SGD 0.01 / server Adam 1.0 against ours), seed 0, which picked the
-federated rates.
+`lr_*`: the learning-rate check at the paper's cohort, seed 0: the official
+run's client SGD 0.01 / server Adam 1.0 (ours is the fed_*_s0 cell).
 
 Every cell runs in its own process and directory under --runs_dir and, once
 finished, is recorded in --results_dir/cells (config, metrics, summary); a
@@ -112,12 +111,14 @@ def run_all(task, seeds: list[int]) -> Results:
   def finished(cells):
     return [c for c in cells if isinstance(c, dict)]
 
-  rates = {(loss, r): _cell(f'lr_{loss}_{r}_s0', 'launch.train', f'--loss={loss}', '--seed=0',
-                            *_federated_args(task, r))
-           for loss in LOSSES for r in LEARNING_RATES}
   federated = {loss: finished(_cell(f'fed_{loss}_s{s}', 'launch.train', f'--loss={loss}',
                                     f'--seed={s}', *_federated_args(task, FLAGS.learning_rates))
                               for s in seeds) for loss in LOSSES}
+  # The chosen rates' seed-0 run is the fed_ cell itself.
+  rates = {(loss, r): _cell(f'lr_{loss}_{r}_s0' if r != FLAGS.learning_rates else
+                            f'fed_{loss}_s0', 'launch.train', f'--loss={loss}', '--seed=0',
+                            *_federated_args(task, r))
+           for loss in LOSSES for r in LEARNING_RATES}
   central = {split: {loss: finished(_cell(f'central_{split}_{loss}_s{s}', 'launch.centralized',
                                           f'--loss={loss}', f'--seed={s}', *_central_args(split))
                                     for s in seeds) for loss in LOSSES} for split in SPLITS}
