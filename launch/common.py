@@ -281,7 +281,10 @@ def cell_file(runs_dir: str, name: str, file: str, records_dir: str | None = Non
 
 def read_curve(runs_dir: str, name: str, metric: str, records_dir: str | None = None
                ) -> pd.DataFrame | None:
-  """The rows of a cell's metrics.csv where `metric` was evaluated, or None."""
+  """The rows of a finished cell's metrics.csv where `metric` was evaluated, or
+  None (a cell cut short is not read: its last row is not its result)."""
+  if not cell_file(runs_dir, name, 'summary.json', records_dir).exists():
+    return None
   path = cell_file(runs_dir, name, 'metrics.csv', records_dir)
   rows = pd.read_csv(path) if path.exists() else None
   if rows is None or metric not in rows:  # not evaluated yet

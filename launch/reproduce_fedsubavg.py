@@ -104,7 +104,8 @@ def _records() -> str:
 
 
 def _curve(name: str, metric: str):
-  """(steps, values) of a cell's evaluations; empty when it has none (not run, failed)."""
+  """(steps, values) of a finished cell's evaluations; empty when it has none (not
+  run, cut short, failed)."""
   rows = common.read_curve(FLAGS.runs_dir, name, metric, _records())
   if rows is None:
     return np.array([]), np.array([])
@@ -198,7 +199,10 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   done = [s for s in seeds if targets[s] is not None]
   task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(**spec['task']))
   lower = spec['lower_is_better']
-  rows = ['| rounds to target | ' + ' | '.join(_rounds_cell(
+  rows = ['| seeds run | ' + ' | '.join(
+      str(sum(bool(_curve(name, spec['metric'])[0].size) for name in finals[m]))
+      for m in METHODS) + ' |']
+  rows += ['| rounds to target | ' + ' | '.join(_rounds_cell(
       [r for s in done if (r := _rounds_to(finals[m][seeds.index(s)], spec['metric'],
                                            targets[s], lower)) is not None], rounds)
       for m in METHODS) + ' |']
@@ -223,8 +227,8 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       f'Target, per seed: {rule}: '
       + (common.spread([targets[s] for s in done], digits=4) if done else common.NOT_RUN)
       + f'. Converged CentralSGD: {converged_text}. Evaluated every {FLAGS.eval_every} '
-      'rounds: rounds to target are resolved to that. Mean ± std over seeds '
-      f'{seeds}.', '',
+      'rounds: rounds to target are resolved to that. Mean ± std over the seeds of '
+      f'{seeds} that ran (a single value: one seed).', '',
       '| | ' + ' | '.join(METHODS.values()) + ' |', '|---' * (len(METHODS) + 1) + '|',
       *rows,
       f'| learning rate (grid after {_rounds(setting, "sweep_rounds")} rounds, seed 0) | '
