@@ -22,15 +22,13 @@ results/combinations/cells. Each seed draws the
 model, the cohorts and the negatives.
 """
 
-import dataclasses
-import math
 import pathlib
 
 from absl import app
 from absl import flags
 
 from launch import common
-import tasks  # pylint: disable=g-bad-import-order
+from launch import seeded_table
 
 flags.DEFINE_string('runs_dir', 'runs/combinations', 'Where the individual runs go.')
 flags.DEFINE_string('results_dir', 'results/combinations', 'Where the results go.')
@@ -38,21 +36,9 @@ flags.DEFINE_list('tables', ['goodreads', 'movielens'], 'Which tables.')
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every cell.')
 flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
 FLAGS = flags.FLAGS
-LOSS = 'train/client_work/train/loss'  # both tasks' training loss after the last round
-
-
-@dataclasses.dataclass(frozen=True)
-class Table:
-  task: str
-  title: str
-  metrics: tuple[str, ...]  # the first is the headline
-  rows: dict  # cell -> (label, launcher args, the paper reproduction's record of seed 0)
-  args: tuple[str, ...]
-  popularity: str  # the task's popularity() part ('' for its default)
-
 
 TABLES = {
-    'goodreads': Table(
+    'goodreads': seeded_table.Table(
         'goodreads_ranking', 'Goodreads-100: FAIR tiers with FedSubAvg\'s correction',
         ('test/ndcg_at_20', 'test/recall_at_20'),
         {'fedavg': ('FedAvg', ('--algorithm=fedavg',), 'results/fair_goodreads/cells/fedavg'),
@@ -62,7 +48,7 @@ TABLES = {
          'fair_fedsubavg': ('FAIR-HET 1x-2x + FedSubAvg', (
              '--algorithm=fair', '--capacities=1x-2x', '--stack=fedsubavg'), None)},
         ('--rounds=50', '--eval_every=10', '--client_learning_rate=0.001'), ''),
-    'movielens': Table(
+    'movielens': seeded_table.Table(
         'movielens_ranking', 'ML-100K leave-one-out: CoLR with FedSubAvg\'s correction',
         ('test/hr_at_10', 'test/ndcg_at_10'),
         {'fedmf': ('FedMF-64', ('--algorithm=fedmf', '--embedding_dim=64'),
@@ -85,55 +71,6 @@ TABLES = {
 }
 
 
-def _records() -> pathlib.Path:
-  return pathlib.Path(FLAGS.results_dir) / 'cells'
-
-
-def _cell(table: Table, row: str, seed: int) -> dict | str:
-  _, args, paper_record = table.rows[row]
-  if paper_record:  # the paper reproduction's cell of this seed, where it ran
-    record = pathlib.Path(paper_record)
-    name = record.name if seed == 0 else f'{record.name}_s{seed}'
-    if (record.parent / name / 'summary.json').exists():
-      return common.run_cell('', name, '', wanted=False, records_dir=str(record.parent))
-  return common.run_cell(f'{FLAGS.runs_dir}/{table.task}', f'{row}_s{seed}', 'launch.train',
-                         *args,
-                         *table.args, f'--seed={seed}', wanted=FLAGS.only == 'all',
-                         records_dir=str(_records() / table.task))
-
-
-def _popularity(table: Table, seed: int) -> dict[str, float]:
-  module = tasks.TASKS[table.task]
-  task = module.Task(module.make_config(seed=seed))
-  values = task.popularity(table.popularity) if table.popularity else task.popularity()
-  return {f'test/{k}': v for k, v in values.items()}
-
-
-def tabulate(name: str, seeds: list[int]) -> list[str]:
-  table = TABLES[name]
-  FLAGS.task = table.task
-  header = [*(m.split('/')[-1] for m in table.metrics), 'per seed (' + table.metrics[0]
-            .split('/')[-1] + ')']
-  lines = [f'## {table.title}', '',
-           f'`--task={table.task}` {" ".join(table.args)}; seeds {seeds}; mean ± std '
-           'over the seeds (sample std).', '',
-           '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
-  results = {'popularity': [_popularity(table, s) for s in seeds]}
-  for row in table.rows:
-    results[row] = [r for r in (_cell(table, row, s) for s in seeds) if isinstance(r, dict)]
-  labels = {'popularity': 'popularity', **{k: v[0] for k, v in table.rows.items()}}
-  for row, runs in results.items():
-    diverged = sum(math.isnan(common.recorded(r, LOSS, 0.0)) for r in runs)
-    if diverged:  # a NaN model scores zero: say what happened instead
-      lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * len(table.metrics))
-                   + f' | training loss NaN in {diverged} of {len(runs)} seeds |')
-      continue
-    per_metric = [common.spread([r[m] for r in runs]) for m in table.metrics]
-    per_seed = ', '.join(f'{r[table.metrics[0]]:.3f}' for r in runs) or 'not run'
-    lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric) + f' | {per_seed} |')
-  return lines + ['']
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
@@ -143,7 +80,9 @@ def main(argv):
            'Built by `python -m launch.reproduce_combinations` from the cell records. '
            'See README.md here for the reading.', '']
   for name in FLAGS.tables:
-    lines += tabulate(name, seeds)
+    lines += seeded_table.tabulate(TABLES[name], seeds, FLAGS.runs_dir,
+                                   pathlib.Path(FLAGS.results_dir) / 'cells',
+                                   wanted=FLAGS.only == 'all')
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
   path = out / ('table.md' if len(FLAGS.tables) == len(TABLES) else

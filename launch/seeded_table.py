@@ -1,0 +1,89 @@
+"""A table of methods over seeds, rebuilt from cell records, with a popularity row.
+
+The shape of the cross-paper combinations and of the second-dataset headline
+tables: each row is one launch.train configuration, run once per seed, and
+shown as mean ± std (sample std) of its metrics with the per-seed values.
+"""
+
+import dataclasses
+import math
+import pathlib
+
+from launch import common
+import tasks
+
+LOSS = 'train/client_work/train/loss'  # every task's training loss after the last round
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+  task: str
+  title: str
+  metrics: tuple[str, ...]  # the first is the headline
+  rows: dict  # cell -> (label, launcher args, the paper reproduction's record of seed 0)
+  args: tuple[str, ...]
+  # The task's popularity() part ('' for its default, test; None: no popularity row).
+  popularity: str | None
+  # Task settings (name -> value) beyond the defaults, e.g. another data_dir:
+  # given to every run of the table and to the popularity row's task.
+  task_settings: tuple[tuple[str, object], ...] = ()
+
+  def caption(self) -> str:
+    settings = ' '.join(f'--{name}={value}' for name, value in self.task_settings)
+    return ' '.join(filter(None, (f'`--task={self.task}`', settings, *self.args)))
+
+
+def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib.Path,
+          wanted: bool) -> dict | str:
+  """A row's run of one seed (run now if `wanted` and not recorded yet)."""
+  _, args, paper_record = table.rows[row]
+  if paper_record:  # the paper reproduction's cell of this seed, where it ran
+    record = pathlib.Path(paper_record)
+    name = record.name if seed == 0 else f'{record.name}_s{seed}'
+    if (record.parent / name / 'summary.json').exists():
+      return common.run_cell('', name, '', wanted=False, records_dir=str(record.parent))
+  settings = [f'--{name}={value}' for name, value in table.task_settings]
+  return common.run_cell(f'{runs_dir}/{table.task}', f'{row}_s{seed}', 'launch.train',
+                         *settings, *args, *table.args, f'--seed={seed}', wanted=wanted,
+                         records_dir=str(records_dir / table.task))
+
+
+def _popularity(table: Table, seed: int) -> dict[str, float]:
+  module = tasks.TASKS[table.task]
+  task = module.Task(module.make_config(seed=seed, **dict(table.task_settings)))
+  values = task.popularity(table.popularity) if table.popularity else task.popularity()
+  return {f'{table.popularity or "test"}/{k}': v for k, v in values.items()}
+
+
+def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.Path,
+            wanted: bool) -> dict[str, list[dict]]:
+  """Runs the table's missing cells (if `wanted`); row -> its finished seeds' summaries."""
+  common.FLAGS.task = table.task  # run_cell passes the task flags on to each run
+  results = {}
+  if table.popularity is not None:
+    results['popularity'] = [_popularity(table, s) for s in seeds]
+  for row in table.rows:
+    results[row] = [r for r in (_cell(table, row, s, runs_dir, records_dir, wanted)
+                                for s in seeds) if isinstance(r, dict)]
+  return results
+
+
+def tabulate(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.Path,
+             wanted: bool) -> list[str]:
+  """Runs the table's missing cells (if `wanted`); its markdown lines."""
+  header = [*(m.split('/')[-1] for m in table.metrics), 'per seed (' + table.metrics[0]
+            .split('/')[-1] + ')']
+  lines = [f'## {table.title}', '',
+           f'{table.caption()}; seeds {seeds}; mean ± std over the seeds (sample std).', '',
+           '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
+  labels = {'popularity': 'popularity', **{k: v[0] for k, v in table.rows.items()}}
+  for row, runs in collect(table, seeds, runs_dir, records_dir, wanted).items():
+    diverged = sum(math.isnan(common.recorded(r, LOSS, 0.0)) for r in runs)
+    if diverged:  # a NaN model scores zero: say what happened instead
+      lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * len(table.metrics))
+                   + f' | training loss NaN in {diverged} of {len(runs)} seeds |')
+      continue
+    per_metric = [common.spread([r[m] for r in runs]) for m in table.metrics]
+    per_seed = ', '.join(f'{r[table.metrics[0]]:.3f}' for r in runs) or 'not run'
+    lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric) + f' | {per_seed} |')
+  return lines + ['']
