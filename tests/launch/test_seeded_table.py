@@ -1,0 +1,41 @@
+"""Seeded tables from cell records: mean ± std, per-seed values, reused records."""
+
+import json
+import math
+
+from launch import seeded_table
+
+LOSS = seeded_table.LOSS
+
+
+def _record(root, name, **summary):
+  (root / name).mkdir(parents=True)
+  (root / name / 'summary.json').write_text(json.dumps(summary))
+
+
+def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
+  records = tmp_path / 'cells'
+  task = records / 'movielens_ranking'
+  _record(task, 'a_s0', **{'test/hr': 0.1, LOSS: 0.5})
+  _record(task, 'a_s1', **{'test/hr': 0.3, LOSS: 0.4})
+  _record(task, 'nan_s0', **{'test/hr': 0.0, LOSS: math.nan})
+  # A row may reuse another reproduction's record: NAME for seed 0, NAME_sS after.
+  _record(tmp_path / 'other', 'paper', **{'test/hr': 0.2, LOSS: 0.3})
+  _record(tmp_path / 'other', 'paper_s1', **{'test/hr': 0.4, LOSS: 0.3})
+  table = seeded_table.Table(
+      'movielens_ranking', 'T', ('test/hr',),
+      {'a': ('A', ('--x=1',), None), 'nan': ('NaN', (), None),
+       'gone': ('Gone', (), None), 'paper': ('P', (), tmp_path / 'other' / 'paper')},
+      ('--rounds=3',), None, (('data_dir', 'd'),))
+
+  lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), records,
+                                wanted=False)
+
+  assert lines[2] == ('`--task=movielens_ranking` --data_dir=d --rounds=3; seeds [0, 1]; '
+                      'mean ± std over the seeds (sample std).')
+  rows = lines[6:-1]
+  assert rows == ['| A | 0.200 ± 0.141 | 0.100, 0.300 |',
+                  '| NaN | diverged | training loss NaN in 1 of 1 seeds |',
+                  '| Gone | not run | not run |',
+                  '| P | 0.300 ± 0.141 | 0.200, 0.400 |']
+  assert not (tmp_path / 'runs').exists()
