@@ -49,10 +49,14 @@ def _rate(rate: float) -> str:
   return f'{rate:g}'
 
 
+def _sweep_row(rate: float) -> str:
+  return f'colr_lr{_rate(rate)}'
+
+
 SWEEP = seeded_table.Table(
     'movielens_ranking', 'Client learning rate: CoLR r = 4, validation, seed 0',
     (SWEEP_METRIC, 'validation/ndcg_at_10'),
-    {f'colr_lr{_rate(r)}': (f'CoLR r=4, client SGD {_rate(r)}', (
+    {_sweep_row(r): (f'CoLR r=4, client SGD {_rate(r)}', (
         '--algorithm=colr', '--rank=4', f'--client_learning_rate={_rate(r)}'), None)
      for r in SWEEP_RATES},
     ARGS, 'validation', BEAUTY)
@@ -61,7 +65,7 @@ SWEEP = seeded_table.Table(
 def headline(rate: float, records: pathlib.Path) -> seeded_table.Table:
   """FedMF-64 and CoLR r = 4 at `rate`; CoLR's seed 0 is the sweep's cell."""
   rate_flag = f'--client_learning_rate={_rate(rate)}'
-  sweep_cell = records / SWEEP.task / f'colr_lr{_rate(rate)}_s0'
+  sweep_cell = records / SWEEP.task / f'{_sweep_row(rate)}_s0'
   return seeded_table.Table(
       'movielens_ranking', f'FedMF-64 against CoLR r = 4 at client SGD {_rate(rate)}',
       METRICS,
@@ -70,11 +74,10 @@ def headline(rate: float, records: pathlib.Path) -> seeded_table.Table:
       ARGS, 'test', BEAUTY)
 
 
-def _chosen_rate(records: pathlib.Path, wanted: bool) -> float | None:
-  """The sweep's rate with the best validation HR@10 (None until all have run;
-  a run whose model became NaN counts as the worst)."""
-  results = seeded_table.collect(SWEEP, [0], FLAGS.runs_dir, records, wanted)
-  scores = {rate: results[f'colr_lr{_rate(rate)}'] for rate in SWEEP_RATES}
+def _chosen_rate(sweep: dict[str, list[dict]]) -> float | None:
+  """The rate with the best validation HR@10 in the collected sweep (None until
+  all have run; a run whose model became NaN counts as the worst)."""
+  scores = {rate: sweep[_sweep_row(rate)] for rate in SWEEP_RATES}
   if not all(scores.values()):
     return None
   return max(SWEEP_RATES, key=lambda r: np.nan_to_num(scores[r][0][SWEEP_METRIC], nan=-1))
@@ -89,8 +92,9 @@ def main(argv):
   lines = ["# CoLR's headline on Amazon Beauty", '',
            'Built by `python -m launch.reproduce_beauty` from the cell records. '
            'See README.md here for the reading.', '']
-  lines += seeded_table.tabulate(SWEEP, [0], FLAGS.runs_dir, records, wanted)
-  rate = _chosen_rate(records, wanted)
+  sweep = seeded_table.collect(SWEEP, [0], FLAGS.runs_dir, records, wanted)
+  lines += seeded_table.render(SWEEP, [0], sweep)
+  rate = _chosen_rate(sweep)
   if rate is None:
     lines.append('The headline rows wait for the whole sweep.')
   else:

@@ -68,16 +68,15 @@ def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.
   return results
 
 
-def tabulate(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.Path,
-             wanted: bool) -> list[str]:
-  """Runs the table's missing cells (if `wanted`); its markdown lines."""
+def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> list[str]:
+  """The markdown lines of a table's collected results (`collect`)."""
   header = [*(m.split('/')[-1] for m in table.metrics), 'per seed (' + table.metrics[0]
             .split('/')[-1] + ')']
   lines = [f'## {table.title}', '',
            f'{table.caption()}; seeds {seeds}; mean ± std over the seeds (sample std).', '',
            '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
   labels = {'popularity': 'popularity', **{k: v[0] for k, v in table.rows.items()}}
-  for row, runs in collect(table, seeds, runs_dir, records_dir, wanted).items():
+  for row, runs in results.items():
     diverged = sum(math.isnan(common.recorded(r, LOSS, 0.0)) for r in runs)
     if diverged:  # a NaN model scores zero: say what happened instead
       lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * len(table.metrics))
@@ -87,3 +86,9 @@ def tabulate(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib
     per_seed = ', '.join(f'{r[table.metrics[0]]:.3f}' for r in runs) or 'not run'
     lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric) + f' | {per_seed} |')
   return lines + ['']
+
+
+def tabulate(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.Path,
+             wanted: bool) -> list[str]:
+  """Runs the table's missing cells (if `wanted`); its markdown lines."""
+  return render(table, seeds, collect(table, seeds, runs_dir, records_dir, wanted))
