@@ -20,8 +20,15 @@ run's client SGD 0.01 / server Adam 1.0 (ours is the fed_*_s0 cell).
 
 Every cell runs in its own process and directory under --runs_dir and, once
 finished, is recorded in --results_dir/cells (config, metrics, summary); a
-recorded cell is not run again. Each seed draws the model, the cohorts and
-the shuffles. Writes table.md and recall_at_10.png to --results_dir.
+recorded cell is not run again. Cells run seed by seed, so a cut reproduction
+leaves whole seeds. Each seed draws the model, the cohorts and the shuffles.
+Writes table.md and recall_at_10.png to --results_dir.
+
+Another dataset, and a subset of the cells (a large one costs more a cell):
+
+  python -m launch.reproduce_dual_encoder --data_dir=../shared/data/amazon-beauty \
+      --nodrop_remainder --losses=global_softmax,batch_softmax_spreadout \
+      --splits=by_user --probes= --results_dir=results/dual_encoder_beauty
 """
 
 import dataclasses
@@ -59,6 +66,12 @@ flags.DEFINE_string('runs_dir', 'runs/dual_encoder', 'Where the individual runs 
 flags.DEFINE_string('results_dir', 'results/dual_encoder_ml100k',
                     'Where table.md, recall_at_10.png and the cell records go.')
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every cell.')
+flags.DEFINE_multi_enum('losses', list(LOSSES), list(LOSSES), 'The losses to compare.')
+flags.DEFINE_multi_enum('splits', list(SPLITS), list(SPLITS),
+                        "The centralized baselines' splits.")
+flags.DEFINE_list('probes', list(PROBES), f'Batch-softmax probes (of {", ".join(PROBES)}); '
+                  'they need batch_softmax in --losses and by_user in --splits.')
+flags.DEFINE_bool('rate_check', True, "Run the other rates' seed-0 cells (the lr_* cells).")
 flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
 flags.DEFINE_integer('rounds', 200, 'Federated rounds.', lower_bound=1)
 flags.DEFINE_float('cohort_share', 0.02, 'Share of the training users in each round.',
@@ -108,27 +121,38 @@ class Results:
 
 
 def run_all(task, seeds: list[int]) -> Results:
-  def finished(cells):
-    return [c for c in cells if isinstance(c, dict)]
+  federated = {loss: [] for loss in FLAGS.losses}
+  central = {split: {loss: [] for loss in FLAGS.losses} for split in FLAGS.splits}
+  probes = {name: [] for name in FLAGS.probes}
 
-  federated = {loss: finished(_cell(f'fed_{loss}_s{s}', 'launch.train', f'--loss={loss}',
-                                    f'--seed={s}', *_federated_args(task, FLAGS.learning_rates))
-                              for s in seeds) for loss in LOSSES}
+  def add(runs: list[dict], cell: dict | str) -> None:
+    if isinstance(cell, dict):  # finished
+      runs.append(cell)
+
+  for s in seeds:
+    for loss in FLAGS.losses:
+      add(federated[loss], _cell(f'fed_{loss}_s{s}', 'launch.train', f'--loss={loss}',
+                                 f'--seed={s}', *_federated_args(task, FLAGS.learning_rates)))
+      for split in FLAGS.splits:
+        add(central[split][loss], _cell(f'central_{split}_{loss}_s{s}', 'launch.centralized',
+                                        f'--loss={loss}', f'--seed={s}', *_central_args(split)))
+    for name in FLAGS.probes:
+      _, module, extra = PROBES[name]
+      args = (_central_args('by_user') if module == 'launch.centralized'
+              else _federated_args(task, FLAGS.learning_rates))
+      add(probes[name], _cell(f'probe_{name}_s{s}', module, '--loss=batch_softmax',
+                              f'--seed={s}', *args, *extra))
   # The chosen rates' seed-0 run is the fed_ cell itself.
   rates = {(loss, r): _cell(f'lr_{loss}_{r}_s0' if r != FLAGS.learning_rates else
                             f'fed_{loss}_s0', 'launch.train', f'--loss={loss}', '--seed=0',
                             *_federated_args(task, r))
-           for loss in LOSSES for r in LEARNING_RATES}
-  central = {split: {loss: finished(_cell(f'central_{split}_{loss}_s{s}', 'launch.centralized',
-                                          f'--loss={loss}', f'--seed={s}', *_central_args(split))
-                                    for s in seeds) for loss in LOSSES} for split in SPLITS}
-  probes = {}
-  for name, (_, module, extra) in PROBES.items():
-    args = (_central_args('by_user') if module == 'launch.centralized'
-            else _federated_args(task, FLAGS.learning_rates))
-    probes[name] = finished(_cell(f'probe_{name}_s{s}', module, '--loss=batch_softmax',
-                                  f'--seed={s}', *args, *extra) for s in seeds)
+           for loss in FLAGS.losses for r in LEARNING_RATES} if FLAGS.rate_check else {}
   return Results(federated, central, probes, rates)
+
+
+def _selected(named: dict, names: list[str]) -> list[tuple]:
+  """`named`'s (name, value) pairs among `names`, in `named`'s order."""
+  return [(name, value) for name, value in named.items() if name in names]
 
 
 def _values(runs: list[dict], key: str) -> list[float]:
@@ -141,7 +165,7 @@ def drop_table(results: Results, split: str, popularity: dict[str, dict[str, flo
   header = ['loss', *(f'C R@{k}' for k in KS), *(f'F R@{k}' for k in KS), 'drop R@10',
             'F vs C at R@10']
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
-  for loss, label in LOSSES.items():
+  for loss, label in _selected(LOSSES, FLAGS.losses):
     central, federated = results.central[split][loss], results.federated[loss]
     cells = [label]
     for runs in (central, federated):
@@ -164,10 +188,11 @@ def probe_table(results: Results, popularity: dict[str, float]) -> str:
   plain = {'launch.centralized': results.central['by_user']['batch_softmax'],
            'launch.train': results.federated['batch_softmax']}
   rows = [('centralized BS', 'launch.centralized', plain['launch.centralized'])]
-  rows += [(label, module, results.probes[name]) for name, (label, module, _) in PROBES.items()
+  probes = _selected(PROBES, FLAGS.probes)
+  rows += [(label, module, results.probes[name]) for name, (label, module, _) in probes
            if module == 'launch.centralized']
   rows += [('federated BS', 'launch.train', plain['launch.train'])]
-  rows += [(label, module, results.probes[name]) for name, (label, module, _) in PROBES.items()
+  rows += [(label, module, results.probes[name]) for name, (label, module, _) in probes
            if module == 'launch.train']
   for label, module, runs in rows:
     values = [common.spread(_values(runs, f'test/recall_at_{k}'), 100, 2) for k in KS]
@@ -183,7 +208,7 @@ def rates_table(results: Results) -> str:
   lines = ['| loss | ' + ' | '.join(f'{name}: client SGD {c:g}, server Adam {s:g}'
                                     for name, (c, s) in LEARNING_RATES.items()) + ' |',
            '|---|' + '---|' * len(LEARNING_RATES)]
-  for loss, label in LOSSES.items():
+  for loss, label in _selected(LOSSES, FLAGS.losses):
     cells = []
     for rates in LEARNING_RATES:
       run = results.rates[(loss, rates)]
@@ -197,7 +222,7 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
   """Federated validation recall@10 by round (mean over seeds, min-max band)."""
   fig, ax = plots.figure()
   ax.axhline(100 * popularity, color='gray', linestyle=':', label='popularity')
-  for i, (loss, label) in enumerate(LOSSES.items()):
+  for i, (loss, label) in enumerate(_selected(LOSSES, FLAGS.losses)):
     curves = [common.read_curve(FLAGS.runs_dir, f'fed_{loss}_s{s}',
                                 'validation/recall_at_10', _records()) for s in seeds]
     curves = [c.set_index('round')['validation/recall_at_10'] for c in curves if c is not None]
@@ -207,7 +232,8 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
     rounds = curves[0].index.to_numpy()
     ax.plot(rounds, frame.mean(axis=0), color=f'C{i}', marker='.', label=f'federated {label}')
     ax.fill_between(rounds, frame.min(axis=0), frame.max(axis=0), color=f'C{i}', alpha=0.2)
-    central = _values(results.central['by_user'][loss], 'validation/recall_at_10')
+    central = _values(results.central.get('by_user', {}).get(loss, []),
+                      'validation/recall_at_10')
     if central:
       ax.axhline(100 * np.mean(central), color=f'C{i}', linestyle='--', linewidth=1,
                  label=f'centralized {label} (by user, final)')
@@ -219,67 +245,77 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  unknown = set(FLAGS.probes) - set(PROBES)
+  if unknown:
+    raise app.UsageError(f'--probes: unknown {sorted(unknown)}; choose from {list(PROBES)}')
+  if FLAGS.probes and ('batch_softmax' not in FLAGS.losses or 'by_user' not in FLAGS.splits):
+    raise app.UsageError('--probes compare against plain batch softmax: add batch_softmax '
+                         'to --losses and by_user to --splits, or pass --probes=')
   seeds = [int(s) for s in FLAGS.seeds]
   FLAGS.task = 'movielens_next_item'
   config = common.task_config()
   task = movielens_next_item.MovieLensNextItem(config)
   results = run_all(task, seeds)
-  by_example = task.centralized_split()  # the task's default split, seed config.seed
-  popularity = {
-      'by_user': task.popularity(task.split.pooled('train'), task.split.pooled('test')),
-      'by_example': task.popularity(by_example.train, by_example.test)}
+  popularity = {'by_user': task.popularity(task.split.pooled('train'),
+                                           task.split.pooled('test'))}
+  if 'by_example' in FLAGS.splits:
+    by_example = task.centralized_split()  # the task's default split, seed config.seed
+    popularity['by_example'] = task.popularity(by_example.train, by_example.test)
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
   plot(out / 'recall_at_10.png', results, seeds, task.popularity(
       task.split.pooled('train'), task.split.pooled('validation'))['recall_at_10'])
   client, server = LEARNING_RATES[FLAGS.learning_rates]
-  text = f"""# Federated dual encoder on {pathlib.Path(config.data_dir).name}: Table 2 of Ning et al.
+  sections = []
+  if FLAGS.rate_check:
+    sections.append(f"""Learning rates ({FLAGS.learning_rates}): validation R@10 after {FLAGS.rounds} rounds at
+this cohort, seed 0, with the official run's rates and with ours (the README
+says which was chosen and why).
 
-Built by `python -m launch.reproduce_dual_encoder` from the cell records in
-`cells/`. Global recall@k (%) of the label among all {task.vocab_size} movies,
-mean ± std over seeds {seeds} (each draws the model, cohorts and shuffles).
-C: centralized, F: federated (FedAvg). Drop = (C - F) / C at R@10, per seed.
-"F vs C" calls a difference real only when the means differ by more than the
-two stds added (shown in points of R@10), otherwise "within noise". Popularity ranks movies by how
-often they are a training label.
+{rates_table(results)}""")
+  if 'by_user' in FLAGS.splits:
+    sections.append(f"""## {SPLITS['by_user']}
 
-Settings: {config.data_dir}, batch {config.batch_size}, embedding dim
-{config.embedding_dim}, at most {config.examples.max_examples_per_user} examples per user,
-spreadout weight {config.spreadout_weight}. Federated: {FLAGS.rounds} rounds of
-{_cohort(task)} clients ({FLAGS.cohort_share:.0%} of {len(task.train_client_ids)} training
-users, the paper's share), 1 local epoch, client SGD {client:g}, server Adam
-{server:g}. Centralized: {FLAGS.epochs} epochs, Adam {FLAGS.centralized_learning_rate:g}.
-
-Learning rates ({FLAGS.learning_rates}): validation R@10 after {FLAGS.rounds} rounds at this
-cohort, seed 0, with the official run's rates and with ours (the README says
-which was chosen and why).
-
-{rates_table(results)}
-
-## {SPLITS['by_user']}
-
-{drop_table(results, 'by_user', popularity)}
-
-## {SPLITS['by_example']}
+{drop_table(results, 'by_user', popularity)}""")
+  if 'by_example' in FLAGS.splits:
+    sections.append(f"""## {SPLITS['by_example']}
 
 C is scored on a different test set from F here (its popularity is the
 by-example split's, seed {config.seed}).
 
-{drop_table(results, 'by_example', popularity)}
-
-Paper (MovieLens 1M): drop at R@10 27.22% (BS), 18.37% (BS+S), 6.46% (H+S),
-0.53% (GS).
-
-## Why batch softmax sits at popularity: its sampling bias
+{drop_table(results, 'by_example', popularity)}""")
+  sections.append('Paper (MovieLens 1M): drop at R@10 27.22% (BS), 18.37% (BS+S), '
+                  '6.46% (H+S),\n0.53% (GS).')
+  if FLAGS.probes:
+    sections.append(f"""## Why batch softmax sits at popularity: its sampling bias
 
 Batch softmax (no spreadout) on the like-for-like split, with tfrs's
 corrections; "vs plain" against the same kind (centralized or federated) of
 plain BS.
 
-{probe_table(results, popularity['by_user'])}
+{probe_table(results, popularity['by_user'])}""")
+  sections.append('![validation recall@10 by round](recall_at_10.png)')
+  remainder = ('dropped, as the official code' if config.drop_remainder
+               else 'kept (--nodrop_remainder)')
+  text = f"""# Federated dual encoder on {pathlib.Path(config.data_dir).name}: Table 2 of Ning et al.
 
-![validation recall@10 by round](recall_at_10.png)
-"""
+Built by `python -m launch.reproduce_dual_encoder` from the cell records in
+`cells/`. Global recall@k (%) of the label among all {task.vocab_size} items,
+mean ± std over seeds {seeds} (each draws the model, cohorts and shuffles).
+C: centralized, F: federated (FedAvg). Drop = (C - F) / C at R@10, per seed.
+"F vs C" calls a difference real only when the means differ by more than the
+two stds added (shown in points of R@10), otherwise "within noise". Popularity ranks items by how
+often they are a training label.
+
+Settings: {config.data_dir}, batch {config.batch_size} (a client's last partial batch
+{remainder}), embedding dim {config.embedding_dim}, at most
+{config.examples.max_examples_per_user} examples per user, spreadout weight
+{config.spreadout_weight}. Federated: {FLAGS.rounds} rounds of {_cohort(task)} clients
+({FLAGS.cohort_share:.0%} of {len(task.train_client_ids)} training users; the paper's share
+is 2%), 1 local epoch, client SGD {client:g}, server Adam {server:g}. Centralized:
+{FLAGS.epochs} epochs, Adam {FLAGS.centralized_learning_rate:g}.
+
+""" + '\n\n'.join(sections) + '\n'
   common.write_text(out / 'table.md', text)
   print(text)
 

@@ -37,6 +37,18 @@ def test_client_dataset_is_full_batches_of_the_users_examples(task):
   assert set(seen) <= set(task.examples.label[rows])
 
 
+def test_without_drop_remainder_every_example_trains(ml100k_dir):
+  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(ml100k_dir), batch_size=4,
+                                                    drop_remainder=False))
+  client = next(c for c in task.train_client_ids
+                if (task.examples.user == int(c)).sum() % 4)  # has a partial batch
+  rows = task.examples.user == int(client)
+  batches = _batches(task.client_dataset(client, 0))
+  assert len(batches[-1][1]) == rows.sum() % 4
+  seen = np.concatenate([labels for _, labels in batches])
+  np.testing.assert_array_equal(np.sort(seen), np.sort(task.examples.label[rows]))
+
+
 def test_evaluate_reports_recall_at_1_5_10_on_held_out_users(task, tff_runtime):
   import tensorflow_federated as tff
   model = task.keras_model()
