@@ -66,11 +66,17 @@ flags.DEFINE_string('runs_dir', 'runs/dual_encoder', 'Where the individual runs 
 flags.DEFINE_string('results_dir', 'results/dual_encoder_ml100k',
                     'Where table.md, recall_at_10.png and the cell records go.')
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every cell.')
-flags.DEFINE_multi_enum('losses', list(LOSSES), list(LOSSES), 'The losses to compare.')
-flags.DEFINE_multi_enum('splits', list(SPLITS), list(SPLITS),
-                        "The centralized baselines' splits.")
-flags.DEFINE_list('probes', list(PROBES), f'Batch-softmax probes (of {", ".join(PROBES)}); '
-                  'they need batch_softmax in --losses and by_user in --splits.')
+def _define_subset(name: str, choices: dict, help_text: str) -> None:
+  """A list flag of some of `choices`' names (default: all)."""
+  flags.DEFINE_list(name, list(choices), f'{help_text} (of {", ".join(choices)}).')
+  flags.register_validator(name, lambda names: set(names) <= set(choices),
+                           f'--{name}: choose from {", ".join(choices)}')
+
+
+_define_subset('losses', LOSSES, 'The losses to compare')
+_define_subset('splits', SPLITS, "The centralized baselines' splits")
+_define_subset('probes', PROBES, 'Batch-softmax probes; they need batch_softmax in --losses '
+               'and by_user in --splits')
 flags.DEFINE_bool('rate_check', True, "Run the other rates' seed-0 cells (the lr_* cells).")
 flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
 flags.DEFINE_integer('rounds', 200, 'Federated rounds.', lower_bound=1)
@@ -245,9 +251,6 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  unknown = set(FLAGS.probes) - set(PROBES)
-  if unknown:
-    raise app.UsageError(f'--probes: unknown {sorted(unknown)}; choose from {list(PROBES)}')
   if FLAGS.probes and ('batch_softmax' not in FLAGS.losses or 'by_user' not in FLAGS.splits):
     raise app.UsageError('--probes compare against plain batch softmax: add batch_softmax '
                          'to --losses and by_user to --splits, or pass --probes=')
