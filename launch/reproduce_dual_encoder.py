@@ -298,8 +298,7 @@ plain BS.
 
 {probe_table(results, popularity['by_user'])}""")
   sections.append('![validation recall@10 by round](recall_at_10.png)')
-  remainder = ('dropped, as the official code' if config.drop_remainder
-               else 'kept (--nodrop_remainder)')
+  remainder = 'dropped, as in the official code' if config.drop_remainder else 'kept'
   text = f"""# Federated dual encoder on {pathlib.Path(config.data_dir).name}: Table 2 of Ning et al.
 
 Built by `python -m launch.reproduce_dual_encoder` from the cell records in
