@@ -241,8 +241,11 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
     central = _values(results.central.get('by_user', {}).get(loss, []),
                       'validation/recall_at_10')
     if central:
-      ax.axhline(100 * np.mean(central), color=f'C{i}', linestyle='--', linewidth=1,
+      level = 100 * np.mean(central)
+      ax.axhline(level, color=f'C{i}', linestyle='--', linewidth=1,
                  label=f'centralized {label} (by user, final)')
+      # axhline does not widen the view: a level above every curve would sit on the frame.
+      ax.set_ylim(top=max(ax.get_ylim()[1], 1.05 * level))
   plots.save(fig, ax, path, xlabel='round', ylabel='validation recall@10 (%)',
              title='Federated vs centralized dual encoder (mean, band: seeds)',
              legend_columns=2)
