@@ -66,6 +66,8 @@ flags.DEFINE_string('runs_dir', 'runs/dual_encoder', 'Where the individual runs 
 flags.DEFINE_string('results_dir', 'results/dual_encoder_ml100k',
                     'Where table.md, recall_at_10.png and the cell records go.')
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every cell.')
+
+
 def _define_subset(name: str, choices: dict, help_text: str) -> None:
   """A list flag of some of `choices`' names (default: all)."""
   flags.DEFINE_list(name, list(choices), f'{help_text} (of {", ".join(choices)}).')
@@ -241,11 +243,8 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
     central = _values(results.central.get('by_user', {}).get(loss, []),
                       'validation/recall_at_10')
     if central:
-      level = 100 * np.mean(central)
-      ax.axhline(level, color=f'C{i}', linestyle='--', linewidth=1,
+      ax.axhline(100 * np.mean(central), color=f'C{i}', linestyle='--', linewidth=1,
                  label=f'centralized {label} (by user, final)')
-      # axhline does not widen the view: a level above every curve would sit on the frame.
-      ax.set_ylim(top=max(ax.get_ylim()[1], 1.05 * level))
   plots.save(fig, ax, path, xlabel='round', ylabel='validation recall@10 (%)',
              title='Federated vs centralized dual encoder (mean, band: seeds)',
              legend_columns=2)
