@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -187,19 +188,107 @@ def launch_once(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
   most). The task flags given to the caller are passed on.
   """
   summary = out / 'summary.json'
-  shared = [f'--task={FLAGS.task}', *(f'--{name}={_flag_value(value)}' for name, value
-                                      in set_flags(TASK_FLAGS).items())]
+  args = (*_task_args(), *args)
+  if summary.exists():
+    check_same_settings(out, args)
   for attempt in range(1, WORKER_RETRIES + 2):
     if summary.exists():
       break
     print(f'\n== {module} -> {out}', flush=True)
-    done = subprocess.run([sys.executable, '-m', module, *shared, f'--output_dir={out}',
-                           *args])
+    done = subprocess.run([sys.executable, '-m', module, *args, f'--output_dir={out}'])
     if done.returncode == native.WORKER_DIED_EXIT_CODE and attempt <= WORKER_RETRIES:
       print(f'the TFF worker died; resuming {out} from its checkpoint', flush=True)
       continue
     done.check_returncode()
   return json.loads(summary.read_text())
+
+
+def _task_args() -> list[str]:
+  """The task flags given to this process, to pass on to a cell's launcher."""
+  return [f'--task={FLAGS.task}', *(f'--{name}={_flag_value(value)}' for name, value
+                                    in set_flags(TASK_FLAGS).items())]
+
+
+# Flags that a run's config.json holds under another key (run_config's optimizers).
+RECORDED_AS = {
+    'optimizer': ('optimizer', 'name'), 'learning_rate': ('optimizer', 'learning_rate'),
+    'client_optimizer': ('client_optimizer', 'name'),
+    'client_learning_rate': ('client_optimizer', 'learning_rate'),
+    'server_optimizer': ('server_optimizer', 'name'),
+    'server_learning_rate': ('server_optimizer', 'learning_rate'),
+    'server_adaptivity': ('server_optimizer', 'adaptivity'),
+}
+
+
+def check_same_settings(run: pathlib.Path, args) -> None:
+  """A UsageError when the finished run (or record) in `run` was made with other
+  values of launcher arguments `args` than these.
+
+  Finished cells are found by name, so without this a reproduction rerun with,
+  say, another --epochs would tabulate the old cells as if they had it.
+  Arguments its config.json does not hold are not checked, nor are defaults.
+  """
+  config = json.loads((run / 'config.json').read_text())
+  changed = []
+  given = dict(_parsed(arg, config) for arg in args)  # the last of a repeated flag wins
+  for name, value in given.items():
+    recorded = _recorded_setting(config, name)
+    if recorded is not _UNKNOWN and not _same_setting(name, recorded, value):
+      changed.append(f'--{name}={_flag_value(value)} (recorded: '
+                     f'{_flag_value(recorded) if recorded is not None else "none"})')
+  if changed:
+    raise app.UsageError(
+        f'{run} finished with other settings than this run asks for: '
+        f'{", ".join(changed)}. Pass the flags it was made with, or give the '
+        'reproduction another --results_dir and --runs_dir to run these cells anew.')
+
+
+_UNKNOWN = object()  # an argument that a config.json does not record
+
+
+def _parsed(arg: str, config: dict) -> tuple[str, str]:
+  """'--name=value' -> (name, value); absl's '--name' / '--noname' booleans too."""
+  name, has_value, value = arg.removeprefix('--').partition('=')
+  if has_value:
+    return name, value
+  if name.startswith('no') and name not in config and name[2:] in config:
+    return name[2:], 'false'
+  return name, 'true'
+
+
+def _recorded_setting(config: dict, name: str):
+  """The value a config.json holds for flag `name`: at the top, under its
+  RECORDED_AS key, or as the one field of that name in a nested setting."""
+  if name in config:
+    return config[name]
+  if name in RECORDED_AS:
+    outer, inner = RECORDED_AS[name]
+    return config.get(outer, {}).get(inner, _UNKNOWN)
+  nested = [value[name] for value in config.values()
+            if isinstance(value, dict) and name in value]
+  return nested[0] if len(nested) == 1 else _UNKNOWN
+
+
+def _same_setting(name: str, recorded, text: str) -> bool:
+  """Whether flag text `text` gives the value `recorded` in a config.json."""
+  if name == 'data_dir':  # the dataset's folder: a run may name it from elsewhere
+    return pathlib.Path(str(recorded)).name == pathlib.Path(text).name
+  if recorded is None:
+    return text.lower() in ('', 'none')
+  if isinstance(recorded, bool):
+    return recorded == (text.lower() in ('true', '1'))
+  if isinstance(recorded, (int, float)):
+    try:
+      return math.isclose(float(text), recorded, rel_tol=1e-9)
+    except ValueError:
+      return False
+  if isinstance(recorded, list):
+    parts = text.split(',') if text else []
+    return len(parts) == len(recorded) and all(
+        _same_setting(name, r, p) for r, p in zip(recorded, parts))
+  if isinstance(recorded, dict):
+    return True  # a composite setting: no single flag gives it
+  return str(recorded) == text
 
 
 NOT_RUN, CANNOT_RUN = 'not run', 'N/A'  # reproduction cells without a result
@@ -218,6 +307,7 @@ def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = T
   """
   record = pathlib.Path(records_dir) / name if records_dir else None
   if record and (record / 'summary.json').exists():
+    check_same_settings(record, (*_task_args(), *args))
     return json.loads((record / 'summary.json').read_text())
   out = pathlib.Path(runs_dir) / name
   if not (out / 'summary.json').exists() and not wanted:

@@ -37,15 +37,16 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
           wanted: bool) -> dict | str:
   """A row's run of one seed (run now if `wanted` and not recorded yet)."""
   _, args, paper_record = table.rows[row]
+  settings = [f'--{name}={value}' for name, value in table.task_settings]
+  args = (*settings, *args, *table.args, f'--seed={seed}')
   if paper_record:  # the paper reproduction's cell of this seed, where it ran
     record = pathlib.Path(paper_record)
     name = record.name if seed == 0 else f'{record.name}_s{seed}'
     if (record.parent / name / 'summary.json').exists():
-      return common.run_cell('', name, '', wanted=False, records_dir=str(record.parent))
-  settings = [f'--{name}={value}' for name, value in table.task_settings]
+      return common.run_cell('', name, 'launch.train', *args, wanted=False,
+                             records_dir=str(record.parent))
   return common.run_cell(f'{runs_dir}/{table.task}', f'{row}_s{seed}', 'launch.train',
-                         *settings, *args, *table.args, f'--seed={seed}', wanted=wanted,
-                         records_dir=str(records_dir / table.task))
+                         *args, wanted=wanted, records_dir=str(records_dir / table.task))
 
 
 def _popularity(table: Table, seed: int) -> dict[str, float]:

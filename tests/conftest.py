@@ -1,4 +1,5 @@
-"""Shared fixtures: the TFF runtime, a worker-leak guard, MovieLens-format files."""
+"""Shared fixtures: the TFF runtime, a worker-leak guard, MovieLens-format files,
+the reproduction scripts' flags."""
 
 import os
 
@@ -6,6 +7,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import pathlib  # pylint: disable=g-import-not-at-top
 
+from absl.testing import flagsaver
 import psutil
 import pytest
 
@@ -74,6 +76,20 @@ def no_leaked_workers(request):
     leaked.append(pid)
     proc.kill()
   assert not leaked, f'test left TFF worker processes running: {leaked}'
+
+
+@pytest.fixture
+def reproduction_flags():
+  """launch.common's flags as a reproduction script has them (--task=movielens_ranking).
+
+  Set, not parsed: parsing would run the validators of every launcher imported
+  into this test process, and launch.train's requires --output_dir.
+  """
+  from launch import common  # pylint: disable=g-import-not-at-top  (it defines flags)
+  with flagsaver.flagsaver(task='movielens_ranking'):
+    common.FLAGS.mark_as_parsed()
+    yield
+  common.FLAGS.unparse_flags()
 
 
 @pytest.fixture

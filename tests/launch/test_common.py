@@ -1,5 +1,9 @@
-"""The reproduction scripts' summaries of seeds: mean ± std and the noise rule."""
+"""The reproduction scripts' summaries of seeds (mean ± std, the noise rule) and
+their finished cells' settings."""
 
+import json
+
+from absl import app
 import pytest
 
 from launch import common
@@ -19,3 +23,53 @@ def test_spread_is_mean_and_sample_std_of_the_seeds():
 ])
 def test_versus_calls_a_difference_real_only_beyond_both_stds(a, b, expected):
   assert common.versus(a, b) == expected
+
+
+def _finished_run(path, **config):
+  path.mkdir(parents=True)
+  (path / 'config.json').write_text(json.dumps(config))
+  (path / 'summary.json').write_text(json.dumps({'test/hr': 0.5}))
+  return path
+
+
+@pytest.mark.parametrize('args', [
+    ('--epochs=3', '--learning_rate=1e-2', '--optimizer=adam', '--data_dir=/elsewhere/ml-100k'),
+    ('--nologq_correction', '--capacities=1x-2x', '--context_length=10', '--epochs=5',
+     '--epochs=3'),  # the last of a repeated flag counts, as in absl
+    ('--output_dir=x', '--stack=fedsubavg,fair', '--top_k=none'),  # not recorded; lists; None
+])
+def test_a_finished_run_is_reused_under_the_flags_it_was_made_with(tmp_path, args):
+  run = _finished_run(
+      tmp_path / 'cell', epochs=3, data_dir='../shared/data/ml-100k', logq_correction=False,
+      capacities='1x-2x', optimizer={'name': 'adam', 'learning_rate': 0.01},
+      examples={'context_length': 10}, stack=['fedsubavg', 'fair'], top_k=None)
+  common.check_same_settings(run, args)
+
+
+@pytest.mark.parametrize('args, named', [
+    (('--epochs=5',), '--epochs=5 (recorded: 3)'),
+    (('--client_learning_rate=0.1',), '--client_learning_rate=0.1 (recorded: 0.01)'),
+    (('--server_adaptivity=0.01',), '--server_adaptivity=0.01 (recorded: 0.001)'),
+    (('--data_dir=../shared/data/amazon-beauty',), '--data_dir=../shared/data/amazon-beauty'),
+    (('--drop_remainder',), '--drop_remainder=true (recorded: False)'),
+    (('--stack=fedsubavg',), '--stack=fedsubavg (recorded: fedsubavg,fair)'),
+])
+def test_a_finished_run_made_with_other_flags_is_refused_naming_them(tmp_path, args, named):
+  run = _finished_run(
+      tmp_path / 'cell', epochs=3, data_dir='../shared/data/ml-100k', drop_remainder=False,
+      client_optimizer={'name': 'sgd', 'learning_rate': 0.01},
+      server_optimizer={'name': 'adagrad', 'learning_rate': 0.1, 'adaptivity': 0.001},
+      stack=['fedsubavg', 'fair'])
+  with pytest.raises(app.UsageError, match='finished with other settings') as refused:
+    common.check_same_settings(run, args)
+  assert named in str(refused.value)
+
+
+@pytest.mark.usefixtures('reproduction_flags')
+def test_a_recorded_cell_under_other_flags_is_refused_not_tabulated(tmp_path):
+  _finished_run(tmp_path / 'cells' / 'a', rounds=100, seed=0, task='movielens_ranking')
+  assert common.run_cell(str(tmp_path / 'runs'), 'a', 'launch.train', '--rounds=100',
+                         '--seed=0', records_dir=str(tmp_path / 'cells')) == {'test/hr': 0.5}
+  with pytest.raises(app.UsageError, match=r'--rounds=200 \(recorded: 100\)'):
+    common.run_cell(str(tmp_path / 'runs'), 'a', 'launch.train', '--rounds=200',
+                    '--seed=0', records_dir=str(tmp_path / 'cells'))

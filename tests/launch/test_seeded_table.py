@@ -3,13 +3,20 @@
 import json
 import math
 
+from absl import app
+import pytest
+
 from launch import seeded_table
 
+pytestmark = pytest.mark.usefixtures('reproduction_flags')
 LOSS = seeded_table.LOSS
 
 
-def _record(root, name, **summary):
+def _record(root, name, rounds=3, **summary):
   (root / name).mkdir(parents=True)
+  seed = int(name.rpartition('_s')[2]) if '_s' in name else 0
+  (root / name / 'config.json').write_text(json.dumps(
+      {'task': 'movielens_ranking', 'data_dir': 'd', 'rounds': rounds, 'seed': seed}))
   (root / name / 'summary.json').write_text(json.dumps(summary))
 
 
@@ -39,3 +46,14 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
                   '| Gone | not run | not run |',
                   '| P | 0.300 ± 0.141 | 0.200, 0.400 |']
   assert not (tmp_path / 'runs').exists()
+
+
+def test_a_paper_record_made_with_other_flags_is_refused_not_reused(tmp_path):
+  _record(tmp_path / 'other', 'paper', rounds=50, **{'test/hr': 0.2, LOSS: 0.3})
+  table = seeded_table.Table('movielens_ranking', 'T', ('test/hr',),
+                             {'paper': ('P', (), tmp_path / 'other' / 'paper')},
+                             ('--rounds=3',), None, (('data_dir', 'd'),))
+
+  with pytest.raises(app.UsageError, match=r'--rounds=3 \(recorded: 50\)'):
+    seeded_table.tabulate(table, [0], str(tmp_path / 'runs'), tmp_path / 'cells',
+                          wanted=False)
