@@ -11,8 +11,8 @@ local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
   below them, MetaUA with other meta-loss scales and FedAdam and FedNova, at
   rounds 20 / 50 / 100 / 150 / 200, over --seeds (mean ± std).
 * Table 4: the ablation, MetaUA with no adjustment, client weighting only,
-  server learning rate only, both.
-* Table 3: the attributes z1..z6 one at a time, and all together.
+  server learning rate only, both, over --seeds.
+* Table 3: the attributes z1..z6 one at a time, and all together, over --seeds.
 * The meta loss's scale: the paper's sum over all query examples against
   each client's mean summed and the mean over all.
 * Why FedAvg hardly learns: a centralized DCN on the same split (the
@@ -22,9 +22,10 @@ local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
   investigation's fix), servers unchanged, over --seeds.
 Each cell is a launch.train run under --runs_dir (resumable); finished cells
 are recorded in --results_dir/cells and not run again. Seed 0's cells are
-named NAME, other seeds' NAME_sS; Tables 3 and 4 and the meta-loss table
-read seed 0. Writes table.md and
-curves.png to --results_dir.
+named NAME, other seeds' NAME_sS. Every table but the investigation's (seed
+0) shows mean ± std over the seeds that ran, with their count; Table 2's
+cells run first, then the ablation's, then the attributes'. Writes table.md
+and curves.png to --results_dir.
 """
 
 import os
@@ -49,7 +50,8 @@ flags.DEFINE_integer('eval_every', 10, 'Evaluation period (the table reads round
                      '100, 150 and 200 of it).', lower_bound=1)
 flags.DEFINE_float('client_fraction', 0.1, 'Share of the clients in each round.',
                    lower_bound=0, upper_bound=1)
-flags.DEFINE_list('seeds', ['0', '1', '2'], "Seeds of Table 2's cells.")
+flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every table but the investigation '
+                  '(seed 0).')
 flags.DEFINE_list('only', None, 'Run only these cells, then tabulate what exists '
                   '(--only=none: tabulate only).')
 FLAGS = flags.FLAGS
@@ -236,8 +238,10 @@ def main(argv):
     for name, algorithm, args in table2:
       if name in PAPER_ROWS:
         _cell(_fixed(name), algorithm, clients, *args, FIXED_CLIENT_LR, seed=seed)
-  for name, (_, args) in {**ABLATION, **ATTRIBUTE_CELLS}.items():
-    _cell(name, 'metaua', clients, *args)
+  for cells in (ABLATION, ATTRIBUTE_CELLS):  # the ablation's seeds before the attributes'
+    for seed in seeds:
+      for name, (_, args) in cells.items():
+        _cell(name, 'metaua', clients, *args, seed=seed)
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
   _plot(out / 'curves.png', METHODS)
@@ -267,15 +271,17 @@ def main(argv):
       'The paper\'s three rows with only the client learning rate changed; the servers '
       'and MetaUA\'s meta SGD are as above, tuned by the paper for 0.01.', '',
       *_table({_fixed(name): METHODS[name] for name in PAPER_ROWS}, seeds), '',
-      '## Table 4: ablation (seed 0)', '', *_table(_labels(ABLATION)),
+      '## Table 4: ablation (mean ± std over the seeds that ran)', '',
+      *_table(_labels(ABLATION), seeds),
       '', f'Paper (ML-1M): {PAPER["table4"]}.', '',
-      '## Table 3: client attributes (seed 0)', '', *_table(_labels(ATTRIBUTE_CELLS)), '',
+      '## Table 3: client attributes (mean ± std over the seeds that ran)', '',
+      *_table(_labels(ATTRIBUTE_CELLS), seeds), '',
       f'Paper (Amazon-CDs, not ML-1M): {PAPER["table3"]}.', '',
-      "## The meta loss's scale (seed 0)", '',
+      "## The meta loss's scale (mean ± std over the seeds that ran)", '',
       'How round t\'s query losses add up to the meta loss: the paper\'s eq. 1 sums over every '
       'query example of the cohort, so its gradient (and each meta step at a fixed meta '
       'learning rate) grows with the cohort and its query sets.', '',
-      *_table(META_LOSS), ''])
+      *_table(META_LOSS, seeds), ''])
   common.write_text(out / 'table.md', text)
   print(text)
 
