@@ -465,6 +465,8 @@ EARLIER_NAMES = {
     'train/aggregator/bytes_down': 'train/bytes_down',  # FAIR's
     'train/aggregator/bytes_up': 'train/train/bytes_up',  # FedMF's
     'train/aggregator/bytes_down_update': 'train/train/bytes_down_update',
+    'train/aggregator/secure_upper_clipped_count': 'train/aggregation/secure_upper_clipped_count',
+    'train/aggregator/secure_lower_clipped_count': 'train/aggregation/secure_lower_clipped_count',
 }
 
 

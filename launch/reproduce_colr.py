@@ -65,6 +65,8 @@ RANKS = (1, 2, 4, 8, 16, 32)
 GLOBAL_RANKS = (2, 4, 8, 16, 32, 64)
 COMPRESSIONS = {'colr': 'CoLR', 'svd': 'SVD', 'topk': 'top-k'}
 SECURE_RANK = 4
+SECURE_CLIPPED = ('train/aggregator/secure_upper_clipped_count',
+                  'train/aggregator/secure_lower_clipped_count')
 # The paper's Table 2: FedMF-64 on ML-1M moves 0.95 MB up and 0.95 MB down a
 # client a round and is charged 80.43 min of communication over 1000 rounds,
 # 2.7 s per MB moved: about 0.37 MB/s.
@@ -262,9 +264,10 @@ def main(argv):
                  'values clipped (upper / lower, all rounds and seeds) |', '|---|---|---|']
   for label, cells in secure.items():
     frames = [f for f in map(_metrics, cells) if f is not None]
-    counts = sorted((c for c in (frames[0] if frames else []) if 'clipped_count' in c),
-                    reverse=True)  # upper, lower; the plain sum clips nothing
-    clipped = ' / '.join(f'{sum(f[c].sum() for f in frames):.0f}' for c in counts) or '-'
+    counts = [c for c in SECURE_CLIPPED  # the plain sum clips nothing
+              if frames and common.recorded(frames[0], c, None) is not None]
+    clipped = ' / '.join(f'{sum(common.recorded(f, c).sum() for f in frames):.0f}'
+                         for c in counts) or '-'
     secure_rows.append(f'| {label} | {_fmt(_result(cells))} | {clipped} |')
   tf.get_logger().setLevel('ERROR')  # each client's training traces its own loss once
   errors = additive_sum_errors(task)
