@@ -11,7 +11,8 @@ local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
   below them, MetaUA with other meta-loss scales and FedAdam and FedNova, at
   rounds 20 / 50 / 100 / 150 / 200, over --seeds (mean ± std).
 * Table 4: the ablation, MetaUA with no adjustment, client weighting only,
-  server learning rate only, both, over --seeds.
+  server learning rate only, both, over --seeds; and no adjustment without a
+  query set, which is FedAdagrad run through MetaUA's driver (a check).
 * Table 3: the attributes z1..z6 one at a time, and all together, over --seeds.
 * The meta loss's scale: the paper's sum over all query examples against
   each client's mean summed and the mean over all.
@@ -73,7 +74,11 @@ META_LOSS = {'metaua': 'sum (eq. 1)', 'metaua_client_mean': 'client means, summe
 # meta-loss scale that learns here (the paper's sum makes meta SGD 2.0 unstable:
 # see the meta-loss table); 'metaua_client_mean' is their full MetaUA.
 CLIENT_MEAN = ('--meta_loss=client_mean',)
-ABLATION = {'metaua_none': ('no adjustment', ('--noclient_weighting', '--noserver_lr_scaling')),
+NO_ADJUSTMENT = ('--noclient_weighting', '--noserver_lr_scaling')
+ABLATION = {'metaua_none': ('no adjustment', NO_ADJUSTMENT),
+            # A check of the driver: with no query set this is FedAdagrad on all the data.
+            'metaua_none_no_query': ('check: no adjustment, no query set (FedAdagrad)',
+                                     (*NO_ADJUSTMENT, '--query_fraction=0')),
             'metaua_weighting': ('client weighting', ('--noserver_lr_scaling', *CLIENT_MEAN)),
             'metaua_server_lr': ('server lr', ('--noclient_weighting', *CLIENT_MEAN)),
             'metaua_client_mean': ('client weighting + server lr', CLIENT_MEAN)}
