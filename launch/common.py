@@ -234,7 +234,7 @@ def check_same_settings(run: pathlib.Path, args) -> None:
   for name, value in given.items():
     recorded = _recorded_setting(config, name)
     if recorded is not _UNKNOWN and not _same_setting(name, recorded, value):
-      changed.append(f'--{name}={_flag_value(value)} (recorded: '
+      changed.append(f'--{name}={value} (recorded: '
                      f'{_flag_value(recorded) if recorded is not None else "none"})')
   if changed:
     raise app.UsageError(
@@ -251,7 +251,8 @@ def _parsed(arg: str, config: dict) -> tuple[str, str]:
   name, has_value, value = arg.removeprefix('--').partition('=')
   if has_value:
     return name, value
-  if name.startswith('no') and name not in config and name[2:] in config:
+  if (name.startswith('no') and _recorded_setting(config, name) is _UNKNOWN
+      and _recorded_setting(config, name[2:]) is not _UNKNOWN):
     return name[2:], 'false'
   return name, 'true'
 

@@ -52,12 +52,13 @@ def test_a_finished_run_is_reused_under_the_flags_it_was_made_with(tmp_path, arg
     (('--server_adaptivity=0.01',), '--server_adaptivity=0.01 (recorded: 0.001)'),
     (('--data_dir=../shared/data/amazon-beauty',), '--data_dir=../shared/data/amazon-beauty'),
     (('--drop_remainder',), '--drop_remainder=true (recorded: False)'),
+    (('--noremove_accidental_hits',), '--remove_accidental_hits=false (recorded: True)'),
     (('--stack=fedsubavg',), '--stack=fedsubavg (recorded: fedsubavg,fair)'),
 ])
 def test_a_finished_run_made_with_other_flags_is_refused_naming_them(tmp_path, args, named):
   run = _finished_run(
       tmp_path / 'cell', epochs=3, data_dir='../shared/data/ml-100k', drop_remainder=False,
-      client_optimizer={'name': 'sgd', 'learning_rate': 0.01},
+      examples={'remove_accidental_hits': True}, client_optimizer={'name': 'sgd', 'learning_rate': 0.01},
       server_optimizer={'name': 'adagrad', 'learning_rate': 0.1, 'adaptivity': 0.001},
       stack=['fedsubavg', 'fair'])
   with pytest.raises(app.UsageError, match='finished with other settings') as refused:
