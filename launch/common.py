@@ -23,6 +23,7 @@ import pandas as pd
 
 import tasks
 from tasks import setting
+from tff_rec.algorithms import registry
 from tff_rec.data import tables
 from tff_rec.runtime import native
 
@@ -226,16 +227,19 @@ def check_same_settings(run: pathlib.Path, args) -> None:
 
   Finished cells are found by name, so without this a reproduction rerun with,
   say, another --epochs would tabulate the old cells as if they had it.
-  Arguments its config.json does not hold are not checked, nor are defaults.
+  An algorithm option its config.json lacks was unset (train.py records the
+  set ones); other arguments it does not hold are not checked.
   """
   config = json.loads((run / 'config.json').read_text())
   changed = []
   given = dict(_parsed(arg, config) for arg in args)  # the last of a repeated flag wins
   for name, value in given.items():
     recorded = _recorded_setting(config, name)
+    if recorded is _UNKNOWN and name in registry.option_fields():
+      recorded = None
     if recorded is not _UNKNOWN and not _same_setting(name, recorded, value):
       changed.append(f'--{name}={value} (recorded: '
-                     f'{_flag_value(recorded) if recorded is not None else "none"})')
+                     f'{_flag_value(recorded) if recorded is not None else "unset"})')
   if changed:
     raise app.UsageError(
         f'{run} finished with other settings than this run asks for: '
@@ -252,7 +256,8 @@ def _parsed(arg: str, config: dict) -> tuple[str, str]:
   if has_value:
     return name, value
   if (name.startswith('no') and _recorded_setting(config, name) is _UNKNOWN
-      and _recorded_setting(config, name[2:]) is not _UNKNOWN):
+      and (_recorded_setting(config, name[2:]) is not _UNKNOWN
+           or name[2:] in registry.option_fields())):
     return name[2:], 'false'
   return name, 'true'
 

@@ -7,12 +7,15 @@ The paper's setting on MovieLens (movielens_ctr): DCNv2 with embeddings of 4,
 each user's last 10% of ratings held out, client SGD 0.01 on batches of 15
 for 3 local epochs, 10% of the clients a round, 200 rounds; MetaUA with the
 local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
-* Table 2: FedAvg, FedAdagrad and the paper's MetaUA (eq. 1), then, labelled
-  below them, MetaUA with other meta-loss scales and FedAdam and FedNova, at
-  rounds 20 / 50 / 100 / 150 / 200, over --seeds (mean ± std).
+* Table 2: FedAvg, FedAdagrad (clients weighted by their examples, as the
+  paper) and the paper's MetaUA (eq. 1), then, labelled below them, MetaUA
+  with other meta-loss scales, FedAvg and FedAdagrad with clients weighted
+  equally (the task's default), FedAdam and FedNova, at rounds 20 / 50 / 100 /
+  150 / 200, over --seeds (mean ± std).
 * Table 4: the ablation, MetaUA with no adjustment, client weighting only,
   server learning rate only, both, over --seeds; and no adjustment without a
-  query set, which is FedAdagrad run through MetaUA's driver (a check).
+  query set, which is FedAdagrad run through MetaUA's driver (a check against
+  Table 2's FedAdagrad, shown beside it).
 * Table 3: the attributes z1..z6 one at a time, and all together, over --seeds.
 * The meta loss's scale: the paper's sum over all query examples against
   each client's mean summed and the mean over all.
@@ -61,10 +64,18 @@ TABLE_ROUNDS = (20, 50, 100, 150, 200)
 AUC, LOGLOSS = 'eval/test_auc', 'eval/test_logloss'
 TASK_ARGS = ('--model=dcn', '--embedding_dim=4', '--batch_size=15', '--local_epochs=3',
              '--split=chronological', '--client_learning_rate=0.01')
-METHODS = {'fedavg': 'FedAvg', 'fedadagrad': 'FedAdagrad', 'metaua': 'MetaUA (the paper: eq. 1)',
+METHODS = {'fedavg_examples': 'FedAvg', 'fedadagrad_examples': 'FedAdagrad',
+           'metaua': 'MetaUA (the paper: eq. 1)',
            'metaua_client_mean': 'variant: MetaUA, client-mean meta loss',
            'metaua_mean': 'variant: MetaUA, mean meta loss',
-           'fedadam': 'extra baseline: FedAdam', 'fednova': 'extra baseline: FedNova'}
+           'fedavg': 'deviation: FedAvg, clients weighted equally',
+           'fedadagrad': 'deviation: FedAdagrad, clients weighted equally',
+           'fedadam': 'extra baseline: FedAdam, clients weighted equally',
+           'fednova': 'extra baseline: FedNova'}
+# The paper's FedAvg, FedAdagrad and FedAdam weigh client k by n_k / n (as
+# MetaUA does with client weighting off); movielens_ctr weighs clients equally
+# unless told, after FedSubAvg's paper.
+PAPER_WEIGHTS = ('--heat=examples',)
 # Adaptive servers as Reddi et al. and the paper write them: accumulators from ~0.
 SERVER_ARGS = {'fedadagrad': ('--server_adaptivity=1e-3',),
                'fedadam': ('--server_adaptivity=1e-3',)}
@@ -101,9 +112,10 @@ INVESTIGATION = {
 }
 
 
-# Table 2's paper rows again at the client learning rate the investigation found
-# FedAvg learns at (cell NAME_clr0.1; fedavg_clr0.1 is the investigation's own).
-PAPER_ROWS = ('fedavg', 'fedadagrad', 'metaua')
+# Table 2's paper rows, and its baselines with clients weighted equally, again at
+# the client learning rate the investigation found FedAvg learns at (cell
+# NAME_clr0.1; fedavg_clr0.1 is the investigation's own).
+FIXED_ROWS = ('fedavg_examples', 'fedadagrad_examples', 'metaua', 'fedavg', 'fedadagrad')
 FIXED_CLIENT_LR = '--client_learning_rate=0.1'
 
 
@@ -230,8 +242,10 @@ def main(argv):
   task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(model='dcn', embedding_dim=4))
   clients = max(1, round(FLAGS.client_fraction * len(task.train_client_ids)))
   seeds = [int(s) for s in FLAGS.seeds]
-  table2 = [('fedavg', 'fedavg', ()), ('fedadagrad', 'fedadagrad', SERVER_ARGS['fedadagrad']),
+  table2 = [('fedavg_examples', 'fedavg', PAPER_WEIGHTS),
+            ('fedadagrad_examples', 'fedadagrad', (*SERVER_ARGS['fedadagrad'], *PAPER_WEIGHTS)),
             ('metaua', 'metaua', ()),
+            ('fedavg', 'fedavg', ()), ('fedadagrad', 'fedadagrad', SERVER_ARGS['fedadagrad']),
             *((n, 'metaua', (f'--meta_loss={n.removeprefix("metaua_")}',))
               for n in META_LOSS if n != 'metaua'),
             ('fedadam', 'fedadam', SERVER_ARGS['fedadam']), ('fednova', 'fednova', ())]
@@ -241,7 +255,7 @@ def main(argv):
       _cell(name, algorithm, clients, *args, seed=seed)
   for seed in seeds:
     for name, algorithm, args in table2:
-      if name in PAPER_ROWS:
+      if name in FIXED_ROWS:
         _cell(_fixed(name), algorithm, clients, *args, FIXED_CLIENT_LR, seed=seed)
   for cells in (ABLATION, ATTRIBUTE_CELLS):  # the ablation's seeds before the attributes'
     for seed in seeds:
@@ -257,7 +271,9 @@ def main(argv):
       'logloss of the global model on every user\'s last 10% of ratings. Servers: FedAvg '
       'SGD 1.0, FedAdagrad and MetaUA Adagrad 0.1, FedAdam Adam 0.01, both adaptive servers '
       'with tau = 1e-3 (their accumulators start near 0, as the paper writes FedAdagrad), '
-      'FedNova SGD 1.0. MetaUA: local loss as the attribute, meta SGD 2.0 on the summed '
+      'FedNova SGD 1.0. Client weights n_k / n (the paper\'s FedAvg aggregation) unless a '
+      'row says "clients weighted equally" (movielens_ctr\'s default, from FedSubAvg\'s '
+      'paper). MetaUA: local loss as the attribute, meta SGD 2.0 on the summed '
       'query loss (eq. 1), 20% of each client\'s training examples as its query set (the '
       'others train), FedAdagrad at the server.', '',
       f'## Table 2 (mean ± std over the seeds of {seeds} that ran)', '',
@@ -266,18 +282,21 @@ def main(argv):
       '![test logloss by round](curves.png)', '',
       '## Why FedAvg hardly learns (seed 0)', '',
       'A centralized DCN on the same chronological split is the ceiling; the FedAvg rows '
-      'change one thing each. Centralized cells are read per epoch, federated per '
-      f'evaluation (every {FLAGS.eval_every} rounds). Constant predictors score test logloss '
-      f'{_constant_logloss(task, "train"):.3f} at the training click rate and '
-      f'{_constant_logloss(task, "test"):.3f} at the test\'s own (the best constant).', '',
+      '(clients weighted equally) change one thing each. Centralized cells are read per '
+      f'epoch, federated per evaluation (every {FLAGS.eval_every} rounds). Constant '
+      f'predictors score test logloss {_constant_logloss(task, "train"):.3f} at the '
+      f'training click rate and {_constant_logloss(task, "test"):.3f} at the test\'s own '
+      '(the best constant).', '',
       *_investigation_table(), '',
       '## Table 2 at client SGD 0.1 (the fix; mean ± std over the seeds of '
       f'{seeds} that ran)', '',
-      'The paper\'s three rows with only the client learning rate changed; the servers '
+      'The paper\'s three rows, then the baselines with clients weighted equally, with only '
+      'the client learning rate changed; the servers '
       'and MetaUA\'s meta SGD are as above, tuned by the paper for 0.01.', '',
-      *_table({_fixed(name): METHODS[name] for name in PAPER_ROWS}, seeds), '',
+      *_table({_fixed(name): METHODS[name] for name in FIXED_ROWS}, seeds), '',
       '## Table 4: ablation (mean ± std over the seeds that ran)', '',
-      *_table(_labels(ABLATION), seeds),
+      *_table({**_labels(ABLATION), 'fedadagrad_examples': 'reference: Table 2\'s FedAdagrad'},
+              seeds),
       '', f'Paper (ML-1M): {PAPER["table4"]}.', '',
       '## Table 3: client attributes (mean ± std over the seeds that ran)', '',
       *_table(_labels(ATTRIBUTE_CELLS), seeds), '',

@@ -54,6 +54,9 @@ def test_a_finished_run_is_reused_under_the_flags_it_was_made_with(tmp_path, arg
     (('--drop_remainder',), '--drop_remainder=true (recorded: False)'),
     (('--noremove_accidental_hits',), '--remove_accidental_hits=false (recorded: True)'),
     (('--stack=fedsubavg',), '--stack=fedsubavg (recorded: fedsubavg,fair)'),
+    # algorithm options are recorded only when set
+    (('--heat=examples',), '--heat=examples (recorded: unset)'),
+    (('--noclient_weighting',), '--client_weighting=false (recorded: unset)'),
 ])
 def test_a_finished_run_made_with_other_flags_is_refused_naming_them(tmp_path, args, named):
   run = _finished_run(
