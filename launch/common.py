@@ -230,6 +230,17 @@ def check_same_settings(run: pathlib.Path, args) -> None:
   An algorithm option its config.json lacks was unset (train.py records the
   set ones); other arguments it does not hold are not checked.
   """
+  changed = changed_settings(run, args)
+  if changed:
+    raise app.UsageError(
+        f'{run} finished with other settings than this run asks for: '
+        f'{", ".join(changed)}. Pass the flags it was made with, or give the '
+        'reproduction another --results_dir and --runs_dir to run these cells anew.')
+
+
+def changed_settings(run: pathlib.Path, args) -> list[str]:
+  """The arguments of `args` that the run (or record) in `run` was made with
+  other values of, as '--name=value (recorded: old)'; see check_same_settings."""
   config = json.loads((run / 'config.json').read_text())
   changed = []
   given = dict(_parsed(arg, config) for arg in args)  # the last of a repeated flag wins
@@ -240,11 +251,19 @@ def check_same_settings(run: pathlib.Path, args) -> None:
     if recorded is not _UNKNOWN and not _same_setting(name, recorded, value):
       changed.append(f'--{name}={value} (recorded: '
                      f'{_flag_value(recorded) if recorded is not None else "unset"})')
-  if changed:
-    raise app.UsageError(
-        f'{run} finished with other settings than this run asks for: '
-        f'{", ".join(changed)}. Pass the flags it was made with, or give the '
-        'reproduction another --results_dir and --runs_dir to run these cells anew.')
+  return changed
+
+
+def recorded_in(records_dirs, name: str, *args: str) -> str | None:
+  """The first of `records_dirs` holding a record of cell `name` made with these
+  launcher arguments (and task flags), or None: another reproduction's record
+  of the very same cell, read where it is instead of copied."""
+  for folder in records_dirs:
+    record = pathlib.Path(folder) / name
+    if (record / 'summary.json').exists() and not changed_settings(
+        record, (*_task_args(), *args)):
+      return str(folder)
+  return None
 
 
 _UNKNOWN = object()  # an argument that a config.json does not record

@@ -26,15 +26,11 @@ import pathlib
 
 from absl import app
 from absl import flags
-import numpy as np
 
 from launch import common
 from launch import seeded_table
 
-flags.DEFINE_string('runs_dir', 'runs/beauty', 'Where the individual runs go.')
-flags.DEFINE_string('results_dir', 'results/colr_amazon_beauty', 'Where the results go.')
-flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of the headline rows.')
-flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
+seeded_table.define_flags('runs/beauty', 'results/colr_amazon_beauty')
 FLAGS = flags.FLAGS
 
 BEAUTY = (('data_dir', '../shared/data/amazon-beauty'), ('min_interactions', 5))
@@ -74,35 +70,19 @@ def headline(rate: float, records: pathlib.Path) -> seeded_table.Table:
       ARGS, 'test', BEAUTY)
 
 
-def _chosen_rate(sweep: dict[str, list[dict]]) -> float | None:
-  """The rate with the best validation HR@10 in the collected sweep (None until
-  all have run; a run whose model became NaN counts as the worst)."""
-  scores = {rate: sweep[_sweep_row(rate)] for rate in SWEEP_RATES}
-  if not all(scores.values()):
-    return None
-  return max(SWEEP_RATES, key=lambda r: np.nan_to_num(scores[r][0][SWEEP_METRIC], nan=-1))
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  seeds = [int(s) for s in FLAGS.seeds]
+  rates = {_sweep_row(r): r for r in SWEEP_RATES}
   records = pathlib.Path(FLAGS.results_dir) / 'cells'
-  wanted = FLAGS.only == 'all'
-  lines = ["# CoLR's headline on Amazon Beauty", '',
-           'Built by `python -m launch.reproduce_beauty` from the cell records. '
-           'See README.md here for the reading.', '']
-  sweep = seeded_table.collect(SWEEP, [0], FLAGS.runs_dir, records, wanted)
-  lines += seeded_table.render(SWEEP, [0], sweep)
-  rate = _chosen_rate(sweep)
-  if rate is None:
-    lines.append('The headline rows wait for the whole sweep.')
-  else:
-    lines += seeded_table.tabulate(headline(rate, records), seeds, FLAGS.runs_dir, records, wanted)
-  out = pathlib.Path(FLAGS.results_dir)
-  out.mkdir(parents=True, exist_ok=True)
-  common.write_text(out / 'table.md', '\n'.join(lines))
-  print(f'done: {out / "table.md"}', flush=True)
+  seeded_table.sweep_then_headline(
+      ["# CoLR's headline on Amazon Beauty", '',
+       'Built by `python -m launch.reproduce_beauty` from the cell records. '
+       'See README.md here for the reading.', ''],
+      SWEEP, SWEEP_METRIC, lambda row: headline(rates[row], records),
+      [int(s) for s in FLAGS.seeds], FLAGS.runs_dir, pathlib.Path(FLAGS.results_dir),
+      FLAGS.only == 'all')
+  print(f'done: {pathlib.Path(FLAGS.results_dir) / "table.md"}', flush=True)
 
 
 if __name__ == '__main__':

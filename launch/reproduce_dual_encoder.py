@@ -32,6 +32,7 @@ Another dataset, and a subset of the cells (a large one costs more a cell):
 """
 
 import dataclasses
+import functools
 import pathlib
 
 from absl import app
@@ -66,6 +67,8 @@ flags.DEFINE_string('runs_dir', 'runs/dual_encoder', 'Where the individual runs 
 flags.DEFINE_string('results_dir', 'results/dual_encoder_ml100k',
                     'Where table.md, recall_at_10.png and the cell records go.')
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every cell.')
+flags.DEFINE_list('shared_records', [], "Other tables' --results_dir: a cell recorded there "
+                  'with the same settings is read from there, not run or copied here.')
 
 
 def _define_subset(name: str, choices: dict, help_text: str) -> None:
@@ -94,13 +97,20 @@ flags.DEFINE_float('centralized_learning_rate', 0.01, 'Centralized Adam learning
 FLAGS = flags.FLAGS
 
 
-def _records() -> str:
-  return str(pathlib.Path(FLAGS.results_dir) / 'cells')
+def _records(results_dir: str) -> str:
+  return str(pathlib.Path(results_dir) / 'cells')
 
 
-def _cell(name: str, module: str, *args: str) -> dict | str:
+def _cell(records: dict[str, str], name: str, module: str, *args: str) -> dict | str:
+  """A cell's summary from this table's records, a --shared_records table's record
+  of the very same cell, or a run; `records` learns where its record is."""
+  own = _records(FLAGS.results_dir)
+  records[name] = own
+  if not (pathlib.Path(own) / name / 'summary.json').exists():
+    records[name] = common.recorded_in(map(_records, FLAGS.shared_records), name,
+                                       *args) or own
   return common.run_cell(FLAGS.runs_dir, name, module, *args, wanted=FLAGS.only == 'all',
-                         records_dir=_records())
+                         records_dir=records[name])
 
 
 def _federated_args(task, rates: str) -> tuple[str, ...]:
@@ -126,12 +136,15 @@ class Results:
   central: dict[str, dict[str, list[dict]]]  # split -> loss -> summaries
   probes: dict[str, list[dict]]
   rates: dict[tuple[str, str], dict | str]  # (loss, rates) -> seed 0's summary
+  records: dict[str, str]  # cell -> the folder of its record (or of its record to be)
 
 
 def run_all(task, seeds: list[int]) -> Results:
   federated = {loss: [] for loss in FLAGS.losses}
   central = {split: {loss: [] for loss in FLAGS.losses} for split in FLAGS.splits}
   probes = {name: [] for name in FLAGS.probes}
+  records = {}
+  cell = functools.partial(_cell, records)
 
   def add(runs: list[dict], cell: dict | str) -> None:
     if isinstance(cell, dict):  # finished
@@ -139,23 +152,23 @@ def run_all(task, seeds: list[int]) -> Results:
 
   for s in seeds:
     for loss in FLAGS.losses:
-      add(federated[loss], _cell(f'fed_{loss}_s{s}', 'launch.train', f'--loss={loss}',
+      add(federated[loss], cell(f'fed_{loss}_s{s}', 'launch.train', f'--loss={loss}',
                                  f'--seed={s}', *_federated_args(task, FLAGS.learning_rates)))
       for split in FLAGS.splits:
-        add(central[split][loss], _cell(f'central_{split}_{loss}_s{s}', 'launch.centralized',
-                                        f'--loss={loss}', f'--seed={s}', *_central_args(split)))
+        add(central[split][loss], cell(f'central_{split}_{loss}_s{s}', 'launch.centralized',
+                                       f'--loss={loss}', f'--seed={s}', *_central_args(split)))
     for name in FLAGS.probes:
       _, module, extra = PROBES[name]
       args = (_central_args('by_user') if module == 'launch.centralized'
               else _federated_args(task, FLAGS.learning_rates))
-      add(probes[name], _cell(f'probe_{name}_s{s}', module, '--loss=batch_softmax',
-                              f'--seed={s}', *args, *extra))
+      add(probes[name], cell(f'probe_{name}_s{s}', module, '--loss=batch_softmax',
+                             f'--seed={s}', *args, *extra))
   # The chosen rates' seed-0 run is the fed_ cell itself.
-  rates = {(loss, r): _cell(f'lr_{loss}_{r}_s0' if r != FLAGS.learning_rates else
-                            f'fed_{loss}_s0', 'launch.train', f'--loss={loss}', '--seed=0',
-                            *_federated_args(task, r))
+  rates = {(loss, r): cell(f'lr_{loss}_{r}_s0' if r != FLAGS.learning_rates else
+                           f'fed_{loss}_s0', 'launch.train', f'--loss={loss}', '--seed=0',
+                           *_federated_args(task, r))
            for loss in FLAGS.losses for r in LEARNING_RATES} if FLAGS.rate_check else {}
-  return Results(federated, central, probes, rates)
+  return Results(federated, central, probes, rates, records)
 
 
 def _selected(named: dict, names: list[str]) -> list[tuple]:
@@ -231,8 +244,9 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
   fig, ax = plots.figure()
   ax.axhline(100 * popularity, color='gray', linestyle=':', label='popularity')
   for i, (loss, label) in enumerate(_selected(LOSSES, FLAGS.losses)):
-    curves = [common.read_curve(FLAGS.runs_dir, f'fed_{loss}_s{s}',
-                                'validation/recall_at_10', _records()) for s in seeds]
+    names = [f'fed_{loss}_s{s}' for s in seeds]
+    curves = [common.read_curve(FLAGS.runs_dir, name, 'validation/recall_at_10',
+                                results.records[name]) for name in names]
     curves = [c.set_index('round')['validation/recall_at_10'] for c in curves if c is not None]
     if not curves:
       continue

@@ -8,11 +8,23 @@ shown as mean ± std (sample std) of its metrics with the per-seed values.
 import dataclasses
 import math
 import pathlib
+from typing import Callable
+
+from absl import flags
+import numpy as np
 
 from launch import common
 import tasks
 
 LOSS = 'train/client_work/train/loss'  # every task's training loss after the last round
+
+
+def define_flags(runs_dir: str, results_dir: str) -> None:
+  """The flags of a script made of seeded tables (e.g. launch.reproduce_beauty)."""
+  flags.DEFINE_string('runs_dir', runs_dir, 'Where the individual runs go.')
+  flags.DEFINE_string('results_dir', results_dir, 'Where the results go.')
+  flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of the headline rows.')
+  flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,3 +105,28 @@ def tabulate(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib
              wanted: bool) -> list[str]:
   """Runs the table's missing cells (if `wanted`); its markdown lines."""
   return render(table, seeds, collect(table, seeds, runs_dir, records_dir, wanted))
+
+
+def best_row(table: Table, results: dict[str, list[dict]], metric: str) -> str | None:
+  """The row of a one-seed sweep with the highest `metric` (None until every row
+  has run; a run whose model became NaN counts as the worst)."""
+  if not all(results.get(row) for row in table.rows):
+    return None
+  return max(table.rows, key=lambda r: np.nan_to_num(results[r][0][metric], nan=-np.inf))
+
+
+def sweep_then_headline(heading: list[str], sweep: Table, metric: str,
+                        headline: Callable[[str], Table], seeds: list[int], runs_dir: str,
+                        results_dir: pathlib.Path, wanted: bool) -> None:
+  """A sweep on seed 0, then the headline rows over `seeds` at the sweep's best
+  row (`headline(row)`); writes both tables, after `heading`, to table.md."""
+  records = results_dir / 'cells'
+  results = collect(sweep, [0], runs_dir, records, wanted)
+  lines = [*heading, *render(sweep, [0], results)]
+  chosen = best_row(sweep, results, metric)
+  if chosen is None:
+    lines.append('The headline rows wait for the whole sweep.')
+  else:
+    lines += tabulate(headline(chosen), seeds, runs_dir, records, wanted)
+  results_dir.mkdir(parents=True, exist_ok=True)
+  common.write_text(results_dir / 'table.md', '\n'.join(lines))

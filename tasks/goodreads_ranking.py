@@ -7,7 +7,9 @@ Evaluation: the global model scores every item for every user, train items
 are excluded, and NDCG@k / recall@k / HR@k are taken against the test items
 (the official code's protocol, sklearn's NDCG for binary relevance). Any
 dataset in the same per-user line layout works (user_items.load), e.g.
-Amazon Beauty sequences with a per-user chronological test split.
+Amazon Beauty sequences with a per-user chronological test split, cut to
+its heaviest users as FAIR's paper cut its -100 datasets (`top_users`), and
+scored on a validation split instead of test (`held_out`) to choose settings.
 """
 
 import collections
@@ -31,6 +33,7 @@ from tff_rec.training import loop
 
 DEFAULT_DATA_DIR = '../shared/data/goodreads-100'
 EVAL_BLOCK_SCORES = 1 << 22  # users x items scored at a time: ~4M x 16 floats in the MLP
+HELD_OUT = ('test', 'validation')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +52,13 @@ class Config:
       0.3, "The last share of each user's items held out for test (single sequence "
       'files only).')
   top_k: int = setting.setting(20, 'Cut-off of the ranking metrics (NDCG, HR, recall).')
+  top_users: int = setting.setting(
+      0, 'Keep only this many users, those with the most items (FAIR\'s "-100" '
+      'datasets); 0 keeps every user.')
+  held_out: str = setting.setting(
+      'test', 'What evaluation scores: the test items, or a validation split (the last '
+      'test_fraction of each train list, test items dropped) for choosing settings.',
+      choices=HELD_OUT)
   seed: int = setting.setting(0, 'Seed of every random choice.')
 
   def __post_init__(self):
@@ -56,6 +66,10 @@ class Config:
                  'top_k'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+    if self.top_users < 0:
+      raise ValueError(f'top_users must be >= 0 (0: every user), got {self.top_users}')
+    if self.held_out not in HELD_OUT:
+      raise ValueError(f'held_out must be one of {HELD_OUT}, got {self.held_out!r}')
     if self.l2 < 0:
       raise ValueError(f'l2 must be >= 0, got {self.l2}')
 
@@ -74,13 +88,19 @@ class GoodreadsRanking:
   TRAIN_DEFAULTS = dict(clients_per_round=10, client_optimizer='adam',
                         client_learning_rate=1e-3, server_optimizer='sgd',
                         server_learning_rate=1.0)
-  EVAL_PARTS = ('test', 'test')  # the paper tracks test NDCG every N rounds
-  PROGRESS = {'loss': loop.TRAIN_LOSS, 'ndcg_at_20': 'test/ndcg_at_20',
-              'bytes down': 'train/aggregator/bytes_down'}
 
   def __init__(self, config: Config):
     self.config = config
-    self.data = user_items.load(config.data_dir, test_fraction=config.test_fraction)
+    data = user_items.load(config.data_dir, test_fraction=config.test_fraction)
+    if config.top_users:
+      data = user_items.heaviest(data, config.top_users)
+    if config.held_out == 'validation':
+      data = user_items.validation_split(data, config.test_fraction)
+    self.data = data
+    part, k = config.held_out, config.top_k
+    self.EVAL_PARTS = (part, part)  # the paper tracks held-out NDCG every N rounds
+    self.PROGRESS = {'loss': loop.TRAIN_LOSS, f'ndcg_at_{k}': f'{part}/ndcg_at_{k}',
+                     'bytes down': 'train/aggregator/bytes_down'}
     self.shape = neumf.NeuMFShape(len(self.data.user_ids), self.data.num_items,
                                   config.factors, config.mlp_layers)
     self.vocab_size = self.data.num_items
@@ -212,17 +232,22 @@ class GoodreadsRanking:
         user=users, positive=positives, negatives=negatives)).batch(self.config.batch_size)
 
   def evaluate(self, weights, part: str = 'test') -> dict[str, float]:
-    """Mean NDCG / recall / HR @k of the full model over users with test items."""
-    if part != 'test':
-      raise ValueError(f'goodreads_ranking evaluates on "test" only, got {part!r}')
+    """Mean NDCG / recall / HR @k of the full model over users with held-out items."""
+    self._check_part(part)
     if isinstance(weights, tff.learning.models.ModelWeights):  # the Keras NeuMF's
       weights = dict(zip(self._keras_weight_names, weights.trainable))
     scores = functools.partial(neumf.score_all_items,
                                {k: tf.constant(v) for k, v in weights.items()})
     return self._ranking_metrics(lambda users: scores(tf.constant(users)))
 
-  def popularity(self) -> dict[str, float]:
+  def _check_part(self, part: str) -> None:
+    if part != self.config.held_out:
+      raise ValueError(f'this goodreads_ranking holds out {self.config.held_out!r} only, '
+                       f'got {part!r} (set held_out={part!r} to score it)')
+
+  def popularity(self, part: str = 'test') -> dict[str, float]:
     """The same metrics for ranking items by their number of train users."""
+    self._check_part(part)
     counts = np.bincount(self.data.train.items, minlength=self.data.num_items)
     scores = tf.constant(counts, tf.float32)
     return self._ranking_metrics(
@@ -265,13 +290,14 @@ class GoodreadsRanking:
     One optimizer throughout; test metrics every `eval_every` epochs and
     after the last; `on_epoch(epoch, metrics)` sees every epoch's metrics.
     """
-    model = self.functional_model()
+    model, part = self.functional_model(), self.config.held_out
     epoch_of = centralized.FunctionalEpochs(
         lambda w, batch: model.loss(w, batch, neumf.full_item_rows(w)), optimizer.build(),
         model.initial_weights, self.centralized_epoch)
     return centralized.train(
         epoch_of, epochs=epochs, eval_every=eval_every, on_epoch=on_epoch,
-        evaluate=lambda: {f'test/{k}': v for k, v in self.evaluate(epoch_of.weights).items()})
+        evaluate=lambda: {f'{part}/{k}': v for k, v in self.evaluate(epoch_of.weights, part)
+                          .items()})
 
 def _with_label(triples):
   """Keras's (x, y) of a batch of triples: BPR needs no label, Keras wants one."""

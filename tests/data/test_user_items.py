@@ -60,3 +60,28 @@ def test_real_goodreads_100_counts(real_goodreads):
   data = user_items.load(real_goodreads)
   assert (len(data.user_ids), data.num_items) == (99, 359_014)
   assert (data.train.counts.sum(), data.test.counts.sum()) == (482_745, 206_869)
+
+
+def test_heaviest_keeps_the_users_with_most_items_in_uid_order(tmp_path):
+  # Totals (train + test): uid 0 -> 2, uid 3 -> 4, uid 5 -> 4, uid 8 -> 1.
+  root = fixtures.write_user_items(tmp_path, {0: [1], 3: [1, 2, 3], 5: [4, 5], 8: [6]},
+                                   {0: [2], 3: [4], 5: [6, 7], 8: []})
+  data = user_items.heaviest(user_items.load(root), 2)
+  np.testing.assert_array_equal(data.user_ids, [3, 5])
+  np.testing.assert_array_equal(data.train.of(1), [4, 5])
+  np.testing.assert_array_equal(data.test.of(1), [6, 7])
+  assert data.num_items == 8  # the catalogue is kept
+  # A tie at the cut goes to the lower uid.
+  np.testing.assert_array_equal(user_items.heaviest(user_items.load(root), 1).user_ids, [3])
+  with pytest.raises(ValueError, match='count must be >= 1'):
+    user_items.heaviest(data, 0)
+
+
+def test_validation_split_holds_out_the_end_of_train_and_drops_test(tmp_path):
+  root = fixtures.write_user_items(tmp_path, {0: [1, 2, 3, 4], 1: [5]}, {0: [9], 1: [8]})
+  data = user_items.validation_split(user_items.load(root), 0.3)
+  np.testing.assert_array_equal(data.train.of(0), [1, 2])  # ceil(1.2) = 2 held
+  np.testing.assert_array_equal(data.test.of(0), [3, 4])
+  np.testing.assert_array_equal(data.train.of(1), [5])  # one train item: nothing held
+  assert data.test.counts.tolist() == [2, 0]
+  assert 9 not in data.test.items and 8 not in data.test.items

@@ -77,3 +77,15 @@ def test_a_recorded_cell_under_other_flags_is_refused_not_tabulated(tmp_path):
   with pytest.raises(app.UsageError, match=r'--rounds=200 \(recorded: 100\)'):
     common.run_cell(str(tmp_path / 'runs'), 'a', 'launch.train', '--rounds=200',
                     '--seed=0', records_dir=str(tmp_path / 'cells'))
+
+
+@pytest.mark.usefixtures('reproduction_flags')
+def test_a_shared_record_is_found_only_where_its_settings_match(tmp_path):
+  # Two tables hold a cell of the same name, made with other --epochs.
+  _finished_run(tmp_path / 'three' / 'c', epochs=3, task='movielens_ranking')
+  _finished_run(tmp_path / 'ten' / 'c', epochs=10, task='movielens_ranking')
+  folders = [str(tmp_path / 'three'), str(tmp_path / 'ten')]
+  assert common.recorded_in(folders, 'c', '--epochs=10') == str(tmp_path / 'ten')
+  assert common.recorded_in(folders, 'c', '--epochs=3') == str(tmp_path / 'three')
+  assert common.recorded_in(folders, 'c', '--epochs=5') is None
+  assert common.recorded_in(folders, 'other', '--epochs=3') is None

@@ -57,3 +57,27 @@ def test_a_paper_record_made_with_other_flags_is_refused_not_reused(tmp_path):
   with pytest.raises(app.UsageError, match=r'--rounds=3 \(recorded: 50\)'):
     seeded_table.tabulate(table, [0], str(tmp_path / 'runs'), tmp_path / 'cells',
                           wanted=False)
+
+
+def test_a_sweep_picks_its_best_row_and_the_headline_waits_for_every_row(tmp_path):
+  records = tmp_path / 'results' / 'cells' / 'movielens_ranking'
+  _record(records, 'lr1_s0', **{'validation/hr': math.nan, LOSS: math.nan})
+  _record(records, 'lr2_s0', **{'validation/hr': 0.3, LOSS: 0.4})
+  _record(records, 'best_s0', **{'test/hr': 0.25, LOSS: 0.4})
+  rows = {f'lr{r}': (f'rate {r}', (f'--lr={r}',), None) for r in (1, 2, 3)}
+  sweep = seeded_table.Table('movielens_ranking', 'Sweep', ('validation/hr',), rows,
+                             ('--rounds=3',), None, (('data_dir', 'd'),))
+  headline = lambda row: seeded_table.Table(  # pylint: disable=g-long-lambda
+      'movielens_ranking', f'Head at {row}', ('test/hr',), {'best': ('B', (), None)},
+      ('--rounds=3',), None, (('data_dir', 'd'),))
+
+  def table_md():
+    seeded_table.sweep_then_headline(['# H', ''], sweep, 'validation/hr', headline, [0],
+                                     str(tmp_path / 'runs'), tmp_path / 'results', False)
+    return (tmp_path / 'results' / 'table.md').read_text()
+
+  assert table_md().endswith('The headline rows wait for the whole sweep.')
+  _record(records, 'lr3_s0', **{'validation/hr': 0.2, LOSS: 0.4})
+  text = table_md()
+  assert text.startswith('# H\n\n## Sweep')
+  assert '## Head at lr2' in text and '| B | 0.250 | 0.250 |' in text  # NaN counts as worst

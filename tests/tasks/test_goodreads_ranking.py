@@ -89,6 +89,18 @@ def test_amazon_style_sequence_file_works_unchanged(tmp_path):
   assert 0 <= task.popularity()['ndcg_at_20'] <= 1
 
 
+def test_top_users_and_a_validation_split_score_held_out_train_items(tmp_path):
+  train = {u: list(range(10 * u, 10 * u + 2 + u)) for u in range(5)}  # 2..6 items
+  root = fixtures.write_user_items(tmp_path, train, {u: [99] for u in range(5)})
+  task = _task(root, top_users=2, held_out='validation', top_k=1, test_fraction=0.5)
+  assert task.data.user_ids.tolist() == [3, 4] and task.EVAL_PARTS == ('validation',) * 2
+  assert task.data.test.of(0).tolist() == [32, 33, 34]  # no test item (99) is scored
+  # Every held-out item is unique to its user: popularity never hits, 0 and not NaN.
+  assert task.popularity('validation')['hr_at_1'] == 0.0
+  with pytest.raises(ValueError, match=r"holds out 'validation' only, got 'test'"):
+    task.popularity('test')
+
+
 def test_real_goodreads_popularity_matches_the_design_note(real_goodreads):
   """DESIGN.md: popularity alone scores NDCG@20 of about 0.275 on Goodreads-100."""
   metrics = _task(real_goodreads).popularity()
@@ -107,6 +119,8 @@ def test_centralized_epoch_covers_every_train_interaction_once(user_items_dir):
 @pytest.mark.parametrize('overrides, message', [
     (dict(factors=0), 'factors must be >= 1'),
     (dict(l2=-1.0), 'l2 must be >= 0'),
+    (dict(top_users=-1), 'top_users must be >= 0'),
+    (dict(held_out='train'), 'held_out must be one of'),
 ])
 def test_bad_config(user_items_dir, overrides, message):
   with pytest.raises(ValueError, match=message):

@@ -7,6 +7,10 @@ Two layouts of the same line format are read:
   ids): the last `test_fraction` of each user's items become its test items.
 Item ids are used as they are: the catalogue is 0..max id (an unused id 0 of
 a 1-based file is one never-seen item, harmless for ranking).
+
+Two views of loaded data: the heaviest users only (how FAIR's paper cut its
+-100 datasets), and a validation split that holds out the end of each train
+list and drops the test items, for choosing settings without touching test.
 """
 
 import dataclasses
@@ -112,3 +116,29 @@ def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3) -> UserIte
   num_items = 1 + max(int(l.max()) for l in train_lists + test_lists if len(l))
   return UserItems(user_ids, ItemLists.from_lists(train_lists),
                    ItemLists.from_lists(test_lists), num_items)
+
+
+def heaviest(data: UserItems, count: int) -> UserItems:
+  """The `count` users with the most (train + test) items, ties to the lower uid;
+  item ids and the catalogue stay as they are."""
+  if count < 1:
+    raise ValueError(f'count must be >= 1, got {count}')
+  totals = data.train.counts + data.test.counts
+  kept = np.sort(np.argsort(-totals, kind='stable')[:count])
+  return UserItems(data.user_ids[kept], _subset(data.train, kept),
+                   _subset(data.test, kept), data.num_items)
+
+
+def validation_split(data: UserItems, fraction: float) -> UserItems:
+  """The train lists split again: their last `fraction` (as split_sequences)
+  becomes the held-out part, and the test items are dropped."""
+  lists = {k: data.train.of(k) for k in range(len(data.user_ids))}
+  train, held = split_sequences({k: v for k, v in lists.items() if len(v) > 1}, fraction)
+  return UserItems(data.user_ids,
+                   ItemLists.from_lists([train.get(k, lists[k]) for k in lists]),
+                   ItemLists.from_lists([held.get(k, lists[k][:0]) for k in lists]),
+                   data.num_items)
+
+
+def _subset(lists: ItemLists, users: np.ndarray) -> ItemLists:
+  return ItemLists.from_lists([lists.of(k) for k in users])
