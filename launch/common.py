@@ -1,10 +1,13 @@
 """What the launchers share: task flags, the output directory, progress lines."""
 
 import dataclasses
+import datetime
+import importlib.metadata
 import json
 import math
 import os
 import pathlib
+import platform
 import shutil
 import subprocess
 import sys
@@ -319,7 +322,8 @@ def _same_setting(name: str, recorded, text: str) -> bool:
 NOT_RUN, CANNOT_RUN = 'not run', 'N/A'  # reproduction cells without a result
 # What a finished cell keeps in its record: small files, committed with the
 # results, so a table can be rebuilt without the runs (checkpoints, logs).
-RECORD_FILES = ('config.json', 'metrics.csv', 'summary.json')  # summary last: done
+# summary last: a record with one is done. machines.json: runs before it existed lack it.
+RECORD_FILES = ('config.json', 'machines.json', 'metrics.csv', 'summary.json')
 
 
 def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = True,
@@ -345,7 +349,8 @@ def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = T
   if record:
     record.mkdir(parents=True, exist_ok=True)
     for file in RECORD_FILES:
-      _copy_atomically(out / file, record / file)
+      if (out / file).exists():
+        _copy_atomically(out / file, record / file)
   return summary
 
 
@@ -427,7 +432,38 @@ def output_dir(run_config: dict) -> pathlib.Path:
           'new --output_dir.')
   else:
     write_json(saved, run_config)
+  starts = root / 'machines.json'
+  write_json(starts, [*(json.loads(starts.read_text()) if starts.exists() else []),
+                      {'started': datetime.datetime.now(datetime.timezone.utc).isoformat(
+                          timespec='seconds'), **machine()}])
   return root
+
+
+# The CPU features that select TF's (oneDNN's) kernels. On one machine a seed
+# reruns to every digit; on another CPU the kernels, and so the order of each
+# sum, may differ: capping oneDNN at AVX2 here moves a run's first-epoch loss in
+# the fourth digit (results/dual_encoder_beauty/README.md).
+VECTOR_EXTENSIONS = ('avx2', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_tile')
+PACKAGES = ('tensorflow', 'tensorflow-federated', 'numpy')
+KERNEL_SETTINGS = ('TF_ENABLE_ONEDNN_OPTS', 'ONEDNN_MAX_CPU_ISA', 'OMP_NUM_THREADS')
+
+
+def machine() -> dict:
+  """What a run's last digits depend on beyond its flags: the CPU, its cores,
+  the packages and any kernel settings in the environment."""
+  cpuinfo = pathlib.Path('/proc/cpuinfo')  # Linux; elsewhere what platform knows
+  fields = {}
+  for line in (cpuinfo.read_text() if cpuinfo.exists() else '').splitlines():
+    name, _, value = line.partition(':')
+    fields.setdefault(name.strip(), value.strip())  # the first CPU's
+  flags_of_cpu = fields.get('flags', '').split()
+  cores = (len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
+           else os.cpu_count())
+  return {'cpu': fields.get('model name') or platform.processor(),
+          'vector_extensions': [f for f in VECTOR_EXTENSIONS if f in flags_of_cpu],
+          'cores': cores, 'python': platform.python_version(),
+          **{name: importlib.metadata.version(name) for name in PACKAGES},
+          **{name: os.environ[name] for name in KERNEL_SETTINGS if name in os.environ}}
 
 
 def write_json(path: pathlib.Path, value) -> None:

@@ -90,6 +90,10 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   cut = tmp_path / 'cut'
   _kill_after_round_2_and_resume(flags, cut)
   assert [r['round'] for r in _rows(cut)] == ['1', '2', '3', '4']
+  # Each start lists the machine it ran on: what a rerun's last digits depend on.
+  starts = [json.loads((run / 'machines.json').read_text()) for run in (whole, cut)]
+  assert [len(s) for s in starts] == [1, 2]
+  assert starts[1][0]['cores'] >= 1 and 'vector_extensions' in starts[1][1]
   resumed = json.loads((cut / 'summary.json').read_text())
   for key, value in summary.items():
     if not key.startswith(('memory/', 'train/round_seconds')):
