@@ -67,7 +67,7 @@ def headline(rate: float, records: pathlib.Path) -> seeded_table.Table:
       METRICS,
       {'fedmf': ('FedMF-64', ('--algorithm=fedmf', rate_flag), None),
        'colr': ('CoLR r=4', ('--algorithm=colr', '--rank=4', rate_flag), sweep_cell)},
-      ARGS, 'test', BEAUTY)
+      ARGS, 'test', BEAUTY, versus=('fedmf', 'popularity'))
 
 
 def main(argv):

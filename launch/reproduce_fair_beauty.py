@@ -62,7 +62,7 @@ def headline(rate: float) -> seeded_table.Table:
         (f'--algorithm={algorithm}', *capacities, _rate_flag(rate)), None)
   return seeded_table.Table(
       'goodreads_ranking', f'FedAvg and FAIR at client Adam {rate:g}, test', METRICS, rows,
-      ARGS, 'test', BEAUTY_100)
+      ARGS, 'test', BEAUTY_100, versus=('fedavg', 'popularity'))
 
 
 def main(argv):

@@ -39,6 +39,9 @@ class Table:
   # Task settings (name -> value) beyond the defaults, e.g. another data_dir:
   # given to every run of the table and to the popularity row's task.
   task_settings: tuple[tuple[str, object], ...] = ()
+  # Rows (e.g. 'popularity') every row is held against on the headline metric:
+  # a column each, the difference where beyond the seeds' noise.
+  versus: tuple[str, ...] = ()
 
   def caption(self) -> str:
     settings = ' '.join(f'--{name}={value}' for name, value in self.task_settings)
@@ -83,21 +86,26 @@ def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.
 
 def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> list[str]:
   """The markdown lines of a table's collected results (`collect`)."""
-  header = [*(m.split('/')[-1] for m in table.metrics), 'per seed (' + table.metrics[0]
-            .split('/')[-1] + ')']
+  headline = table.metrics[0]
+  labels = {'popularity': 'popularity', **{k: v[0] for k, v in table.rows.items()}}
+  header = [*(m.split('/')[-1] for m in table.metrics),
+            *(f'vs {labels[row]}' for row in table.versus),
+            'per seed (' + headline.split('/')[-1] + ')']
   lines = [f'## {table.title}', '',
            f'{table.caption()}; seeds {seeds}; mean ± std over the seeds (sample std).', '',
            '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
-  labels = {'popularity': 'popularity', **{k: v[0] for k, v in table.rows.items()}}
   for row, runs in results.items():
     diverged = sum(math.isnan(common.recorded(r, LOSS, 0.0)) for r in runs)
     if diverged:  # a NaN model scores zero: say what happened instead
-      lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * len(table.metrics))
+      lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * (len(header) - 1))
                    + f' | training loss NaN in {diverged} of {len(runs)} seeds |')
       continue
     per_metric = [common.spread([r[m] for r in runs]) for m in table.metrics]
-    per_seed = ', '.join(f'{r[table.metrics[0]]:.3f}' for r in runs) or 'not run'
-    lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric) + f' | {per_seed} |')
+    versus = ['' if other == row else common.versus(
+        [r[headline] for r in runs], [r[headline] for r in results.get(other, [])])
+              for other in table.versus]
+    per_seed = ', '.join(f'{r[headline]:.3f}' for r in runs) or 'not run'
+    lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric + versus) + f' | {per_seed} |')
   return lines + ['']
 
 

@@ -81,3 +81,20 @@ def test_a_sweep_picks_its_best_row_and_the_headline_waits_for_every_row(tmp_pat
   text = table_md()
   assert text.startswith('# H\n\n## Sweep')
   assert '## Head at lr2' in text and '| B | 0.250 | 0.250 |' in text  # NaN counts as worst
+
+
+def test_every_row_is_held_against_the_versus_rows_beyond_noise_only(tmp_path):
+  records = tmp_path / 'cells'
+  values = {'base': (0.30, 0.32), 'close': (0.29, 0.35), 'far': (0.20, 0.21), 'one': (0.1,)}
+  for row, seeds in values.items():
+    for seed, value in enumerate(seeds):
+      _record(records / 'movielens_ranking', f'{row}_s{seed}', **{'test/hr': value, LOSS: 0.4})
+  table = seeded_table.Table(
+      'movielens_ranking', 'T', ('test/hr',), {r: (r.upper(), (), None) for r in values},
+      ('--rounds=3',), None, (('data_dir', 'd'),), versus=('base',))
+
+  lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), records, wanted=False)
+
+  assert lines[4] == '| method | hr | vs BASE | per seed (hr) |'
+  assert [line.split(' | ')[2] for line in lines[6:-1]] == [
+      '', 'within noise', '-0.105', 'one seed: no spread']
