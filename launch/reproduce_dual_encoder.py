@@ -29,6 +29,10 @@ Another dataset, and a subset of the cells (a large one costs more a cell):
   python -m launch.reproduce_dual_encoder --data_dir=../shared/data/amazon-beauty \
       --nodrop_remainder --losses=global_softmax,batch_softmax_spreadout \
       --splits=by_user --probes= --results_dir=results/dual_encoder_beauty
+
+--shared_records names other tables' results folders: a cell one of them
+recorded with the same settings is read from there (another budget's table
+shares cells with this one) instead of run again or copied.
 """
 
 import dataclasses
@@ -146,14 +150,14 @@ def run_all(task, seeds: list[int]) -> Results:
   records = {}
   cell = functools.partial(_cell, records)
 
-  def add(runs: list[dict], cell: dict | str) -> None:
-    if isinstance(cell, dict):  # finished
-      runs.append(cell)
+  def add(runs: list[dict], result: dict | str) -> None:
+    if isinstance(result, dict):  # finished
+      runs.append(result)
 
   for s in seeds:
     for loss in FLAGS.losses:
       add(federated[loss], cell(f'fed_{loss}_s{s}', 'launch.train', f'--loss={loss}',
-                                 f'--seed={s}', *_federated_args(task, FLAGS.learning_rates)))
+                                f'--seed={s}', *_federated_args(task, FLAGS.learning_rates)))
       for split in FLAGS.splits:
         add(central[split][loss], cell(f'central_{split}_{loss}_s{s}', 'launch.centralized',
                                        f'--loss={loss}', f'--seed={s}', *_central_args(split)))

@@ -9,8 +9,8 @@ users with the most interactions; Beauty-100 is the same cut of Amazon Beauty
 the last 30% of each user's items for test). The official settings for
 AmazonProduct-100 are Goodreads' but with E = 1 local epoch; 1,000 rounds of
 10 clients is the official example's T; the client Adam rate is "the best of
-1e-4 .. 1". Here it is picked on validation NDCG@20 (the
-last 30% of each train list, test untouched) from FedAvg's sweep on seed 0.
+1e-4 .. 1". Here it is picked on validation NDCG@20 (the last 30% of each
+train list, test untouched) from FedAvg's sweep on seed 0.
 FedAvg, FAIR-HET, FAIR-HOM and FedHM then run at that rate over --seeds at
 1x-2x and 1x-16x (FedHM cannot run past 4x with 8 factors) and FAIR-HET and
 FAIR-HOM at 1x-64x: the cells of results/fair_goodreads' seeded table.

@@ -73,8 +73,9 @@ def test_heaviest_keeps_the_users_with_most_items_in_uid_order(tmp_path):
   assert data.num_items == 8  # the catalogue is kept
   # A tie at the cut goes to the lower uid.
   np.testing.assert_array_equal(user_items.heaviest(user_items.load(root), 1).user_ids, [3])
-  with pytest.raises(ValueError, match='count must be >= 1'):
-    user_items.heaviest(data, 0)
+  for count in (0, 5):
+    with pytest.raises(ValueError, match=f'cannot keep the {count} heaviest users: there are 4'):
+      user_items.heaviest(user_items.load(root), count)
 
 
 def test_validation_split_holds_out_the_end_of_train_and_drops_test(tmp_path):

@@ -121,8 +121,9 @@ def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3) -> UserIte
 def heaviest(data: UserItems, count: int) -> UserItems:
   """The `count` users with the most (train + test) items, ties to the lower uid;
   item ids and the catalogue stay as they are."""
-  if count < 1:
-    raise ValueError(f'count must be >= 1, got {count}')
+  if not 1 <= count <= len(data.user_ids):
+    raise ValueError(f'cannot keep the {count} heaviest users: there are '
+                     f'{len(data.user_ids)} (keep 1 to {len(data.user_ids)})')
   totals = data.train.counts + data.test.counts
   kept = np.sort(np.argsort(-totals, kind='stable')[:count])
   return UserItems(data.user_ids[kept], _subset(data.train, kept),
