@@ -322,8 +322,8 @@ def _same_setting(name: str, recorded, text: str) -> bool:
 NOT_RUN, CANNOT_RUN = 'not run', 'N/A'  # reproduction cells without a result
 # What a finished cell keeps in its record: small files, committed with the
 # results, so a table can be rebuilt without the runs (checkpoints, logs).
-# summary last: a record with one is done. machines.json: runs before it existed lack it.
-RECORD_FILES = ('config.json', 'machines.json', 'metrics.csv', 'summary.json')
+RECORD_FILES = ('config.json', 'machines.json', 'metrics.csv', 'summary.json')  # summary last: done
+OPTIONAL_RECORD_FILES = ('machines.json',)  # runs started before it existed lack it
 
 
 def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = True,
@@ -349,7 +349,7 @@ def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = T
   if record:
     record.mkdir(parents=True, exist_ok=True)
     for file in RECORD_FILES:
-      if (out / file).exists():
+      if file not in OPTIONAL_RECORD_FILES or (out / file).exists():
         _copy_atomically(out / file, record / file)
   return summary
 

@@ -32,7 +32,7 @@ FLAGS = flags.FLAGS
 BEAUTY_100 = (('data_dir', '../shared/data/amazon-beauty'), ('top_users', 100),
               ('local_epochs', 1))
 ARGS = ('--rounds=1000', '--eval_every=10', '--checkpoint_every=100')
-SWEEP_RATES = (1.0, 1e-1, 1e-2, 1e-3, 1e-4)
+SWEEP_RATES = {f'fedavg_lr{r:g}': r for r in (1.0, 1e-1, 1e-2, 1e-3, 1e-4)}  # row -> rate
 SWEEP_METRIC = 'validation/ndcg_at_20'
 METRICS = ('test/ndcg_at_20', 'test/hr_at_20', 'test/recall_at_20')
 LABELS = {'fedavg': 'FedAvg', 'fair': 'FAIR-HET', 'fair_hom': 'FAIR-HOM', 'fedhm': 'FedHM'}
@@ -48,8 +48,8 @@ def _rate_flag(rate: float) -> str:
 SWEEP = seeded_table.Table(
     'goodreads_ranking', 'Client Adam rate: FedAvg, validation, seed 0',
     (SWEEP_METRIC, 'validation/hr_at_20'),
-    {f'fedavg_lr{r:g}': (f'FedAvg, client Adam {r:g}', ('--algorithm=fedavg', _rate_flag(r)),
-                         None) for r in SWEEP_RATES},
+    {row: (f'FedAvg, client Adam {r:g}', ('--algorithm=fedavg', _rate_flag(r)), None)
+     for row, r in SWEEP_RATES.items()},
     ARGS, 'validation', (*BEAUTY_100, ('held_out', 'validation')))
 
 
@@ -68,13 +68,12 @@ def headline(rate: float) -> seeded_table.Table:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  rates = {f'fedavg_lr{r:g}': r for r in SWEEP_RATES}
   results = pathlib.Path(FLAGS.results_dir)
   seeded_table.sweep_then_headline(
       ["# FAIR's headline cells on Amazon Beauty-100", '',
        'Built by `python -m launch.reproduce_fair_beauty` from the cell records. '
        'See README.md here for the reading.', ''],
-      SWEEP, SWEEP_METRIC, lambda row: headline(rates[row]), [int(s) for s in FLAGS.seeds],
+      SWEEP, SWEEP_METRIC, lambda row: headline(SWEEP_RATES[row]), [int(s) for s in FLAGS.seeds],
       FLAGS.runs_dir, results, FLAGS.only == 'all')
   print(f'done: {results / "table.md"}', flush=True)
 

@@ -86,10 +86,11 @@ def single_sequence_file(data_dir: str | pathlib.Path) -> pathlib.Path | None:
 
 def split_sequences(sequences: dict[int, np.ndarray], test_fraction: float
                     ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-  """Each user's last ceil(fraction * len) items (at most len - 1) go to test."""
+  """Each user's last ceil(fraction * len) items (at most len - 1, none of an empty
+  list) go to test."""
   train, test = {}, {}
   for uid, items in sequences.items():
-    held = min(math.ceil(test_fraction * len(items)), len(items) - 1)
+    held = max(0, min(math.ceil(test_fraction * len(items)), len(items) - 1))
     train[uid], test[uid] = items[:len(items) - held], items[len(items) - held:]
   return train, test
 
@@ -133,12 +134,10 @@ def heaviest(data: UserItems, count: int) -> UserItems:
 def validation_split(data: UserItems, fraction: float) -> UserItems:
   """The train lists split again: their last `fraction` (as split_sequences)
   becomes the held-out part, and the test items are dropped."""
-  lists = {k: data.train.of(k) for k in range(len(data.user_ids))}
-  train, held = split_sequences({k: v for k, v in lists.items() if len(v) > 1}, fraction)
-  return UserItems(data.user_ids,
-                   ItemLists.from_lists([train.get(k, lists[k]) for k in lists]),
-                   ItemLists.from_lists([held.get(k, lists[k][:0]) for k in lists]),
-                   data.num_items)
+  train, held = split_sequences({k: data.train.of(k) for k in range(len(data.user_ids))},
+                                fraction)
+  return UserItems(data.user_ids, ItemLists.from_lists(list(train.values())),
+                   ItemLists.from_lists(list(held.values())), data.num_items)
 
 
 def _subset(lists: ItemLists, users: np.ndarray) -> ItemLists:
