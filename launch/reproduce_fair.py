@@ -7,7 +7,9 @@ Table 2: central training, FedAvg, and FAIR-HET / FAIR-HOM / FedHM at
 1x-2x, 1x-4x, 1x-8x, 1x-16x (users in id order, equal groups). Table 3:
 FULL-TRN (only the 1x users train) vs FAIR-HET when 1% / 20% / 30% / 50% of
 users, drawn at random, are 1x and the rest 2x. Plus FAIR with consistent vs
-inconsistent subspaces at 2x-4x-8x-16x (every tier hashed). Each cell is a
+inconsistent subspaces at 2x-4x-8x-16x (every tier hashed). Table 3 and the
+consistency ablation run over --seeds (Table 3's seed s draws its 1x users
+with seed 101 + s: the paper's draw first). Each cell is a
 launch.train / launch.centralized run in its own directory under --runs_dir
 (an interrupted reproduction resumes); a cell the method cannot run (FedHM
 past 4x) is N/A. A finished cell's metrics, summary and config are recorded
@@ -53,8 +55,11 @@ PAPER_TABLE2 = {'central': 0.28, 'fedavg': 0.278,
                 'fair': (0.276, 0.276, 0.274, 0.276), 'fair_hom': (0.269, 0.254, 0.246, 0.208),
                 'fedhm': (0.274, 0.275, None, None)}
 PAPER_TABLE3 = {'full_trn': (0.037, 0.247, 0.238, 0.261), 'fair': (0.271, 0.258, 0.27, 0.258)}
-TABLE3_SEED = 101  # the paper draws the 1x users with seed 101
-CONSISTENCY_SCHEME = '2x-4x-8x-16x'
+TABLE3_SEED = 101  # the paper draws the 1x users with seed 101; seed s draws with 101 + s
+CONSISTENCY_SCHEME = '2x-4x-8x-16x'  # two hashed tiers or more (1x is the full table)
+CONSISTENCY = {f'fair_{CONSISTENCY_SCHEME}': 'consistent',
+               f'fair_inconsistent_{CONSISTENCY_SCHEME}': 'inconsistent (a hash seed per tier)'}
+SWING_FROM = 20  # evaluations after the first climb, for the consistency ablation's swing
 PROBE_CAPACITIES = (2, 4, 16, 64, 256, 1024)
 HOM_BEYOND = ('1x-64x', '1x-256x')  # where does FAIR-HOM collapse, if not at 16x?
 LONG_SCHEMES = ('1x-2x', '1x-16x', '1x-64x')
@@ -118,18 +123,26 @@ def run_long(task, seeds: list[int]) -> dict[str, list[str]]:
   return names
 
 
+def _final(curve: pd.Series) -> float:
+  return float(curve.iloc[-1])
+
+
+def _peak(curve: pd.Series) -> float:
+  return float(curve.max())
+
+
+def over_seeds(names: list[str], pick, rounds: int) -> list[float]:
+  """pick(NDCG@20 curve) of each of a configuration's seeds that finished `rounds`."""
+  curves = [common.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names]
+  return [pick(c.set_index('round')[METRIC]) for c in curves
+          if c is not None and len(c) and c['round'].max() == rounds]
+
+
 def long_table(task, names: dict[str, list[str]], popularity: float) -> list[str]:
   """Final and best NDCG@20, mean ± std over seeds, and HET against HOM / FedAvg."""
-  def finals(stem):
-    return [common.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names[stem]]
-
-  def values(stem, pick):
-    return [pick(c[METRIC]) for c in finals(stem) if c is not None and len(c) and
-            c['round'].max() == FLAGS.long_rounds]
-
   cells = _long_cells(task)
-  last = {stem: values(stem, lambda v: float(v.iloc[-1])) for stem in names}
-  best = {stem: values(stem, lambda v: float(v.max())) for stem in names}
+  last = {stem: over_seeds(names[stem], _final, FLAGS.long_rounds) for stem in names}
+  best = {stem: over_seeds(names[stem], _peak, FLAGS.long_rounds) for stem in names}
   lines = ['| cell | seeds | final NDCG@20 | best NDCG@20 | final vs FedAvg | '
            'HET vs HOM (final) |', '|---|---|---|---|---|---|',
            f'| popularity | | {popularity:.3f} | | | |']
@@ -210,9 +223,9 @@ def _fedhm_can_run(task, scheme: str) -> bool:
     return False
 
 
-def _full_trn_clients(num_clients: int, fraction: float) -> int:
+def _full_trn_clients(num_clients: int, fraction: float, seed: int) -> int:
   tiers = capacities.assign(num_clients, 2, fractions=[fraction, 1 - fraction],
-                            assignment='random', seed=TABLE3_SEED)
+                            assignment='random', seed=seed)
   return int((tiers == 0).sum())
 
 
@@ -226,6 +239,57 @@ def plot_curves(path: pathlib.Path, names: dict[str, str], popularity: float,
       ax.plot(rows['round'], rows[METRIC], marker='.', label=label)
   plots.save(fig, ax, path, xlabel='round', ylabel='test NDCG@20', title=title,
              legend_columns=2)
+
+
+def run_ablations(task, seeds: list[int]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+  """Runs the consistency ablation and Table 3, seed by seed; for each, stem ->
+  its cells' names."""
+  consistency = {stem: [f'{stem}_s{s}' for s in seeds] for stem in CONSISTENCY}
+  table3 = {f'{a}_{f}': [f'{a}_{f}_s{TABLE3_SEED + s}' for s in seeds]
+            for f in FULL_FRACTIONS for a in ('full_trn', 'fair')}
+  for i, seed in enumerate(seeds):
+    for stem, names in consistency.items():
+      _federated(names[i], stem.removesuffix(f'_{CONSISTENCY_SCHEME}'),
+                 f'--capacities={CONSISTENCY_SCHEME}', f'--seed={seed}')
+    for fraction in FULL_FRACTIONS:
+      args = ('--capacities=1x-2x', f'--capacity_fractions={fraction},{1 - fraction:.2f}',
+              '--capacity_assignment=random', f'--seed={TABLE3_SEED + seed}')
+      ones = _full_trn_clients(len(task.train_client_ids), fraction, TABLE3_SEED + seed)
+      _federated(table3[f'full_trn_{fraction}'][i], 'full_trn', *args,
+                 f'--clients_per_round={min(10, ones)}')
+      _federated(table3[f'fair_{fraction}'][i], 'fair', *args)
+  return consistency, table3
+
+
+def table3_rows(table3: dict[str, list[str]]) -> list[str]:
+  final = {stem: over_seeds(names, _final, FLAGS.rounds) for stem, names in table3.items()}
+  rows = ['| 1x users | ' + ' | '.join(f'{int(100 * f)}%' for f in FULL_FRACTIONS) + ' |',
+          '|---|---|---|---|---|']
+  for algorithm, label in (('full_trn', 'FULL-TRN'), ('fair', 'FAIR-HET')):
+    cells = [f'{common.spread(final[f"{algorithm}_{f}"])} (paper {PAPER_TABLE3[algorithm][i]})'
+             for i, f in enumerate(FULL_FRACTIONS)]
+    rows.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+  gains = [common.versus(final[f'fair_{f}'], final[f'full_trn_{f}']) for f in FULL_FRACTIONS]
+  return [*rows, '| FAIR-HET vs FULL-TRN | ' + ' | '.join(gains) + ' |']
+
+
+def _swing(curve: pd.Series) -> float:
+  later = curve[curve.index >= SWING_FROM]
+  return float(later.max() - later.min())
+
+
+def consistency_rows(consistency: dict[str, list[str]]) -> list[str]:
+  rows = ['| subspaces | final NDCG@20 | best NDCG@20 | swing | final vs consistent |',
+          '|---|---|---|---|---|']
+  final = {stem: over_seeds(names, _final, FLAGS.rounds) for stem, names in consistency.items()}
+  reference = f'fair_{CONSISTENCY_SCHEME}'
+  for stem, label in CONSISTENCY.items():
+    names = consistency[stem]
+    versus = '' if stem == reference else common.versus(final[stem], final[reference])
+    rows.append(f'| {label} | {common.spread(final[stem])} | '
+                f'{common.spread(over_seeds(names, _peak, FLAGS.rounds))} | '
+                f'{common.spread(over_seeds(names, _swing, FLAGS.rounds))} | {versus} |')
+  return rows
 
 
 def main(argv):
@@ -242,30 +306,14 @@ def main(argv):
         table2[name] = common.CANNOT_RUN
       else:
         table2[name] = _federated(name, algorithm, f'--capacities={scheme}')
-  # Consistency needs two hashed tiers or more (1x is the full table, unhashed).
-  consistency = {f'fair_{CONSISTENCY_SCHEME}': f'consistent {CONSISTENCY_SCHEME}',
-                 f'fair_inconsistent_{CONSISTENCY_SCHEME}':
-                     f'inconsistent subspaces {CONSISTENCY_SCHEME}'}
-  for name in consistency:
-    _federated(name, name.removesuffix(f'_{CONSISTENCY_SCHEME}'),
-               f'--capacities={CONSISTENCY_SCHEME}')
-  table3 = {}
-  for fraction in FULL_FRACTIONS:
-    shares = f'--capacity_fractions={fraction},{1 - fraction:.2f}'
-    common_args = ('--capacities=1x-2x', shares, '--capacity_assignment=random',
-                   f'--seed={TABLE3_SEED}')
-    ones = _full_trn_clients(len(task.train_client_ids), fraction)
-    table3[f'full_trn_{fraction}'] = _federated(
-        f'full_trn_{fraction}', 'full_trn', *common_args,
-        f'--clients_per_round={min(10, ones)}')
-    table3[f'fair_{fraction}'] = _federated(f'fair_{fraction}', 'fair', *common_args)
+  seeds = [int(s) for s in FLAGS.seeds]
+  consistency, table3 = run_ablations(task, seeds)
   central = dict(_central(float(lr)) for lr in FLAGS.central_learning_rates)
   central_rows = [f'| central training, Adam {lr} (final / best epoch) | '
                   f'{_cell(summary, name, PAPER_TABLE2["central"])} |'
                   for lr, (name, summary) in zip(FLAGS.central_learning_rates, central.items())]
   beyond = {scheme: _federated(f'fair_hom_{scheme}', 'fair_hom', f'--capacities={scheme}')
             for scheme in HOM_BEYOND}
-  seeds = [int(s) for s in FLAGS.seeds]
   long_names = run_long(task, seeds)
 
   results = pathlib.Path(FLAGS.results_dir)
@@ -274,20 +322,16 @@ def main(argv):
               {'fedavg': 'FedAvg', **{f'{a}_{s}': f'{HETEROGENEOUS[a]} {s}'
                                       for a in ('fair', 'fair_hom') for s in SCHEMES}},
               popularity['ndcg_at_20'], 'Goodreads-100: FedAvg, FAIR-HET, FAIR-HOM')
-  plot_curves(results / 'consistency.png', consistency, popularity['ndcg_at_20'],
-              'Goodreads-100: consistent vs inconsistent subspaces')
+  plot_curves(results / 'consistency.png',
+              {n: f'{label} s{seed}' for stem, label in CONSISTENCY.items()
+               for seed, n in zip(seeds, consistency[stem])},
+              popularity['ndcg_at_20'], 'Goodreads-100: consistent vs inconsistent subspaces')
 
   rows2 = ['| capacity | ' + ' | '.join(HETEROGENEOUS.values()) + ' |', '|---|---|---|---|']
   for i, scheme in enumerate(SCHEMES):
     cells = [_cell(table2[f'{a}_{scheme}'], f'{a}_{scheme}', PAPER_TABLE2[a][i])
              for a in HETEROGENEOUS]
     rows2.append(f'| {scheme} | ' + ' | '.join(cells) + ' |')
-  rows3 = ['| 1x users | ' + ' | '.join(f'{int(100 * f)}%' for f in FULL_FRACTIONS) + ' |',
-           '|---|---|---|---|---|']
-  for algorithm, label in (('full_trn', 'FULL-TRN'), ('fair', 'FAIR-HET')):
-    cells = [_cell(table3[f'{algorithm}_{f}'], f'{algorithm}_{f}', PAPER_TABLE3[algorithm][i])
-             for i, f in enumerate(FULL_FRACTIONS)]
-    rows3.append(f'| {label} | ' + ' | '.join(cells) + ' |')
   bytes_rows = ['| run | MB down per round (10 clients) |', '|---|---|']
   for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES)]:
     path = common.cell_file(FLAGS.runs_dir, name, 'metrics.csv', _records())
@@ -323,9 +367,18 @@ the means where it exceeds the two stds added, else "within noise".
 
 {chr(10).join(rows2)}
 
-## Table 3: data loss (FULL-TRN) vs FAIR-HET, the rest of the users at 2x
+## Table 3 ({FLAGS.rounds} rounds, seeds {[TABLE3_SEED + s for s in seeds]}): data loss (FULL-TRN) vs FAIR-HET, the rest of the users at 2x
 
-{chr(10).join(rows3)}
+Final NDCG@20, mean ± std over the seeds (each draws its own 1x users), then
+the paper's number; the last row is FAIR-HET minus FULL-TRN where beyond noise.
+
+{chr(10).join(table3_rows(table3))}
+
+## Consistent vs inconsistent subspaces ({FLAGS.rounds} rounds, seeds {seeds})
+
+"Swing": the largest minus the smallest evaluation from round {SWING_FROM} on, per seed.
+
+{chr(10).join(consistency_rows(consistency))}
 
 ## FAIR-HOM past the paper's capacities
 
