@@ -131,11 +131,16 @@ def _peak(curve: pd.Series) -> float:
   return float(curve.max())
 
 
-def over_seeds(names: list[str], pick, rounds: int) -> list[float]:
-  """pick(NDCG@20 curve) of each of a configuration's seeds that finished `rounds`."""
+def over_seeds(names: list[str], pick, rounds: int, step: str = 'round') -> list[float]:
+  """pick(NDCG@20 curve) of each of a configuration's seeds that finished
+  `rounds` (epochs, with step='epoch')."""
   curves = [common.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names]
-  return [pick(c.set_index('round')[METRIC]) for c in curves
-          if c is not None and len(c) and c['round'].max() == rounds]
+  return [pick(c.set_index(step)[METRIC]) for c in curves
+          if c is not None and len(c) and c[step].max() == rounds]
+
+
+def _seeded(stem: str, seeds: list[int]) -> list[str]:
+  return [f'{stem}_s{s}' for s in seeds]
 
 
 def long_table(task, names: dict[str, list[str]], popularity: float) -> list[str]:
@@ -157,27 +162,25 @@ def long_table(task, names: dict[str, list[str]], popularity: float) -> list[str
   return lines
 
 
-def _central(learning_rate: float) -> tuple[str, dict | str]:
-  """(cell name, summary) of central training at one Adam learning rate."""
-  name = 'central' if learning_rate == FLAGS.learning_rate else f'central_lr{learning_rate:g}'
-  return name, _cell_run(name, 'launch.centralized', f'--epochs={FLAGS.epochs}',
-                         f'--learning_rate={learning_rate}', '--eval_every=1')
+def _central_stem(learning_rate: float) -> str:
+  return 'central' if learning_rate == FLAGS.learning_rate else f'central_lr{learning_rate:g}'
 
 
 def _curve(name: str) -> pd.DataFrame | None:
   return common.read_curve(FLAGS.runs_dir, name, METRIC, _records())
 
 
-def _best(name: str) -> float | None:
-  rows = _curve(name)
-  return None if rows is None or rows.empty else float(rows[METRIC].max())
-
-
-def _cell(summary: dict | str, name: str, paper: float | None) -> str:
-  if isinstance(summary, str):
-    return f'{summary} (paper {paper or "N/A"})'
-  best = _best(name)
-  text = f'{summary[METRIC]:.3f} / {best:.3f}' if best is not None else f'{summary[METRIC]:.3f}'
+def _cell(names: list[str] | str, paper: float | str | None, rounds: int | None = None,
+          step: str = 'round') -> str:
+  """'final / best' NDCG@20, each mean ± std over the seeds that finished, then
+  the paper's number; the seed count where some have not finished."""
+  if isinstance(names, str):  # the method cannot run
+    return f'{names} (paper {paper or "N/A"})'
+  rounds = rounds or FLAGS.rounds
+  final, best = (over_seeds(names, pick, rounds, step) for pick in (_final, _peak))
+  text = f'{common.spread(final)} / {common.spread(best)}' if final else common.NOT_RUN
+  if 0 < len(final) < len(names):
+    text += f' ({len(final)} of {len(names)} seeds)'
   return f'{text} (paper {paper})' if paper else text
 
 
@@ -190,7 +193,7 @@ def compression_probe(task, config) -> list[str]:
   rebuilt without the runs still has them.
   """
   kept = pathlib.Path(_records()) / 'compression_probe.md'
-  saved = pathlib.Path(FLAGS.runs_dir) / 'fedavg' / 'checkpoints'
+  saved = pathlib.Path(FLAGS.runs_dir) / 'fedavg_s0' / 'checkpoints'
   if not saved.exists():
     return kept.read_text().splitlines() if kept.exists() else ['(FedAvg has not run)']
   with native.NativeRuntime():
@@ -239,6 +242,30 @@ def plot_curves(path: pathlib.Path, names: dict[str, str], popularity: float,
       ax.plot(rows['round'], rows[METRIC], marker='.', label=label)
   plots.save(fig, ax, path, xlabel='round', ylabel='test NDCG@20', title=title,
              legend_columns=2)
+
+
+def run_table2(task, seeds: list[int]) -> dict[str, list[str] | str]:
+  """Runs Table 2's federated cells, seed by seed; stem -> its cells' names, or
+  CANNOT_RUN (FedHM past 4x)."""
+  table2 = {'fedavg': _seeded('fedavg', seeds)}
+  for scheme in RUN_ORDER:
+    for algorithm in HETEROGENEOUS:
+      runs = algorithm != 'fedhm' or _fedhm_can_run(task, scheme)
+      table2[f'{algorithm}_{scheme}'] = (_seeded(f'{algorithm}_{scheme}', seeds) if runs
+                                         else common.CANNOT_RUN)
+  for scheme in HOM_BEYOND:
+    table2[f'fair_hom_{scheme}'] = _seeded(f'fair_hom_{scheme}', seeds)
+  for i, seed in enumerate(seeds):
+    for stem, names in table2.items():
+      if names != common.CANNOT_RUN:
+        algorithm, _, scheme = stem.rpartition('_')
+        _federated(names[i], stem if stem == 'fedavg' else algorithm, f'--seed={seed}',
+                   *([] if stem == 'fedavg' else [f'--capacities={scheme}']))
+    for rate in FLAGS.central_learning_rates:
+      _cell_run(f'{_central_stem(float(rate))}_s{seed}', 'launch.centralized',
+                f'--epochs={FLAGS.epochs}', f'--learning_rate={rate}', '--eval_every=1',
+                f'--seed={seed}')
+  return table2
 
 
 def run_ablations(task, seeds: list[int]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
@@ -298,29 +325,20 @@ def main(argv):
   config = common.task_config()
   task = goodreads_ranking.GoodreadsRanking(config)
   popularity = task.popularity()
-  table2 = {'fedavg': _federated('fedavg', 'fedavg')}
-  for scheme in RUN_ORDER:
-    for algorithm in HETEROGENEOUS:
-      name = f'{algorithm}_{scheme}'
-      if algorithm == 'fedhm' and not _fedhm_can_run(task, scheme):
-        table2[name] = common.CANNOT_RUN
-      else:
-        table2[name] = _federated(name, algorithm, f'--capacities={scheme}')
   seeds = [int(s) for s in FLAGS.seeds]
+  table2 = run_table2(task, seeds)
   consistency, table3 = run_ablations(task, seeds)
-  central = dict(_central(float(lr)) for lr in FLAGS.central_learning_rates)
-  central_rows = [f'| central training, Adam {lr} (final / best epoch) | '
-                  f'{_cell(summary, name, PAPER_TABLE2["central"])} |'
-                  for lr, (name, summary) in zip(FLAGS.central_learning_rates, central.items())]
-  beyond = {scheme: _federated(f'fair_hom_{scheme}', 'fair_hom', f'--capacities={scheme}')
-            for scheme in HOM_BEYOND}
+  central_rows = [
+      f'| central training, Adam {rate} (final / best epoch) | ' +
+      _cell(_seeded(_central_stem(float(rate)), seeds), PAPER_TABLE2['central'], FLAGS.epochs,
+            'epoch') + ' |' for rate in FLAGS.central_learning_rates]
   long_names = run_long(task, seeds)
 
   results = pathlib.Path(FLAGS.results_dir)
   results.mkdir(parents=True, exist_ok=True)
   plot_curves(results / 'ndcg_curves.png',
-              {'fedavg': 'FedAvg', **{f'{a}_{s}': f'{HETEROGENEOUS[a]} {s}'
-                                      for a in ('fair', 'fair_hom') for s in SCHEMES}},
+              {'fedavg_s0': 'FedAvg', **{f'{a}_{s}_s0': f'{HETEROGENEOUS[a]} {s}'
+                                         for a in ('fair', 'fair_hom') for s in SCHEMES}},
               popularity['ndcg_at_20'], 'Goodreads-100: FedAvg, FAIR-HET, FAIR-HOM')
   plot_curves(results / 'consistency.png',
               {n: f'{label} s{seed}' for stem, label in CONSISTENCY.items()
@@ -329,12 +347,11 @@ def main(argv):
 
   rows2 = ['| capacity | ' + ' | '.join(HETEROGENEOUS.values()) + ' |', '|---|---|---|---|']
   for i, scheme in enumerate(SCHEMES):
-    cells = [_cell(table2[f'{a}_{scheme}'], f'{a}_{scheme}', PAPER_TABLE2[a][i])
-             for a in HETEROGENEOUS]
+    cells = [_cell(table2[f'{a}_{scheme}'], PAPER_TABLE2[a][i]) for a in HETEROGENEOUS]
     rows2.append(f'| {scheme} | ' + ' | '.join(cells) + ' |')
   bytes_rows = ['| run | MB down per round (10 clients) |', '|---|---|']
   for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES)]:
-    path = common.cell_file(FLAGS.runs_dir, name, 'metrics.csv', _records())
+    path = common.cell_file(FLAGS.runs_dir, f'{name}_s0', 'metrics.csv', _records())
     if path.exists():
       mean = common.recorded(pd.read_csv(path), 'train/aggregator/bytes_down').mean() / 2**20
       bytes_rows.append(f'| {name} | {mean:.1f} |')
@@ -342,19 +359,20 @@ def main(argv):
 
 Test NDCG@20 of the server model over all items a user did not train on
 (99 users, {task.data.num_items:,} items). Each cell: final / best over the
-evaluations every {FLAGS.eval_every} rounds, then the paper's number.
+evaluations every {FLAGS.eval_every} rounds, each mean ± std over the seeds, then the
+paper's number.
 
 Settings: NeuMF {config.factors} factors, {config.mlp_layers}-layer MLP, BPR with
 {config.num_negatives} negative(s), decay {config.l2}; batch {config.batch_size}; federated:
 {FLAGS.rounds} rounds of 10 clients, {config.local_epochs} local epochs with a fresh Adam
 {FLAGS.learning_rate}, the server replaces the model by the (recovered) weighted mean;
-central: {FLAGS.epochs} epochs of Adam, evaluated after each. Seed {config.seed}.
+central: {FLAGS.epochs} epochs of Adam, evaluated after each. Seeds {seeds}.
 
 | | NDCG@20 |
 |---|---|
 | popularity (items by train users) | {popularity['ndcg_at_20']:.3f} |
 {chr(10).join(central_rows)}
-| FedAvg | {_cell(table2['fedavg'], 'fedavg', PAPER_TABLE2['fedavg'])} |
+| FedAvg | {_cell(table2['fedavg'], PAPER_TABLE2['fedavg'])} |
 
 ## {FLAGS.long_rounds} rounds over seeds {seeds}
 
@@ -363,7 +381,7 @@ the means where it exceeds the two stds added, else "within noise".
 
 {chr(10).join(long_table(task, long_names, popularity['ndcg_at_20']))}
 
-## Table 2 ({FLAGS.rounds} rounds, seed {config.seed}): heterogeneous capacities (first half of users 1x, second half cx)
+## Table 2 ({FLAGS.rounds} rounds, seeds {seeds}): heterogeneous capacities (first half of users 1x, second half cx)
 
 {chr(10).join(rows2)}
 
@@ -384,7 +402,7 @@ the paper's number; the last row is FAIR-HET minus FULL-TRN where beyond noise.
 
 | capacity | FAIR-HOM |
 |---|---|
-{chr(10).join(f"| {s} | {_cell(v, f'fair_hom_{s}', 'not reported')} |" for s, v in beyond.items())}
+{chr(10).join(f"| {s} | {_cell(table2[f'fair_hom_{s}'], 'not reported')} |" for s in HOM_BEYOND)}
 
 ## What a cx subspace can hold of FedAvg's model
 

@@ -32,7 +32,8 @@ class Table:
   task: str
   title: str
   metrics: tuple[str, ...]  # the first is the headline
-  rows: dict  # cell -> (label, launcher args, the paper reproduction's record of seed 0)
+  rows: dict  # cell -> (label, launcher args, the paper reproduction's record: NAME_sS, or
+  #               NAME for seed 0)
   args: tuple[str, ...]
   # The task's popularity() part ('' for its default, test; None: no popularity row).
   popularity: str | None
@@ -56,10 +57,11 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
   args = (*settings, *args, *table.args, f'--seed={seed}')
   if paper_record:  # the paper reproduction's cell of this seed, where it ran
     record = pathlib.Path(paper_record)
-    name = record.name if seed == 0 else f'{record.name}_s{seed}'
-    if (record.parent / name / 'summary.json').exists():
-      return common.run_cell('', name, 'launch.train', *args, wanted=False,
-                             records_dir=str(record.parent))
+    names = [f'{record.name}_s{seed}', *([record.name] if seed == 0 else [])]
+    for name in names:
+      if (record.parent / name / 'summary.json').exists():
+        return common.run_cell('', name, 'launch.train', *args, wanted=False,
+                               records_dir=str(record.parent))
   return common.run_cell(f'{runs_dir}/{table.task}', f'{row}_s{seed}', 'launch.train',
                          *args, wanted=wanted, records_dir=str(records_dir / table.task))
 

@@ -26,13 +26,16 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
   _record(task, 'a_s0', **{'test/hr': 0.1, LOSS: 0.5})
   _record(task, 'a_s1', **{'test/hr': 0.3, LOSS: 0.4})
   _record(task, 'nan_s0', **{'test/hr': 0.0, LOSS: math.nan})
-  # A row may reuse another reproduction's record: NAME for seed 0, NAME_sS after.
+  # A row may reuse another reproduction's record: NAME_sS, or NAME for seed 0.
   _record(tmp_path / 'other', 'paper', **{'test/hr': 0.2, LOSS: 0.3})
   _record(tmp_path / 'other', 'paper_s1', **{'test/hr': 0.4, LOSS: 0.3})
+  _record(tmp_path / 'other', 'seeded_s0', **{'test/hr': 0.5, LOSS: 0.3})
+  _record(tmp_path / 'other', 'seeded_s1', **{'test/hr': 0.7, LOSS: 0.3})
   table = seeded_table.Table(
       'movielens_ranking', 'T', ('test/hr',),
       {'a': ('A', ('--x=1',), None), 'nan': ('NaN', (), None),
-       'gone': ('Gone', (), None), 'paper': ('P', (), tmp_path / 'other' / 'paper')},
+       'gone': ('Gone', (), None), 'paper': ('P', (), tmp_path / 'other' / 'paper'),
+       'seeded': ('S', (), tmp_path / 'other' / 'seeded')},
       ('--rounds=3',), None, (('data_dir', 'd'),))
 
   lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), records,
@@ -44,7 +47,8 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
   assert rows == ['| A | 0.200 ± 0.141 | 0.100, 0.300 |',
                   '| NaN | diverged | training loss NaN in 1 of 1 seeds |',
                   '| Gone | not run | not run |',
-                  '| P | 0.300 ± 0.141 | 0.200, 0.400 |']
+                  '| P | 0.300 ± 0.141 | 0.200, 0.400 |',
+                  '| S | 0.600 ± 0.141 | 0.500, 0.700 |']
   assert not (tmp_path / 'runs').exists()
 
 
