@@ -101,25 +101,35 @@ def _federated(name: str, algorithm: str, *args: str, rounds: int | None = None
                    f'--client_learning_rate={FLAGS.learning_rate}', *args)
 
 
+def _configurations(task, schemes, algorithms=tuple(HETEROGENEOUS)
+                    ) -> dict[str, tuple[str, str | None]]:
+  """FedAvg, then each algorithm at each scheme it can run (FedHM not past 4x):
+  cell stem -> (algorithm, --capacities)."""
+  return {'fedavg': ('fedavg', None),
+          **{f'{a}_{s}': (a, s) for s in schemes for a in algorithms
+             if a != 'fedhm' or _fedhm_can_run(task, s)}}
+
+
 def _long_cells(task) -> dict[str, tuple[str, str | None]]:
-  """The seeded table's configurations: cell stem -> (algorithm, --capacities)."""
-  cells = {'fedavg': ('fedavg', None)}
-  for scheme in LONG_SCHEMES:
-    algorithms = ('fair', 'fair_hom') if scheme == '1x-64x' else tuple(HETEROGENEOUS)
-    for algorithm in algorithms:
-      if algorithm != 'fedhm' or _fedhm_can_run(task, scheme):
-        cells[f'{algorithm}_{scheme}'] = (algorithm, scheme)
-  return cells
+  """The seeded table's configurations."""
+  return _configurations(task, LONG_SCHEMES)
 
 
-def run_long(task, seeds: list[int]) -> dict[str, list[str]]:
-  """Runs the seeded table's cells, seed by seed; stem -> its cells' names."""
-  cells = _long_cells(task)
-  names = {stem: [f'long_{stem}_s{s}' for s in seeds] for stem in cells}
+def _table2_cells(task) -> dict[str, tuple[str, str | None]]:
+  """Table 2's federated configurations and FAIR-HOM past the paper's capacities."""
+  return {**_configurations(task, RUN_ORDER),
+          **{f'fair_hom_{s}': ('fair_hom', s) for s in HOM_BEYOND}}
+
+
+def run_seeded(cells: dict[str, tuple[str, str | None]], seeds: list[int], rounds: int,
+               prefix: str = '') -> dict[str, list[str]]:
+  """Runs configurations seed by seed (every configuration's first seed first, so
+  a cut reproduction has the most configurations); stem -> its cells' names."""
+  names = {stem: _seeded(f'{prefix}{stem}', seeds) for stem in cells}
   for i, seed in enumerate(seeds):
     for stem, (algorithm, scheme) in cells.items():
       _federated(names[stem][i], algorithm, f'--seed={seed}',
-                 *([f'--capacities={scheme}'] if scheme else []), rounds=FLAGS.long_rounds)
+                 *([f'--capacities={scheme}'] if scheme else []), rounds=rounds)
   return names
 
 
@@ -184,7 +194,7 @@ def _cell(names: list[str] | str, paper: float | str | None, rounds: int | None 
   return f'{text} (paper {paper})' if paper else text
 
 
-def compression_probe(task, config) -> list[str]:
+def compression_probe(task, config, fedavg: str) -> list[str]:
   """Table rows: NDCG@20 of FedAvg's final model with its item tables squeezed
   through a cx hashed table (project, then recover), no retraining: how much of
   what FedAvg learned a FAIR-HOM subspace can hold at all.
@@ -193,7 +203,7 @@ def compression_probe(task, config) -> list[str]:
   rebuilt without the runs still has them.
   """
   kept = pathlib.Path(_records()) / 'compression_probe.md'
-  saved = pathlib.Path(FLAGS.runs_dir) / 'fedavg_s0' / 'checkpoints'
+  saved = pathlib.Path(FLAGS.runs_dir) / fedavg / 'checkpoints'
   if not saved.exists():
     return kept.read_text().splitlines() if kept.exists() else ['(FedAvg has not run)']
   with native.NativeRuntime():
@@ -244,35 +254,19 @@ def plot_curves(path: pathlib.Path, names: dict[str, str], popularity: float,
              legend_columns=2)
 
 
-def run_table2(task, seeds: list[int]) -> dict[str, list[str] | str]:
-  """Runs Table 2's federated cells, seed by seed; stem -> its cells' names, or
-  CANNOT_RUN (FedHM past 4x)."""
-  table2 = {'fedavg': _seeded('fedavg', seeds)}
-  for scheme in RUN_ORDER:
-    for algorithm in HETEROGENEOUS:
-      runs = algorithm != 'fedhm' or _fedhm_can_run(task, scheme)
-      table2[f'{algorithm}_{scheme}'] = (_seeded(f'{algorithm}_{scheme}', seeds) if runs
-                                         else common.CANNOT_RUN)
-  for scheme in HOM_BEYOND:
-    table2[f'fair_hom_{scheme}'] = _seeded(f'fair_hom_{scheme}', seeds)
-  for i, seed in enumerate(seeds):
-    for stem, names in table2.items():
-      if names != common.CANNOT_RUN:
-        algorithm, _, scheme = stem.rpartition('_')
-        _federated(names[i], stem if stem == 'fedavg' else algorithm, f'--seed={seed}',
-                   *([] if stem == 'fedavg' else [f'--capacities={scheme}']))
+def run_central(seeds: list[int]) -> None:
+  for seed in seeds:
     for rate in FLAGS.central_learning_rates:
       _cell_run(f'{_central_stem(float(rate))}_s{seed}', 'launch.centralized',
                 f'--epochs={FLAGS.epochs}', f'--learning_rate={rate}', '--eval_every=1',
                 f'--seed={seed}')
-  return table2
 
 
 def run_ablations(task, seeds: list[int]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
   """Runs the consistency ablation and Table 3, seed by seed; for each, stem ->
   its cells' names."""
-  consistency = {stem: [f'{stem}_s{s}' for s in seeds] for stem in CONSISTENCY}
-  table3 = {f'{a}_{f}': [f'{a}_{f}_s{TABLE3_SEED + s}' for s in seeds]
+  consistency = {stem: _seeded(stem, seeds) for stem in CONSISTENCY}
+  table3 = {f'{a}_{f}': _seeded(f'{a}_{f}', [TABLE3_SEED + s for s in seeds])
             for f in FULL_FRACTIONS for a in ('full_trn', 'fair')}
   for i, seed in enumerate(seeds):
     for stem, names in consistency.items():
@@ -326,19 +320,21 @@ def main(argv):
   task = goodreads_ranking.GoodreadsRanking(config)
   popularity = task.popularity()
   seeds = [int(s) for s in FLAGS.seeds]
-  table2 = run_table2(task, seeds)
+  table2 = run_seeded(_table2_cells(task), seeds, FLAGS.rounds)
+  run_central(seeds)
   consistency, table3 = run_ablations(task, seeds)
   central_rows = [
       f'| central training, Adam {rate} (final / best epoch) | ' +
       _cell(_seeded(_central_stem(float(rate)), seeds), PAPER_TABLE2['central'], FLAGS.epochs,
             'epoch') + ' |' for rate in FLAGS.central_learning_rates]
-  long_names = run_long(task, seeds)
+  long_names = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_')
 
   results = pathlib.Path(FLAGS.results_dir)
   results.mkdir(parents=True, exist_ok=True)
   plot_curves(results / 'ndcg_curves.png',
-              {'fedavg_s0': 'FedAvg', **{f'{a}_{s}_s0': f'{HETEROGENEOUS[a]} {s}'
-                                         for a in ('fair', 'fair_hom') for s in SCHEMES}},
+              {table2['fedavg'][0]: 'FedAvg',
+               **{table2[f'{a}_{s}'][0]: f'{HETEROGENEOUS[a]} {s}'
+                  for a in ('fair', 'fair_hom') for s in SCHEMES}},
               popularity['ndcg_at_20'], 'Goodreads-100: FedAvg, FAIR-HET, FAIR-HOM')
   plot_curves(results / 'consistency.png',
               {n: f'{label} s{seed}' for stem, label in CONSISTENCY.items()
@@ -347,11 +343,13 @@ def main(argv):
 
   rows2 = ['| capacity | ' + ' | '.join(HETEROGENEOUS.values()) + ' |', '|---|---|---|---|']
   for i, scheme in enumerate(SCHEMES):
-    cells = [_cell(table2[f'{a}_{scheme}'], PAPER_TABLE2[a][i]) for a in HETEROGENEOUS]
+    cells = [_cell(table2.get(f'{a}_{scheme}', common.CANNOT_RUN), PAPER_TABLE2[a][i])
+             for a in HETEROGENEOUS]
     rows2.append(f'| {scheme} | ' + ' | '.join(cells) + ' |')
   bytes_rows = ['| run | MB down per round (10 clients) |', '|---|---|']
-  for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES)]:
-    path = common.cell_file(FLAGS.runs_dir, f'{name}_s0', 'metrics.csv', _records())
+  for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES
+                           if f'{a}_{s}' in table2)]:
+    path = common.cell_file(FLAGS.runs_dir, table2[name][0], 'metrics.csv', _records())
     if path.exists():
       mean = common.recorded(pd.read_csv(path), 'train/aggregator/bytes_down').mean() / 2**20
       bytes_rows.append(f'| {name} | {mean:.1f} |')
@@ -409,7 +407,7 @@ the paper's number; the last row is FAIR-HET minus FULL-TRN where beyond noise.
 FedAvg's final item tables projected to a cx hashed memory and recovered
 (no retraining), then evaluated as they are:
 
-{chr(10).join(compression_probe(task, config))}
+{chr(10).join(compression_probe(task, config, table2['fedavg'][0]))}
 
 ## Communication (a real deployment's bytes: each client's own tier)
 
