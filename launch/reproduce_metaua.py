@@ -24,12 +24,16 @@ local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
   embedding initialisation (seed 0).
 * Table 2 again at client SGD 0.1, the rate at which FedAvg learns (the
   investigation's fix), servers unchanged, over --seeds.
+* Figure 4: the paper's MetaUA and FedAdagrad with 5% and 1% of the clients a
+  round, over --seeds (10% is Table 2).
+* Figure 5: the paper's MetaUA at other meta learning rates, over --seeds (2.0
+  is Table 2).
 Each cell is a launch.train run under --runs_dir (resumable); finished cells
 are recorded in --results_dir/cells and not run again. Seed 0's cells are
 named NAME, other seeds' NAME_sS. Every table but the investigation's (seed
 0) shows mean ± std over the seeds that ran, with their count; Table 2's
-cells run first, then the ablation's, then the attributes'. Writes table.md
-and curves.png to --results_dir.
+cells run first, then the ablation's, then the attributes'. Writes table.md,
+curves.png, fractions.png and meta_rates.png to --results_dir.
 """
 
 import os
@@ -41,6 +45,7 @@ from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 
 import numpy as np
+import pandas as pd
 
 from launch import common
 from launch import plots
@@ -121,6 +126,21 @@ FIXED_CLIENT_LR = '--client_learning_rate=0.1'
 
 def _fixed(name: str) -> str:
   return f'{name}_clr0.1'
+
+
+# Figure 4 runs Table 2's paper MetaUA and FedAdagrad with fewer clients a
+# round (cell NAME_fracF); Figure 5 the paper's MetaUA at other meta SGD rates.
+FRACTION_ROWS = ('fedadagrad_examples', 'metaua')
+FRACTIONS = (0.05, 0.01)
+META_RATES = (0.1, 0.5, 1.0, 4.0)
+
+
+def _fraction(name: str, fraction: float) -> str:
+  return f'{name}_frac{fraction:g}'
+
+
+def _meta_rate(rate: float) -> str:
+  return f'metaua_meta_lr{rate:g}'
 
 
 def _attribute_cell(k: int, attribute: str) -> tuple[str, tuple[str, tuple[str, ...]]]:
@@ -226,14 +246,16 @@ def _table(cells: dict[str, str], seeds=(0,)) -> list[str]:
   return lines
 
 
-def _plot(path: pathlib.Path, cells: dict[str, str]) -> None:
+def _plot(path: pathlib.Path, cells: dict[str, str], metric: str, seeds, title: str) -> None:
+  """Each cell's `metric` by round, the mean over its finished seeds."""
   fig, ax = plots.figure()
   for name, label in cells.items():
-    rows = common.read_curve(FLAGS.runs_dir, name, LOGLOSS, _records())
-    if rows is not None:
-      ax.plot(rows['round'], rows[LOGLOSS], marker='.', label=label)
-  plots.save(fig, ax, path, xlabel='round', ylabel='test logloss',
-             title='MovieLens-100K CTR, DCNv2: test logloss by round')
+    curves = [c.set_index('round')[metric] for c in _curves(name, metric, seeds)]
+    if curves:
+      mean = pd.concat(curves, axis=1).dropna().mean(axis=1)
+      ax.plot(mean.index, mean, marker='.', label=f'{label} ({len(curves)} seeds)')
+  plots.save(fig, ax, path, xlabel='round', ylabel=metric.removeprefix('eval/'),
+             title=f'MovieLens-100K CTR, DCNv2: {title}')
 
 
 def main(argv):
@@ -261,9 +283,26 @@ def main(argv):
     for seed in seeds:
       for name, (_, args) in cells.items():
         _cell(name, 'metaua', clients, *args, seed=seed)
+  train_clients = len(task.train_client_ids)
+  for seed in seeds:
+    for fraction in FRACTIONS:
+      for name, algorithm, args in table2:
+        if name in FRACTION_ROWS:
+          _cell(_fraction(name, fraction), algorithm, max(1, round(fraction * train_clients)),
+                *args, seed=seed)
+    for rate in META_RATES:
+      _cell(_meta_rate(rate), 'metaua', clients, f'--meta_lr={rate:g}', seed=seed)
+  fraction_rows = {_fraction(name, fraction) if fraction != FLAGS.client_fraction else name:
+                   f'{METHODS[name]}, {fraction:.0%} of the clients'
+                   for fraction in (FLAGS.client_fraction, *FRACTIONS) for name in FRACTION_ROWS}
+  rate_rows = {_meta_rate(rate) if rate != 2.0 else 'metaua': f'meta SGD {rate:g}'
+               for rate in sorted((*META_RATES, 2.0))}
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
-  _plot(out / 'curves.png', METHODS)
+  _plot(out / 'curves.png', METHODS, LOGLOSS, seeds, 'test logloss by round')
+  _plot(out / 'fractions.png', fraction_rows, AUC, seeds, 'test AUC by share of clients')
+  _plot(out / 'meta_rates.png', rate_rows, LOGLOSS, seeds,
+        "the paper's MetaUA's test logloss by meta SGD rate")
   text = '\n'.join([
       '# MetaUA on MovieLens-100K CTR: Tables 2, 3 and 4 of Liu et al.', '',
       f'{task.describe()}. DCNv2 (embeddings of 4), client SGD 0.01 on batches of 15 for 3 '
@@ -305,7 +344,19 @@ def main(argv):
       'How round t\'s query losses add up to the meta loss: the paper\'s eq. 1 sums over every '
       'query example of the cohort, so its gradient (and each meta step at a fixed meta '
       'learning rate) grows with the cohort and its query sets.', '',
-      *_table(META_LOSS, seeds), ''])
+      *_table(META_LOSS, seeds), '',
+      '## Figure 4: fewer clients a round (mean ± std over the seeds that ran)', '',
+      f'The paper\'s MetaUA and FedAdagrad (n_k weights) with {FLAGS.rounds} rounds of '
+      + ', '.join(f'{max(1, round(f * train_clients))}' for f in (FLAGS.client_fraction,
+                                                                  *FRACTIONS))
+      + ' clients; the paper trains longer at the smaller shares. The summed meta loss '
+      '(eq. 1) shrinks with the cohort, and so does each meta step.', '',
+      *_table(fraction_rows, seeds), '', '![test AUC by share of clients](fractions.png)', '',
+      "## Figure 5: the meta learning rate (mean ± std over the seeds that ran)", '',
+      "The paper's MetaUA (eq. 1, the summed query loss) at several meta SGD rates; the "
+      'paper uses 2.0 throughout and reports that rates above 1 end with almost the same '
+      'logloss at round 200.', '',
+      *_table(rate_rows, seeds), '', '![test logloss by meta rate](meta_rates.png)', ''])
   common.write_text(out / 'table.md', text)
   print(text)
 
