@@ -79,7 +79,7 @@ def main(argv):
       ["# CoLR's headline on Amazon Beauty", '',
        'Built by `python -m launch.reproduce_beauty` from the cell records. '
        'See README.md here for the reading.', ''],
-      SWEEP, SWEEP_METRIC, lambda row: headline(rates[row], records),
+      SWEEP, SWEEP_METRIC, lambda row: (headline(rates[row], records),),
       [int(s) for s in FLAGS.seeds], FLAGS.runs_dir, pathlib.Path(FLAGS.results_dir),
       FLAGS.only == 'all')
   print(f'done: {pathlib.Path(FLAGS.results_dir) / "table.md"}', flush=True)

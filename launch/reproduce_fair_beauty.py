@@ -13,7 +13,9 @@ AmazonProduct-100 are Goodreads' but with E = 1 local epoch; 1,000 rounds of
 train list, test untouched) from FedAvg's sweep on seed 0.
 FedAvg, FAIR-HET, FAIR-HOM and FedHM then run at that rate over --seeds at
 1x-2x and 1x-16x (FedHM cannot run past 4x with 8 factors) and FAIR-HET and
-FAIR-HOM at 1x-64x: the cells of results/fair_goodreads' seeded table.
+FAIR-HOM at 1x-64x: the cells of results/fair_goodreads' seeded table. Then
+the consistency ablation of the Goodreads script: FAIR at 2x-4x-8x-16x (every
+tier hashed) with consistent subspaces and with a hash seed per tier.
 
 Cells run through launch.train under --runs_dir (resumable) and are recorded in
 --results_dir/cells; a recorded cell is not run again. Writes table.md.
@@ -39,6 +41,9 @@ LABELS = {'fedavg': 'FedAvg', 'fair': 'FAIR-HET', 'fair_hom': 'FAIR-HOM', 'fedhm
 CELLS = (('fedavg', None), ('fair', '1x-2x'), ('fair_hom', '1x-2x'), ('fedhm', '1x-2x'),
          ('fair', '1x-16x'), ('fair_hom', '1x-16x'), ('fair', '1x-64x'),
          ('fair_hom', '1x-64x'))
+CONSISTENCY_SCHEME = '2x-4x-8x-16x'  # two hashed tiers or more (1x is the full table)
+CONSISTENCY = {'fair': 'FAIR, consistent subspaces',
+               'fair_inconsistent': 'FAIR, a hash seed per tier (inconsistent)'}
 
 
 def _rate_flag(rate: float) -> str:
@@ -53,16 +58,24 @@ SWEEP = seeded_table.Table(
     ARGS, 'validation', (*BEAUTY_100, ('held_out', 'validation')))
 
 
-def headline(rate: float) -> seeded_table.Table:
+def headlines(rate: float) -> tuple[seeded_table.Table, ...]:
+  """Table 2's cells, then the consistency ablation, at client Adam `rate`."""
   rows = {}
   for algorithm, scheme in CELLS:
     capacities = (f'--capacities={scheme}',) if scheme else ()
     rows['_'.join(filter(None, (algorithm, scheme)))] = (
         ' '.join(filter(None, (LABELS[algorithm], scheme))),
         (f'--algorithm={algorithm}', *capacities, _rate_flag(rate)), None)
-  return seeded_table.Table(
+  consistency = {f'{algorithm}_{CONSISTENCY_SCHEME}': (
+      label, (f'--algorithm={algorithm}', f'--capacities={CONSISTENCY_SCHEME}',
+              _rate_flag(rate)), None) for algorithm, label in CONSISTENCY.items()}
+  return (seeded_table.Table(
       'goodreads_ranking', f'FedAvg and FAIR at client Adam {rate:g}, test', METRICS, rows,
-      ARGS, 'test', BEAUTY_100, versus=('fedavg', 'popularity'))
+      ARGS, 'test', BEAUTY_100, versus=('fedavg', 'popularity')),
+          seeded_table.Table(
+      'goodreads_ranking', f'Consistent against inconsistent subspaces at {CONSISTENCY_SCHEME}, '
+      f'client Adam {rate:g}, test', METRICS, consistency, ARGS, 'test', BEAUTY_100,
+      versus=(f'fair_{CONSISTENCY_SCHEME}', 'popularity')))
 
 
 def main(argv):
@@ -73,7 +86,7 @@ def main(argv):
       ["# FAIR's headline cells on Amazon Beauty-100", '',
        'Built by `python -m launch.reproduce_fair_beauty` from the cell records. '
        'See README.md here for the reading.', ''],
-      SWEEP, SWEEP_METRIC, lambda row: headline(SWEEP_RATES[row]), [int(s) for s in FLAGS.seeds],
+      SWEEP, SWEEP_METRIC, lambda row: headlines(SWEEP_RATES[row]), [int(s) for s in FLAGS.seeds],
       FLAGS.runs_dir, results, FLAGS.only == 'all')
   print(f'done: {results / "table.md"}', flush=True)
 

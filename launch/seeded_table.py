@@ -8,7 +8,7 @@ shown as mean ± std (sample std) of its metrics with the per-seed values.
 import dataclasses
 import math
 import pathlib
-from typing import Callable
+from typing import Callable, Sequence
 
 from absl import flags
 import numpy as np
@@ -126,10 +126,11 @@ def best_row(table: Table, results: dict[str, list[dict]], metric: str) -> str |
 
 
 def sweep_then_headline(heading: list[str], sweep: Table, metric: str,
-                        headline: Callable[[str], Table], seeds: list[int], runs_dir: str,
-                        results_dir: pathlib.Path, wanted: bool) -> None:
-  """A sweep on seed 0, then the headline rows over `seeds` at the sweep's best
-  row (`headline(row)`); writes both tables, after `heading`, to table.md."""
+                        headlines: Callable[[str], Sequence[Table]], seeds: list[int],
+                        runs_dir: str, results_dir: pathlib.Path, wanted: bool) -> None:
+  """A sweep on seed 0, then the headline tables over `seeds` at the sweep's best
+  row (`headlines(row)`), one after the other; writes them all, after `heading`,
+  to table.md."""
   records = results_dir / 'cells'
   results = collect(sweep, [0], runs_dir, records, wanted)
   lines = [*heading, *render(sweep, [0], results)]
@@ -137,6 +138,7 @@ def sweep_then_headline(heading: list[str], sweep: Table, metric: str,
   if chosen is None:
     lines.append('The headline rows wait for the whole sweep.')
   else:
-    lines += tabulate(headline(chosen), seeds, runs_dir, records, wanted)
+    for table in headlines(chosen):
+      lines += tabulate(table, seeds, runs_dir, records, wanted)
   results_dir.mkdir(parents=True, exist_ok=True)
   common.write_text(results_dir / 'table.md', '\n'.join(lines))

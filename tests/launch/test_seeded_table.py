@@ -71,12 +71,12 @@ def test_a_sweep_picks_its_best_row_and_the_headline_waits_for_every_row(tmp_pat
   rows = {f'lr{r}': (f'rate {r}', (f'--lr={r}',), None) for r in (1, 2, 3)}
   sweep = seeded_table.Table('movielens_ranking', 'Sweep', ('validation/hr',), rows,
                              ('--rounds=3',), None, (('data_dir', 'd'),))
-  headline = lambda row: seeded_table.Table(  # pylint: disable=g-long-lambda
+  headlines = lambda row: (seeded_table.Table(  # pylint: disable=g-long-lambda
       'movielens_ranking', f'Head at {row}', ('test/hr',), {'best': ('B', (), None)},
-      ('--rounds=3',), None, (('data_dir', 'd'),))
+      ('--rounds=3',), None, (('data_dir', 'd'),)),)
 
   def table_md():
-    seeded_table.sweep_then_headline(['# H', ''], sweep, 'validation/hr', headline, [0],
+    seeded_table.sweep_then_headline(['# H', ''], sweep, 'validation/hr', headlines, [0],
                                      str(tmp_path / 'runs'), tmp_path / 'results', False)
     return (tmp_path / 'results' / 'table.md').read_text()
 
