@@ -9,7 +9,8 @@ FULL-TRN (only the 1x users train) vs FAIR-HET when 1% / 20% / 30% / 50% of
 users, drawn at random, are 1x and the rest 2x. Plus FAIR with consistent vs
 inconsistent subspaces at 2x-4x-8x-16x (every tier hashed). Table 3 and the
 consistency ablation run over --seeds (Table 3's seed s draws its 1x users
-with seed 101 + s: the paper's draw first). Each cell is a
+with seed 101 + s: the paper's draw first; FedAvg runs at those seeds too,
+to tell a seed's luck from FAIR's). Each cell is a
 launch.train / launch.centralized run in its own directory under --runs_dir
 (an interrupted reproduction resumes); a cell the method cannot run (FedHM
 past 4x) is N/A. A finished cell's metrics, summary and config are recorded
@@ -266,8 +267,12 @@ def run_ablations(task, seeds: list[int]) -> tuple[dict[str, list[str]], dict[st
   """Runs the consistency ablation and Table 3, seed by seed; for each, stem ->
   its cells' names."""
   consistency = {stem: _seeded(stem, seeds) for stem in CONSISTENCY}
-  table3 = {f'{a}_{f}': _seeded(f'{a}_{f}', [TABLE3_SEED + s for s in seeds])
+  table3_seeds = [TABLE3_SEED + s for s in seeds]
+  table3 = {f'{a}_{f}': _seeded(f'{a}_{f}', table3_seeds)
             for f in FULL_FRACTIONS for a in ('full_trn', 'fair')}
+  # Table 2's FedAvg at Table 3's seeds: what each seed's model, cohorts and negatives
+  # give with no user left out and no subspace, to tell a seed's luck from FAIR's.
+  table3['fedavg'] = _seeded('fedavg', table3_seeds)
   for i, seed in enumerate(seeds):
     for stem, names in consistency.items():
       _federated(names[i], stem.removesuffix(f'_{CONSISTENCY_SCHEME}'),
@@ -279,7 +284,12 @@ def run_ablations(task, seeds: list[int]) -> tuple[dict[str, list[str]], dict[st
       _federated(table3[f'full_trn_{fraction}'][i], 'full_trn', *args,
                  f'--clients_per_round={min(10, ones)}')
       _federated(table3[f'fair_{fraction}'][i], 'fair', *args)
+    _federated(table3['fedavg'][i], 'fedavg', f'--seed={TABLE3_SEED + seed}')
   return consistency, table3
+
+
+def _by_seed(values: list[float]) -> str:
+  return ' / '.join(f'{v:.3f}' for v in values)
 
 
 def table3_rows(table3: dict[str, list[str]]) -> list[str]:
@@ -291,7 +301,10 @@ def table3_rows(table3: dict[str, list[str]]) -> list[str]:
              for i, f in enumerate(FULL_FRACTIONS)]
     rows.append(f'| {label} | ' + ' | '.join(cells) + ' |')
   gains = [common.versus(final[f'fair_{f}'], final[f'full_trn_{f}']) for f in FULL_FRACTIONS]
-  return [*rows, '| FAIR-HET vs FULL-TRN | ' + ' | '.join(gains) + ' |']
+  return [*rows, '| FAIR-HET vs FULL-TRN | ' + ' | '.join(gains) + ' |', '',
+          f'FedAvg at the same seeds (every user 1x): {common.spread(final["fedavg"])} '
+          f'({_by_seed(final["fedavg"])} by seed). FAIR-HET by seed: ' + '; '.join(
+              f'{int(100 * f)}% {_by_seed(final[f"fair_{f}"])}' for f in FULL_FRACTIONS) + '.']
 
 
 def _swing(curve: pd.Series) -> float:
