@@ -133,6 +133,12 @@ def _fixed(name: str) -> str:
 FRACTION_ROWS = ('fedadagrad_examples', 'metaua')
 FRACTIONS = (0.05, 0.01)
 META_RATES = (0.1, 0.5, 1.0, 4.0)
+PAPER_META_RATE = 2.0  # metaua's default: Table 2's cells run at it
+
+
+def _cohort(task, fraction: float) -> int:
+  """Clients a round at `fraction` of the training clients."""
+  return max(1, round(fraction * len(task.train_client_ids)))
 
 
 def _fraction(name: str, fraction: float) -> str:
@@ -262,7 +268,7 @@ def main(argv):
   del argv
   FLAGS.task = 'movielens_ctr'
   task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(model='dcn', embedding_dim=4))
-  clients = max(1, round(FLAGS.client_fraction * len(task.train_client_ids)))
+  clients = _cohort(task, FLAGS.client_fraction)
   seeds = [int(s) for s in FLAGS.seeds]
   table2 = [('fedavg_examples', 'fedavg', PAPER_WEIGHTS),
             ('fedadagrad_examples', 'fedadagrad', (*SERVER_ARGS['fedadagrad'], *PAPER_WEIGHTS)),
@@ -283,20 +289,19 @@ def main(argv):
     for seed in seeds:
       for name, (_, args) in cells.items():
         _cell(name, 'metaua', clients, *args, seed=seed)
-  train_clients = len(task.train_client_ids)
   for seed in seeds:
     for fraction in FRACTIONS:
       for name, algorithm, args in table2:
         if name in FRACTION_ROWS:
-          _cell(_fraction(name, fraction), algorithm, max(1, round(fraction * train_clients)),
-                *args, seed=seed)
+          _cell(_fraction(name, fraction), algorithm, _cohort(task, fraction), *args,
+                seed=seed)
     for rate in META_RATES:
       _cell(_meta_rate(rate), 'metaua', clients, f'--meta_lr={rate:g}', seed=seed)
   fraction_rows = {_fraction(name, fraction) if fraction != FLAGS.client_fraction else name:
                    f'{METHODS[name]}, {fraction:.0%} of the clients'
                    for fraction in (FLAGS.client_fraction, *FRACTIONS) for name in FRACTION_ROWS}
-  rate_rows = {_meta_rate(rate) if rate != 2.0 else 'metaua': f'meta SGD {rate:g}'
-               for rate in sorted((*META_RATES, 2.0))}
+  rate_rows = {_meta_rate(rate) if rate != PAPER_META_RATE else 'metaua': f'meta SGD {rate:g}'
+               for rate in sorted((*META_RATES, PAPER_META_RATE))}
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
   _plot(out / 'curves.png', METHODS, LOGLOSS, seeds, 'test logloss by round')
@@ -347,8 +352,7 @@ def main(argv):
       *_table(META_LOSS, seeds), '',
       '## Figure 4: fewer clients a round (mean ± std over the seeds that ran)', '',
       f'The paper\'s MetaUA and FedAdagrad (n_k weights) with {FLAGS.rounds} rounds of '
-      + ', '.join(f'{max(1, round(f * train_clients))}' for f in (FLAGS.client_fraction,
-                                                                  *FRACTIONS))
+      + ', '.join(str(_cohort(task, f)) for f in (FLAGS.client_fraction, *FRACTIONS))
       + ' clients; the paper trains longer at the smaller shares. The summed meta loss '
       '(eq. 1) shrinks with the cohort, and so does each meta step.', '',
       *_table(fraction_rows, seeds), '', '![test AUC by share of clients](fractions.png)', '',
