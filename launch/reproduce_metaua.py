@@ -270,31 +270,31 @@ def main(argv):
   task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(model='dcn', embedding_dim=4))
   clients = _cohort(task, FLAGS.client_fraction)
   seeds = [int(s) for s in FLAGS.seeds]
-  table2 = [('fedavg_examples', 'fedavg', PAPER_WEIGHTS),
-            ('fedadagrad_examples', 'fedadagrad', (*SERVER_ARGS['fedadagrad'], *PAPER_WEIGHTS)),
-            ('metaua', 'metaua', ()),
-            ('fedavg', 'fedavg', ()), ('fedadagrad', 'fedadagrad', SERVER_ARGS['fedadagrad']),
-            *((n, 'metaua', (f'--meta_loss={n.removeprefix("metaua_")}',))
-              for n in META_LOSS if n != 'metaua'),
-            ('fedadam', 'fedadam', SERVER_ARGS['fedadam']), ('fednova', 'fednova', ())]
+  table2 = {  # cell -> (algorithm, args)
+      'fedavg_examples': ('fedavg', PAPER_WEIGHTS),
+      'fedadagrad_examples': ('fedadagrad', (*SERVER_ARGS['fedadagrad'], *PAPER_WEIGHTS)),
+      'metaua': ('metaua', ()),
+      'fedavg': ('fedavg', ()), 'fedadagrad': ('fedadagrad', SERVER_ARGS['fedadagrad']),
+      **{n: ('metaua', (f'--meta_loss={n.removeprefix("metaua_")}',))
+         for n in META_LOSS if n != 'metaua'},
+      'fedadam': ('fedadam', SERVER_ARGS['fedadam']), 'fednova': ('fednova', ())}
   _investigate(clients)
   for seed in seeds:  # the headline cells first, a seed at a time
-    for name, algorithm, args in table2:
+    for name, (algorithm, args) in table2.items():
       _cell(name, algorithm, clients, *args, seed=seed)
   for seed in seeds:
-    for name, algorithm, args in table2:
-      if name in FIXED_ROWS:
-        _cell(_fixed(name), algorithm, clients, *args, FIXED_CLIENT_LR, seed=seed)
+    for name in FIXED_ROWS:
+      algorithm, args = table2[name]
+      _cell(_fixed(name), algorithm, clients, *args, FIXED_CLIENT_LR, seed=seed)
   for cells in (ABLATION, ATTRIBUTE_CELLS):  # the ablation's seeds before the attributes'
     for seed in seeds:
       for name, (_, args) in cells.items():
         _cell(name, 'metaua', clients, *args, seed=seed)
   for seed in seeds:
     for fraction in FRACTIONS:
-      for name, algorithm, args in table2:
-        if name in FRACTION_ROWS:
-          _cell(_fraction(name, fraction), algorithm, _cohort(task, fraction), *args,
-                seed=seed)
+      for name in FRACTION_ROWS:
+        algorithm, args = table2[name]
+        _cell(_fraction(name, fraction), algorithm, _cohort(task, fraction), *args, seed=seed)
     for rate in META_RATES:
       _cell(_meta_rate(rate), 'metaua', clients, f'--meta_lr={rate:g}', seed=seed)
   fraction_rows = {_fraction(name, fraction) if fraction != FLAGS.client_fraction else name:

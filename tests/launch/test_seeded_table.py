@@ -71,9 +71,9 @@ def test_a_sweep_picks_its_best_row_and_the_headline_waits_for_every_row(tmp_pat
   rows = {f'lr{r}': (f'rate {r}', (f'--lr={r}',), None) for r in (1, 2, 3)}
   sweep = seeded_table.Table('movielens_ranking', 'Sweep', ('validation/hr',), rows,
                              ('--rounds=3',), None, (('data_dir', 'd'),))
-  headlines = lambda row: (seeded_table.Table(  # pylint: disable=g-long-lambda
-      'movielens_ranking', f'Head at {row}', ('test/hr',), {'best': ('B', (), None)},
-      ('--rounds=3',), None, (('data_dir', 'd'),)),)
+  headlines = lambda row: tuple(seeded_table.Table(  # pylint: disable=g-long-lambda
+      'movielens_ranking', f'{title} at {row}', ('test/hr',), {'best': ('B', (), None)},
+      ('--rounds=3',), None, (('data_dir', 'd'),)) for title in ('Head', 'Tail'))
 
   def table_md():
     seeded_table.sweep_then_headline(['# H', ''], sweep, 'validation/hr', headlines, [0],
@@ -85,6 +85,7 @@ def test_a_sweep_picks_its_best_row_and_the_headline_waits_for_every_row(tmp_pat
   text = table_md()
   assert text.startswith('# H\n\n## Sweep')
   assert '## Head at lr2' in text and '| B | 0.250 | 0.250 |' in text  # NaN counts as worst
+  assert text.index('## Head at lr2') < text.index('## Tail at lr2')  # each table, in order
 
 
 def test_every_row_is_held_against_the_versus_rows_beyond_noise_only(tmp_path):
