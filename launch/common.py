@@ -27,7 +27,9 @@ import pandas as pd
 import tasks
 from tasks import setting
 from tff_rec.algorithms import registry
+from tff_rec.data import sequence_clicks
 from tff_rec.data import tables
+from tff_rec.data import user_items
 from tff_rec.runtime import native
 
 flags.DEFINE_enum('task', 'movielens_next_item', sorted(tasks.TASKS), 'Task to run.')
@@ -477,6 +479,37 @@ def write_text(path: pathlib.Path, text: str) -> None:
                                    suffix='.tmp') as f:
     f.write(text)
   os.replace(f.name, path)
+
+
+def clicks_file(sequences: str | pathlib.Path, out: pathlib.Path, *, seed: int,
+                history_length: int = 10) -> pathlib.Path:
+  """`out`, a CTR file in DIN's form (tff_rec.data.sequence_clicks) of a
+  `uid item item ...` sequence file, written unless it exists: the same
+  arguments always give the same rows."""
+  if not out.exists():
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = sequence_clicks.din_rows(user_items.read_lines(pathlib.Path(sequences)),
+                                    history_length=history_length, seed=seed)
+    write_text(out, rows.to_csv(index=False))
+  return out
+
+
+# The task settings that read a clicks_file.
+CLICKS_FILE_COLUMNS = dict(client_column='user', feature_columns=('user', 'item'),
+                           list_columns=('history',), test_column='test')
+
+
+def clicks_task(sequences: str | pathlib.Path, runs_dir: str, seed: int) -> dict:
+  """movielens_ctr's settings for one seed's clicks_file of `sequences`, kept
+  under runs_dir/data: each seed draws its own non-clicks."""
+  name = f'{pathlib.Path(sequences).stem.lower()}_clicks_s{seed}.csv'
+  path = clicks_file(sequences, pathlib.Path(runs_dir) / 'data' / name, seed=seed)
+  return dict(data_dir=str(path), **CLICKS_FILE_COLUMNS)
+
+
+def flag_args(values: dict) -> list[str]:
+  """Settings as command-line flags."""
+  return [f'--{name}={_flag_value(value)}' for name, value in values.items()]
 
 
 class Progress:

@@ -1,11 +1,16 @@
-r"""Reproduces the shape of FedSubAvg's Table 2 on MovieLens: rounds to a target.
+r"""Reproduces the shape of FedSubAvg's Table 2: rounds to a target.
 
   python -m launch.reproduce_fedsubavg                     # run what is missing, tabulate
   python -m launch.reproduce_fedsubavg --settings=din --seeds=0
   python -m launch.reproduce_fedsubavg --only=none         # the tables from the records
+  python -m launch.reproduce_fedsubavg --dataset=beauty    # DIN on Amazon Beauty's clicks
 
-Two settings, as the paper's MovieLens and CTR rows: FedSubAvg's LR on the
-random 80/20 split, and DIN on the chronological split. Each method
+On MovieLens-100K, two settings, as the paper's MovieLens and CTR rows:
+FedSubAvg's LR on the random 80/20 split, and DIN on the chronological split.
+On Amazon Beauty, DIN on clicks in DIN's own Amazon form
+(tff_rec.data.sequence_clicks: each interaction a click, a sampled unseen item
+a non-click, each user's last pair the test), one file per seed under
+--runs_dir/data, so each seed draws its non-clicks too. Each method
 (CentralSGD, FedAvg, FedProx, SCAFFOLD, FedAdam, FedAdagrad, FedSubAvg) first
 runs --sweep_rounds at each learning rate of the grid, seed 0 (the paper
 tunes every method); the best (lowest train loss / best test AUC at the end)
@@ -27,6 +32,7 @@ recorded cell is not run again. Each seed draws the model, the cohorts and
 the batches. Writes table.md and one curve plot per setting.
 """
 
+import fnmatch
 import pathlib
 
 from absl import app
@@ -37,11 +43,17 @@ from launch import common
 from launch import plots
 from tasks import movielens_ctr
 
-flags.DEFINE_string('runs_dir', 'runs/fedsubavg', 'Where the individual runs go.')
-flags.DEFINE_string('results_dir', 'results/fedsubavg_movielens', 'Where the results go.')
-flags.DEFINE_list('settings', ['lr', 'din'], 'Which rows: lr, din.')
+flags.DEFINE_enum('dataset', 'movielens', ['movielens', 'beauty'], 'MovieLens-100K, or '
+                  "Amazon Beauty's interactions as DIN's clicks.")
+flags.DEFINE_string('sequences', '../shared/data/amazon-beauty/Beauty.txt',
+                    'Beauty: the sequence file (`uid item item ...` lines) clicks come from.')
+flags.DEFINE_string('runs_dir', None, "Where the individual runs go (default: the dataset's).")
+flags.DEFINE_string('results_dir', None, "Where the results go (default: the dataset's).")
+flags.DEFINE_list('settings', None, "Which rows: lr, din (default: the dataset's).")
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of the final runs.')
-flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: tabulate the records, run nothing.')
+flags.DEFINE_list('only', None, 'Run only the cells these names or patterns match (e.g. '
+                  '"*_fedsubavg_*"), then tabulate what exists; none: run nothing. A final '
+                  "run waits for its method's whole sweep.")
 flags.DEFINE_integer('rounds', None, "Rounds of the final runs (default: the setting's, "
                      'lr 200, din 100).', lower_bound=1)
 flags.DEFINE_integer('sweep_rounds', None, "Rounds of each learning-rate trial (default: "
@@ -67,6 +79,19 @@ SETTINGS = {
                 lower_is_better=False, rates=(0.1, 0.3, 1.0), central_rates=(1.0, 3.0, 10.0),
                 rounds=100, sweep_rounds=20, converged_rounds=400),
 }
+# Each dataset: its settings, and what they change of SETTINGS'.
+DATASETS = {
+    'movielens': dict(title='MovieLens-100K', item='movie', runs_dir='runs/fedsubavg',
+                      results_dir='results/fedsubavg_movielens',
+                      settings={'lr': {}, 'din': {}}),
+    # The paper's Amazon DIN runs 200 rounds; Beauty's clients hold few examples, so
+    # the sweep runs longer than MovieLens' to separate the rates.
+    'beauty': dict(title="Amazon Beauty (DIN's clicks)", item='item',
+                   runs_dir='runs/fedsubavg_beauty',
+                   results_dir='results/fedsubavg_amazon_beauty',
+                   settings={'din': dict(task=dict(model='din'), rounds=200,
+                                         sweep_rounds=40)}),
+}
 PAPER = {'lr': 'MovieLens-1M LR: CentralSGD 180, FedAvg 170, FedProx 170, Scaffold 180, '
                'FedAdam 170, FedSubAvg 100 rounds to the train loss target 0.325',
          'din': 'Amazon DIN: CentralSGD 20, FedAvg 200+, FedProx 200+, Scaffold 200+, '
@@ -80,10 +105,28 @@ FINAL_METRICS = {'eval/train_loss': 'train loss', 'eval/test_logloss': 'test log
                  'eval/test_auc': 'test AUC'}
 
 
-def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int,
+def _dataset() -> dict:
+  return DATASETS[FLAGS.dataset]
+
+
+def _spec(setting: str) -> dict:
+  """The setting as the dataset runs it."""
+  return {**SETTINGS[setting], **_dataset()['settings'][setting]}
+
+
+def _task_values(setting: str, seed: int) -> dict:
+  """The task's settings for one seed's cells (Beauty: that seed's clicks)."""
+  return {**_spec(setting)['task'],
+          **(common.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
+             if FLAGS.dataset == 'beauty' else {})}
+
+
+def _run(setting: str, method: str, rate: float | None, rounds: int, eval_every: int,
          name: str, seed: int) -> str:
-  """Runs one cell (if neither recorded nor run); its name."""
-  task_flags = [f'--{k}={v}' for k, v in SETTINGS[setting]['task'].items()]
+  """Runs one cell (if neither recorded nor run, and its rate is known); its name."""
+  if rate is None:
+    return name
+  task_flags = common.flag_args(_task_values(setting, seed))
   if method == 'central':
     module, args = 'launch.centralized', (
         f'--batch_size={BATCH_SIZE * FLAGS.clients}', f'--steps_per_epoch={LOCAL_STEPS}',
@@ -95,8 +138,12 @@ def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int,
         f'--client_learning_rate={rate}')
   common.run_cell(FLAGS.runs_dir, name, module, *task_flags, *args,
                   f'--eval_every={eval_every}', f'--seed={seed}',
-                  wanted=FLAGS.only == 'all', records_dir=_records())
+                  wanted=_wanted(name), records_dir=_records())
   return name
+
+
+def _wanted(name: str) -> bool:
+  return FLAGS.only is None or any(fnmatch.fnmatchcase(name, p) for p in FLAGS.only)
 
 
 def _records() -> str:
@@ -120,25 +167,34 @@ def _final_value(name: str, metric: str) -> float:
 
 def _rounds(setting: str, kind: str) -> int:
   """--rounds / --sweep_rounds / --converged_rounds, or the setting's own."""
-  return FLAGS[kind].value or SETTINGS[setting][kind]
+  return FLAGS[kind].value or _spec(setting)[kind]
 
 
-def _best_rate(setting: str, method: str) -> float:
-  """The grid's rate with the best metric after the sweep's rounds, seed 0."""
-  spec = SETTINGS[setting]
+def _best_rate(setting: str, method: str) -> float | None:
+  """The grid's rate with the best metric after the sweep's rounds, seed 0; None
+  until every rate of the sweep has run."""
+  spec = _spec(setting)
   rates = spec['central_rates'] if method == 'central' else spec['rates']
   sweep = _rounds(setting, 'sweep_rounds')
-  scores = {r: _final_value(_run(setting, method, r, sweep, sweep,
-                                 f'sweep_{setting}_{method}_lr{r:g}_s0', 0), spec['metric'])
-            for r in rates}
+  names = {r: _run(setting, method, r, sweep, sweep, f'sweep_{setting}_{method}_lr{r:g}_s0', 0)
+           for r in rates}
+  if not all(common.cell_file(FLAGS.runs_dir, name, 'summary.json', _records()).exists()
+             for name in names.values()):
+    return None
+  scores = {r: _final_value(name, spec['metric']) for r, name in names.items()}
   sign = 1 if spec['lower_is_better'] else -1
   finite = {r: s for r, s in scores.items() if s == s}  # NaN: diverged or not run
   return min(finite, key=lambda r: sign * finite[r]) if finite else rates[0]
 
 
+def _task(setting: str, seed: int) -> movielens_ctr.MovieLensCtr:
+  return movielens_ctr.MovieLensCtr(movielens_ctr.make_config(**_task_values(setting, seed),
+                                                              seed=seed))
+
+
 def _target(setting: str, central: str) -> float | None:
   """The setting's target from one seed's CentralSGD run (None: not run)."""
-  spec = SETTINGS[setting]
+  spec = _spec(setting)
   _, values = _curve(central, spec['metric'])
   if not len(values):
     return None
@@ -167,9 +223,9 @@ def _rounds_cell(rounds: list[float], total: int) -> str:
 
 
 def _plot(path: pathlib.Path, setting: str, finals: dict[str, list[str]],
-          targets: list[float]) -> None:
-  """Each method's mean curve over its seeds."""
-  metric = SETTINGS[setting]['metric']
+          targets: list[float], click_rate_auc: float | None) -> None:
+  """Each method's mean curve over its seeds (AUC: with the item click-rate baseline)."""
+  metric = _spec(setting)['metric']
   fig, ax = plots.figure()
   for method, names in finals.items():
     curves = [_curve(name, metric) for name in names]
@@ -179,12 +235,14 @@ def _plot(path: pathlib.Path, setting: str, finals: dict[str, list[str]],
       ax.plot(curves[0][0][:length], np.mean([c[1][:length] for c in curves], axis=0),
               label=f'{METHODS[method]} ({len(curves)} seeds)')
   ax.axhline(np.mean(targets), color='gray', linestyle=':', label='target (seed mean)')
+  if click_rate_auc is not None:
+    ax.axhline(click_rate_auc, color='black', linestyle='--', label='item click rate (no model)')
   plots.save(fig, ax, path, xlabel='round', ylabel=metric,
-             title=f'MovieLens-100K, {setting.upper()}: {metric} by round (seed mean)')
+             title=f'{_dataset()["title"]}, {setting.upper()}: {metric} by round (seed mean)')
 
 
 def tabulate(setting: str, seeds: list[int]) -> list[str]:
-  spec = SETTINGS[setting]
+  spec = _spec(setting)
   rounds = _rounds(setting, 'rounds')
   if rounds == _rounds(setting, 'sweep_rounds'):
     raise app.UsageError('--rounds must differ from --sweep_rounds: a final run would be '
@@ -197,7 +255,8 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
                    max(1, converged_rounds // 50), f'{setting}_central_converged_s0', 0)
   targets = {s: _target(setting, finals['central'][i]) for i, s in enumerate(seeds)}
   done = [s for s in seeds if targets[s] is not None]
-  task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(**spec['task']))
+  tasks = [_task(setting, s) for s in seeds]  # each seed's split (Beauty: its clicks)
+  popularity, click_rate = zip(*(task.item_baselines(_dataset()['item']) for task in tasks))
   lower = spec['lower_is_better']
   rows = ['| seeds run | ' + ' | '.join(
       str(sum(bool(_curve(name, spec['metric'])[0].size) for name in finals[m]))
@@ -219,10 +278,10 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
           else f"CentralSGD's best test AUC within the same rounds, less {FLAGS.auc_margin:g}")
   if done:
     _plot(pathlib.Path(FLAGS.results_dir) / f'{setting}_curves.png', setting, finals,
-          [targets[s] for s in done])
+          [targets[s] for s in done], np.mean(click_rate) if not lower else None)
   return [
       f'## {setting.upper()} ({spec["metric"]})', '',
-      f'{task.describe()}. Feature heat dispersion: max n_m / min n_m over embedding rows '
+      f'{tasks[0].describe()}. Feature heat dispersion: max n_m / min n_m over embedding rows '
       "(the paper's Table 1; ML-1M there: 4,331); parameter: over all parameters.", '',
       f'Target, per seed: {rule}: '
       + (common.spread([targets[s] for s in done], digits=4) if done else common.NOT_RUN)
@@ -234,28 +293,39 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       f'| learning rate (grid after {_rounds(setting, "sweep_rounds")} rounds, seed 0) | '
       + ' | '.join(f'{rates[m]:g}' if _curve(finals[m][0], spec['metric'])[0].size
                    else common.NOT_RUN for m in METHODS) + ' |',
-      '', f'Paper: {PAPER[setting]}.', '', f'![curves]({setting}_curves.png)', '']
+      '', 'Item baselines, no model (test AUC, mean ± std over the seeds\' splits): '
+      f'popularity, the item\'s clicks in the training examples, {common.spread(popularity)}; '
+      f'the item\'s training click rate (add-one smoothed), {common.spread(click_rate)}. A '
+      'model below them has learned less than the item\'s own rate.', '',
+      f'Paper: {PAPER[setting]}.', '', f'![curves]({setting}_curves.png)', '']
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  common.check_choices('settings', FLAGS.settings, SETTINGS)
+  dataset = _dataset()
+  FLAGS.runs_dir = FLAGS.runs_dir or dataset['runs_dir']
+  FLAGS.results_dir = FLAGS.results_dir or dataset['results_dir']
+  FLAGS.settings = FLAGS.settings or list(dataset['settings'])
+  common.check_choices('settings', FLAGS.settings, dataset['settings'])
   FLAGS.task = 'movielens_ctr'
   seeds = [int(s) for s in FLAGS.seeds]
   results = pathlib.Path(FLAGS.results_dir)
   results.mkdir(parents=True, exist_ok=True)
-  lines = ['# FedSubAvg on MovieLens-100K: rounds to reach the target (Table 2 of Ding et al.)',
-           '', 'Built by `python -m launch.reproduce_fedsubavg` from the cell records in '
-           '`cells/`; README.md here has the reading and every deviation from the paper.', '',
-           f'K = {FLAGS.clients} clients per round, each {LOCAL_STEPS} SGD steps of '
-           f'{BATCH_SIZE} examples; CentralSGD: {LOCAL_STEPS} steps of '
+  lines = [f'# FedSubAvg on {dataset["title"]}: rounds to reach the target (Table 2 of '
+           'Ding et al.)',
+           '', 'Built by `python -m launch.reproduce_fedsubavg'
+           + ('' if FLAGS.dataset == 'movielens' else f' --dataset={FLAGS.dataset}')
+           + '` from the cell records in `cells/`; README.md here has the reading and every '
+           'deviation from the paper.', '',
+           f'K = {FLAGS.clients} clients per round, each at most {LOCAL_STEPS} SGD steps of '
+           f'{BATCH_SIZE} examples (one pass over its data if it holds fewer); CentralSGD: {LOCAL_STEPS} steps of '
            f'{FLAGS.clients * BATCH_SIZE} pooled examples per round. Learning rates: the best '
            'of a grid after a short run. Server: SGD 1.0 (FedAdam: Adam 0.01, FedAdagrad: '
            'Adagrad 0.1). Heat and weights: clients (the paper).', '']
   for setting in FLAGS.settings:
     lines += tabulate(setting, seeds)
-  path = results / ('table.md' if len(FLAGS.settings) == len(SETTINGS) else
+  path = results / ('table.md' if len(FLAGS.settings) == len(dataset['settings']) else
                     f'table_{"_".join(FLAGS.settings)}.md')
   common.write_text(path, '\n'.join(lines))
   print(f'wrote {path}', flush=True)

@@ -52,13 +52,18 @@ from launch import plots
 from tasks import movielens_ctr
 from tff_rec.algorithms import metaua
 
-flags.DEFINE_string('runs_dir', 'runs/metaua', 'Where the individual runs go.')
-flags.DEFINE_string('results_dir', 'results/metaua_movielens', 'Where the results go.')
+flags.DEFINE_enum('dataset', 'movielens', ['movielens', 'beauty'], 'MovieLens-100K (every '
+                  "table), or Amazon Beauty's interactions as DIN's clicks (Table 2's paper "
+                  'rows).')
+flags.DEFINE_string('sequences', '../shared/data/amazon-beauty/Beauty.txt',
+                    'Beauty: the sequence file (`uid item item ...` lines) clicks come from.')
+flags.DEFINE_string('runs_dir', None, "Where the individual runs go (default: the dataset's).")
+flags.DEFINE_string('results_dir', None, "Where the results go (default: the dataset's).")
 flags.DEFINE_integer('rounds', 200, 'Federated rounds.', lower_bound=1)
 flags.DEFINE_integer('eval_every', 10, 'Evaluation period (the table reads rounds 20, 50, '
                      '100, 150 and 200 of it).', lower_bound=1)
-flags.DEFINE_float('client_fraction', 0.1, 'Share of the clients in each round.',
-                   lower_bound=0, upper_bound=1)
+flags.DEFINE_float('client_fraction', None, "Share of the clients in each round (default: "
+                   "the dataset's, MovieLens 10%, Beauty 0.25%).", lower_bound=0, upper_bound=1)
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every table but the investigation '
                   '(seed 0).')
 flags.DEFINE_list('only', None, 'Run only these cells, then tabulate what exists '
@@ -171,6 +176,30 @@ PAPER = {  # ML-1M: Table 2 (rounds 20..200), Table 4 (50..400); Table 3: Amazon
 }
 
 
+# Each dataset: its folders and share of the clients a round. On Beauty's 22,363
+# users, even the paper's smallest share (1%, Figure 4: 224 clients) takes about
+# 10 s a round here; 0.25% (56 clients) is about the cohorts of MovieLens' 1%
+# and FedSubAvg's K = 50.
+DATASETS = {
+    'movielens': dict(runs_dir='runs/metaua', results_dir='results/metaua_movielens',
+                      client_fraction=0.1),
+    'beauty': dict(runs_dir='runs/metaua_beauty', results_dir='results/metaua_amazon_beauty',
+                   client_fraction=0.0025),
+}
+PAPER_ROWS = ('fedavg_examples', 'fedadagrad_examples', 'metaua')  # Table 2's
+
+
+def _data(seed: int) -> dict:
+  """The task's data settings for one seed's cells (Beauty: that seed's clicks)."""
+  return (common.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
+          if FLAGS.dataset == 'beauty' else {})
+
+
+def _task(seed: int) -> movielens_ctr.MovieLensCtr:
+  return movielens_ctr.MovieLensCtr(movielens_ctr.make_config(
+      model='dcn', embedding_dim=4, seed=seed, **_data(seed)))
+
+
 def _records() -> str:
   return str(pathlib.Path(FLAGS.results_dir) / 'cells')
 
@@ -183,7 +212,8 @@ def _cell(name: str, algorithm: str, clients: int, *args: str, seed: int = 0) ->
   cell = _seeded(name, seed)
   wanted = not FLAGS.only or cell in FLAGS.only
   return common.run_cell(
-      FLAGS.runs_dir, cell, 'launch.train', *TASK_ARGS, f'--algorithm={algorithm}',
+      FLAGS.runs_dir, cell, 'launch.train', *TASK_ARGS, *common.flag_args(_data(seed)),
+      f'--algorithm={algorithm}',
       f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
       f'--clients_per_round={clients}', *args, f'--seed={seed}', wanted=wanted,
       records_dir=_records())
@@ -252,7 +282,8 @@ def _table(cells: dict[str, str], seeds=(0,)) -> list[str]:
   return lines
 
 
-def _plot(path: pathlib.Path, cells: dict[str, str], metric: str, seeds, title: str) -> None:
+def _plot(path: pathlib.Path, cells: dict[str, str], metric: str, seeds, title: str,
+          dataset: str = 'MovieLens-100K CTR') -> None:
   """Each cell's `metric` by round, the mean over its finished seeds."""
   fig, ax = plots.figure()
   for name, label in cells.items():
@@ -261,23 +292,42 @@ def _plot(path: pathlib.Path, cells: dict[str, str], metric: str, seeds, title: 
       mean = pd.concat(curves, axis=1).dropna().mean(axis=1)
       ax.plot(mean.index, mean, marker='.', label=f'{label} ({len(curves)} seeds)')
   plots.save(fig, ax, path, xlabel='round', ylabel=metric.removeprefix('eval/'),
-             title=f'MovieLens-100K CTR, DCNv2: {title}')
+             title=f'{dataset}, DCNv2: {title}')
 
 
-def main(argv):
-  del argv
-  FLAGS.task = 'movielens_ctr'
-  task = movielens_ctr.MovieLensCtr(movielens_ctr.make_config(model='dcn', embedding_dim=4))
-  clients = _cohort(task, FLAGS.client_fraction)
-  seeds = [int(s) for s in FLAGS.seeds]
-  table2 = {  # cell -> (algorithm, args)
-      'fedavg_examples': ('fedavg', PAPER_WEIGHTS),
-      'fedadagrad_examples': ('fedadagrad', (*SERVER_ARGS['fedadagrad'], *PAPER_WEIGHTS)),
-      'metaua': ('metaua', ()),
-      'fedavg': ('fedavg', ()), 'fedadagrad': ('fedadagrad', SERVER_ARGS['fedadagrad']),
-      **{n: ('metaua', (f'--meta_loss={n.removeprefix("metaua_")}',))
-         for n in META_LOSS if n != 'metaua'},
-      'fedadam': ('fedadam', SERVER_ARGS['fedadam']), 'fednova': ('fednova', ())}
+def _beauty(task, clients: int, seeds: list[int], table2: dict) -> str:
+  """Table 2's paper rows on Beauty's clicks; the table's text."""
+  for seed in seeds:
+    for name in PAPER_ROWS:
+      algorithm, args = table2[name]
+      _cell(name, algorithm, clients, *args, seed=seed)
+  out = pathlib.Path(FLAGS.results_dir)
+  out.mkdir(parents=True, exist_ok=True)
+  rows = {name: METHODS[name] for name in PAPER_ROWS}
+  _plot(out / 'curves.png', rows, AUC, seeds, 'test AUC by round', "Amazon Beauty (DIN's clicks)")
+  popularity, click_rate = zip(*(_task(s).item_baselines('item') for s in seeds))
+  return '\n'.join([
+      "# MetaUA on Amazon Beauty (DIN's clicks): Table 2's paper rows (Liu et al.)", '',
+      'Built by `python -m launch.reproduce_metaua --dataset=beauty` from the cell records in '
+      "`cells/`; results/README.md has the reading.", '',
+      f'{task.describe()}. Clicks in DIN\'s Amazon form: each interaction a click, an item '
+      'the user never had a sampled non-click, each user\'s last pair the test (one file per '
+      f'seed). DCNv2 over user, item and history (embeddings of 4) as on MovieLens, '
+      f'{clients} clients a round ({FLAGS.client_fraction:.2%}; the paper\'s 10% would be '
+      f'{_cohort(task, 0.1)} and its smallest share, 1%, {_cohort(task, 0.01)}: too slow '
+      f'here), {FLAGS.rounds} rounds, the MovieLens rows\' '
+      'client, server and meta settings.', '',
+      f'## Table 2 (mean ± std over the seeds of {seeds} that ran)', '',
+      *_table(rows, seeds), '',
+      'Item baselines, no model (test AUC, mean ± std over the seeds\' clicks): popularity '
+      f'(the item\'s training clicks) {common.spread(popularity)}; the item\'s training click '
+      f'rate (add-one smoothed) {common.spread(click_rate)}. A constant predictor scores test '
+      'logloss 0.693 (the click rate is 0.5 by construction).', '',
+      f'Paper (ML-1M): {PAPER["table2"]}.', '', '![test AUC by round](curves.png)', ''])
+
+
+def _movielens(task, clients: int, seeds: list[int], table2: dict) -> str:
+  """Every table on MovieLens; their text."""
   _investigate(clients)
   for seed in seeds:  # the headline cells first, a seed at a time
     for name, (algorithm, args) in table2.items():
@@ -308,7 +358,7 @@ def main(argv):
   _plot(out / 'fractions.png', fraction_rows, AUC, seeds, 'test AUC by share of clients')
   _plot(out / 'meta_rates.png', rate_rows, LOGLOSS, seeds,
         "the paper's MetaUA's test logloss by meta SGD rate")
-  text = '\n'.join([
+  return '\n'.join([
       '# MetaUA on MovieLens-100K CTR: Tables 2, 3 and 4 of Liu et al.', '',
       f'{task.describe()}. DCNv2 (embeddings of 4), client SGD 0.01 on batches of 15 for 3 '
       f'local epochs, {clients} clients a round (10%), {FLAGS.rounds} rounds; test AUC and '
@@ -361,7 +411,29 @@ def main(argv):
       'paper uses 2.0 throughout and reports that rates above 1 end with almost the same '
       'logloss at round 200.', '',
       *_table(rate_rows, seeds), '', '![test logloss by meta rate](meta_rates.png)', ''])
-  common.write_text(out / 'table.md', text)
+
+
+def main(argv):
+  del argv
+  dataset = DATASETS[FLAGS.dataset]
+  FLAGS.runs_dir = FLAGS.runs_dir or dataset['runs_dir']
+  FLAGS.results_dir = FLAGS.results_dir or dataset['results_dir']
+  FLAGS.client_fraction = FLAGS.client_fraction or dataset['client_fraction']
+  FLAGS.task = 'movielens_ctr'
+  task = _task(0)
+  clients = _cohort(task, FLAGS.client_fraction)
+  seeds = [int(s) for s in FLAGS.seeds]
+  table2 = {  # cell -> (algorithm, args)
+      'fedavg_examples': ('fedavg', PAPER_WEIGHTS),
+      'fedadagrad_examples': ('fedadagrad', (*SERVER_ARGS['fedadagrad'], *PAPER_WEIGHTS)),
+      'metaua': ('metaua', ()),
+      'fedavg': ('fedavg', ()), 'fedadagrad': ('fedadagrad', SERVER_ARGS['fedadagrad']),
+      **{n: ('metaua', (f'--meta_loss={n.removeprefix("metaua_")}',))
+         for n in META_LOSS if n != 'metaua'},
+      'fedadam': ('fedadam', SERVER_ARGS['fedadam']), 'fednova': ('fednova', ())}
+  tabulate = _beauty if FLAGS.dataset == 'beauty' else _movielens
+  text = tabulate(task, clients, seeds, table2)
+  common.write_text(pathlib.Path(FLAGS.results_dir) / 'table.md', text)
   print(text)
 
 

@@ -2,7 +2,8 @@
 
 On MovieLens, or on a CTR file of your own (a CSV / TSV with a header;
 `data_dir` names the file and the config declares its label, client and
-feature columns: tff_rec.data.ctr_file), with LR or DCNv2 over those columns.
+feature columns: tff_rec.data.ctr_file), with LR or DCNv2 over those columns,
+or DIN over its user, item and history columns.
 
 Examples, features and splits: tff_rec.data.ctr (label = rating >= 4, each
 user a client; chronological last-10% test by default, or FedSubAvg's random
@@ -79,6 +80,9 @@ class Config:
       (), 'CTR file: id-list feature columns, e.g. a DIN history "12,7,30" (items joined '
       'by --list_separator).')
   list_separator: str = setting.setting(',', 'CTR file: the separator of id-list items.')
+  test_column: str | None = setting.setting(
+      None, 'CTR file: a column marking the test rows (a number; > 0 is test). When set, '
+      '--split and --test_fraction are not used.')
 
   def __post_init__(self):
     if self.model not in ctr_models.MODELS:
@@ -118,13 +122,14 @@ def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]
   if config.client_column is None:
     raise ValueError(f'{path} is a CTR file: declare its columns, at least --client_column '
                      'and --feature_columns (and --label_column unless it is "label")')
-  columns = ctr_file.Columns(config.label_column, config.client_column,
-                             config.feature_columns, config.list_columns,
-                             config.list_separator)
+  spec = ctr_models.for_columns(config.model, config.feature_columns, config.list_columns)
+  columns = ctr_file.Columns(  # a table's columns share its vocabulary
+      config.label_column, config.client_column, config.feature_columns, config.list_columns,
+      config.list_separator, config.test_column,
+      tuple(indexing for indexing in spec.tables.values() if len(indexing) > 1))
   examples = ctr_file.read(path, columns, split=config.split,
                            test_fraction=config.resolved_test_fraction, seed=config.seed)
-  return examples, ctr_models.for_columns(config.model,
-                                          (*config.feature_columns, *config.list_columns))
+  return examples, spec
 
 
 class MovieLensCtr(click_model.ClickModel):
@@ -164,7 +169,8 @@ class MovieLensCtr(click_model.ClickModel):
     skipped = (f' ({self.clients_without_train} users with no training example skipped)'
                if self.clients_without_train else '')
     return (f'{len(self._train_rows)} clients{skipped}, {int((~e.is_test).sum())} train / '
-            f'{int(e.is_test.sum())} test examples ({c.split} split), click rate '
+            f'{int(e.is_test.sum())} test examples '
+            f'({f"marked by {c.test_column}" if c.test_column else f"{c.split} split"}), click rate '
             f'{e.labels.mean():.3f}; model {c.model} (dim {self.dim}), feature / parameter '
             'heat dispersion {:.0f} / {:.0f}'.format(*self.heat_dispersion()))
 
@@ -261,6 +267,19 @@ class MovieLensCtr(click_model.ClickModel):
       if test:
         values['test_auc'] = metrics.auc(labels, logits)
     return values
+
+  def item_baselines(self, item: str) -> tuple[float, float]:
+    """Test AUC of two scores that know nothing of the user: the `item` column's
+    clicks among the training examples (popularity), and its training click
+    rate, add-one smoothed."""
+    e = self.examples
+    train, test = e.rows(test=False), e.rows(test=True)
+    items = e.features[item]
+    clicks = np.bincount(items[train], weights=e.labels[train], minlength=e.vocab_sizes[item])
+    shown = np.bincount(items[train], minlength=e.vocab_sizes[item])
+    labels, candidates = e.labels[test], items[test]
+    return (metrics.auc(labels, clicks[candidates]),
+            metrics.auc(labels, (clicks[candidates] + 1) / (shown[candidates] + 2)))
 
   # Centralized baseline (CentralSGD) -----------------------------------------
 

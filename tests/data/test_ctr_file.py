@@ -33,6 +33,21 @@ def test_rows_become_ids_with_padding_grouped_by_client_in_file_order(tmp_path):
   np.testing.assert_array_equal(examples.is_test, [False, True, False, True])  # last per user
 
 
+def test_a_shared_vocabulary_gives_one_value_one_id_and_a_test_column_marks_the_test(
+    tmp_path):
+  path = _write(tmp_path, 'label,user,item,history,test\n'
+                '1,bob,c,a,0\n'
+                '0,bob,d,"a,c",1\n'
+                '1,amy,a,,1\n')
+  columns = ctr_file.Columns('label', 'user', ('user', 'item'), ('history',), test='test',
+                             shared_vocabularies=(('item', 'history'),))
+  examples = ctr_file.read(path, columns, split='random', test_fraction=0.5)  # not used
+  np.testing.assert_array_equal(examples.features['item'], [1, 2, 3])  # a c d
+  np.testing.assert_array_equal(examples.features['history'], [[0, 0], [1, 0], [1, 2]])
+  assert examples.vocab_sizes['item'] == examples.vocab_sizes['history'] == 4
+  np.testing.assert_array_equal(examples.is_test, [True, False, True])
+
+
 def test_a_tsv_is_read_by_its_extension(tmp_path):
   path = _write(tmp_path, 'click\tuser\tsite\n1\tu1\ts\n0\tu1\t\n', 'clicks.tsv')
   examples = ctr_file.read(path, ctr_file.Columns('click', 'user', ('site',)))
@@ -50,6 +65,9 @@ def test_a_tsv_is_read_by_its_extension(tmp_path):
      "clicks.csv, line 3: list feature history='y,,z' has an empty item"),
     ('label,user,item\n', ctr_file.Columns('label', 'user', ('item',)),
      'a header but no rows'),
+    ('label,user,item,test\n1,a,x,0\n0,b,y,\n', ctr_file.Columns('label', 'user', ('item',),
+                                                               test='test'),
+     "clicks.csv, line 3: test test='' is not a number"),
 ])
 def test_bad_files_name_the_file_line_and_column(tmp_path, text, columns, message):
   with pytest.raises(tables.DataFormatError, match=message):
@@ -59,6 +77,14 @@ def test_bad_files_name_the_file_line_and_column(tmp_path, text, columns, messag
 def test_declaring_a_column_twice_is_refused():
   with pytest.raises(ValueError, match=r"columns \['item'\] are declared more than once"):
     ctr_file.Columns('label', 'user', ('item', 'item'))
+
+
+def test_a_shared_vocabulary_must_group_declared_features_once():
+  with pytest.raises(ValueError, match=r"\['history'\] are not feature columns"):
+    ctr_file.Columns('label', 'user', ('item',), shared_vocabularies=(('item', 'history'),))
+  with pytest.raises(ValueError, match='each in one group at most'):
+    ctr_file.Columns('label', 'user', ('item', 'other'),
+                     shared_vocabularies=(('item', 'other'), ('item',)))
 
 
 def test_the_real_criteo_sample_reads_with_its_categorical_columns(tmp_path):

@@ -221,13 +221,14 @@ CTR_FILE = ['--task=movielens_ctr', '--client_column=user', '--feature_columns=u
             '--list_columns=history']
 
 
-def test_ctr_file_of_ones_own_trains_fedsubavg_on_its_declared_tables(tmp_path):
+@pytest.mark.parametrize('model', ['lr', 'din'])
+def test_ctr_file_of_ones_own_trains_fedsubavg_on_its_declared_tables(model, tmp_path):
   out = tmp_path / 'out'
   done = trainer.train(*CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}', '--algorithm=fedsubavg',
-                '--model=lr', '--rounds=2', '--clients_per_round=4', '--eval_every=1',
+                f'--model={model}', '--rounds=2', '--clients_per_round=4', '--eval_every=1',
                 '--batch_size=4', f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
-  assert '12 clients' in done.stdout
+  assert '12 clients' in done.stdout and f'model {model}' in done.stdout
   summary = json.loads((out / 'summary.json').read_text())
   assert 0 <= summary['eval/test_auc'] <= 1
   assert 0 < summary['train/aggregator/submodel_bytes'] < summary['train/aggregator/model_bytes']
@@ -237,7 +238,8 @@ def test_ctr_file_of_ones_own_trains_fedsubavg_on_its_declared_tables(tmp_path):
     (['--feature_columns=item,price'], "no feature column 'price'; the header has label, "
      'user, item, history'),
     (['--client_column=None'], "no client column 'None'"),
-    (['--model=din'], '--model=din reads MovieLens'),
+    (['--model=din', '--feature_columns=item'], '--model=din on a CTR file reads '
+     '--feature_columns=USER,ITEM and --list_columns=HISTORY'),
 ])
 def test_ctr_file_bad_columns_stop_before_training(flags, message, tmp_path):
   _assert_refused(message, tmp_path, *CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}', *flags)

@@ -173,3 +173,28 @@ def test_users_with_no_training_example_are_skipped_and_counted(ml100k_dir):
   assert len(task.train_client_ids) == 30 - task.clients_without_train
   assert f'{task.clients_without_train} users with no training example skipped' in (
       task.describe())
+
+
+def test_din_on_a_ctr_file_embeds_the_item_and_its_history_in_one_table(tmp_path):
+  path = tmp_path / 'clicks.csv'
+  path.write_text('label,user,item,history\n1,u1,a,\n0,u1,b,a\n1,u2,c,"a,b"\n0,u2,a,c\n')
+  task = task_lib.MovieLensCtr(task_lib.Config(
+      data_dir=str(path), model='din', client_column='user', feature_columns=('user', 'item'),
+      list_columns=('history',), test_fraction=0.5))
+  (items,) = [t for t in task.tables if t.name == 'item']
+  assert items.features == ('item', 'history') and items.rows == 4  # a b c + padding
+  first, second = task.client_table_rows()['item']  # the training rows: each user's first
+  assert sorted(first) == [1] and sorted(second) == [1, 2, 3]  # u2: c with history a, b
+
+
+def test_item_baselines_score_by_training_clicks_and_click_rate(tmp_path):
+  path = tmp_path / 'clicks.csv'  # training: a clicked 1 of 1, b 2 of 6; test: a+, b-, b+
+  path.write_text('label,user,item,test\n' + ''.join(
+      f'{label},u{k},{item},0\n' for k, (item, label) in enumerate(
+          [('a', 1)] + [('b', 1)] * 2 + [('b', 0)] * 4))
+                  + '1,u0,a,1\n0,u1,b,1\n1,u2,b,1\n')
+  task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(path), client_column='user',
+                                               feature_columns=('item',), test_column='test'))
+  popularity, click_rate = task.item_baselines('item')
+  assert popularity == 0.25  # clicks a 1 < b 2: a+ loses to b-, b+ ties it
+  assert click_rate == 0.75  # smoothed rates a 2/3 > b 3/8: a+ beats b-, b+ ties it

@@ -4,11 +4,14 @@ The file has a header. The caller declares which column is the label (a
 number: > 0 is a click), which identifies the client (user), which are id
 features (one value per row: any string, e.g. Criteo's hashed categories) and
 which are id-list features (values joined by `list_separator`, e.g. a DIN
-behaviour history `12,7,30`). Rows are kept in file order within each client
-(the order a chronological split takes as time).
+behaviour history `12,7,30`), and optionally which marks the test rows (a
+number: > 0 is test). Rows are kept in file order within each client (the
+order a chronological split takes as time).
 
 Each feature is factorized to ids 1..V in sorted order of its values; 0 is
-padding (an empty field, and the padding of id lists).
+padding (an empty field, and the padding of id lists). Columns declared in one
+`shared_vocabularies` group are factorized together, so one value has one id
+in all of them (DIN's candidate item and its history index one table).
 """
 
 import dataclasses
@@ -28,14 +31,29 @@ class Columns:
   features: tuple[str, ...] = ()
   list_features: tuple[str, ...] = ()
   list_separator: str = ','
+  test: str | None = None
+  shared_vocabularies: tuple[tuple[str, ...], ...] = ()
 
   def __post_init__(self):
-    declared = [self.label, *self.features, *self.list_features]  # the client may be a feature
+    declared = [self.label, *self.features, *self.list_features,
+                *([self.test] if self.test else [])]  # the client may be a feature
     repeated = sorted({c for c in declared if declared.count(c) > 1})
     if repeated:
       raise ValueError(f'columns {repeated} are declared more than once')
     if not self.features and not self.list_features:
       raise ValueError('declare at least one feature column')
+    grouped = [c for group in self.shared_vocabularies for c in group]
+    stray = sorted(set(grouped) - {*self.features, *self.list_features})
+    if stray or len(grouped) != len(set(grouped)):
+      raise ValueError(f'shared vocabularies {self.shared_vocabularies} must group declared '
+                       'feature columns, each in one group at most'
+                       + (f'; {stray} are not feature columns' if stray else ''))
+
+  def vocabulary_groups(self) -> list[tuple[str, ...]]:
+    """The feature columns, grouped by the vocabulary they share (alone: their own)."""
+    grouped = {c for group in self.shared_vocabularies for c in group}
+    return [*self.shared_vocabularies,
+            *((c,) for c in (*self.features, *self.list_features) if c not in grouped)]
 
 
 def _separator(path: pathlib.Path) -> str:
@@ -44,7 +62,8 @@ def _separator(path: pathlib.Path) -> str:
 
 def read(path: str | pathlib.Path, columns: Columns, *, split: str = 'chronological',
          test_fraction: float = 0.1, seed: int = 0) -> ctr.CtrExamples:
-  """The file's rows as CTR examples, each client's last (or a random) share held out."""
+  """The file's rows as CTR examples; held out: the rows the test column marks, or
+  each client's last (or a random) share without one."""
   path = pathlib.Path(path)
   if not path.is_file():
     raise tables.DataFormatError(f'{path}: no such CTR file')
@@ -58,39 +77,48 @@ def read(path: str | pathlib.Path, columns: Columns, *, split: str = 'chronologi
   header = list(frame.columns)
   for role, name in [('label', columns.label), ('client', columns.client),
                      *[('feature', c) for c in columns.features],
-                     *[('list feature', c) for c in columns.list_features]]:
+                     *[('list feature', c) for c in columns.list_features],
+                     *([('test', columns.test)] if columns.test else [])]:
     if name not in header:
       raise tables.DataFormatError(f'{path}: no {role} column {name!r}; the header has '
                                    f'{", ".join(header)}')
-  labels = pd.to_numeric(frame[columns.label], errors='coerce').to_numpy()
-  bad = np.flatnonzero(~np.isfinite(labels))
-  if bad.size:
-    raise tables.DataFormatError(
-        f'{path}, line {bad[0] + 2}: label {columns.label}={frame[columns.label].iloc[bad[0]]!r}'
-        ' is not a number')
+  labels = _numbers(frame, columns.label, 'label', path)
   order = np.argsort(pd.factorize(frame[columns.client], sort=True)[0], kind='stable')
   frame = frame.iloc[order].reset_index(drop=True)
   lines = order + 2  # file lines of the sorted rows (the header is line 1)
   lists = {c: _split_lists(frame[c], columns.list_separator, path, c, lines)
            for c in columns.list_features}
-  features, vocab_sizes = {}, {}
-  for name in columns.features:
-    values = frame[name].to_numpy().astype(str)
-    vocabulary = np.unique(values[values != ''])
-    features[name], vocab_sizes[name] = _ids(values, vocabulary), len(vocabulary) + 1
-  for name in columns.list_features:
-    flat = [item for items in lists[name] for item in items]
-    values = np.unique(np.asarray(flat, str))
-    width = max(1, max(len(items) for items in lists[name]))
-    padded = np.zeros((len(frame), width), np.int32)
-    for row, items in enumerate(lists[name]):
-      padded[row, :len(items)] = _ids(np.asarray(items, str), values)
-    features[name] = padded
-    vocab_sizes[name] = len(values) + 1
+  values = {**{c: frame[c].to_numpy().astype(str) for c in columns.features},
+            **{c: np.asarray([item for items in lists[c] for item in items], str)
+               for c in columns.list_features}}
+  vocabularies = {}
+  for group in columns.vocabulary_groups():
+    everything = np.concatenate([values[c] for c in group])
+    vocabularies.update(dict.fromkeys(group, np.unique(everything[everything != ''])))
+  features = {c: _ids(values[c], vocabularies[c]) for c in columns.features}
+  for name in columns.list_features:  # left-aligned, 0-padded
+    lengths = np.asarray([len(items) for items in lists[name]])
+    rows = np.repeat(np.arange(len(frame)), lengths)
+    places = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    features[name] = np.zeros((len(frame), max(1, lengths.max())), np.int32)
+    features[name][rows, places] = _ids(values[name], vocabularies[name])
+  vocab_sizes = {c: len(v) + 1 for c, v in vocabularies.items()}
   clients, user_ids = pd.factorize(frame[columns.client], sort=True)
-  is_test = ctr.test_rows(clients, split, test_fraction, seed)
+  is_test = (_numbers(frame, columns.test, 'test', path, lines) > 0 if columns.test
+             else ctr.test_rows(clients, split, test_fraction, seed))
   return ctr.CtrExamples(features, (labels[order] > 0).astype(np.float32), clients, is_test,
                          vocab_sizes, np.asarray(user_ids))
+
+
+def _numbers(frame: pd.DataFrame, column: str, role: str, path, lines=None) -> np.ndarray:
+  """The column as numbers; a DataFormatError names the first line that is not one."""
+  numbers = pd.to_numeric(frame[column], errors='coerce').to_numpy()
+  bad = np.flatnonzero(~np.isfinite(numbers))
+  if bad.size:
+    line = bad[0] + 2 if lines is None else lines[bad[0]]
+    raise tables.DataFormatError(f'{path}, line {line}: {role} {column}='
+                                 f'{frame[column].iloc[bad[0]]!r} is not a number')
+  return numbers
 
 
 def _ids(values: np.ndarray, vocabulary: np.ndarray) -> np.ndarray:

@@ -123,21 +123,26 @@ def build_dcn(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 4,
 
 def build_din(vocab_sizes: dict[str, int], widths: dict[str, int], dim: int = 18,
               seed: int = 0, attention_units=(80, 40), units=(200, 80),
-              embedding_stddev: float = EMBEDDING_STDDEV) -> tf.keras.Model:
-  """DIN (Zhou et al. 2018), FedSubAvg's CTR model: attention over clicked movies.
+              embedding_stddev: float = EMBEDDING_STDDEV,
+              columns: tuple[str, str, str] | None = None) -> tf.keras.Model:
+  """DIN (Zhou et al. 2018), FedSubAvg's CTR model: attention over clicked items.
 
-  Input as the official code: [user, movie, sum of history, movie * sum,
-  attention-weighted history], then an MLP. Attention weights stay
-  unnormalised, as the DIN paper has them (FedSubAvg's code applies a masked
-  softmax). Deviations from both: no BatchNorm (moving statistics are not
-  federated parameters) and PReLU in place of Dice (batch statistics too).
+  `columns`: (user, item, history), MovieLens's user, movie and history by
+  default; the item table embeds the candidate and the history. Input as the
+  official code: [user, item, sum of history, item * sum, attention-weighted
+  history], then an MLP. Attention weights stay unnormalised, as the DIN
+  paper has them (FedSubAvg's code applies a masked softmax). Deviations from
+  both: no BatchNorm (moving statistics are not federated parameters) and
+  PReLU in place of Dice (batch statistics too).
   """
-  inputs = _inputs(DIN.columns, widths)
-  user = _table('user', vocab_sizes['user'], dim, seed, embedding_stddev)(inputs['user'])
-  movies = _table('movie', vocab_sizes['movie'], dim, seed + 1, embedding_stddev)
-  query = movies(inputs['movie'])
-  interest = DinInterest(attention_units, seed)(query, movies(inputs['history']),
-                         inputs['history'])
+  user_column, item_column, history_column = columns or DIN.columns
+  inputs = _inputs((user_column, item_column, history_column), widths)
+  user = _table(user_column, vocab_sizes[user_column], dim, seed,
+                embedding_stddev)(inputs[user_column])
+  items = _table(item_column, vocab_sizes[item_column], dim, seed + 1, embedding_stddev)
+  query = items(inputs[item_column])
+  interest = DinInterest(attention_units, seed)(query, items(inputs[history_column]),
+                         inputs[history_column])
   x = tf.keras.layers.Concatenate()([user, query, interest])
   for k, n in enumerate(units):
     x = tf.keras.layers.Dense(n, kernel_initializer=tf.keras.initializers
@@ -194,11 +199,20 @@ DIN = CtrModel(columns=('user', 'movie', 'history'),
 MODELS = {'lr': LR, 'dcn': DCN, 'din': DIN}
 
 
-def for_columns(model: str, columns: tuple[str, ...]) -> CtrModel:
-  """LR or DCNv2 over a CTR file's declared feature columns, a table each."""
-  if model not in ('lr', 'dcn'):
-    raise ValueError(f'--model={model} reads MovieLens\'s user, movie and history '
-                     'columns; for a CTR file use --model=lr or --model=dcn')
+def for_columns(model: str, features: tuple[str, ...], lists: tuple[str, ...]) -> CtrModel:
+  """A model over a CTR file's declared id and id-list columns: LR and DCNv2 with
+  a table each; DIN reads features (user, item) and lists (history), the
+  item's table indexed by item and history."""
+  columns = (*features, *lists)
+  if model == 'din':
+    if len(features) != 2 or len(lists) != 1:
+      raise ValueError('--model=din on a CTR file reads --feature_columns=USER,ITEM and '
+                       '--list_columns=HISTORY (the items clicked before); got feature '
+                       f'columns {list(features)} and list columns {list(lists)}')
+    user, item, history = columns
+    return dataclasses.replace(DIN, columns=columns, tables={user: (user,),
+                                                             item: (item, history)},
+                               build=functools.partial(build_din, columns=columns))
   spec = MODELS[model]
-  return dataclasses.replace(spec, columns=tuple(columns), tables={c: (c,) for c in columns},
-                             build=functools.partial(spec.build, columns=tuple(columns)))
+  return dataclasses.replace(spec, columns=columns, tables={c: (c,) for c in columns},
+                             build=functools.partial(spec.build, columns=columns))

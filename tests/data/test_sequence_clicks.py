@@ -1,0 +1,49 @@
+"""DIN's clicks from sequences: a click and a sampled unseen non-click per step."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tff_rec.data import ctr_file
+from tff_rec.data import sequence_clicks
+
+SEQUENCES = {7: np.array([3, 1, 4, 5]), 2: np.array([9, 3]), 5: np.array([6])}
+
+
+def test_each_step_after_the_first_is_a_click_and_a_non_click_with_the_earlier_items():
+  rows = sequence_clicks.din_rows(SEQUENCES, history_length=2, seed=0)
+  user7 = rows[rows['user'] == 7]
+  assert list(user7['label']) == [1, 0, 1, 0, 1, 0]
+  assert list(user7['item'][user7['label'] == 1]) == [1, 4, 5]
+  assert list(user7['history']) == ['3', '3', '3,1', '3,1', '1,4', '1,4']  # the last 2
+  assert list(user7['test']) == [0, 0, 0, 0, 1, 1]  # the last pair
+  assert list(rows[rows['user'] == 2]['test']) == [1, 1]  # one step: only a test pair
+  assert 5 not in set(rows['user'])  # one item: no step
+
+
+def test_non_clicks_are_catalogue_items_the_user_never_had():
+  sequences = {u: np.random.default_rng(u).choice(30, 12, replace=False) + 100
+               for u in range(40)}
+  rows = sequence_clicks.din_rows(sequences, seed=3)
+  catalogue = set(np.concatenate(list(sequences.values())).tolist())
+  for user, items in rows[rows['label'] == 0].groupby('user')['item']:
+    assert set(items) <= catalogue - set(sequences[user].tolist())
+  again = sequence_clicks.din_rows(sequences, seed=3)
+  pd.testing.assert_frame_equal(rows, again)  # the seed fixes the draws
+  other = sequence_clicks.din_rows(sequences, seed=4)
+  assert (other['item'] != rows['item']).any()
+
+
+def test_the_rows_read_as_a_ctr_file_with_their_own_test_pairs(tmp_path):
+  path = tmp_path / 'clicks.csv'
+  sequence_clicks.din_rows(SEQUENCES, seed=0).to_csv(path, index=False)
+  examples = ctr_file.read(path, ctr_file.Columns(
+      'label', 'user', ('user', 'item'), ('history',), test='test',
+      shared_vocabularies=(('item', 'history'),)))
+  np.testing.assert_array_equal(examples.is_test, [True, True] + [False] * 4 + [True] * 2)
+  assert examples.labels.mean() == 0.5
+
+
+def test_a_history_length_below_one_is_refused():
+  with pytest.raises(ValueError, match='history_length must be >= 1, got 0'):
+    sequence_clicks.din_rows(SEQUENCES, history_length=0)

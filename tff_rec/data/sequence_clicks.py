@@ -1,0 +1,46 @@
+"""Click rows from time-ordered interaction sequences, in DIN's Amazon form.
+
+DIN (Zhou et al. 2018) builds its Amazon CTR data from reviews alone: each
+user's items i_1..i_n, in time order, give for k = 2..n a click on i_k and a
+non-click on an item the user never interacted with, drawn uniformly from the
+catalogue (the items of all sequences), both with the user's earlier items as
+the behaviour history. The last pair (k = n) is the user's test pair. Clicks
+are real interactions; non-clicks are sampled, so the click rate is 0.5 by
+construction.
+
+The rows are a CTR file's (tff_rec.data.ctr_file): columns user, item,
+history (the last `history_length` earlier items, oldest first, joined by
+','), label and test (1 marks the test pair).
+"""
+
+import numpy as np
+import pandas as pd
+
+from tff_rec.data import implicit
+
+COLUMNS = ('user', 'item', 'history', 'label', 'test')
+
+
+def din_rows(sequences: dict[int, np.ndarray], *, history_length: int = 10,
+             seed: int = 0) -> pd.DataFrame:
+  """A click and a sampled non-click per interaction after each user's first."""
+  if history_length < 1:
+    raise ValueError(f'history_length must be >= 1, got {history_length}')
+  catalogue = np.unique(np.concatenate(list(sequences.values())))
+  rng = np.random.default_rng(seed)
+  users, items, histories, labels, tests = [], [], [], [], []
+  for user, sequence in sequences.items():
+    n = len(sequence)
+    if n < 2:
+      continue  # no interaction with an earlier one
+    seen = np.searchsorted(catalogue, sequence)
+    negatives = catalogue[implicit.unseen_items(seen, n - 1, len(catalogue), rng)]
+    for k in range(1, n):
+      history = ','.join(map(str, sequence[max(0, k - history_length):k]))
+      for item, label in ((sequence[k], 1), (negatives[k - 1], 0)):
+        users.append(user)
+        items.append(item)
+        histories.append(history)
+        labels.append(label)
+        tests.append(int(k == n - 1))
+  return pd.DataFrame(dict(zip(COLUMNS, (users, items, histories, labels, tests))))
