@@ -33,6 +33,7 @@ the batches. Writes table.md and one curve plot per setting.
 """
 
 import fnmatch
+import json
 import pathlib
 
 from absl import app
@@ -61,7 +62,8 @@ flags.DEFINE_integer('sweep_rounds', None, "Rounds of each learning-rate trial (
 flags.DEFINE_integer('converged_rounds', None, "Rounds of the converged CentralSGD run "
                      "(default: the setting's, lr 3000, din 400).", lower_bound=1)
 flags.DEFINE_integer('clients', 50, 'K: clients per round.', lower_bound=1)
-flags.DEFINE_integer('eval_every', 2, 'Evaluation period of the final runs.', lower_bound=1)
+flags.DEFINE_integer('eval_every', None, "Evaluation period of the final runs (default: the "
+                     "dataset's, MovieLens 2, Beauty 10).", lower_bound=1)
 flags.DEFINE_float('auc_margin', 0.02, 'DIN target: CentralSGD best test AUC minus this.')
 
 FLAGS = flags.FLAGS
@@ -82,15 +84,19 @@ SETTINGS = {
 # Each dataset: its settings, and what they change of SETTINGS'.
 DATASETS = {
     'movielens': dict(title='MovieLens-100K', item='movie', runs_dir='runs/fedsubavg',
-                      results_dir='results/fedsubavg_movielens',
+                      results_dir='results/fedsubavg_movielens', eval_every=2,
                       settings={'lr': {}, 'din': {}}),
     # The paper's Amazon DIN runs 200 rounds; Beauty's clients hold few examples, so
-    # the sweep runs longer than MovieLens' to separate the rates.
-    'beauty': dict(title="Amazon Beauty (DIN's clicks)", item='item',
+    # the sweep runs longer than MovieLens' to separate the rates. An evaluation
+    # scores 352k examples: every 10 rounds keeps a run near 6 minutes.
+    'beauty': dict(title="Amazon Beauty (DIN's clicks)", item='item', eval_every=10,
                    runs_dir='runs/fedsubavg_beauty',
                    results_dir='results/fedsubavg_amazon_beauty',
                    settings={'din': dict(task=dict(model='din'), rounds=200,
-                                         sweep_rounds=40)}),
+                                         sweep_rounds=40,
+                                         # FedSubAvg's pick, 0.3, diverged at round 118
+                                         # (seed 0): also the grid's next rate down
+                                         extra_rates=(('fedsubavg', 0.1),))}),
 }
 PAPER = {'lr': 'MovieLens-1M LR: CentralSGD 180, FedAvg 170, FedProx 170, Scaffold 180, '
                'FedAdam 170, FedSubAvg 100 rounds to the train loss target 0.325',
@@ -160,9 +166,22 @@ def _curve(name: str, metric: str):
   return rows[step].to_numpy(), rows[metric].to_numpy()
 
 
-def _final_value(name: str, metric: str) -> float:
-  _, values = _curve(name, metric)
-  return float(values[-1]) if len(values) else float('nan')
+def _final_value(name: str, metric: str) -> float | None:
+  """The metric at the cell's end: NaN if it diverged, None if it has not run."""
+  path = common.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
+  return float(json.loads(path.read_text()).get(metric, 'nan')) if path.exists() else None
+
+
+def _final_cell(names: list[str], metric: str) -> str:
+  """The metric at the end over the seeds that ran; how many of them diverged."""
+  values = [v for name in names if (v := _final_value(name, metric)) is not None]
+  finite = [v for v in values if np.isfinite(v)]
+  diverged = len(values) - len(finite)
+  if finite and diverged:
+    return f'{common.spread(finite, digits=4)} ({diverged} of {len(values)} seeds diverged)'
+  if diverged:
+    return f'diverged ({diverged} of {diverged} seeds)'
+  return common.spread(finite, digits=4)
 
 
 def _rounds(setting: str, kind: str) -> int:
@@ -183,7 +202,7 @@ def _best_rate(setting: str, method: str) -> float | None:
     return None
   scores = {r: _final_value(name, spec['metric']) for r, name in names.items()}
   sign = 1 if spec['lower_is_better'] else -1
-  finite = {r: s for r, s in scores.items() if s == s}  # NaN: diverged or not run
+  finite = {r: s for r, s in scores.items() if s == s}  # NaN: diverged
   return min(finite, key=lambda r: sign * finite[r]) if finite else rates[0]
 
 
@@ -224,16 +243,17 @@ def _rounds_cell(rounds: list[float], total: int) -> str:
 
 def _plot(path: pathlib.Path, setting: str, finals: dict[str, list[str]],
           targets: list[float], click_rate_auc: float | None) -> None:
-  """Each method's mean curve over its seeds (AUC: with the item click-rate baseline)."""
+  """Each column's (label -> cells) mean curve over its seeds (AUC: with the item
+  click-rate baseline)."""
   metric = _spec(setting)['metric']
   fig, ax = plots.figure()
-  for method, names in finals.items():
+  for label, names in finals.items():
     curves = [_curve(name, metric) for name in names]
     curves = [c for c in curves if len(c[0])]
     if curves:
       length = min(len(c[0]) for c in curves)
       ax.plot(curves[0][0][:length], np.mean([c[1][:length] for c in curves], axis=0),
-              label=f'{METHODS[method]} ({len(curves)} seeds)')
+              label=f'{label} ({len(curves)} seeds)')
   ax.axhline(np.mean(targets), color='gray', linestyle=':', label='target (seed mean)')
   if click_rate_auc is not None:
     ax.axhline(click_rate_auc, color='black', linestyle='--', label='item click rate (no model)')
@@ -248,8 +268,13 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
     raise app.UsageError('--rounds must differ from --sweep_rounds: a final run would be '
                          'compared with a sweep run evaluated only at its end')
   rates = {m: _best_rate(setting, m) for m in METHODS}
-  finals = {m: [_run(setting, m, rates[m], rounds, FLAGS.eval_every, f'{setting}_{m}_s{s}', s)
-                for s in seeds] for m in METHODS}
+  # column -> (label, method, rate): each method at its sweep's rate, then the
+  # setting's extra rates
+  columns = {m: (label, m, rates[m]) for m, label in METHODS.items()}
+  columns.update({f'{m}_lr{r:g}': (f'{METHODS[m]} at {r:g}', m, r)
+                  for m, r in spec.get('extra_rates', ())})
+  finals = {c: [_run(setting, m, r, rounds, FLAGS.eval_every, f'{setting}_{c}_s{s}', s)
+                for s in seeds] for c, (_, m, r) in columns.items()}
   converged_rounds = _rounds(setting, 'converged_rounds')
   converged = _run(setting, 'central', rates['central'], converged_rounds,
                    max(1, converged_rounds // 50), f'{setting}_central_converged_s0', 0)
@@ -258,18 +283,22 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   tasks = [_task(setting, s) for s in seeds]  # each seed's split (Beauty: its clicks)
   popularity, click_rate = zip(*(task.item_baselines(_dataset()['item']) for task in tasks))
   lower = spec['lower_is_better']
-  rows = ['| seeds run | ' + ' | '.join(
-      str(sum(bool(_curve(name, spec['metric'])[0].size) for name in finals[m]))
-      for m in METHODS) + ' |']
-  rows += ['| rounds to target | ' + ' | '.join(_rounds_cell(
-      [r for s in done if (r := _rounds_to(finals[m][seeds.index(s)], spec['metric'],
-                                           targets[s], lower)) is not None], rounds)
-      for m in METHODS) + ' |']
-  for metric, label in FINAL_METRICS.items():
-    rows.append(f'| {label} at {rounds} | ' + ' | '.join(common.spread(
-        [v for name in finals[m] if (v := _final_value(name, metric)) == v], digits=4)
-        for m in METHODS) + ' |')
   best = np.nanmin if lower else np.nanmax
+  rows = ['| seeds run | ' + ' | '.join(
+      str(sum(_final_value(name, spec['metric']) is not None for name in finals[c]))
+      for c in columns) + ' |']
+  rows += ['| rounds to target | ' + ' | '.join(_rounds_cell(
+      [r for s in done if (r := _rounds_to(finals[c][seeds.index(s)], spec['metric'],
+                                           targets[s], lower)) is not None], rounds)
+      for c in columns) + ' |']
+  for metric, label in FINAL_METRICS.items():
+    rows.append(f'| {label} at {rounds} | '
+                + ' | '.join(_final_cell(finals[c], metric) for c in columns) + ' |')
+  best_label = 'lowest' if lower else 'best'
+  rows.append(f'| {best_label} {FINAL_METRICS[spec["metric"]]} (any round, diverged seeds '
+              'too) | ' + ' | '.join(common.spread(
+                  [best(v) for name in finals[c] if len(v := _curve(name, spec['metric'])[1])],
+                  digits=4) for c in columns) + ' |')
   _, converged_curve = _curve(converged, spec['metric'])
   converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '
                     f'{spec["metric"]} over {converged_rounds} rounds, seed 0)'
@@ -277,8 +306,9 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   rule = ("CentralSGD's lowest train loss within the same rounds (the paper's rule)" if lower
           else f"CentralSGD's best test AUC within the same rounds, less {FLAGS.auc_margin:g}")
   if done:
-    _plot(pathlib.Path(FLAGS.results_dir) / f'{setting}_curves.png', setting, finals,
-          [targets[s] for s in done], np.mean(click_rate) if not lower else None)
+    _plot(pathlib.Path(FLAGS.results_dir) / f'{setting}_curves.png', setting,
+          {columns[c][0]: names for c, names in finals.items()}, [targets[s] for s in done],
+          np.mean(click_rate) if not lower else None)
   return [
       f'## {setting.upper()} ({spec["metric"]})', '',
       f'{tasks[0].describe()}. Feature heat dispersion: max n_m / min n_m over embedding rows '
@@ -288,11 +318,12 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       + f'. Converged CentralSGD: {converged_text}. Evaluated every {FLAGS.eval_every} '
       'rounds: rounds to target are resolved to that. Mean ± std over the seeds of '
       f'{seeds} that ran (a single value: one seed).', '',
-      '| | ' + ' | '.join(METHODS.values()) + ' |', '|---' * (len(METHODS) + 1) + '|',
+      '| | ' + ' | '.join(label for label, _, _ in columns.values()) + ' |',
+      '|---' * (len(columns) + 1) + '|',
       *rows,
       f'| learning rate (grid after {_rounds(setting, "sweep_rounds")} rounds, seed 0) | '
-      + ' | '.join(f'{rates[m]:g}' if _curve(finals[m][0], spec['metric'])[0].size
-                   else common.NOT_RUN for m in METHODS) + ' |',
+      + ' | '.join(f'{r:g}' if _final_value(finals[c][0], spec['metric']) is not None
+                   else common.NOT_RUN for c, (_, _, r) in columns.items()) + ' |',
       '', 'Item baselines, no model (test AUC, mean ± std over the seeds\' splits): '
       f'popularity, the item\'s clicks in the training examples, {common.spread(popularity)}; '
       f'the item\'s training click rate (add-one smoothed), {common.spread(click_rate)}. A '
@@ -307,6 +338,7 @@ def main(argv):
   FLAGS.runs_dir = FLAGS.runs_dir or dataset['runs_dir']
   FLAGS.results_dir = FLAGS.results_dir or dataset['results_dir']
   FLAGS.settings = FLAGS.settings or list(dataset['settings'])
+  FLAGS.eval_every = FLAGS.eval_every or dataset['eval_every']
   common.check_choices('settings', FLAGS.settings, dataset['settings'])
   FLAGS.task = 'movielens_ctr'
   seeds = [int(s) for s in FLAGS.seeds]
@@ -319,7 +351,8 @@ def main(argv):
            + '` from the cell records in `cells/`; README.md here has the reading and every '
            'deviation from the paper.', '',
            f'K = {FLAGS.clients} clients per round, each at most {LOCAL_STEPS} SGD steps of '
-           f'{BATCH_SIZE} examples (one pass over its data if it holds fewer); CentralSGD: {LOCAL_STEPS} steps of '
+           f'{BATCH_SIZE} examples (one pass over its data if it holds fewer); CentralSGD: '
+           f'{LOCAL_STEPS} steps of '
            f'{FLAGS.clients * BATCH_SIZE} pooled examples per round. Learning rates: the best '
            'of a grid after a short run. Server: SGD 1.0 (FedAdam: Adam 0.01, FedAdagrad: '
            'Adagrad 0.1). Heat and weights: clients (the paper).', '']

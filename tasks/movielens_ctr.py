@@ -168,9 +168,9 @@ class MovieLensCtr(click_model.ClickModel):
     e, c = self.examples, self.config
     skipped = (f' ({self.clients_without_train} users with no training example skipped)'
                if self.clients_without_train else '')
+    split = f'marked by {c.test_column}' if c.test_column else f'{c.split} split'
     return (f'{len(self._train_rows)} clients{skipped}, {int((~e.is_test).sum())} train / '
-            f'{int(e.is_test.sum())} test examples '
-            f'({f"marked by {c.test_column}" if c.test_column else f"{c.split} split"}), click rate '
+            f'{int(e.is_test.sum())} test examples ({split}), click rate '
             f'{e.labels.mean():.3f}; model {c.model} (dim {self.dim}), feature / parameter '
             'heat dispersion {:.0f} / {:.0f}'.format(*self.heat_dispersion()))
 
