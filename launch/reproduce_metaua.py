@@ -193,6 +193,7 @@ DATASETS = {
                    client_fraction=0.0025),
 }
 PAPER_ROWS = ('fedavg_examples', 'fedadagrad_examples', 'metaua')  # Table 2's
+BEAUTY_PROBES = ('metaua_none', 'metaua_none_no_query')  # Table 4's first rows
 
 
 def _data(seed: int) -> dict:
@@ -310,6 +311,8 @@ def _beauty(task, clients: int, seeds: list[int], table2: dict) -> str:
         algorithm, args = table2[name]
         _cell(_fixed(name) if client_rate else name, algorithm, clients, *args, *client_rate,
               seed=seed)
+  for name in BEAUTY_PROBES:  # seed 0: does MetaUA's driver learn with both parts off?
+    _cell(name, 'metaua', clients, *ABLATION[name][1])
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
   rows = {name: METHODS[name] for name in PAPER_ROWS}
@@ -331,6 +334,8 @@ def _beauty(task, clients: int, seeds: list[int], table2: dict) -> str:
       f'## Table 2 at client SGD 0.1 (MovieLens\' fix; mean ± std over the seeds of {seeds} '
       'that ran)', '',
       *_table({_fixed(name): label for name, label in rows.items()}, seeds), '',
+      '## Why MetaUA does not learn here: its driver with both parts off (seed 0)', '',
+      *_table({name: ABLATION[name][0] for name in BEAUTY_PROBES}), '',
       'Item baselines, no model (test AUC, mean ± std over the seeds\' clicks): popularity '
       f'(the item\'s training clicks) {common.spread(popularity)}; the item\'s training click '
       f'rate (add-one smoothed) {common.spread(click_rate)}. A constant predictor scores test '

@@ -1,10 +1,13 @@
 """Exact SCAFFOLD against a numpy reference on a quadratic with partial cohorts."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.algorithms import api
 from tff_rec.algorithms import scaffold
 
 ROWS = [np.array([0, 1]), np.array([1]), np.array([1]), np.array([0]), np.array([1])]
@@ -71,3 +74,12 @@ def test_rounds_match_the_reference(tff_runtime, runtime, aggregation):
   np.testing.assert_allclose(state['clients'][0][:, :, 0], controls, rtol=1e-5,
                              atol=1e-7)
   assert output.metrics['client_work']['train']['num_examples'] == (1 + 1 + 2) * STEPS
+
+
+def test_variates_beyond_half_the_memory_are_refused_before_allocating():
+  memory = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+  with tf.Graph().as_default():
+    parameters = sum(int(np.prod(v.shape)) for v in _model_fn().trainable_variables)
+  clients = int(memory / 4 / parameters)  # variates of about the whole memory
+  with pytest.raises(api.NotApplicable, match=rf'{clients} clients x {parameters} parameters'):
+    scaffold.build_process(_model_fn, _dataset, num_clients=clients, client_learning_rate=0.1)

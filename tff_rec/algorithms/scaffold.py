@@ -17,6 +17,7 @@ tff.aggregators factory, so TFF's secure sum and DP mean wrap them.
 """
 
 import collections
+import os
 from typing import Callable
 
 import numpy as np
@@ -116,6 +117,18 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
   return client_state.Round(initial_server_state, prepare, client_work, update, aggregation)
 
 
+def _check_variates_fit(num_clients: int, parameters: int) -> None:
+  """Refuses variates (float32, one model per client) above half this machine's memory."""
+  needed = 4 * num_clients * parameters
+  memory = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+  if needed > memory / 2:
+    raise api.NotApplicable(
+        f'--algorithm=scaffold keeps a control variate of the whole model for each client: '
+        f'{num_clients} clients x {parameters} parameters take {needed / 2**30:.1f} GiB, more '
+        f'than half of this machine\'s {memory / 2**30:.0f} GiB; use fewer clients or a '
+        'smaller model')
+
+
 def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients: int,
                   client_learning_rate: float, server_learning_rate: float = 1.0,
                   runtime: str = 'native', **aggregation
@@ -126,11 +139,12 @@ def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients
   state is, per trainable variable, an [N, ...] array of their variates.
   `aggregation`: build_round's aggregation and averaged.
   """
+  with tf.Graph().as_default():
+    shapes = [v.shape for v in model_fn().trainable_variables]
+  _check_variates_fit(num_clients, sum(int(np.prod(s)) for s in shapes))
   round_ = build_round(
       model_fn, dataset_computation, client_learning_rate=client_learning_rate,
       server_learning_rate=server_learning_rate, num_clients=num_clients, **aggregation)
-  with tf.Graph().as_default():
-    shapes = [v.shape for v in model_fn().trainable_variables]
 
   def get_model_weights(state) -> tff.learning.models.ModelWeights:
     return tff.learning.models.ModelWeights(
