@@ -2,6 +2,7 @@
 
 import dataclasses
 import datetime
+import hashlib
 import importlib.metadata
 import json
 import math
@@ -484,13 +485,18 @@ def write_text(path: pathlib.Path, text: str) -> None:
 def clicks_file(sequences: str | pathlib.Path, out: pathlib.Path, *, seed: int,
                 history_length: int = 10) -> pathlib.Path:
   """`out`, a CTR file in DIN's form (tff_rec.data.sequence_clicks) of a
-  `uid item item ...` sequence file, written unless it exists: the same
-  arguments always give the same rows."""
-  if not out.exists():
+  `uid item item ...` sequence file. It is written again unless `out` exists
+  with a record (out.json) of these very sequences, history length and seed:
+  they fix its rows."""
+  made_from = {'sequences_sha256': hashlib.sha256(pathlib.Path(sequences).read_bytes())
+               .hexdigest(), 'history_length': history_length, 'seed': seed}
+  record = out.with_suffix(out.suffix + '.json')
+  if not (out.exists() and record.exists() and json.loads(record.read_text()) == made_from):
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = sequence_clicks.din_rows(user_items.read_lines(pathlib.Path(sequences)),
                                     history_length=history_length, seed=seed)
     write_text(out, rows.to_csv(index=False))
+    write_json(record, made_from)
   return out
 
 

@@ -167,9 +167,11 @@ def _curve(name: str, metric: str):
 
 
 def _final_value(name: str, metric: str) -> float | None:
-  """The metric at the cell's end: NaN if it diverged, None if it has not run."""
+  """The metric at the cell's end: NaN if it diverged, None if it has not run (or
+  never evaluated it)."""
   path = common.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
-  return float(json.loads(path.read_text()).get(metric, 'nan')) if path.exists() else None
+  value = json.loads(path.read_text()).get(metric) if path.exists() else None
+  return None if value is None else float(value)
 
 
 def _final_cell(names: list[str], metric: str) -> str:
@@ -202,8 +204,9 @@ def _best_rate(setting: str, method: str) -> float | None:
     return None
   scores = {r: _final_value(name, spec['metric']) for r, name in names.items()}
   sign = 1 if spec['lower_is_better'] else -1
-  finite = {r: s for r, s in scores.items() if s == s}  # NaN: diverged
-  return min(finite, key=lambda r: sign * finite[r]) if finite else rates[0]
+  finite = {r: s for r, s in scores.items() if s is not None and np.isfinite(s)}
+  # Every rate diverged: the smallest, whose finals show as diverged too.
+  return min(finite, key=lambda r: sign * finite[r]) if finite else min(rates)
 
 
 def _task(setting: str, seed: int) -> movielens_ctr.MovieLensCtr:

@@ -184,8 +184,7 @@ PAPER = {  # ML-1M: Table 2 (rounds 20..200), Table 4 (50..400); Table 3: Amazon
 
 # Each dataset: its folders and share of the clients a round. On Beauty's 22,363
 # users, even the paper's smallest share (1%, Figure 4: 224 clients) takes about
-# 10 s a round here; 0.25% (56 clients) is about the cohorts of MovieLens' 1%
-# and FedSubAvg's K = 50.
+# 10 s a round here; 0.25% (56 clients) is about FedSubAvg's K = 50.
 DATASETS = {
     'movielens': dict(runs_dir='runs/metaua', results_dir='results/metaua_movielens',
                       client_fraction=0.1),
@@ -435,7 +434,8 @@ def main(argv):
   dataset = DATASETS[FLAGS.dataset]
   FLAGS.runs_dir = FLAGS.runs_dir or dataset['runs_dir']
   FLAGS.results_dir = FLAGS.results_dir or dataset['results_dir']
-  FLAGS.client_fraction = FLAGS.client_fraction or dataset['client_fraction']
+  if FLAGS.client_fraction is None:
+    FLAGS.client_fraction = dataset['client_fraction']
   FLAGS.task = 'movielens_ctr'
   task = _task(0)
   clients = _cohort(task, FLAGS.client_fraction)

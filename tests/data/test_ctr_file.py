@@ -35,16 +35,16 @@ def test_rows_become_ids_with_padding_grouped_by_client_in_file_order(tmp_path):
 
 def test_a_shared_vocabulary_gives_one_value_one_id_and_a_test_column_marks_the_test(
     tmp_path):
-  path = _write(tmp_path, 'label,user,item,history,test\n'
+  path = _write(tmp_path, 'label,user,item,history,test\n'  # aa: in a history only
                 '1,bob,c,a,0\n'
-                '0,bob,d,"a,c",1\n'
+                '0,bob,d,"aa,c",1\n'
                 '1,amy,a,,1\n')
   columns = ctr_file.Columns('label', 'user', ('user', 'item'), ('history',), test='test',
                              shared_vocabularies=(('item', 'history'),))
   examples = ctr_file.read(path, columns, split='random', test_fraction=0.5)  # not used
-  np.testing.assert_array_equal(examples.features['item'], [1, 2, 3])  # a c d
-  np.testing.assert_array_equal(examples.features['history'], [[0, 0], [1, 0], [1, 2]])
-  assert examples.vocab_sizes['item'] == examples.vocab_sizes['history'] == 4
+  np.testing.assert_array_equal(examples.features['item'], [1, 3, 4])  # a aa c d
+  np.testing.assert_array_equal(examples.features['history'], [[0, 0], [1, 0], [2, 3]])
+  assert examples.vocab_sizes['item'] == examples.vocab_sizes['history'] == 5
   np.testing.assert_array_equal(examples.is_test, [True, False, True])
 
 
@@ -60,14 +60,14 @@ def test_a_tsv_is_read_by_its_extension(tmp_path):
     ('clk,user,item\n1,a,x\n', ctr_file.Columns('label', 'user', ('item',)),
      "no label column 'label'; the header has clk, user, item"),
     ('label,user,item\n1,a,x\nyes,b,y\n', ctr_file.Columns('label', 'user', ('item',)),
-     "clicks.csv, line 3: label label='yes' is not a number"),
+     "clicks.csv, line 3: label column label='yes' is not a number"),
     ('label,user,item,history\n1,a,x,"y,z"\n0,b,x,"y,,z"\n', DIN_STYLE,
      "clicks.csv, line 3: list feature history='y,,z' has an empty item"),
     ('label,user,item\n', ctr_file.Columns('label', 'user', ('item',)),
      'a header but no rows'),
     ('label,user,item,test\n1,a,x,0\n0,b,y,\n', ctr_file.Columns('label', 'user', ('item',),
                                                                test='test'),
-     "clicks.csv, line 3: test test='' is not a number"),
+     "clicks.csv, line 3: test column test='' is not a number"),
 ])
 def test_bad_files_name_the_file_line_and_column(tmp_path, text, columns, message):
   with pytest.raises(tables.DataFormatError, match=message):

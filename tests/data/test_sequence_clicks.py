@@ -6,6 +6,7 @@ import pytest
 
 from tff_rec.data import ctr_file
 from tff_rec.data import sequence_clicks
+from tff_rec.data import tables
 
 SEQUENCES = {7: np.array([3, 1, 4, 5]), 2: np.array([9, 3]), 5: np.array([6])}
 
@@ -41,7 +42,16 @@ def test_the_rows_read_as_a_ctr_file_with_their_own_test_pairs(tmp_path):
       'label', 'user', ('user', 'item'), ('history',), test='test',
       shared_vocabularies=(('item', 'history'),)))
   np.testing.assert_array_equal(examples.is_test, [True, True] + [False] * 4 + [True] * 2)
-  assert examples.labels.mean() == 0.5
+  np.testing.assert_array_equal(examples.labels, [1, 0] * 4)
+
+
+@pytest.mark.parametrize('sequences, message', [
+    ({1: np.array([4]), 2: np.array([5])}, 'no user has two interactions'),
+    ({1: np.array([4, 5]), 2: np.array([5, 4])}, 'user 1 has every item of the catalogue'),
+])
+def test_sequences_that_give_no_rows_or_no_non_click_are_refused(sequences, message):
+  with pytest.raises(tables.DataFormatError, match=message):
+    sequence_clicks.din_rows(sequences)
 
 
 def test_a_history_length_below_one_is_refused():

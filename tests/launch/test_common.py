@@ -91,7 +91,7 @@ def test_a_shared_record_is_found_only_where_its_settings_match(tmp_path):
   assert common.recorded_in(folders, 'other', '--epochs=3') is None
 
 
-def test_a_clicks_file_is_written_once_from_its_sequences_and_then_read_as_it_is(tmp_path):
+def test_a_clicks_file_is_written_again_only_when_its_sequences_or_seed_change(tmp_path):
   sequences = tmp_path / 'seq.txt'
   sequences.write_text('1 5 6 7\n2 6 8\n')
   out = tmp_path / 'data' / 'clicks_s3.csv'
@@ -99,6 +99,9 @@ def test_a_clicks_file_is_written_once_from_its_sequences_and_then_read_as_it_is
   lines = out.read_text().splitlines()
   assert lines[0] == 'user,item,history,label,test' and len(lines) == 1 + 2 * 3
   assert lines[1:3] == ['1,6,5,1,0', '1,8,5,0,0']  # 8: the one item user 1 never had
-  sequences.write_text('1 5 6\n')  # a file that exists is kept: the seed fixed its rows
+  written = out.stat().st_mtime_ns
+  common.clicks_file(sequences, out, seed=3)  # the same sequences and seed: kept
+  assert out.stat().st_mtime_ns == written
+  sequences.write_text('1 5 6\n2 6 7\n')  # other sequences: written again
   common.clicks_file(sequences, out, seed=3)
-  assert out.read_text().splitlines() == lines
+  assert len(out.read_text().splitlines()) == 1 + 2 * 2

@@ -116,7 +116,7 @@ def _numbers(frame: pd.DataFrame, column: str, role: str, path, lines=None) -> n
   bad = np.flatnonzero(~np.isfinite(numbers))
   if bad.size:
     line = bad[0] + 2 if lines is None else lines[bad[0]]
-    raise tables.DataFormatError(f'{path}, line {line}: {role} {column}='
+    raise tables.DataFormatError(f'{path}, line {line}: {role} column {column}='
                                  f'{frame[column].iloc[bad[0]]!r} is not a number')
   return numbers
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tff_rec.data import implicit
+from tff_rec.data import tables
 
 COLUMNS = ('user', 'item', 'history', 'label', 'test')
 
@@ -27,6 +28,8 @@ def din_rows(sequences: dict[int, np.ndarray], *, history_length: int = 10,
   if history_length < 1:
     raise ValueError(f'history_length must be >= 1, got {history_length}')
   catalogue = np.unique(np.concatenate(list(sequences.values())))
+  if not any(len(s) >= 2 for s in sequences.values()):
+    raise tables.DataFormatError('no user has two interactions: no click has a history')
   rng = np.random.default_rng(seed)
   users, items, histories, labels, tests = [], [], [], [], []
   for user, sequence in sequences.items():
@@ -34,6 +37,9 @@ def din_rows(sequences: dict[int, np.ndarray], *, history_length: int = 10,
     if n < 2:
       continue  # no interaction with an earlier one
     seen = np.searchsorted(catalogue, sequence)
+    if len(np.unique(seen)) == len(catalogue):
+      raise tables.DataFormatError(f'user {user} has every item of the catalogue: there is '
+                                   'no unseen item to sample as a non-click')
     negatives = catalogue[implicit.unseen_items(seen, n - 1, len(catalogue), rng)]
     for k in range(1, n):
       history = ','.join(map(str, sequence[max(0, k - history_length):k]))
