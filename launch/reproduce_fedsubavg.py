@@ -199,12 +199,11 @@ def _best_rate(setting: str, method: str) -> float | None:
   sweep = _rounds(setting, 'sweep_rounds')
   names = {r: _run(setting, method, r, sweep, sweep, f'sweep_{setting}_{method}_lr{r:g}_s0', 0)
            for r in rates}
-  if not all(common.cell_file(FLAGS.runs_dir, name, 'summary.json', _records()).exists()
-             for name in names.values()):
-    return None
   scores = {r: _final_value(name, spec['metric']) for r, name in names.items()}
+  if None in scores.values():
+    return None
   sign = 1 if spec['lower_is_better'] else -1
-  finite = {r: s for r, s in scores.items() if s is not None and np.isfinite(s)}
+  finite = {r: s for r, s in scores.items() if np.isfinite(s)}
   # Every rate diverged: the smallest, whose finals show as diverged too.
   return min(finite, key=lambda r: sign * finite[r]) if finite else min(rates)
 

@@ -83,6 +83,7 @@ def read(path: str | pathlib.Path, columns: Columns, *, split: str = 'chronologi
       raise tables.DataFormatError(f'{path}: no {role} column {name!r}; the header has '
                                    f'{", ".join(header)}')
   labels = _numbers(frame, columns.label, 'label', path)
+  tests = _numbers(frame, columns.test, 'test', path) > 0 if columns.test else None
   order = np.argsort(pd.factorize(frame[columns.client], sort=True)[0], kind='stable')
   frame = frame.iloc[order].reset_index(drop=True)
   lines = order + 2  # file lines of the sorted rows (the header is line 1)
@@ -104,19 +105,19 @@ def read(path: str | pathlib.Path, columns: Columns, *, split: str = 'chronologi
     features[name][rows, places] = _ids(values[name], vocabularies[name])
   vocab_sizes = {c: len(v) + 1 for c, v in vocabularies.items()}
   clients, user_ids = pd.factorize(frame[columns.client], sort=True)
-  is_test = (_numbers(frame, columns.test, 'test', path, lines) > 0 if columns.test
+  is_test = (tests[order] if columns.test
              else ctr.test_rows(clients, split, test_fraction, seed))
   return ctr.CtrExamples(features, (labels[order] > 0).astype(np.float32), clients, is_test,
                          vocab_sizes, np.asarray(user_ids))
 
 
-def _numbers(frame: pd.DataFrame, column: str, role: str, path, lines=None) -> np.ndarray:
-  """The column as numbers; a DataFormatError names the first line that is not one."""
+def _numbers(frame: pd.DataFrame, column: str, role: str, path) -> np.ndarray:
+  """The column of the file's rows (in file order) as numbers; a DataFormatError
+  names the first line that is not one."""
   numbers = pd.to_numeric(frame[column], errors='coerce').to_numpy()
   bad = np.flatnonzero(~np.isfinite(numbers))
   if bad.size:
-    line = bad[0] + 2 if lines is None else lines[bad[0]]
-    raise tables.DataFormatError(f'{path}, line {line}: {role} column {column}='
+    raise tables.DataFormatError(f'{path}, line {bad[0] + 2}: {role} column {column}='
                                  f'{frame[column].iloc[bad[0]]!r} is not a number')
   return numbers
 

@@ -193,9 +193,16 @@ DCN = CtrModel(columns=('user', 'movie', 'gender', 'age', 'occupation', 'zip', '
                tables={c: (c,) for c in ('user', 'movie', 'gender', 'age', 'occupation',
                                          'zip', 'genres')},
                default_dim=4, build=build_dcn)
-DIN = CtrModel(columns=('user', 'movie', 'history'),
-               tables={'user': ('user',), 'movie': ('movie', 'history')},
-               default_dim=18, build=build_din)
+
+
+def _din(user: str, item: str, history: str) -> CtrModel:
+  """DIN over these columns; the item's table embeds the item and the history."""
+  return CtrModel(columns=(user, item, history), tables={user: (user,), item: (item, history)},
+                  default_dim=18,
+                  build=functools.partial(build_din, columns=(user, item, history)))
+
+
+DIN = _din('user', 'movie', 'history')
 MODELS = {'lr': LR, 'dcn': DCN, 'din': DIN}
 
 
@@ -209,10 +216,7 @@ def for_columns(model: str, features: tuple[str, ...], lists: tuple[str, ...]) -
       raise ValueError('--model=din on a CTR file reads --feature_columns=USER,ITEM and '
                        '--list_columns=HISTORY (the items clicked before); got feature '
                        f'columns {list(features)} and list columns {list(lists)}')
-    user, item, history = columns
-    return dataclasses.replace(DIN, columns=columns, tables={user: (user,),
-                                                             item: (item, history)},
-                               build=functools.partial(build_din, columns=columns))
+    return _din(*columns)
   spec = MODELS[model]
   return dataclasses.replace(spec, columns=columns, tables={c: (c,) for c in columns},
                              build=functools.partial(spec.build, columns=columns))
