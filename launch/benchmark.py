@@ -328,6 +328,7 @@ def bench_round() -> str:
   from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
+  from tff_rec.training import optimizers  # pylint: disable=g-import-not-at-top
 
   task = movielens_next_item.MovieLensNextItem(movielens_next_item.Config(
       data_dir=FLAGS.data_dir))
@@ -336,8 +337,8 @@ def bench_round() -> str:
     return tff.simulation.compose_dataset_computation_with_learning_process(
         task.dataset_computation,
         baselines.build_process('fedavg', task.model_fn,
-                                client_optimizer=baselines.OptimizerConfig('sgd', 0.1),
-                                server_optimizer=baselines.OptimizerConfig('adam', 0.01),
+                                client_optimizer=optimizers.OptimizerConfig('sgd', 0.1),
+                                server_optimizer=optimizers.OptimizerConfig('adam', 0.01),
                                 client_loop=client_loop))
 
   process = fedavg()

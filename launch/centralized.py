@@ -20,10 +20,10 @@ from absl import flags
 
 from launch import common  # sets TF's log level before TensorFlow loads
 import tensorflow_federated as tff  # pylint: disable=g-bad-import-order
-from tff_rec.algorithms import baselines
+from tff_rec.training import optimizers
 
 flags.DEFINE_integer('epochs', 5, 'Passes over the training examples.', lower_bound=1)
-flags.DEFINE_enum('optimizer', 'adam', baselines.OPTIMIZERS, 'Optimizer.')
+flags.DEFINE_enum('optimizer', 'adam', optimizers.OPTIMIZERS, 'Optimizer.')
 flags.DEFINE_float('learning_rate', 0.01, 'Learning rate.', lower_bound=0)
 flags.DEFINE_integer('eval_every', 1, 'Evaluate every N epochs (0: at the end).',
                      lower_bound=0)
@@ -40,7 +40,7 @@ def main(argv):
   config = common.task_config()
   target = common.parse_target(FLAGS.target)
   try:
-    optimizer = baselines.OptimizerConfig(FLAGS.optimizer, FLAGS.learning_rate)
+    optimizer = optimizers.OptimizerConfig(FLAGS.optimizer, FLAGS.learning_rate)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   task = common.build_task(config)

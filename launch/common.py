@@ -25,6 +25,7 @@ from absl import logging
 import numpy as np
 import pandas as pd
 
+from launch import imports
 import tasks
 from tasks import setting
 from tff_rec.algorithms import registry
@@ -33,6 +34,11 @@ from tff_rec.data import tables
 from tff_rec.data import user_items
 from tff_rec.runtime import native
 
+# A user's modules register their algorithms and tasks before any flag is made of them.
+imports.load_all(sys.argv)
+flags.DEFINE_multi_string(imports.FLAG, [], 'A module of your own that registers algorithms '
+                          '(tff_rec.algorithms.registry.register) or tasks (tasks.register): '
+                          'a module name or a .py file; repeatable.')
 flags.DEFINE_enum('task', 'movielens_next_item', sorted(tasks.TASKS), 'Task to run.')
 flags.DEFINE_string('target', None, 'Report in the summary the first round (epoch) whose '
                     'evaluation reaches a value, e.g. "eval/test_auc>=0.6" or '
@@ -559,7 +565,7 @@ def parse_target(text: str | None) -> tuple[str, str, float] | None:
 
 
 # Metrics that records written before FAIR's, FedMF's and the table forms' rounds
-# took tff.learning's layout (templates.round_metrics) hold under other names.
+# took tff.learning's layout (rounds.round_metrics) hold under other names.
 EARLIER_NAMES = {
     'train/client_work/train/loss': 'train/train/loss',
     'train/aggregator/bytes_down': 'train/bytes_down',  # FAIR's

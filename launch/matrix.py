@@ -5,8 +5,12 @@ r"""Every algorithm on every task, on the real data, for a few rounds: what runs
 
 Each cell is an algorithm on a dataset's task with one aggregator (mean,
 secure, dp) on one runtime (native; and in-process where it applies; secure
-runs in-process only). A cell is OK with its headline test metric after the
-last round, or N/A with the reason the registry gives, before any training.
+runs in-process only), and with FedSubAvg's correction stacked (--stack). A
+cell is OK with its headline test metric after the last round, or N/A with
+the reason the registry gives, before any training. A secure or DP cell is
+OK only if its rounds' metrics show the aggregation took effect (the secure
+sum's bounds; the DP clip and noise, equal to the settings): the record keeps
+what they showed.
 Each finished cell is recorded as JSON in --records (a rerun skips recorded
 cells; --only=none rebuilds the table from the records alone) and the table
 goes to --output.
@@ -54,7 +58,8 @@ DATASETS = {
     'beauty_ranking': Dataset('goodreads_ranking', 'amazon-beauty', 'test/ndcg_at_20',
                               dict(local_epochs=1)),
 }
-CELLS = [('mean', 'native'), ('mean', 'inprocess'), ('secure', 'inprocess'), ('dp', 'native')]
+CELLS = [('mean', 'native', ''), ('mean', 'inprocess', ''), ('secure', 'inprocess', ''),
+         ('dp', 'native', ''), ('mean', 'native', 'fedsubavg')]  # aggregator, runtime, stack
 CLIENTS_PER_ROUND = 5  # small: the matrix shows what runs, not how well
 
 flags.DEFINE_integer('rounds', 2, 'Rounds per cell.', lower_bound=1)
@@ -67,14 +72,17 @@ flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: rebuild the table from 
 FLAGS = flags.FLAGS
 
 
-def _cell_name(dataset: str, algorithm: str, aggregator: str, runtime: str) -> str:
-  return f'{dataset}/{algorithm}-{aggregator}-{runtime}'
+def _cell_name(dataset: str, algorithm: str, aggregator: str, runtime: str, stack: str) -> str:
+  return f'{dataset}/{algorithm}-{aggregator}-{runtime}' + (f'-{stack}' if stack else '')
 
 
-def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: str) -> dict:
-  """{'status': 'OK', metric, seconds} or {'status': 'N/A', 'reason'}."""
-  training = registry.training(task, algorithm, aggregator=inner.InnerAggregator(aggregator),
-                               runtime=runtime, clients_per_round=CLIENTS_PER_ROUND)
+def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: str,
+             stack: str) -> dict:
+  """{'status': 'OK', metric, seconds, evidence} or {'status': 'N/A' or 'FAIL', 'reason'}."""
+  chosen = inner.InnerAggregator(aggregator)
+  training = registry.training(task, algorithm, aggregator=chosen, runtime=runtime,
+                               stack=(stack,) if stack else (),
+                               clients_per_round=CLIENTS_PER_ROUND)
   started = time.perf_counter()
   try:
     built = registry.build(algorithm, task, training)
@@ -90,15 +98,35 @@ def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: s
     return {'status': 'N/A', 'reason': str(e).split('\n')[0][:300]}
   except Exception as e:  # pylint: disable=broad-except  # a cell that should run and does not
     return {'status': 'FAIL', 'reason': f'{type(e).__name__}: {_last_line(e)}'}
+  missing = chosen.missing_evidence(metrics)
+  if missing:
+    return {'status': 'FAIL', 'reason': f'--aggregator={aggregator} took no visible effect: '
+                                        + '; '.join(missing)}
   return {'status': 'OK', 'metric': dataset.metric, 'value': metrics[dataset.metric],
           'train_loss': next((v for k, v in metrics.items() if k.endswith('train/loss')),
                              None),
+          'evidence': evidence(metrics),
           'seconds': round(time.perf_counter() - started, 1)}
+
+
+def evidence(metrics: dict[str, float]) -> dict[str, float]:
+  """The last round's metrics that show what the aggregation did."""
+  return {k: v for k, v in metrics.items()
+          if k.rsplit('/', 1)[-1] in EVIDENCE and k.startswith('train/aggregator/')}
+
+
+EVIDENCE = ('secure_upper_threshold', 'secure_upper_clipped_count', 'dp_clip', 'dp_stddev')
 
 
 def _last_line(error: Exception) -> str:
   lines = [l.strip() for l in str(error).splitlines() if l.strip()]
   return (lines[-1] if lines else '')[:300]
+
+
+def _shows_effect(record: dict, aggregator: str) -> bool:
+  """Whether an OK record of a secure or DP cell holds what showed the aggregation
+  took effect (records from before the matrix checked it do not: rerun them)."""
+  return aggregator == 'mean' or bool(record.get('evidence'))
 
 
 def _diverged(record: dict) -> bool:
@@ -116,21 +144,26 @@ def _table(records: dict[str, dict], algorithms: list[str]) -> str:
       'the last round (a smoke test: too few rounds to compare methods), N/A with the '
       "registry's reason, or FAIL with the error of a cell that should run and did not. "
       'OK diverged: it ran, and its training loss became inf or NaN (seen with the DP '
-      "defaults' noise on 5 clients). Columns: aggregator / runtime.",
+      "defaults' noise on 5 clients). A secure or DP cell is OK only if its rounds' "
+      "metrics show the aggregation's effect (the secure sum's bounds, the DP clip and "
+      'noise equal to the settings; kept in its record). Columns: aggregator / runtime, '
+      'and mean / native with FedSubAvg stacked (--stack=fedsubavg).',
       '']
   for dataset in FLAGS.tasks:
     spec = DATASETS[dataset]
     settings = ''.join(f' --{k}={v}' for k, v in spec.config.items())
     lines += [f'## {dataset} (`--task={spec.task} --data_dir=../shared/data/'
               f'{spec.data_dir}{settings}`, {spec.metric})', '',
-              '| algorithm | ' + ' | '.join(f'{a} / {r}' for a, r in CELLS) + ' |',
+              '| algorithm | ' + ' | '.join(f'{a} / {r}' + (f' + {k}' if k else '')
+                                            for a, r, k in CELLS) + ' |',
               '|---|' + '---|' * len(CELLS)]
     reasons = {}
     for algorithm in algorithms:
       cells = []
-      for aggregator, runtime in CELLS:
-        record = records.get(_cell_name(dataset, algorithm, aggregator, runtime))
-        if record is None:
+      for aggregator, runtime, stack in CELLS:
+        record = records.get(_cell_name(dataset, algorithm, aggregator, runtime, stack))
+        if record is None or (record['status'] == 'OK'
+                              and not _shows_effect(record, aggregator)):
           cells.append('not run')
         elif record['status'] == 'OK' and _diverged(record):
           cells.append(f"OK diverged (train loss {record['train_loss']:.3g})")
@@ -154,21 +187,24 @@ def main(argv):
   records = {str(p.relative_to(root).with_suffix('')): json.loads(p.read_text())
              for p in root.glob('*/*.json')}
   if FLAGS.only == 'all':
-    todo = [(d, a, g, r) for d in FLAGS.tasks for a in algorithms for g, r in CELLS
-            if _cell_name(d, a, g, r) not in records]
+    todo = [(d, a, *cell) for d in FLAGS.tasks for a in algorithms for cell in CELLS
+            if _cell_name(d, a, *cell) not in records
+            or (records[_cell_name(d, a, *cell)]['status'] == 'OK'
+                and not _shows_effect(records[_cell_name(d, a, *cell)], cell[0]))]
     progress = common.Progress(len(todo), 'cell', {})
     runtime = native.NativeRuntime() if todo else contextlib.nullcontext()
     with runtime:
       loaded = {}
-      for done, (dataset, algorithm, aggregator, runtime_name) in enumerate(todo, 1):
+      for done, (dataset, algorithm, aggregator, runtime_name, stack) in enumerate(todo, 1):
         spec = DATASETS[dataset]
         if dataset not in loaded:
           module = tasks.TASKS[spec.task]
           loaded = {dataset: module.Task(module.make_config(
               data_dir=str(SHARED / spec.data_dir), **spec.config))}
-        name = _cell_name(dataset, algorithm, aggregator, runtime_name)
+        name = _cell_name(dataset, algorithm, aggregator, runtime_name, stack)
         print(f'== {name}', flush=True)
-        records[name] = run_cell(loaded[dataset], spec, algorithm, aggregator, runtime_name)
+        records[name] = run_cell(loaded[dataset], spec, algorithm, aggregator, runtime_name,
+                                 stack)
         print(f"   {records[name]['status']} {records[name].get('value', '')}"
               f"{records[name].get('reason', '')}", flush=True)
         (root / dataset).mkdir(parents=True, exist_ok=True)

@@ -40,12 +40,12 @@ import tensorflow as tf
 from launch import common
 from launch import plots
 from tasks import goodreads_ranking
-from tff_rec.algorithms import baselines
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import registry
 from tff_rec.models import neumf
 from tff_rec.runtime import native
 from tff_rec.training import checkpoints
+from tff_rec.training import optimizers
 
 SCHEMES = ('1x-2x', '1x-4x', '1x-8x', '1x-16x')
 RUN_ORDER = ('1x-16x', '1x-2x', '1x-4x', '1x-8x')  # the extremes show the shape first
@@ -209,8 +209,8 @@ def compression_probe(task, config, fedavg: str) -> list[str]:
     return kept.read_text().splitlines() if kept.exists() else ['(FedAvg has not run)']
   with native.NativeRuntime():
     process = registry.build('fedavg', task, registry.Training(
-        baselines.OptimizerConfig('adam', FLAGS.learning_rate),
-        baselines.OptimizerConfig('sgd', 1.0))).process
+        optimizers.OptimizerConfig('adam', FLAGS.learning_rate),
+        optimizers.OptimizerConfig('sgd', 1.0))).process
     state, _ = asyncio.run(checkpoints.NumpyProgramStateManager(saved).load_latest(
         process.initialize()))
     weights = process.get_model_weights(state)

@@ -25,13 +25,13 @@ from launch import common  # sets TF's log level before TensorFlow loads
 import tasks  # pylint: disable=g-bad-import-order
 import tensorflow_federated as tff
 from tff_rec.aggregators import inner
-from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
 from tff_rec.runtime import remote
 from tff_rec.training import checkpoints
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 flags.DEFINE_enum('algorithm', None, sorted(registry.algorithms()),
                   "Learning algorithm (default: the task's; fedavg, or fedmf for "
@@ -40,11 +40,11 @@ flags.DEFINE_integer('rounds', 100, 'Training rounds.', lower_bound=1)
 flags.DEFINE_integer('clients_per_round', None, "Clients sampled per round (default: "
                      "the task's; movielens_next_item 50, goodreads_ranking 10).",
                      lower_bound=1)
-flags.DEFINE_enum('client_optimizer', None, baselines.OPTIMIZERS, "Client optimizer "
+flags.DEFINE_enum('client_optimizer', None, optimizers.OPTIMIZERS, "Client optimizer "
                   "(default: the task's; sgd for movielens, fresh adam for goodreads).")
 flags.DEFINE_float('client_learning_rate', None, "Client learning rate (default: the "
                    "task's; 0.1 / 1e-3).", lower_bound=0)
-flags.DEFINE_enum('server_optimizer', None, baselines.OPTIMIZERS, "Server optimizer "
+flags.DEFINE_enum('server_optimizer', None, optimizers.OPTIMIZERS, "Server optimizer "
                   "(default: the algorithm's or the task's; adam / sgd).")
 flags.DEFINE_float('server_learning_rate', None, "Server learning rate (default: the "
                    "algorithm's or the task's; 0.01 / 1.0, which replaces the model by the "
@@ -91,12 +91,13 @@ AGGREGATOR_FLAGS = {'secure_bound': 'secure', 'dp_noise_multiplier': 'dp', 'dp_c
 PARALLELISM_FLAGS = ('threads', 'clients_per_call')
 
 
-def _aggregator() -> inner.InnerAggregator:
+def _aggregator(seed: int) -> inner.InnerAggregator:
   for name, needs in AGGREGATOR_FLAGS.items():
     if FLAGS[name].value is not None and FLAGS.aggregator != needs:
       raise app.UsageError(f'--{name} applies to --aggregator={needs}')
   try:
-    return inner.InnerAggregator(FLAGS.aggregator, **common.set_flags(AGGREGATOR_FLAGS))
+    return inner.InnerAggregator(FLAGS.aggregator, noise_seed=seed,
+                                 **common.set_flags(AGGREGATOR_FLAGS))
   except ValueError as e:
     raise app.UsageError(str(e)) from None
 
@@ -145,13 +146,14 @@ def main(argv):
     registry.check_options(name, options)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  aggregator = _aggregator()
   target = common.parse_target(FLAGS.target)
   task_config = common.task_config()
+  aggregator = _aggregator(task_config.seed)
   try:
     training = registry.training(
         task_class, name, aggregator=aggregator, stack=tuple(FLAGS.stack or ()),
         **common.set_flags([*task_class.TRAIN_DEFAULTS, 'server_adaptivity']))
+    registry.check_composition(name, training)
     schedule = loop.Schedule(
         rounds=FLAGS.rounds, clients_per_round=training.clients_per_round,
         eval_every=FLAGS.eval_every, checkpoint_every=FLAGS.checkpoint_every,
@@ -159,6 +161,10 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   task = common.build_task(task_config)
+  try:
+    kind = registry.kind_for(name, task)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
   training = dataclasses.replace(training, runtime=_runtime_of_builds(name, task, training))
   with _runtime(training):
     try:
@@ -178,7 +184,8 @@ def main(argv):
         **(aggregator.settings() if aggregator.name != 'mean' else {}),
         **({'stack': list(training.stack)} if training.stack else {}),
         **vars(schedule)))
-    print(f'{FLAGS.task}: {task.describe()}; {name}, {len(built.client_ids)} '
+    print(f'{FLAGS.task}: {task.describe()}; {name} on its {kind} model '
+          f'({registry.implementations()[name][kind]}), {len(built.client_ids)} '
           f'training clients; output in {out}', flush=True)
     process = inprocess.for_runtime(built.process, training.runtime)
     checkpointing = loop.Checkpointing(checkpoints.NumpyProgramStateManager(
@@ -198,12 +205,30 @@ def main(argv):
         evaluate=lambda w: _prefixed(periodic, evaluate(w, periodic)),
         final_evaluate=lambda w: _prefixed(final, evaluate(w, final)),
         checkpointing=checkpointing, release_managers=managers,
-        on_round=progress)
+        on_round=_checking_aggregation(aggregator, progress))
   if metrics:
     if target:
       metrics.update(common.first_reached(out / 'metrics.csv', 'round', target))
     common.write_json(out / 'summary.json', metrics)
   print(f'done: {out / "summary.json"}', flush=True)
+
+
+def _checking_aggregation(aggregator: inner.InnerAggregator, on_round):
+  """`on_round`, after this process's first round has shown that the aggregation
+  took effect (its metrics hold the secure sum's bounds, the DP clip and noise
+  of the settings); a run whose aggregation shows none stops there."""
+  checked = []
+
+  def check_then(round_num: int, metrics: dict[str, float]) -> None:
+    if not checked:
+      missing = aggregator.missing_evidence(metrics)
+      if missing:
+        raise SystemExit(f'error: --aggregator={aggregator.name} took no visible effect in '
+                         f'round {round_num} ({"; ".join(missing)}): stopped')
+      checked.append(round_num)
+    on_round(round_num, metrics)
+
+  return check_then
 
 
 def _prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:

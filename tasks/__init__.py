@@ -20,3 +20,14 @@ TASKS = {
     'movielens_next_item': movielens_next_item,
     'movielens_ranking': movielens_ranking,
 }
+
+
+def register(name: str, module) -> None:
+  """Adds a task module of your own (`launch.train --import=MODULE` loads it before
+  the flags are made, so its settings become flags)."""
+  missing = [a for a in ('Config', 'make_config', 'Task') if not hasattr(module, a)]
+  if missing:
+    raise TypeError(f'task {name!r}: its module lacks {", ".join(missing)}')
+  if name in TASKS:
+    raise ValueError(f'a task named {name!r} is registered already')
+  TASKS[name] = module

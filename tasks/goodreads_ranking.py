@@ -22,7 +22,6 @@ import tensorflow_federated as tff
 
 from tasks import setting
 from tff_rec import metrics
-from tff_rec.algorithms import baselines
 from tff_rec.data import implicit
 from tff_rec.data import user_items
 from tff_rec.models import neumf
@@ -30,6 +29,7 @@ from tff_rec.models import table_model
 from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 DEFAULT_DATA_DIR = '../shared/data/goodreads-100'
 EVAL_BLOCK_SCORES = 1 << 22  # users x items scored at a time: ~4M x 16 floats in the MLP
@@ -283,7 +283,7 @@ class GoodreadsRanking:
         users[order].astype(np.int32), self.data.train.items[order].astype(np.int32),
         negatives.reshape(-1, k)[order].astype(np.int32))
 
-  def train_centralized(self, optimizer: baselines.OptimizerConfig, *, epochs: int,
+  def train_centralized(self, optimizer: optimizers.OptimizerConfig, *, epochs: int,
                         eval_every: int, on_epoch) -> dict[str, float]:
     """The same model and loss on every user's triples pooled (the paper's central row).
 

@@ -31,7 +31,6 @@ from tasks import click_model
 from tasks import setting
 from tff_rec import metrics
 from tff_rec.aggregators import fedsubavg
-from tff_rec.algorithms import baselines
 from tff_rec.data import ctr
 from tff_rec.data import ctr_file
 from tff_rec.data import movielens
@@ -39,6 +38,7 @@ from tff_rec.models import ctr as ctr_models
 from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 DEFAULT_TEST_FRACTION = {'chronological': 0.1, 'random': 0.2}
@@ -283,7 +283,7 @@ class MovieLensCtr(click_model.ClickModel):
 
   # Centralized baseline (CentralSGD) -----------------------------------------
 
-  def train_centralized(self, optimizer: baselines.OptimizerConfig, *, epochs: int,
+  def train_centralized(self, optimizer: optimizers.OptimizerConfig, *, epochs: int,
                         eval_every: int, on_epoch, steps_per_epoch: int = 0
                         ) -> dict[str, float]:
     """The same model on all training examples pooled.

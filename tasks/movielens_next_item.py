@@ -18,7 +18,6 @@ import tensorflow_federated as tff
 from tasks import setting
 from tff_rec import losses
 from tff_rec import metrics
-from tff_rec.algorithms import baselines
 from tff_rec.data import lean
 from tff_rec.data import movielens
 from tff_rec.data import next_item
@@ -29,6 +28,7 @@ from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import evaluation
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 RECALL_KS = (1, 5, 10)
 EVAL_BATCH_SIZE = 1024
@@ -307,7 +307,7 @@ class MovieLensNextItem:
             .batch(self.config.batch_size, drop_remainder=self.config.drop_remainder)
             .map(_to_xy))
 
-  def train_centralized(self, optimizer: baselines.OptimizerConfig, *, epochs: int,
+  def train_centralized(self, optimizer: optimizers.OptimizerConfig, *, epochs: int,
                         eval_every: int, on_epoch) -> dict[str, float]:
     """The paper's centralized baseline, trained with Keras.
 

@@ -10,9 +10,9 @@ epoch, with BCE (tff_rec.models.mf). Evaluation ranks the held-out item among
 sequence file (`uid item item ...`, e.g. Amazon Beauty) works as well.
 
 For FedMF (the default, tff_rec.algorithms.fedmf, with the item-update forms
-colr, scolr, svd and topk; fedavg and fedsubavg with an SGD server are FedMF
+colr, scolr, svd and topk; fedavg and fedsubavg are FedMF
 here) user vectors never leave their client: `user_state` 'stored' (kept
-between the rounds a client joins: tff_rec.algorithms.client_state) or
+between the rounds a client joins: the round's client state) or
 'reconstructed' (fitted afresh each round and at evaluation,
 `reconstruction_epochs`). Both runtimes run either.
 
@@ -35,7 +35,6 @@ import tensorflow_federated as tff
 from tasks import click_model
 from tasks import setting
 from tff_rec import metrics
-from tff_rec.algorithms import baselines
 from tff_rec.data import implicit
 from tff_rec.data import leave_one_out
 from tff_rec.data import movielens
@@ -45,6 +44,7 @@ from tff_rec.models import mf
 from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 USER_STATES = ('stored', 'reconstructed')
@@ -263,7 +263,7 @@ class MovieLensRanking(click_model.ClickModel):
 
   # Centralized baseline -----------------------------------------------------------
 
-  def train_centralized(self, optimizer: baselines.OptimizerConfig, *, epochs: int,
+  def train_centralized(self, optimizer: optimizers.OptimizerConfig, *, epochs: int,
                         eval_every: int, on_epoch) -> dict[str, float]:
     """The same model and loss on all users' rows pooled and shuffled, user
     vectors as a table (each row moving by the mean of its batch occurrences)."""

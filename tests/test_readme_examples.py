@@ -1,6 +1,9 @@
 """The README's "Adding an algorithm" and "Adding a task" examples, run as written."""
 
 import re
+import subprocess
+import sys
+import textwrap
 import types
 
 import numpy as np
@@ -27,7 +30,7 @@ def example_registered():
   code = compile(_code_after('### Adding an algorithm'), 'README.md', 'exec')
   exec(code, {})  # pylint: disable=exec-used
   yield registry.get('fedavg_robust')
-  del registry.algorithms()['fedavg_robust']
+  registry.unregister('fedavg_robust')
 
 
 def test_the_added_algorithm_trains_and_takes_its_option(example_registered, ml100k_dir,
@@ -46,6 +49,46 @@ def test_the_added_algorithm_trains_and_takes_its_option(example_registered, ml1
   assert 'zeroing' in str(output.metrics['aggregator'])
   with pytest.raises(ValueError, match='registered already'):
     registry.register('fedavg_robust', example_registered)
+
+
+def test_the_added_algorithm_joins_the_trainer_by_import_and_refuses_what_it_ignores(
+    ml100k_dir, tmp_path):
+  """The page's algorithm and task, each a module of the user's: the task's settings
+  and the algorithm's options are flags, and what the algorithm does not honour stops
+  the run before training."""
+  module = tmp_path / 'my_algorithms.py'
+  module.write_text(_code_after('### Adding an algorithm'))
+  task = tmp_path / 'my_task.py'
+  task.write_text(_code_after('### Adding a task') + "\nimport sys\nimport tasks\n"
+                  "tasks.register('movielens_rating', sys.modules[__name__])\n")
+  done = subprocess.run(
+      [sys.executable, '-m', 'launch.train', f'--import={module}', f'--import={task}',
+       '--task=movielens_rating', f'--data_dir={ml100k_dir}', '--embedding_dim=4',
+       f'--output_dir={tmp_path / "out"}', '--algorithm=fedavg_robust', '--clipping=false',
+       '--aggregator=dp'],
+      cwd=conftest.REPO, capture_output=True, text=True, timeout=300)
+  assert done.returncode != 0
+  assert ('--aggregator=dp does not apply to --algorithm=fedavg_robust: it honours '
+          '--aggregator=mean') in done.stderr, done.stderr[-2000:]
+  assert not (tmp_path / 'out').exists()
+
+
+def test_the_added_algorithm_runs_as_a_module_of_the_package(tmp_path):
+  """Placed in tff_rec/algorithms/ and listed in BUILTIN_MODULES, the page's code
+  loads with the package's own algorithms (no circular import)."""
+  (tmp_path / 'fedavg_robust.py').write_text(_code_after('### Adding an algorithm'))
+  script = textwrap.dedent(f"""
+      import tff_rec.algorithms
+      tff_rec.algorithms.__path__.append({str(tmp_path)!r})
+      from tff_rec.algorithms import registry
+      registry.BUILTIN_MODULES += ('fedavg_robust',)
+      print(sorted(registry.algorithms()).index('fedavg_robust') >= 0,
+            registry.implementations()['fedavg_robust'])
+      """)
+  done = subprocess.run([sys.executable, '-c', script], cwd=conftest.REPO,
+                        capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert "True {'keras': 'fedavg_robust.build'}" in done.stdout
 
 
 @pytest.fixture
@@ -76,3 +119,13 @@ def test_the_added_task_trains_fedavg_and_fedsubavg_and_its_settings_are_flags(
       'movielens_ctr', 'movielens_next_item', 'movielens_ranking', 'movielens_rating']
   help_text = common._setting_help(settings['embedding_dim'])  # pylint: disable=protected-access
   assert 'Embedding dimension.' in help_text
+
+
+def test_the_readme_table_of_implementations_is_the_registrys():
+  for name, implementation in registry.implementations().items():
+    algorithm = registry.get(name)
+    cells = [f'`{implementation[k]}`' if k in implementation else '-'
+             for k in ('mf', 'weight_tables', 'keras')]
+    row = (f'| {name} | ' + ' | '.join(cells) + f' | {", ".join(algorithm.aggregators)} | '
+           f'{", ".join(algorithm.stacks) or "-"} |')
+    assert row in README, row

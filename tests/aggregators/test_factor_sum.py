@@ -25,9 +25,11 @@ def test_basis_rows_are_orthogonal_scaled_and_unbiased():
 
 
 def _value_type(rows, rank):
-  return tff.types.to_type(collections.OrderedDict(t=collections.OrderedDict(
-      factor=tff.TensorType(np.float32, [rows, rank]),
-      columns=tff.TensorType(np.float32, [rank]))))
+  return tff.types.to_type(collections.OrderedDict(
+      dense=tff.TensorType(np.float32, [2]),
+      tables=collections.OrderedDict(t=collections.OrderedDict(
+          factor=tff.TensorType(np.float32, [rows, rank]),
+          columns=tff.TensorType(np.float32, [rank])))))
 
 
 def test_result_is_the_weighted_mean_factor_per_trained_column_times_the_basis(tff_runtime):
@@ -38,12 +40,16 @@ def test_result_is_the_weighted_mean_factor_per_trained_column_times_the_basis(t
   state = process.initialize()
   for round_num in range(2):
     output = process.next(state, [
-        {'t': {'factor': a1, 'columns': np.float32([1, 1])}},
-        {'t': {'factor': a2, 'columns': np.float32([1, 0])}}], [1.0, 3.0])
+        {'dense': np.float32([1, 2]), 'tables': {'t': {'factor': a1,
+                                                       'columns': np.float32([1, 1])}}},
+        {'dense': np.float32([5, 2]), 'tables': {'t': {'factor': a2,
+                                                       'columns': np.float32([1, 0])}}}],
+        [1.0, 3.0])
     basis = factor_sum.round_bases(factor_sum.round_seed(5, round_num), 2, {'t': 3})['t']
     # column 0: both clients, weights 1 and 3; column 1: the first client alone
     mean = np.stack([(a1[:, 0] + 3 * a2[:, 0]) / 4, a1[:, 1]], axis=1)
-    np.testing.assert_allclose(output.result['t'], mean @ basis.numpy(), atol=1e-5)
+    np.testing.assert_allclose(output.result['tables']['t'], mean @ basis.numpy(), atol=1e-5)
+    np.testing.assert_allclose(output.result['dense'], [4, 2])  # the inner mean, as it is
     assert output.state['round'] == round_num + 1
     state = output.state
   first = factor_sum.round_bases(factor_sum.round_seed(5, 0), 2, {'t': 3})['t'].numpy()

@@ -51,3 +51,35 @@ def test_bad_settings_are_refused(settings, message):
 def test_dp_cannot_stand_in_for_a_plain_sum():
   with pytest.raises(ValueError, match='the DP aggregator averages'):
     inner.InnerAggregator('dp').sum()
+
+
+def _dp_rounds(seed: int, rounds: int = 2):
+  """The results of DP means of the same values over `rounds` rounds (noise only:
+  the values are zero), and the last round's measurements."""
+  process = inner.InnerAggregator('dp', dp_noise_multiplier=2.0, dp_clip=0.5,
+                                  noise_seed=seed).mean(4).create(
+                                      tff.TensorType(np.float32, [2000]),
+                                      tff.TensorType(np.float32))
+  state, results = process.initialize(), []
+  for _ in range(rounds):
+    output = process.next(state, [np.zeros(2000, np.float32)] * 2, [np.float32(1)] * 2)
+    state = output.state
+    results.append(output.result)
+  return results, output.measurements
+
+
+def test_dp_noise_repeats_with_its_seed_is_fresh_each_round_and_is_measured(tff_runtime):
+  (first, second), measured = _dp_rounds(seed=7)
+  (again, _), _ = _dp_rounds(seed=7)
+  (other, _), _ = _dp_rounds(seed=8)
+  np.testing.assert_array_equal(first, again)  # TFF's own query draws it unseeded
+  assert not np.allclose(first, second) and not np.allclose(first, other)
+  # stddev = clip x multiplier = 1.0 on the sum, over the expected cohort of 4
+  assert np.std(first) == pytest.approx(0.25, rel=0.1)
+  assert (measured['dp_clip'], measured['dp_stddev'], measured['dp_noise_multiplier']) == (
+      0.5, 1.0, 2.0)
+  metrics = {'train/aggregator/inner/dp_clip': 0.5, 'train/aggregator/inner/dp_stddev': 1.0}
+  assert not inner.InnerAggregator('dp', dp_noise_multiplier=2.0,
+                                   dp_clip=0.5).missing_evidence(metrics)
+  assert inner.InnerAggregator('dp').missing_evidence(metrics) == [
+      'dp_clip [0.5] where the settings give 1.0']

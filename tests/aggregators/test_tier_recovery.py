@@ -27,7 +27,8 @@ def test_recovered_mean_is_the_weighted_mean_of_recovered_clients(tff_runtime):
   assignment = ['1x', '2x', '8x', '2x']
   weights = np.array([3.0, 1.0, 2.0, 4.0], np.float32)
   clients = _client_values(tiers, assignment)
-  payloads = [tf.nest.map_structure(np.asarray, payload) for _, payload in clients]
+  payloads = [{'tiers': tf.nest.map_structure(np.asarray, payload), 'dense': np.float32(k)}
+              for k, (_, payload) in enumerate(clients)]
   value_type = tff.types.to_type(tf.nest.map_structure(
       lambda x: tff.TensorType(np.float32, x.shape), payloads[0]))
   process = tier_recovery.TierRecoveryFactory(tiers).create(
@@ -35,7 +36,9 @@ def test_recovered_mean_is_the_weighted_mean_of_recovered_clients(tff_runtime):
   output = process.next(process.initialize(), payloads, list(weights))
   expected = sum(w * tiers[t]['t'].recover(tables['t'])
                  for w, t, (tables, _) in zip(weights, assignment, clients)) / weights.sum()
-  np.testing.assert_allclose(output.result['t'], expected, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(output.result['tiers']['t'], expected, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(output.result['dense'], weights @ np.arange(4) / weights.sum(),
+                             rtol=1e-6)  # the rest of the update: the inner mean
 
 
 def test_low_rank_payloads_are_summed_recovered():

@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 from tff_rec import losses
 from tff_rec.algorithms import baselines
 from tff_rec.models import dual_encoder
+from tff_rec.training import optimizers
 
 VOCAB, LENGTH, DIM, BATCH = 30, 4, 4, 4
 LEARNING_RATE = 0.5
@@ -49,8 +50,8 @@ def _fedsgd_round(loss_name):
         input_spec=INPUT_SPEC)
 
   process = baselines.build_process(
-      'fedsgd', model_fn, client_optimizer=baselines.OptimizerConfig(),
-      server_optimizer=baselines.OptimizerConfig('sgd', LEARNING_RATE))
+      'fedsgd', model_fn, client_optimizer=optimizers.OptimizerConfig(),
+      server_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE))
   datasets = [tf.data.Dataset.from_tensor_slices(
       (collections.OrderedDict(context=c), l)).batch(BATCH) for c, l in CLIENTS]
   state = process.next(process.initialize(), datasets).state
@@ -101,8 +102,8 @@ def test_one_client_fedavg_with_unit_server_sgd_is_local_sgd(tff_runtime):
 
   process = baselines.build_process(
       'fedavg', model_fn,
-      client_optimizer=baselines.OptimizerConfig('sgd', LEARNING_RATE),
-      server_optimizer=baselines.OptimizerConfig('sgd', 1.0))
+      client_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE),
+      server_optimizer=optimizers.OptimizerConfig('sgd', 1.0))
   context, label = CLIENTS[2]
   dataset = tf.data.Dataset.from_tensor_slices(
       (collections.OrderedDict(context=context), label)).batch(len(label))
@@ -131,8 +132,8 @@ def test_iterator_client_loop_matches_tff_default_reduce_loop(tff_runtime):
   weights = {}
   for loop in tff.learning.LoopImplementation:
     process = baselines.build_process(
-        'fedavg', model_fn, client_optimizer=baselines.OptimizerConfig('sgd', LEARNING_RATE),
-        server_optimizer=baselines.OptimizerConfig('adam', 0.01), client_loop=loop)
+        'fedavg', model_fn, client_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE),
+        server_optimizer=optimizers.OptimizerConfig('adam', 0.01), client_loop=loop)
     state = process.initialize()
     for _ in range(2):
       state = process.next(state, datasets).state
@@ -149,22 +150,22 @@ def test_iterator_client_loop_matches_tff_default_reduce_loop(tff_runtime):
 ])
 def test_bad_optimizer_config(kwargs, message):
   with pytest.raises(ValueError, match=message):
-    baselines.OptimizerConfig(**kwargs)
+    optimizers.OptimizerConfig(**kwargs)
 
 
 def test_unknown_algorithm():
   with pytest.raises(ValueError, match="unknown algorithm 'fedfoo'.*fedavg"):
-    baselines.build_process('fedfoo', None, client_optimizer=baselines.OptimizerConfig(),
-                            server_optimizer=baselines.OptimizerConfig())
+    baselines.build_process('fedfoo', None, client_optimizer=optimizers.OptimizerConfig(),
+                            server_optimizer=optimizers.OptimizerConfig())
 
 
 def test_adaptive_servers_with_tau_take_reddi_sized_first_steps():
   """FedAdagrad with tau: the first step of an update u is ~ lr * u / (|u| + tau)."""
   update = tf.constant([1e-4, -1e-2])
-  optimizer = baselines.OptimizerConfig('adagrad', 0.1, adaptivity=1e-3).build()
+  optimizer = optimizers.OptimizerConfig('adagrad', 0.1, adaptivity=1e-3).build()
   state = optimizer.initialize([tf.TensorSpec([2], tf.float32)])
   _, (moved,) = optimizer.next(state, [tf.zeros([2])], [-update])
   expected = 0.1 * update / (np.abs(update) + 1e-3)
   np.testing.assert_allclose(moved.numpy(), expected, rtol=0.35)  # sqrt(u^2 + 2 tau^2)
   with pytest.raises(ValueError, match='adaptivity applies to adagrad and adam'):
-    baselines.OptimizerConfig('sgd', 0.1, adaptivity=1e-3)
+    optimizers.OptimizerConfig('sgd', 0.1, adaptivity=1e-3)

@@ -10,15 +10,15 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import goodreads_ranking
-from tff_rec.algorithms import baselines
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import fair
 from tff_rec.algorithms import registry
 from tff_rec.models import neumf
 from tff_rec.runtime import inprocess
+from tff_rec.training import optimizers
 
-TRAINING = registry.Training(baselines.OptimizerConfig('adam', 0.05),
-                             baselines.OptimizerConfig('sgd', 1.0))
+TRAINING = registry.Training(optimizers.OptimizerConfig('adam', 0.05),
+                             optimizers.OptimizerConfig('sgd', 1.0))
 
 
 def _task(data_dir, **overrides):
@@ -160,7 +160,7 @@ def test_fair_hom_keeps_the_model_in_the_subspace(user_items_dir, tff_runtime):
 def test_tiers_must_cover_the_model_tables(user_items_dir):
   task = _task(user_items_dir)
   with pytest.raises(ValueError, match="tier 1x has forms for .'item_gmf'., expected"):
-    fair.build_fair_process(
+    fair.build_round(
         task.functional_model(), {'1x': {'item_gmf': None}},
         dataset_computation=task.dataset_computation,
         client_optimizer=TRAINING.client_optimizer.build())

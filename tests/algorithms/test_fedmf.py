@@ -54,8 +54,8 @@ def _one_step_gradient(user, items, labels):
 
 
 def _stored_round(config, clients=(0,), ranks=None, runtime='native'):
-  process = fedmf.build_stored_users_process(config, ITEMS, USERS, _dataset_computation(1),
-                                             runtime=runtime)
+  process = inprocess.for_runtime(
+      fedmf.build_process(config, ITEMS, _dataset_computation(1), USERS), runtime)
   state = process.initialize()
   inputs = [(c, (np.int32((ranks or {}).get(c, config.form.rank)), DATA[c])) for c in clients]
   return process, state, process.next(state, inputs)
@@ -121,7 +121,7 @@ def test_compressed_updates_stay_compressed_after_aggregation(tff_runtime, form,
 
 def test_reconstruction_round_is_mapreduce_and_runs_the_same_in_process(tff_runtime):
   config = _config('colr', 2, reconstruction_epochs=1)
-  process = fedmf.build_reconstruction_process(config, ITEMS, _dataset_computation(2))
+  process = fedmf.build_process(config, ITEMS, _dataset_computation(2))
   clients = [(USERS[c], np.int32(2), _rows(DATA[c][1], DATA[c][2], epochs=2)) for c in (0, 1)]
   native = process.next(process.initialize(), clients)
   local = inprocess.InProcessLearningProcess(process, threads=2)
@@ -129,27 +129,27 @@ def test_reconstruction_round_is_mapreduce_and_runs_the_same_in_process(tff_runt
     in_process = local.next(local.initialize(), clients)
   finally:
     local.close()
-  np.testing.assert_allclose(in_process.state['items'], native.state['items'], atol=1e-6)
-  assert np.abs(native.state['items'] - ITEMS).max() > 1e-4
+  items = [process.get_model_weights(output.state) for output in (native, in_process)]
+  np.testing.assert_allclose(items[1], items[0], atol=1e-6)
+  assert np.abs(items[0] - ITEMS).max() > 1e-4
 
 
 def _colr_round(users: str, **factories):
   """The items after one in-process colr round of clients 0 and 1, and its metrics."""
   if users == 'stored':
-    process = fedmf.build_stored_users_process(
-        _config('colr', 2), ITEMS, USERS, _dataset_computation(1), runtime='inprocess',
-        **factories)
+    process = inprocess.for_runtime(fedmf.build_process(
+        _config('colr', 2), ITEMS, _dataset_computation(1), USERS, **factories), 'inprocess')
     output = process.next(process.initialize(), [(c, (np.int32(2), DATA[c])) for c in (0, 1)])
     return output.state['server']['items'], output.metrics
-  process = inprocess.InProcessLearningProcess(fedmf.build_reconstruction_process(
-      _config('colr', 2, reconstruction_epochs=1), ITEMS, _dataset_computation(2),
-      **factories), threads=1)
+  built = fedmf.build_process(_config('colr', 2, reconstruction_epochs=1), ITEMS,
+                              _dataset_computation(2), **factories)
+  process = inprocess.InProcessLearningProcess(built, threads=1)
   try:
     output = process.next(process.initialize(), [
         (USERS[c], np.int32(2), _rows(DATA[c][1], DATA[c][2], epochs=2)) for c in (0, 1)])
   finally:
     process.close()
-  return output.state['items'], output.metrics
+  return process.get_model_weights(output.state), output.metrics
 
 
 @pytest.mark.parametrize('users', ['stored', 'reconstructed'])
@@ -169,8 +169,6 @@ def test_tffs_secure_sum_and_dp_mean_of_colr_payloads_match_the_plain_sum(tff_ru
 
 
 def test_stored_users_refuse_reconstruction_and_vice_versa():
-  with pytest.raises(ValueError, match='stored user vectors are never reconstructed'):
-    fedmf.build_stored_users_process(_config(reconstruction_epochs=1), ITEMS, USERS,
-                                     _dataset_computation(1))
-  with pytest.raises(ValueError, match='needs reconstruction_epochs >= 1'):
-    fedmf.build_reconstruction_process(_config(), ITEMS, _dataset_computation(1))
+  for config, users in ((_config(reconstruction_epochs=1), USERS), (_config(), None)):
+    with pytest.raises(ValueError, match='stored user vectors are never reconstructed'):
+      fedmf.build_process(config, ITEMS, _dataset_computation(1), users)

@@ -8,10 +8,11 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import movielens_ctr
-from tff_rec.algorithms import baselines
 from tff_rec.algorithms import metaua
 from tff_rec.algorithms import registry
+from tff_rec.runtime import inprocess
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 SHAPES = [(3, 2), (2,), (4,)]
 GROUPS = [0, 0, 1]  # a layer with kernel and bias, and a second layer
@@ -154,11 +155,11 @@ def _ctr_task(data_dir):
       data_dir=str(data_dir), model='dcn', batch_size=8, local_epochs=1))
 
 
-def _build(task, name, client=baselines.OptimizerConfig('sgd', 0.05),
-           server=baselines.OptimizerConfig('adagrad', 0.1), runtime='native', **options):
+def _build(task, name, client=optimizers.OptimizerConfig('sgd', 0.05),
+           server=optimizers.OptimizerConfig('adagrad', 0.1), runtime='native', **options):
   built = registry.build(name, task, registry.Training(client, server, runtime=runtime),
                          **options)
-  return built.process, built.client_ids, built.client_input
+  return inprocess.for_runtime(built.process, runtime), built.client_ids, built.client_input
 
 
 def _run(process, ids, client_input, rounds=2):
@@ -169,7 +170,8 @@ def _run(process, ids, client_input, rounds=2):
 
 def test_metaua_without_learning_is_fedadagrad_on_the_clients_data(ml100k_dir, tff_runtime):
   task = _ctr_task(ml100k_dir)
-  sgd, adagrad = baselines.OptimizerConfig('sgd', 0.05), baselines.OptimizerConfig('adagrad', 0.1)
+  sgd = optimizers.OptimizerConfig('sgd', 0.05)
+  adagrad = optimizers.OptimizerConfig('adagrad', 0.1)
   process, ids, client_input = _build(
       task, 'metaua', sgd, adagrad, client_weighting=False, server_lr_scaling=False,
       query_fraction=0.0)
@@ -190,16 +192,16 @@ def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_que
   state, metrics = _run(process, ids, client_input)
   assert metrics['train/client_work/clients_without_query'] == 6
   # No query gradient anywhere: a zero meta gradient, the meta parameters stay at 0.
-  np.testing.assert_array_equal(state['meta']['rho'], 0)
+  np.testing.assert_array_equal(state['server']['meta']['rho'], 0)
   process, ids, client_input = _build(task, 'metaua',
                                       attributes=('local_loss', 'unique_features'))
   state, metrics = _run(process, ids, client_input)
-  parameters = sum(np.size(w) for w in state['weights'])
+  parameters = sum(np.size(w) for w in state['server']['weights'])
   assert metrics['train/aggregator/bytes_up'] == 2 * 4 * parameters
   assert metrics['train/client_work/clients_without_query'] == 0
-  assert np.abs(state['meta']['theta_alpha']).max() > 0  # a meta step in round 2
+  assert np.abs(state['server']['meta']['theta_alpha']).max() > 0  # a meta step in round 2
   layers = len({v.name.split('/')[0] for v in task.keras_model().trainable_variables})
-  assert state['meta']['theta_alpha'].shape == (layers, 2)
+  assert state['server']['meta']['theta_alpha'].shape == (layers, 2)
 
 
 @pytest.mark.parametrize('name', ['metaua', 'fednova'])

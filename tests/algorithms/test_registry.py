@@ -11,8 +11,8 @@ from tasks import movielens_ctr
 from tasks import movielens_next_item
 from tasks import movielens_ranking
 from tff_rec.aggregators import inner
-from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
+from tff_rec.training import optimizers
 
 
 def test_every_algorithm_has_a_summary_and_frozen_options_with_help():
@@ -45,17 +45,17 @@ def test_training_settings_layer_task_then_algorithm_then_overrides():
   assert (adam.server_optimizer.name, adam.server_optimizer.learning_rate) == ('adam', 0.01)
   assert adam.clients_per_round == 50
   meta = registry.training(task, 'metaua', server_optimizer='sgd')
-  assert meta.server_optimizer == baselines.OptimizerConfig('sgd', 0.1)  # tau dropped
+  assert meta.server_optimizer == optimizers.OptimizerConfig('sgd', 0.1)  # tau dropped
   assert registry.training(task, 'fedavg', clients_per_round=7).clients_per_round == 7
 
 
 @pytest.mark.parametrize('task_module, config, algorithm, message', [
-    (movielens_next_item, {}, 'fedmf', 'not a matrix factorization with private user'),
+    (movielens_next_item, {}, 'fedmf', 'trains a matrix factorization whose user vectors stay'),
     (movielens_next_item, {'loss': 'batch_softmax_spreadout'}, 'colr',
      'adds a regularization loss'),
     (movielens_next_item, {'loss': 'batch_softmax_spreadout'}, 'fair',
      'adds a regularization loss'),
-    (goodreads_ranking, {}, 'fedmf', 'not a matrix factorization with private user'),
+    (goodreads_ranking, {}, 'fedmf', 'trains a matrix factorization whose user vectors stay'),
 ])
 def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
     task_module, config, algorithm, message, request):
@@ -130,13 +130,53 @@ def test_the_fastest_runtime_is_in_process_for_fedmf_rounds_and_secure_sums(
   assert registry.fastest_runtime(name, task, training) == fastest
 
 
-def test_metaua_refuses_a_stacked_correction(ml100k_dir):
-  task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir)))
-  with pytest.raises(registry.NotApplicable, match='--stack=fedsubavg: --algorithm=metaua '
-                     'does not aggregate through a factory'):
-    registry.build('metaua', task, registry.training(task, 'metaua', stack=('fedsubavg',)))
+@pytest.mark.parametrize('name, settings, message', [
+    ('metaua', dict(stack=('fedsubavg',)), '--stack=fedsubavg does not apply to '
+     '--algorithm=metaua: it honours no --stack; its server weighs each client'),
+    ('fednova', dict(aggregator=inner.InnerAggregator('dp')), '--aggregator=dp does not '
+     'apply to --algorithm=fednova: it honours --aggregator=mean;'),
+    ('scaffold', dict(stack=('fedsubavg',)), '--stack=fedsubavg does not apply to '
+     '--algorithm=scaffold: it honours no --stack'),
+    ('fedadam', dict(server_optimizer='sgd'), '--server_optimizer=sgd does not apply to '
+     '--algorithm=fedadam: its server optimizer is adam'),
+])
+def test_composition_an_algorithm_does_not_declare_is_refused_before_reading_any_task(
+    name, settings, message):
+  training = registry.training(movielens_ctr.MovieLensCtr, name, **settings)
+  with pytest.raises(registry.NotApplicable, match=message):
+    registry.check_composition(name, training)
   with pytest.raises(ValueError, match=r"cannot stack \['fair'\]"):
     registry.Training(stack=('fair',))
+
+
+def test_an_undeclared_user_algorithm_honours_the_plain_mean_only(ml100k_dir):
+  calls = []
+  registry.register('echo', registry.Algorithm(
+      'echo', {'keras': lambda *args, **kwargs: calls.append(args)}))
+  try:
+    task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir)))
+    for settings in (dict(aggregator=inner.InnerAggregator('dp')), dict(stack=('fedsubavg',))):
+      with pytest.raises(registry.NotApplicable, match='does not apply to --algorithm=echo'):
+        registry.build('echo', task, registry.training(task, 'echo', **settings))
+    registry.build('echo', task, registry.training(task, 'echo'))
+    assert len(calls) == 1
+  finally:
+    registry.unregister('echo')
+  assert 'echo' not in registry.algorithms()
+
+
+def test_the_kind_of_model_picks_the_implementation_most_specific_first(ranking_dir,
+                                                                        user_items_dir):
+  ranking = movielens_ranking.Task(movielens_ranking.Config(data_dir=str(ranking_dir)))
+  goodreads = goodreads_ranking.Task(goodreads_ranking.Config(data_dir=str(user_items_dir)))
+  table = registry.implementations()
+  assert [registry.kind_for(n, ranking) for n in ('fedavg', 'fedadam', 'colr', 'fair')] == [
+      'mf', 'keras', 'mf', 'keras']
+  assert [registry.kind_for(n, goodreads) for n in ('fedavg', 'fedprox', 'colr')] == [
+      'weight_tables', 'keras', 'weight_tables']
+  assert table['fedavg'] == {'mf': 'fedmf.build_fedavg', 'weight_tables': 'fair.build_fedavg',
+                             'keras': 'baselines.build_fedavg'}
+  assert table['fedsubavg']['keras'] == 'baselines.build_fedavg + fedsubavg'
 
 
 def test_fair_runs_on_a_keras_model_with_declared_tables(ml100k_dir, tff_runtime):

@@ -9,6 +9,7 @@ import tensorflow_federated as tff
 
 from tff_rec.algorithms import api
 from tff_rec.algorithms import scaffold
+from tff_rec.runtime import inprocess
 
 ROWS = [np.array([0, 1]), np.array([1]), np.array([1]), np.array([0]), np.array([1])]
 STEPS, LR, SERVER_LR = 2, 0.2, 0.8
@@ -61,9 +62,9 @@ DP = dict(aggregation=tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixe
     ('inprocess', DP)])
 def test_rounds_match_the_reference(tff_runtime, runtime, aggregation):
   cohorts = [[0, 1, 2], [0, 3, 4], [1, 3, 0]]
-  process = scaffold.build_process(_model_fn, _dataset, num_clients=len(ROWS),
-                                   client_learning_rate=LR, server_learning_rate=SERVER_LR,
-                                   runtime=runtime, **aggregation)
+  process = inprocess.for_runtime(scaffold.build_process(
+      _model_fn, _dataset, num_clients=len(ROWS), client_learning_rate=LR,
+      server_learning_rate=SERVER_LR, **aggregation), runtime)
   state = process.initialize()
   for cohort in cohorts:
     output = process.next(state, [(i, ROWS[i].astype(np.int32)) for i in cohort])

@@ -10,12 +10,12 @@ from tasks import goodreads_ranking
 from tasks import movielens_ctr
 from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import api
-from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
+from tff_rec.training import optimizers
 
-TRAINING = registry.Training(baselines.OptimizerConfig('sgd', 0.5),
-                             baselines.OptimizerConfig('sgd', 1.0))
+TRAINING = registry.Training(optimizers.OptimizerConfig('sgd', 0.5),
+                             optimizers.OptimizerConfig('sgd', 1.0))
 
 
 def _task(data_dir):

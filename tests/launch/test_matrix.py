@@ -19,20 +19,30 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
   assert cell['status'] == 'OK' and 0.3 < cell['value'] < 0.7  # AUC after one round
   secure = json.loads((records / 'ml100k_ctr' / 'fedsgd-secure-inprocess.json').read_text())
   assert secure['status'] == 'OK'
+  assert secure['evidence']['train/aggregator/inner/mean_value/secure_upper_threshold'] == 1.0
+  dp = json.loads((records / 'ml100k_ctr' / 'fedsgd-dp-native.json').read_text())
+  assert dp['evidence']['train/aggregator/inner/dp_clip'] == 1.0
+  stacked = json.loads((records / 'ml100k_ctr' / 'fedsgd-mean-native-fedsubavg.json').read_text())
+  assert stacked['status'] == 'OK' and stacked['value'] != cell['value']
   text = table.read_text()
   row = re.search(r'\| fedsgd \| (.*) \|', text).group(1).split(' | ')
   assert row[0] == f"OK {cell['value']:.3f}" and all(c.startswith('OK') for c in row)
-  assert re.search(r'\| colr \| N/A \[1\] \| N/A \[1\] \| N/A \[1\] \| N/A \[1\] \|', text)
+  assert len(row) == 5 and '| mean / native + fedsubavg |' in text
+  assert re.search(r'\| colr \| N/A \[1\] \| N/A \[1\] \| N/A \[1\] \| N/A \[1\] '
+                   r'\| N/A \[1\] \|', text)
   # LR's tables are one weight wide: nothing to compress at rank 4
   assert '[1] --algorithm=colr: table movie (1683 x 1): rank must be in 1..1' in text
   rebuilt = subprocess.run([*args, '--only=none'], cwd=conftest.REPO, capture_output=True,
                            text=True, timeout=300)
   assert rebuilt.returncode == 0 and table.read_text() == text
-  # A cell whose training blew up is marked, not shown as a number.
+  # A cell whose training blew up is marked, not shown as a number; a DP cell
+  # recorded without what showed its effect is not shown as OK.
   cell['train_loss'] = float('nan')
   (records / 'ml100k_ctr' / 'fedsgd-mean-native.json').write_text(json.dumps(cell))
+  del dp['evidence']
+  (records / 'ml100k_ctr' / 'fedsgd-dp-native.json').write_text(json.dumps(dp))
   rebuilt = subprocess.run([*args, '--only=none'], cwd=conftest.REPO, capture_output=True,
                            text=True, timeout=300)
   assert rebuilt.returncode == 0
-  assert table.read_text() == text.replace(f"| fedsgd | OK {cell['value']:.3f} |",
-                                           '| fedsgd | OK diverged (train loss nan) |')
+  row = re.search(r'\| fedsgd \| (.*) \|', table.read_text()).group(1).split(' | ')
+  assert row[0] == 'OK diverged (train loss nan)' and row[3] == 'not run'

@@ -16,7 +16,7 @@ from tests.launch.trainer import RANKING
     ('--loss=softmax', "flag --loss=softmax: value should be one of <batch_softmax|"),
     ('--algorithm=fedfoo', 'flag --algorithm=fedfoo: value should be one of <colr|fair|'),
     ('--algorithm=fedmf', '--algorithm=fedmf does not apply to --task=movielens_next_item: '
-     'its model is not a matrix factorization'),
+     'it trains a matrix factorization whose user vectors stay on their clients'),
     ('--algorithm=fair --loss=hinge_spreadout', '--algorithm=fair does not apply to '
      '--task=movielens_next_item: its Keras model adds a regularization loss'),
     ('--capacities=1x-2x', '--capacities does not apply to --algorithm=fedavg'),
@@ -157,8 +157,8 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
     ('--model=xgboost', 'flag --model=xgboost: value should be one of <lr|dcn|din>'),
     ('--heat=rows', 'flag --heat=rows: value should be one of <clients|examples>'),
     ('--target=auc>0.6', '--target=auc>0.6: expected METRIC>=VALUE or METRIC<=VALUE'),
-    ('--algorithm=fedadam --server_optimizer=sgd',
-     'fedadam is FedAvg with a adam server optimizer, got --server_optimizer=sgd'),
+    ('--algorithm=fedadam --server_optimizer=sgd', '--server_optimizer=sgd does not apply to '
+     '--algorithm=fedadam: its server optimizer is adam'),
     ('--capacities=1x-2x', '--capacities does not apply to --algorithm=fedavg'),
     ('--algorithm=scaffold --server_optimizer=adam', 'scaffold takes SGD steps at the '
      'clients and the server'),
@@ -248,8 +248,9 @@ def test_ctr_file_bad_columns_stop_before_training(flags, message, tmp_path):
 @pytest.mark.parametrize('flags, message', [  # the task's other refusals: tests/tasks
     ('--algorithm=colr --rank=0', 'rank must be in 1..8 (the embedding dimension) for colr'),
     ('--algorithm=colr --client_optimizer=adam', '--algorithm=colr trains with SGD'),
-    ('--algorithm=metaua --aggregator=dp', "--algorithm=metaua weighs each client's update "
-     'individually at the server'),
+    ('--algorithm=metaua --aggregator=dp', '--aggregator=dp does not apply to --algorithm='
+     "metaua: it honours --aggregator=mean; its server weighs each client's update "
+     'individually'),
 ])
 def test_ranking_bad_flags_stop_before_training(flags, message, ranking_dir, tmp_path):
   _assert_refused(message, tmp_path, *RANKING, f'--data_dir={ranking_dir}', *flags.split())
@@ -283,3 +284,35 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path, 
   for key in ('test/hr_at_10', 'validation/ndcg_at_10', 'train/client_work/train/loss',
               'train/aggregator/bytes_up'):
     assert resumed[key] == summary[key], key
+
+
+# A user's algorithm that declares DP and builds FedAvg with a plain mean anyway.
+IGNORES_DP = '''
+import tensorflow_federated as tff
+
+from tff_rec.aggregators import inner
+from tff_rec.algorithms import baselines
+from tff_rec.algorithms import registry
+
+
+def build(task, options, training, *, name):
+  return baselines.build_keras(task, name, training,
+                               model_aggregator=tff.aggregators.MeanFactory())
+
+
+registry.register('fedavg_ignoring_dp', registry.Algorithm(
+    'declares DP, ignores it', {'keras': build}, aggregators=inner.NAMES))
+'''
+
+
+def test_an_aggregation_that_shows_no_effect_stops_the_run(ml100k_dir, tmp_path):
+  """What a run with DP records, the matrix checks on real runs (test_matrix.py)."""
+  module = tmp_path / 'ignoring.py'
+  module.write_text(IGNORES_DP)
+  done = trainer.train(*FAST, f'--data_dir={ml100k_dir}', '--rounds=1', '--aggregator=dp',
+                       f'--import={module}', '--algorithm=fedavg_ignoring_dp',
+                       f'--output_dir={tmp_path / "ignored"}')
+  assert done.returncode != 0
+  assert ('--aggregator=dp took no visible effect in round 1 (no dp_clip in the round\'s '
+          "metrics; no dp_stddev in the round's metrics): stopped") in done.stderr
+  assert not (tmp_path / 'ignored' / 'summary.json').exists()

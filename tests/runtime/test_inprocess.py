@@ -11,6 +11,7 @@ from tff_rec.algorithms import baselines
 from tff_rec.models import hashed_embedding
 from tff_rec.runtime import inprocess
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 
 def _assert_same(native_output, inprocess_output):
@@ -39,8 +40,8 @@ def test_dual_encoder_rounds_match_native(ml100k_dir, tff_runtime, algorithm):
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       task.dataset_computation,
       baselines.build_process(algorithm, task.model_fn,
-                              client_optimizer=baselines.OptimizerConfig('sgd', 0.5),
-                              server_optimizer=baselines.OptimizerConfig('adam', 0.05)))
+                              client_optimizer=optimizers.OptimizerConfig('sgd', 0.5),
+                              server_optimizer=optimizers.OptimizerConfig('adam', 0.05)))
   ids = task.train_client_ids
   cohorts = [[task.client_arguments(c, loop.client_seed(0, r, c))
               for c in loop.sample_cohort(ids, 5, seed=0, round_num=r)] for r in (1, 2, 3)]
@@ -65,8 +66,8 @@ def _hashed_process(impl):
         model, loss=tf.keras.losses.BinaryCrossentropy(from_logits=True), input_spec=spec)
 
   return baselines.build_process('fedavg', model_fn,
-                                 client_optimizer=baselines.OptimizerConfig('sgd', 0.5),
-                                 server_optimizer=baselines.OptimizerConfig('sgd', 1.0))
+                                 client_optimizer=optimizers.OptimizerConfig('sgd', 0.5),
+                                 server_optimizer=optimizers.OptimizerConfig('sgd', 1.0))
 
 
 def _hashed_clients(sizes, seed: int) -> list[tf.data.Dataset]:

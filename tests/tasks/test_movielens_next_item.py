@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from tasks import movielens_next_item as task_lib
+from tff_rec.training import optimizers
 
 
 @pytest.fixture
@@ -130,8 +131,8 @@ def test_federated_global_softmax_beats_popularity_on_real_ml100k(real_ml100k, t
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       task.dataset_computation,
       baselines.build_process('fedavg', task.model_fn,
-                              client_optimizer=baselines.OptimizerConfig('sgd', 0.1),
-                              server_optimizer=baselines.OptimizerConfig('adam', 0.01)))
+                              client_optimizer=optimizers.OptimizerConfig('sgd', 0.1),
+                              server_optimizer=optimizers.OptimizerConfig('adam', 0.01)))
   _, metrics = loop.run(
       process, client_ids=task.train_client_ids, client_input=task.client_arguments,
       schedule=loop.Schedule(rounds=25, clients_per_round=50, eval_every=0),

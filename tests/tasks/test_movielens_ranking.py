@@ -6,12 +6,12 @@ import pytest
 from tasks import movielens_ranking as task_lib
 from tests import fixtures
 from tff_rec.algorithms import api
-from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
 from tff_rec.models import tables
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
-SGD = baselines.OptimizerConfig('sgd', 0.5)
+SGD = optimizers.OptimizerConfig('sgd', 0.5)
 
 
 def _task(data_dir, **overrides):
@@ -20,7 +20,7 @@ def _task(data_dir, **overrides):
 
 def _process(task, algorithm='colr', runtime='native', **options):
   built = registry.build(algorithm, task, registry.Training(
-      SGD, baselines.OptimizerConfig('sgd', 1.0), runtime=runtime), **options)
+      SGD, optimizers.OptimizerConfig('sgd', 1.0), runtime=runtime), **options)
   return built.process, built.client_ids, built.client_input
 
 
@@ -154,7 +154,7 @@ def test_fedsubavg_stacked_on_colr_scales_each_item_row_of_the_update_by_n_over_
   task = _task(ranking_dir, embedding_dim=8)
   deltas = []
   for stack in ((), ('fedsubavg',)):
-    training = registry.Training(SGD, baselines.OptimizerConfig('sgd', 1.0), stack=stack)
+    training = registry.Training(SGD, optimizers.OptimizerConfig('sgd', 1.0), stack=stack)
     built = registry.build('colr', task, training, rank=2)
     state = built.process.initialize()
     before = built.process.get_model_weights(state)['items']
@@ -191,7 +191,7 @@ def test_other_algorithms_train_the_keras_mf_whose_user_rows_only_their_client_m
     ranking_dir, tff_runtime):
   task = _task(ranking_dir, embedding_dim=4, batch_size=16)
   built = registry.build('fedprox', task, registry.Training(
-      SGD, baselines.OptimizerConfig('sgd', 1.0)))
+      SGD, optimizers.OptimizerConfig('sgd', 1.0)))
   state = built.process.initialize()
   before = built.process.get_model_weights(state)
   cohort = built.client_ids[:3]
@@ -208,7 +208,7 @@ def test_other_algorithms_train_the_keras_mf_whose_user_rows_only_their_client_m
   fair = registry.build('fair', task, registry.training(task, 'fair'))
   users = fair.process.get_model_weights(fair.process.initialize()).trainable[0]
   assert users.shape == (len(task.train_client_ids), 4)
-  assert fair.process.next.type_signature.parameter[0].member.weights.users.shape == users.shape
+  assert fair.process.next.type_signature.parameter[0].member.server.weights.users.shape == users.shape
 
 
 def test_min_interactions_below_a_three_item_split_is_refused_before_reading_data():

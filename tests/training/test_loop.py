@@ -10,6 +10,7 @@ from tff_rec.algorithms import baselines
 from tff_rec.models import dual_encoder
 from tff_rec.training import checkpoints
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 
 def test_cohort_depends_only_on_seed_and_round():
@@ -62,8 +63,8 @@ def _process():
     return tff.learning.models.from_keras_model(
         model, loss=losses.GlobalSoftmax(), input_spec=SPEC)
   return baselines.build_process(
-      'fedavg', model_fn, client_optimizer=baselines.OptimizerConfig('sgd', 0.5),
-      server_optimizer=baselines.OptimizerConfig('adam', 0.05))
+      'fedavg', model_fn, client_optimizer=optimizers.OptimizerConfig('sgd', 0.5),
+      server_optimizer=optimizers.OptimizerConfig('adam', 0.05))
 
 
 def _client_dataset(client_id, seed):

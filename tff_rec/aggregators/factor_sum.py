@@ -12,8 +12,11 @@ sends, beside A, its column indicator. The weighted mean of the indicators is
 the weight share of the clients that trained each column; dividing by it
 makes each column a mean over the clients that trained it.
 
-The value is {table: {'factor': A, 'columns': indicator [r]}}; the result is
-{table: the mean update, n x d}. The factory counts rounds from 0, one per
+The value is the client's whole update with {table: {'factor': A, 'columns':
+indicator [r]}} under one entry (`key`) beside the rest (a model's dense
+weights): the inner factory aggregates it all as one value (so DP clips and
+noises the whole update), and the result holds {table: the mean update,
+n x d} under `key`. The factory counts rounds from 0, one per
 `next`, and draws round t's bases from (seed, t) with `round_bases`: a
 process that uses it broadcasts the same (seed, t) to its clients.
 """
@@ -63,25 +66,28 @@ class FactorSumFactory(tff.aggregators.WeightedAggregationFactory):
   """
 
   def __init__(self, rank: int, widths: Mapping[str, int], seed: int,
-               inner: tff.aggregators.WeightedAggregationFactory | None = None):
+               inner: tff.aggregators.WeightedAggregationFactory | None = None, *,
+               key: str = 'tables'):
     if rank < 1:
       raise ValueError(f'rank must be >= 1, got {rank}')
     self._rank = rank
     self._widths = collections.OrderedDict(widths)
     self._seed = seed
     self._inner = inner or tff.aggregators.MeanFactory()
+    self._key = key
 
   def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
-    rank, widths, seed = self._rank, self._widths, self._seed
-    names = [name for name, _ in tff.structure.iter_elements(value_type)]
+    rank, widths, seed, key = self._rank, self._widths, self._seed, self._key
+    factors = value_type[key]
+    names = [name for name, _ in tff.structure.iter_elements(factors)]
     if names != list(widths):
       raise ValueError(f'the value holds tables {names}, the factory was made for '
                        f'{list(widths)}')
     for name in names:
-      factor, columns = value_type[name].factor, value_type[name].columns
+      factor, columns = factors[name].factor, factors[name].columns
       if factor.shape[-1] != rank or tuple(columns.shape) != (rank,):
         raise ValueError(f'table {name}: expected a factor of {rank} columns and {rank} '
-                         f'column indicators, got {value_type[name]}')
+                         f'column indicators, got {factors[name]}')
     inner = self._inner.create(value_type, weight_type)
 
     @tff.tensorflow.computation
@@ -91,12 +97,14 @@ class FactorSumFactory(tff.aggregators.WeightedAggregationFactory):
     @tff.tensorflow.computation(inner.next.type_signature.result.result.member, np.int64)
     def decode(mean, round_num):
       bases = round_bases(round_seed(seed, round_num), rank, widths)
+      mean = collections.OrderedDict(mean)
       # A column no client trained has a zero mean and a zero share: it stays zero.
-      return (collections.OrderedDict(
-          (name, tf.matmul(tf.math.divide_no_nan(mean[name]['factor'],
-                                                 mean[name]['columns'][None, :]),
+      mean[key] = collections.OrderedDict(
+          (name, tf.matmul(tf.math.divide_no_nan(mean[key][name]['factor'],
+                                                 mean[key][name]['columns'][None, :]),
                            bases[name]))
-          for name in widths), round_num + 1)
+          for name in widths)
+      return mean, round_num + 1
 
     @tff.federated_computation
     def initialize():

@@ -7,11 +7,26 @@ TFF's own: `MeanFactory`, `SecureSumFactory` under a mean, and
 `DifferentiallyPrivateFactory.gaussian_fixed` (DP-FedAvg: each client's
 update clipped to an L2 norm, Gaussian noise added to the sum, divided by
 the expected cohort; clients weigh equally, as DP needs).
+
+Every round's metrics hold what the aggregation did, so a run shows that it
+took effect (`InnerAggregator.missing_evidence`): TFF's secure sum reports its
+bounds and clipped counts; its DP factory keeps the clip and noise it applies
+in its state, which MeasuredDPFactory adds to its measurements.
+
+DP's noise is drawn from (the run's seed, the round): TFF's Gaussian query
+draws it unseeded, so no DP run could be repeated (SeededGaussianSumQuery). A
+deployment would keep that seed secret.
 """
 
+import collections
 import dataclasses
+from typing import Mapping
 
+import dp_accounting
+import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
+import tensorflow_privacy as tfp  # where TFF's own DP queries come from
 
 NAMES = ('mean', 'secure', 'dp')
 # Client weights reach the secure sum as values in [0, 2^20 - 1] (TFF's own
@@ -26,6 +41,7 @@ class InnerAggregator:
   secure_bound: float = 1.0
   dp_noise_multiplier: float = 1.0
   dp_clip: float = 1.0
+  noise_seed: int = 0  # DP's noise: drawn from (noise_seed, round)
 
   def __post_init__(self):
     if self.name not in NAMES:
@@ -62,8 +78,26 @@ class InnerAggregator:
 
   def dp_mean(self, clients_per_round: int) -> tff.aggregators.UnweightedAggregationFactory:
     """TFF's DP-FedAvg mean: clipped values, noised sum over the expected cohort."""
-    return tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
-        self.dp_noise_multiplier, clients_per_round, self.dp_clip)
+    query = tfp.NormalizedQuery(
+        SeededGaussianSumQuery(self.dp_clip, self.dp_clip * self.dp_noise_multiplier,
+                               self.noise_seed),
+        denominator=float(clients_per_round))
+    return MeasuredDPFactory(tff.aggregators.DifferentiallyPrivateFactory(query))
+
+  def missing_evidence(self, metrics: Mapping[str, float]) -> list[str]:
+    """What a round's flattened metrics should show of this aggregation and do not:
+    the secure sum's bounds; the DP clip and noise, equal to the settings."""
+    expected = {'secure': {'secure_upper_threshold': None},
+                'dp': {'dp_clip': self.dp_clip,
+                       'dp_stddev': self.dp_clip * self.dp_noise_multiplier}}.get(self.name, {})
+    missing = []
+    for name, value in expected.items():
+      found = [v for k, v in metrics.items() if k.rsplit('/', 1)[-1] == name]
+      if not found:
+        missing.append(f'no {name} in the round\'s metrics')
+      elif value is not None and not np.allclose(found, value, rtol=1e-6):
+        missing.append(f'{name} {found} where the settings give {value}')
+    return missing
 
   def unweighted(self, clients_per_round: int
                  ) -> tuple[tff.aggregators.UnweightedAggregationFactory, bool]:
@@ -82,3 +116,60 @@ class InnerAggregator:
     if self.name == 'secure':
       return tff.aggregators.SecureSumFactory(self.secure_bound, -self.secure_bound)
     return tff.aggregators.SumFactory()
+
+
+class SeededGaussianSumQuery(tfp.GaussianSumQuery):
+  """tensorflow_privacy's Gaussian sum query (what TFF's gaussian_fixed builds), its
+  noise drawn from (seed, round) instead of unseeded: a DP run repeats exactly."""
+
+  _GlobalState = collections.namedtuple('_GlobalState',
+                                        ['l2_norm_clip', 'stddev', 'seed', 'round'])
+
+  def __init__(self, l2_norm_clip: float, stddev: float, seed: int):
+    super().__init__(l2_norm_clip, stddev)
+    self._seed = seed
+
+  def make_global_state(self, l2_norm_clip, stddev):
+    return self._GlobalState(tf.cast(l2_norm_clip, tf.float32), tf.cast(stddev, tf.float32),
+                             tf.constant(self._seed, tf.int64), tf.constant(0, tf.int64))
+
+  def get_noised_result(self, sample_state, global_state):
+    leaves = tf.nest.flatten(sample_state)
+    round_seed = tf.stack([global_state.seed, global_state.round])
+    noised = [v + tf.cast(tf.random.stateless_normal(
+        tf.shape(v), tf.random.experimental.stateless_fold_in(round_seed, i),
+        stddev=global_state.stddev), v.dtype) for i, v in enumerate(leaves)]
+    event = dp_accounting.GaussianDpEvent(global_state.stddev / global_state.l2_norm_clip)
+    return (tf.nest.pack_sequence_as(sample_state, noised),
+            global_state._replace(round=global_state.round + 1), event)
+
+
+class MeasuredDPFactory(tff.aggregators.UnweightedAggregationFactory):
+  """TFF's DifferentiallyPrivateFactory, its measurements adding the clip and noise
+  it applied this round (dp_clip, dp_stddev, dp_noise_multiplier), read from its
+  own state: TFF's reports none of them."""
+
+  def __init__(self, factory: tff.aggregators.DifferentiallyPrivateFactory):
+    self._factory = factory
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    process = self._factory.create(value_type)
+    state_type = process.initialize.type_signature.result.member
+    measurements_type = process.next.type_signature.result.measurements.member
+
+    @tff.tensorflow.computation(measurements_type, state_type)
+    def measured(measurements, state):
+      query = state.query_state.numerator_state
+      return collections.OrderedDict(
+          **collections.OrderedDict(measurements), dp_clip=query.l2_norm_clip,
+          dp_stddev=query.stddev,
+          dp_noise_multiplier=tf.cast(state.dp_event.noise_multiplier, tf.float32))
+
+    @tff.federated_computation(process.next.type_signature.parameter)
+    def next_fn(state, value):
+      output = process.next(state, value)
+      return tff.templates.MeasuredProcessOutput(
+          state=output.state, result=output.result,
+          measurements=tff.federated_map(measured, (output.measurements, state)))
+
+    return tff.templates.AggregationProcess(process.initialize, next_fn)

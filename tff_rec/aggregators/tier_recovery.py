@@ -10,6 +10,11 @@ client-to-server step stays a plain (weighted) sum: any inner TFF weighted
 factory (mean, DP, secure aggregation) can compute it. (For FedHM's low-rank
 form recovery is bilinear, B C; the code follows FedHM's own aggregation by
 recovering on the client's side of the sum: see `client_payload`.)
+
+The factory's value is the client's whole update, its tier payloads under
+one entry (`key`) beside the rest (FAIR's dense weights): the inner factory
+aggregates it all as one value (so DP clips and noises the whole update, as
+DP-FedAvg does), and the result holds the recovered full tables under `key`.
 """
 
 import collections
@@ -71,20 +76,24 @@ class TierRecoveryFactory(tff.aggregators.WeightedAggregationFactory):
   """Aggregates per-tier payloads (see module doc) into full tables."""
 
   def __init__(self, tiers: Tiers,
-               inner: tff.aggregators.WeightedAggregationFactory | None = None):
+               inner: tff.aggregators.WeightedAggregationFactory | None = None, *,
+               key: str = 'tiers'):
     names = {tuple(forms) for forms in tiers.values()}
     if len(names) != 1:
       raise ValueError(f'every tier must hold the same tables, got {sorted(names)}')
     self._tiers = tiers
     self._inner = inner or tff.aggregators.MeanFactory()
+    self._key = key
 
   def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
     inner = self._inner.create(value_type, weight_type)
-    tiers = self._tiers
+    tiers, key = self._tiers, self._key
 
     @tff.tensorflow.computation(value_type)
     def recover(mean):
-      return recover_sum(tiers, mean)
+      mean = collections.OrderedDict(mean)
+      mean[key] = recover_sum(tiers, mean[key])
+      return mean
 
     @tff.federated_computation(inner.next.type_signature.parameter)
     def next_fn(state, value, weight):

@@ -1,10 +1,17 @@
-"""What an algorithm's builder returns and how it refuses a task: shared by every
-algorithm module and the registry (which re-exports it)."""
+"""The builders' vocabulary, shared by every algorithm module and the registry
+(which re-exports it): what a builder takes (Training), what it returns
+(Built), how it refuses a task (NotApplicable), and the kinds of model a task
+offers.
+"""
 
 import dataclasses
 from typing import Any, Callable, Mapping
 
+from tff_rec.aggregators import inner
 from tff_rec.models import tables
+from tff_rec.training import optimizers
+
+STACKABLE = ('fedsubavg',)  # methods whose aggregation stacks on another's
 
 
 class NotApplicable(ValueError):
@@ -12,12 +19,31 @@ class NotApplicable(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Training:
+  """What every algorithm takes besides its own options."""
+  client_optimizer: optimizers.OptimizerConfig = optimizers.OptimizerConfig('sgd', 0.1)
+  server_optimizer: optimizers.OptimizerConfig = optimizers.OptimizerConfig('sgd', 1.0)
+  aggregator: inner.InnerAggregator = inner.InnerAggregator()
+  runtime: str = 'native'
+  clients_per_round: int = 10
+  # Other methods' aggregation stacked on the algorithm's own: 'fedsubavg' scales
+  # each table row's aggregate by N / its heat (FAIR, CoLR, the FedAvg family).
+  stack: tuple[str, ...] = ()
+
+  def __post_init__(self):
+    unknown = sorted(set(self.stack) - set(STACKABLE))
+    if unknown:
+      raise ValueError(f'cannot stack {unknown}; stackable: {", ".join(STACKABLE)}')
+
+
+@dataclasses.dataclass(frozen=True)
 class Built:
   """A learning process and how to feed and score it.
 
   process: initialize / next / get_model_weights / set_model_weights (a tff
-    LearningProcess; a client_state.ClientStateProcess for algorithms whose
-    clients keep state between rounds; MetaUA's MetaUAProcess).
+    LearningProcess: TFF's composed one, or the project's round without client
+    state; a rounds.RoundProcess for rounds whose clients keep state or whose
+    server weighs clients one by one).
   client_input: (client id, seed) -> that client's input to `next`.
   evaluate: (model weights, part) -> metrics; default the task's evaluate.
   """
@@ -37,11 +63,24 @@ def require(task, name: str, attributes: tuple[str, ...], why: str) -> None:
     raise not_applicable(name, task, why)
 
 
-# What a task offers, by the attributes an algorithm asks for.
+# The kinds of model a task offers, most specific first, by the attributes
+# that make them (a task may offer several: movielens_ranking's MF with
+# private users is also a Keras MF whose user table is shared).
+MF = ('initial_items', 'initial_users', 'client_rows', 'mf_dataset_computation', 'user_index')
+WEIGHT_TABLES = ('functional_model', 'dataset_computation', 'client_arguments')
 KERAS = ('model_fn', 'dataset_computation', 'client_arguments')
-KERAS_WHY = ('the algorithm trains a Keras model (tff.learning) and this task\'s model is '
-             'a function of weight tables')
+MODEL_KINDS = {
+    'mf': (MF, 'a matrix factorization whose user vectors stay on their clients'),
+    'weight_tables': (WEIGHT_TABLES, 'a model of named weight tables (NeuMF)'),
+    'keras': (KERAS, 'a Keras model'),
+}
 TABLES = ('tables', 'client_table_rows', 'client_sizes')  # feature heat of its tables
+
+
+def model_kinds(task) -> list[str]:
+  """The kinds of model `task` offers, most specific first."""
+  return [kind for kind, (attributes, _) in MODEL_KINDS.items()
+          if all(hasattr(task, a) for a in attributes)]
 
 
 def table_of_variable(task) -> list[str | None] | None:

@@ -1,22 +1,22 @@
 """FedAvg, FedSGD and FedProx (and FedAdam / FedAdagrad: FedAvg with that server
-optimizer), straight from tff.learning, on any task with a Keras model."""
+optimizer), straight from tff.learning, on any task with a Keras model; and
+their registration, FedAvg's on every kind of model (FEDAVG_BUILDERS)."""
 
 import dataclasses
 from typing import Callable
 
-import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import fedsubavg
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import fair
 from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import heat as heat_lib
-from tff_rec.training import lazy_adam
+from tff_rec.algorithms import registry
+from tff_rec.training import optimizers
 
 ALGORITHMS = ('fedavg', 'fedsgd', 'fedprox')
-HEAT = ('clients', 'examples')
-OPTIMIZERS = ('sgd', 'adam', 'adagrad', 'lazy_adam')
 
 # Clients loop over their batches with a dataset iterator, not TFF's default
 # Dataset.reduce: a ReduceDataset op instantiates (and graph-optimizes) its
@@ -25,58 +25,9 @@ OPTIMIZERS = ('sgd', 'adam', 'adagrad', 'lazy_adam')
 CLIENT_LOOP = tff.learning.LoopImplementation.DATASET_ITERATOR
 
 
-@dataclasses.dataclass(frozen=True)
-class OptimizerConfig:
-  """An optimizer; `adaptivity` (adagrad, adam) is Reddi et al.'s tau, the
-  floor of the denominator (Adagrad: also sqrt of the starting accumulator;
-  Adam: its epsilon, under TFF's bias correction).
-  None keeps TFF's defaults (Adagrad starts its accumulator at 0.1, which
-  damps the first steps of small updates; the FedAdagrad of Reddi et al. and
-  MetaUA start near 0)."""
-  name: str = 'sgd'
-  learning_rate: float = 0.01
-  adaptivity: float | None = None
-
-  def __post_init__(self):
-    if self.name not in OPTIMIZERS:
-      raise ValueError(f'unknown optimizer {self.name!r}; choose one of {OPTIMIZERS}')
-    if not self.learning_rate > 0:
-      raise ValueError(f'learning rate must be > 0, got {self.learning_rate}')
-    if self.adaptivity is not None and (self.name in ('sgd', 'lazy_adam')
-                                        or not self.adaptivity > 0):
-      raise ValueError(f'adaptivity applies to adagrad and adam and must be > 0; got '
-                       f'{self.adaptivity} for {self.name}')
-
-  def build(self) -> tff.learning.optimizers.Optimizer:
-    tau = self.adaptivity
-    if self.name == 'lazy_adam':
-      return lazy_adam.LazyAdam(self.learning_rate)
-    if self.name == 'adam':
-      return (tff.learning.optimizers.build_adam(self.learning_rate, epsilon=tau) if tau
-              else tff.learning.optimizers.build_adam(self.learning_rate))
-    if self.name == 'adagrad':
-      # TFF's Adagrad adds epsilon inside the root: sqrt(v + tau^2) ~ sqrt(v) + tau.
-      return (tff.learning.optimizers.build_adagrad(
-          self.learning_rate, initial_preconditioner_value=tau**2, epsilon=tau**2) if tau
-              else tff.learning.optimizers.build_adagrad(self.learning_rate))
-    return tff.learning.optimizers.build_sgdm(self.learning_rate)
-
-  def settings(self) -> dict:
-    """Its fields that are set, for a run's config (unset ones leave older runs' alone)."""
-    return {k: v for k, v in vars(self).items() if v is not None}
-
-  def keras(self) -> tf.keras.optimizers.Optimizer:
-    """The same optimizer for centralized Keras training (TFF's defaults match)."""
-    if self.name == 'lazy_adam':
-      raise ValueError('lazy_adam is a client optimizer for weight-table models '
-                       '(the FAIR family, table forms); Keras has none')
-    return {'adam': tf.keras.optimizers.Adam, 'adagrad': tf.keras.optimizers.Adagrad,
-            'sgd': tf.keras.optimizers.SGD}[self.name](self.learning_rate)
-
-
 def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.VariableModel],
-                  *, client_optimizer: OptimizerConfig,
-                  server_optimizer: OptimizerConfig,
+                  *, client_optimizer: optimizers.OptimizerConfig,
+                  server_optimizer: optimizers.OptimizerConfig,
                   client_loop: tff.learning.LoopImplementation = CLIENT_LOOP,
                   model_aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
                   client_weighting: tff.learning.ClientWeighting = (
@@ -111,23 +62,7 @@ def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.Var
 
 
 @dataclasses.dataclass(frozen=True)
-class WeightingOptions:
-  heat: str | None = dataclasses.field(default=None, metadata={
-      'choices': HEAT, 'help': (
-      "Client weights: 'clients' weighs clients equally (FedSubAvg's paper: its heat "
-      "counts clients), 'examples' by their training examples (its official code: heat "
-      "counts examples) (default: the task's CLIENT_WEIGHTING; examples unless set).")})
-
-  def __post_init__(self):
-    if self.heat not in (None, *HEAT):
-      raise ValueError(f'unknown heat {self.heat!r}; choose one of {HEAT}')
-
-  def resolved_heat(self, task) -> str:
-    return self.heat or getattr(task, 'CLIENT_WEIGHTING', 'examples')
-
-
-@dataclasses.dataclass(frozen=True)
-class FedProxOptions(WeightingOptions):
+class FedProxOptions(heat_lib.WeightingOptions):
   proximal_strength: float = dataclasses.field(default=0.01, metadata={
       'help': 'FedProx mu (default 0.01).'})
 
@@ -158,7 +93,6 @@ def build_keras(task, name: str, training, *, algorithm: str = 'fedavg',
                 model_aggregator=None, heat: str = 'examples',
                 proximal_strength: float = 0.01):
   """A tff.learning process on the task's Keras model, fed by its dataset computation."""
-  api.require(task, name, api.KERAS, api.KERAS_WHY)
   weighting = (tff.learning.ClientWeighting.UNIFORM if heat == 'clients'
                else tff.learning.ClientWeighting.NUM_EXAMPLES)
   process = build_process(
@@ -171,41 +105,7 @@ def build_keras(task, name: str, training, *, algorithm: str = 'fedavg',
   return api.Built(process, list(task.train_client_ids), task.client_arguments)
 
 
-# FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
-SERVER_OPTIMIZER_OF = {'fedadam': 'adam', 'fedadagrad': 'adagrad'}
-
-
-def _is_fedmf(task, training) -> bool:
-  """Whether the FedAvg family on `task` is FedMF's round."""
-  return (not hasattr(task, 'functional_model') and fedmf.is_mf(task)
-          and (training.server_optimizer.name == 'sgd' or not hasattr(task, 'model_fn')))
-
-
-def fastest_runtime(task, training) -> str:
-  """FedMF's where the FedAvg family is FedMF's round; else TFF's native worker,
-  as fast as in-process or faster on the Keras workloads
-  (results/benchmarks_runtimes.md)."""
-  return fedmf.fastest_runtime(task, training) if _is_fedmf(task, training) else 'native'
-
-
-def build_fedavg(task, options: WeightingOptions, training, *, name: str):
-  wanted = SERVER_OPTIMIZER_OF.get(name)
-  if wanted and training.server_optimizer.name != wanted:
-    raise api.NotApplicable(f'--algorithm={name} is FedAvg with a {wanted} server '
-                            f'optimizer, got --server_optimizer='
-                            f'{training.server_optimizer.name}')
-  # FedAvg on a model of weight tables (NeuMF) is the FAIR round with one full
-  # tier, and with an SGD server on matrix factorization with private users it
-  # is FedMF (adaptive servers train the task's Keras MF instead).
-  functional = hasattr(task, 'functional_model')
-  mf = _is_fedmf(task, training)
-  if options.heat and (functional or mf or not hasattr(task, 'model_fn')):
-    raise api.NotApplicable(f'--heat applies to Keras-model tasks; --algorithm={name} on '
-                            f'--task={task.NAME} weighs clients by their training examples')
-  if functional:
-    return fair.build(task, fair.Options(capacities='1x'), training, name=name)
-  if mf:
-    return fedmf.build(task, fedmf.Options(), training, name=name)
+def build_fedavg(task, options: heat_lib.WeightingOptions, training, *, name: str):
   return build_keras(task, name, training, heat=options.resolved_heat(task))
 
 
@@ -218,3 +118,28 @@ def build_fedprox(task, options: FedProxOptions, training, *, name: str):
 def build_fedsgd(task, options, training, *, name: str):
   del options  # none
   return build_keras(task, name, training, algorithm='fedsgd')
+
+
+# FedAvg on a model of weight tables (NeuMF) is FAIR's round with one full
+# tier; on a matrix factorization with private users it is FedMF's round.
+FEDAVG_BUILDERS = {'mf': fedmf.build_fedavg, 'weight_tables': fair.build_fedavg,
+                   'keras': build_fedavg}
+COMPOSES = dict(aggregators=inner.NAMES, stacks=('fedsubavg',))
+
+registry.register('fedavg', registry.Algorithm(
+    'FedAvg: client optimizer for the local epochs, server optimizer on the mean update',
+    FEDAVG_BUILDERS, heat_lib.WeightingOptions, **COMPOSES))
+registry.register('fedsgd', registry.Algorithm(
+    'FedSGD: one gradient per client per round', {'keras': build_fedsgd}, **COMPOSES))
+registry.register('fedprox', registry.Algorithm(
+    'FedProx: FedAvg with a proximal term', {'keras': build_fedprox}, FedProxOptions,
+    **COMPOSES))
+# FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
+registry.register('fedadam', registry.Algorithm(
+    'FedAvg with an Adam server (Reddi et al.)',
+    {k: b for k, b in FEDAVG_BUILDERS.items() if k != 'mf'}, heat_lib.WeightingOptions,
+    dict(server_learning_rate=0.01), server_optimizer='adam', **COMPOSES))
+registry.register('fedadagrad', registry.Algorithm(
+    'FedAvg with an Adagrad server (Reddi et al.)',
+    {k: b for k, b in FEDAVG_BUILDERS.items() if k != 'mf'}, heat_lib.WeightingOptions,
+    dict(server_learning_rate=0.1), server_optimizer='adagrad', **COMPOSES))

@@ -32,12 +32,14 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.aggregators import inner
 from tff_rec.aggregators import tier_recovery
 from tff_rec.algorithms import api
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import declared_tables
 from tff_rec.algorithms import heat
-from tff_rec.algorithms import templates
+from tff_rec.algorithms import registry
+from tff_rec.algorithms import rounds
 from tff_rec.models import compressed_table
 from tff_rec.models import table_model
 from tff_rec.training import functional
@@ -54,26 +56,25 @@ def bytes_per_client(model: table_model.TableModel, forms: Mapping[str, object])
           + compressed_table.BYTES_PER_FLOAT * floats)
 
 
-def build_fair_process(model: table_model.TableModel,
-                       tiers: Mapping[str, Mapping[str, object]], *,
-                       dataset_computation: tff.Computation,
-                       client_optimizer: tff.learning.optimizers.Optimizer,
-                       server_optimizer: tff.learning.optimizers.Optimizer | None = None,
-                       aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
-                       table_scales: Mapping[str, np.ndarray] | None = None
-                       ) -> tff.learning.templates.LearningProcess:
-  """The FAIR learning process.
+def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, object]], *,
+                dataset_computation: tff.Computation,
+                client_optimizer: tff.learning.optimizers.Optimizer,
+                server_optimizer: tff.learning.optimizers.Optimizer | None = None,
+                aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
+                table_scales: Mapping[str, np.ndarray] | None = None) -> rounds.Round:
+  """FAIR's round.
 
   Args:
     model: weights, loss and table names.
     tiers: tier label -> table name -> form (compressed_table.Full, Hashed,
       LowRank), in tier index order.
     dataset_computation: a client's data arguments -> its training dataset
-      (E epochs). Clients pass (tier index, data arguments) to `next`.
+      (E epochs). A client's data is (tier index, data arguments).
     client_optimizer: trained from a fresh state by every client every round.
     server_optimizer: applied to (model - recovered mean); default SGD with
       learning rate 1, the paper's replacement of the model by the mean.
-    aggregator: the inner weighted factory (default tff's MeanFactory).
+    aggregator: the inner weighted factory (default tff's MeanFactory), around
+      which TierRecoveryFactory recovers the tiers' tables.
     table_scales: table name -> a scale per row of the tables' pseudo-gradient
       (FedSubAvg's N / n_m; FAIR's clients return weights, not updates, so the
       correction scales model - recovered mean row by row at the server);
@@ -85,22 +86,13 @@ def build_fair_process(model: table_model.TableModel,
       raise ValueError(f'tier {label} has forms for {sorted(forms)}, expected the '
                        f'model\'s tables {sorted(model.tables)}')
   server_optimizer = server_optimizer or tff.learning.optimizers.build_sgdm(1.0)
-  initial = collections.OrderedDict(
-      (k, np.asarray(v, np.float32)) for k, v in model.initial_weights.items())
-  weights_type = tff.types.to_type(collections.OrderedDict(
-      (k, tff.TensorType(np.float32, v.shape)) for k, v in initial.items()))
-  weight_specs = collections.OrderedDict(
-      (k, tf.TensorSpec(v.shape, tf.float32)) for k, v in initial.items())
   tier_bytes = np.array([bytes_per_client(model, tiers[l]) for l in labels], np.float64)
+  server_init, get_model_weights, set_model_weights = rounds.server_model(
+      model.initial_weights, server_optimizer, model.keras_view)
 
-  @tff.tensorflow.computation
-  def server_init():
-    weights = collections.OrderedDict((k, tf.constant(v)) for k, v in initial.items())
-    return weights, server_optimizer.initialize(weight_specs)
-
-  @tff.tensorflow.computation(weights_type)
-  def prepare(weights):
-    dense, tables = table_model.split(weights, model.tables)
+  @tff.tensorflow.computation(server_init.type_signature.result)
+  def distributor(server):
+    dense, tables = table_model.split(server['weights'], model.tables)
     return collections.OrderedDict(
         dense=dense,
         tiers=collections.OrderedDict(
@@ -108,10 +100,13 @@ def build_fair_process(model: table_model.TableModel,
                 (name, tiers[label][name].reduce(tables[name])) for name in model.tables))
             for label in labels))
 
-  dataset_type = dataset_computation.type_signature.result
+  client_data_type = tff.StructType([('tier', np.int32),
+                                     ('data', dataset_computation.type_signature.parameter)])
 
-  @tff.tensorflow.computation(np.int32, dataset_type, prepare.type_signature.result)
-  def client_update(tier, dataset, broadcast):
+  @tff.tensorflow.computation(distributor.type_signature.result, client_data_type)
+  def client_work(broadcast, client_data):
+    dataset = dataset_computation(client_data['data'])
+
     def branch(label):
       def run():
         weights = collections.OrderedDict(broadcast['dense'])
@@ -124,45 +119,30 @@ def build_fair_process(model: table_model.TableModel,
         trained, _, loss_sum, count = functional.train(loss, client_optimizer, weights,
                                                        dataset)
         dense, tables = table_model.split(trained, model.tables)
-        value = collections.OrderedDict(
+        update = collections.OrderedDict(
             dense=dense, tiers=tier_recovery.client_payload(tiers, label, tables))
-        return value, loss_sum, count
+        return update, loss_sum, count
       return run
 
-    value, loss_sum, count = tf.switch_case(tier, [branch(l) for l in labels])
+    tier = client_data['tier']
+    update, loss_sum, count = tf.switch_case(tier, [branch(l) for l in labels])
     return collections.OrderedDict(
-        value=value, weight=tf.cast(count, tf.float32),
+        update=update, weight=tf.cast(count, tf.float32),
         metrics=collections.OrderedDict(
             loss_sum=loss_sum, num_examples=count,
             clients=tf.one_hot(tier, len(labels), dtype=tf.int64)))
 
-  value_type = client_update.type_signature.result['value']
-  table_aggregation = tier_recovery.TierRecoveryFactory(tiers, aggregator).create(
-      value_type['tiers'], tff.TensorType(np.float32))
-  dense_aggregation = (aggregator or tff.aggregators.MeanFactory()).create(
-      value_type['dense'], tff.TensorType(np.float32))
-  optimizer_state_type = server_init.type_signature.result[1]
+  aggregation = tier_recovery.TierRecoveryFactory(tiers, aggregator)
 
-  @tff.tensorflow.computation(weights_type, optimizer_state_type,
-                              dense_aggregation.next.type_signature.result.result.member,
-                              table_aggregation.next.type_signature.result.result.member)
-  def server_update(weights, optimizer_state, dense_mean, tables_mean):
-    target = collections.OrderedDict(dense_mean)
-    target.update(tables_mean)
+  def step(weights, sums, mean):
+    target = collections.OrderedDict(mean['dense'])
+    target.update(mean['tiers'])
     target = collections.OrderedDict((k, target[k]) for k in weights)
     pseudo_gradient = tf.nest.map_structure(tf.subtract, weights, target)
     for name, scale in (table_scales or {}).items():
       pseudo_gradient[name] *= tf.constant(scale, tf.float32)[:, None]
-    optimizer_state, weights = server_optimizer.next(optimizer_state, weights,
-                                                     pseudo_gradient)
-    return weights, optimizer_state
-
-  metrics_type = client_update.type_signature.result['metrics']
-
-  @tff.tensorflow.computation(metrics_type)
-  def round_metrics(sums):
     moved = tf.reduce_sum(tf.cast(sums['clients'], tf.float64) * tier_bytes)
-    return templates.round_metrics(
+    return pseudo_gradient, rounds.round_metrics(
         sums['loss_sum'], sums['num_examples'],
         client_work=dict(clients=collections.OrderedDict(
             (label, sums['clients'][i]) for i, label in enumerate(labels))),
@@ -171,38 +151,10 @@ def build_fair_process(model: table_model.TableModel,
                 (label, tier_bytes[i]) for i, label in enumerate(labels)),
             bytes_down=moved, bytes_up=moved))  # a client uploads what it downloaded
 
-  @tff.federated_computation
-  def initialize():
-    weights, optimizer_state = tff.federated_eval(server_init, tff.SERVER)
-    return tff.federated_zip(collections.OrderedDict(
-        weights=weights, optimizer=optimizer_state,
-        dense_aggregator=dense_aggregation.initialize(),
-        table_aggregator=table_aggregation.initialize()))
-
-  state_type = initialize.type_signature.result
-  client_data_type = tff.FederatedType(
-      tff.StructType([('tier', np.int32),
-                      ('data', dataset_computation.type_signature.parameter)]),
-      tff.CLIENTS)
-
-  @tff.federated_computation(state_type, client_data_type)
-  def next_fn(state, client_data):
-    broadcast = tff.federated_broadcast(tff.federated_map(prepare, state.weights))
-    datasets = tff.federated_map(dataset_computation, client_data.data)
-    outputs = tff.federated_map(client_update, (client_data.tier, datasets, broadcast))
-    dense = dense_aggregation.next(state.dense_aggregator, outputs.value.dense,
-                                   outputs.weight)
-    tables = table_aggregation.next(state.table_aggregator, outputs.value.tiers,
-                                    outputs.weight)
-    weights, optimizer_state = tff.federated_map(
-        server_update, (state.weights, state.optimizer, dense.result, tables.result))
-    metrics = tff.federated_map(round_metrics, tff.federated_sum(outputs.metrics))
-    new_state = tff.federated_zip(collections.OrderedDict(
-        weights=weights, optimizer=optimizer_state, dense_aggregator=dense.state,
-        table_aggregator=tables.state))
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
-
-  return templates.learning_process(initialize, next_fn, 'weights', model.keras_view)
+  finalizer = rounds.optimizer_finalizer(server_init, distributor, client_work, aggregation,
+                                         server_optimizer, step)
+  return rounds.Round(server_init, distributor, client_work, aggregation, finalizer,
+                      get_model_weights, set_model_weights)
 
 
 # The registry's side: FAIR and its baselines on any task whose model declares
@@ -270,14 +222,31 @@ def build(task, options: Options, training, *, name: str):
   if 'fedsubavg' in training.stack:  # clients weigh by examples here: so does the heat
     table_scales = {t: s for t, s in heat.row_scales(
         task, name, 'examples').items() if t in model.tables}
-  process = build_fair_process(
+  process = rounds.compose(build_round(
       model, tiers, dataset_computation=task.dataset_computation,
       client_optimizer=training.client_optimizer.build(),
       server_optimizer=training.server_optimizer.build(),
       aggregator=training.aggregator.mean(training.clients_per_round),
-      table_scales=table_scales)
+      table_scales=table_scales))
 
   def client_input(client_id: str, seed: int):
     return np.int32(tier_of[client_id]), task.client_arguments(client_id, seed)
 
   return api.Built(process, ids, client_input)
+
+
+def build_fedavg(task, options: heat.WeightingOptions, training, *, name: str):
+  """FedAvg (and FedSubAvg) on a model of weight tables: FAIR's round with one 1x tier."""
+  options.refuse_heat(name, task)
+  return build(task, Options(capacities='1x'), training, name=name)
+
+
+registry.register_family({
+    'fair': 'FAIR-HET: each capacity tier trains a consistent hashed subspace of the item '
+            'tables',
+    'fair_hom': 'FAIR-HOM: everyone at the smallest capacity',
+    'full_trn': 'FULL-TRN: only the clients of the 1x tier train',
+    'fedhm': 'FedHM: item tables factored at a low rank per tier',
+    'fair_inconsistent': "FAIR with a hash seed per tier (the paper's ablation)",
+}, builders={'weight_tables': build, 'keras': build}, options=Options,
+    aggregators=inner.NAMES, stacks=('fedsubavg',))

@@ -3,13 +3,13 @@
 Item vectors are global; each user's vector lives only on its client and is
 never sent or aggregated. Two ways to keep it between rounds:
 * stored: the client keeps its trained vector for the next round it joins.
-  A MapReduce round cannot hand a value back to a client, so the round is a
-  client_state.Round and client_state keeps every user's vector in the
-  program state; both runtimes run it.
+  A MapReduce round cannot hand a value back to a client, so the round
+  (rounds.Round) has client state: its driver keeps every user's vector in
+  the program state.
 * reconstructed (TFF's federated reconstruction): each round the client
   starts from its fixed initial vector, fits it with the item table frozen
   for `reconstruction_epochs`, then trains as usual and discards it. The
-  round is a plain tff LearningProcess that both runtimes run.
+  round has no client state: a MapReduce round (a tff LearningProcess).
 
 A round: the server broadcasts the item table W and the round's seed; each
 client trains its vector and its item update in the chosen form
@@ -38,14 +38,15 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import factor_sum
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import capacities
-from tff_rec.algorithms import client_state
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
+from tff_rec.algorithms import registry
+from tff_rec.algorithms import rounds
 from tff_rec.data import implicit
 from tff_rec.data import sliced
-from tff_rec.algorithms import templates
 from tff_rec.models import mf
 from tff_rec.training import functional
 
@@ -167,74 +168,6 @@ def _upload_bytes(config: FedMFConfig, local_rank: tf.Tensor) -> tf.Tensor:
   return up
 
 
-def _client_computations(config: FedMFConfig, initial_items: np.ndarray,
-                         dataset_computation: tff.Computation):
-  """(server_init, prepare, client_update): the server's first state, its
-  broadcast of the item table and the round's seed, one client's training."""
-  user_type = tff.TensorType(np.float32, [config.dim])
-
-  @tff.tensorflow.computation
-  def server_init():
-    return collections.OrderedDict(items=tf.constant(initial_items, tf.float32),
-                                   round=tf.constant(0, tf.int64))
-
-  @tff.tensorflow.computation(server_init.type_signature.result)
-  def prepare(server):
-    return collections.OrderedDict(
-        items=server['items'], seed=factor_sum.round_seed(config.seed, server['round']))
-
-  @tff.tensorflow.computation(user_type, np.int32, dataset_computation.type_signature.result,
-                              prepare.type_signature.result)
-  def client_update(user, local_rank, dataset, broadcast):
-    payload, coverage, user, loss_sum, count = client_training(
-        config, broadcast['items'], broadcast['seed'], user, local_rank, dataset)
-    return collections.OrderedDict(
-        value=collections.OrderedDict(payload=payload, coverage=coverage),
-        user=user,
-        metrics=collections.OrderedDict(
-            loss_sum=loss_sum, num_examples=count, clients=tf.constant(1, tf.int64),
-            bytes_up=_upload_bytes(config, local_rank)))
-
-  return server_init, prepare, client_update
-
-
-def _server_computations(config: FedMFConfig, prepare: tff.Computation,
-                         client_update: tff.Computation, aggregate_type, measurements_type, *,
-                         averaged: bool, item_scale: np.ndarray | None):
-  """(server_update, round_metrics): the server's step from the aggregate (the
-  sums of payload and coverage, or `averaged`: the payload's cohort mean), and
-  the round's metrics from the clients' summed metrics and the aggregation's."""
-  form = config.form
-  sizes = item_updates.payload_bytes(form, config.num_items, config.dim)
-
-  @tff.tensorflow.computation(prepare.type_signature.parameter, prepare.type_signature.result,
-                              aggregate_type)
-  def server_update(server, broadcast, aggregate):
-    mean = (aggregate if averaged
-            else aggregate['payload'] / tf.maximum(aggregate['coverage'], 1.0))
-    if item_scale is not None:
-      mean *= tf.constant(item_scale, tf.float32)[:, None]
-    if form.columns:
-      basis_seed, _ = factor_sum.round_seeds(broadcast['seed'])
-      update = tf.matmul(mean, factor_sum.correlated_basis(basis_seed, form.rank, config.dim))
-    else:
-      update = item_updates.compress(form, mean)  # svd / topk: the compressed download
-    return collections.OrderedDict(items=server['items'] + config.server_learning_rate * update,
-                                   round=server['round'] + 1)
-
-  @tff.tensorflow.computation(client_update.type_signature.result['metrics'],
-                              measurements_type)
-  def round_metrics(sums, measurements):
-    clients = tf.cast(tf.maximum(sums['clients'], 1), tf.float64)
-    return templates.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
-        bytes_up=sums['bytes_up'] / clients,
-        bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
-        bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64),
-        **collections.OrderedDict(measurements or ())))
-
-  return server_update, round_metrics
-
-
 def _aggregation(config: FedMFConfig, sum_factory, mean_factory):
   """(factory, averaged): payload and coverage through `sum_factory` (default TFF's
   plain sum), or the payload alone through `mean_factory` (a mean over the cohort,
@@ -247,160 +180,122 @@ def _aggregation(config: FedMFConfig, sum_factory, mean_factory):
   return sum_factory or tff.aggregators.SumFactory(), False
 
 
-def build_stored_round(config: FedMFConfig, initial_items: np.ndarray,
-                       dataset_computation: tff.Computation, *,
-                       sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
-                       mean_factory: tff.aggregators.UnweightedAggregationFactory
-                       | None = None,
-                       item_scale: np.ndarray | None = None) -> client_state.Round:
-  """The round whose clients keep their user vectors (client state); payload and
-  coverage aggregated as in build_reconstruction_process."""
+def build_round(config: FedMFConfig, initial_items: np.ndarray,
+                dataset_computation: tff.Computation, *,
+                sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
+                mean_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
+                item_scale: np.ndarray | None = None) -> rounds.Round:
+  """FedMF's round, its users stored (config.reconstruction_epochs = 0: a client's
+  state is its user vector) or reconstructed (a client brings its fixed initial
+  vector in its data).
+
+  Client data: (local rank (scolr; else ignored), the dataset computation's
+  arguments), with the initial user vector first when reconstructed; the
+  batches (sliced.Batches) carry 'epoch' (the first reconstruction_epochs are
+  reconstruction), 'item' and 'label'. Payload and coverage go through
+  `sum_factory` (default TFF's plain sum); `mean_factory` (e.g. TFF's DP mean)
+  replaces the sum and the division by coverage with a mean over the cohort:
+  the cohort average of the forms whose every client covers every entry (not
+  scolr's columns, not 'touched'). Model weights: {'items': W} and the users
+  (rounds.Round.clients_in_model) when stored, the item table alone when
+  reconstructed (a user's vector is reconstructed wherever it is needed).
+  """
   aggregation, averaged = _aggregation(config, sum_factory, mean_factory)
-  server_init, prepare, client_update = _client_computations(config, initial_items,
-                                                             dataset_computation)
+  stored = not config.reconstruction_epochs
+  form = config.form
+  sizes = item_updates.payload_bytes(form, config.num_items, config.dim)
+  user_type = tff.TensorType(np.float32, [config.dim])
+  data_type = tff.StructType(
+      ([] if stored else [('user', user_type)])
+      + [('rank', np.int32), ('data', dataset_computation.type_signature.parameter)])
 
-  @tff.tensorflow.computation(prepare.type_signature.result,
-                              tff.StructType([
-                                  ('rank', np.int32),
-                                  ('data', dataset_computation.type_signature.parameter)]),
-                              client_update.type_signature.parameter[0])
-  def client_work(broadcast, client_data, user):
-    output = client_update(user, client_data['rank'],
-                           dataset_computation(client_data['data']), broadcast)
+  @tff.tensorflow.computation
+  def server_init():
+    return collections.OrderedDict(items=tf.constant(initial_items, tf.float32),
+                                   round=tf.constant(0, tf.int64))
+
+  server_type = server_init.type_signature.result
+
+  @tff.tensorflow.computation(server_type)
+  def distributor(server):
     return collections.OrderedDict(
-        aggregated=output['value']['payload'] if averaged else output['value'],
-        sent=output['metrics'], state=output['user'])
+        items=server['items'], seed=factor_sum.round_seed(config.seed, server['round']))
 
-  work_output = client_work.type_signature.result
-  aggregate_type = client_state.aggregate_type(aggregation, work_output['aggregated'])
-  server_update, round_metrics = _server_computations(
-      config, prepare, client_update, aggregate_type['result'],
-      aggregate_type['measurements'], averaged=averaged, item_scale=item_scale)
+  def work(broadcast, client_data, user):
+    payload, coverage, user, loss_sum, count = client_training(
+        config, broadcast['items'], broadcast['seed'], user, client_data['rank'],
+        dataset_computation(client_data['data']))
+    output = collections.OrderedDict(
+        update=(payload if averaged
+                else collections.OrderedDict(payload=payload, coverage=coverage)),
+        metrics=collections.OrderedDict(
+            loss_sum=loss_sum, num_examples=count, clients=tf.constant(1, tf.int64),
+            bytes_up=_upload_bytes(config, client_data['rank'])))
+    if stored:
+      output['state'] = user
+    return output
 
-  @tff.tensorflow.computation(server_init.type_signature.result,
-                              prepare.type_signature.result, work_output['sent'],
-                              aggregate_type)
-  def update(server, broadcast, summed, aggregate):
-    return (server_update(server, broadcast, aggregate['result']),
-            round_metrics(summed, aggregate['measurements']))
+  if stored:
+    client_work = tff.tensorflow.computation(
+        work, distributor.type_signature.result, data_type, user_type)
+  else:
+    client_work = tff.tensorflow.computation(
+        lambda broadcast, client_data: work(broadcast, client_data, client_data['user']),
+        distributor.type_signature.result, data_type)
+  @tff.tensorflow.computation(server_type, distributor.type_signature.result,
+                              client_work.type_signature.result['metrics'],
+                              rounds.aggregate_type(aggregation, client_work))
+  def finalizer(server, broadcast, sums, aggregate):
+    mean = (aggregate if averaged
+            else aggregate['payload'] / tf.maximum(aggregate['coverage'], 1.0))
+    if item_scale is not None:
+      mean *= tf.constant(item_scale, tf.float32)[:, None]
+    if form.columns:
+      basis_seed, _ = factor_sum.round_seeds(broadcast['seed'])
+      update = tf.matmul(mean, factor_sum.correlated_basis(basis_seed, form.rank, config.dim))
+    else:
+      update = item_updates.compress(form, mean)  # svd / topk: the compressed download
+    server = collections.OrderedDict(
+        items=server['items'] + config.server_learning_rate * update,
+        round=server['round'] + 1)
+    clients = tf.cast(tf.maximum(sums['clients'], 1), tf.float64)
+    return server, rounds.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
+        bytes_up=sums['bytes_up'] / clients,
+        bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
+        bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64)))
 
-  return client_state.Round(server_init, prepare, client_work, update, aggregation)
+  @tff.tensorflow.computation(server_type)
+  def get_model_weights(server):
+    return collections.OrderedDict(items=server['items']) if stored else server['items']
 
+  @tff.tensorflow.computation(server_type, get_model_weights.type_signature.result)
+  def set_model_weights(server, weights):
+    return collections.OrderedDict(items=weights['items'] if stored else weights,
+                                   round=server['round'])
 
-def build_reconstruction_process(config: FedMFConfig, initial_items: np.ndarray,
-                                 dataset_computation: tff.Computation, *,
-                                 sum_factory: tff.aggregators.UnweightedAggregationFactory
-                                 | None = None,
-                                 mean_factory: tff.aggregators.UnweightedAggregationFactory
-                                 | None = None,
-                                 item_scale: np.ndarray | None = None
-                                 ) -> tff.learning.templates.LearningProcess:
-  """The round with reconstructed user vectors, as a LearningProcess (both runtimes).
-
-  get_model_weights gives the item table: a user's vector is reconstructed
-  from its data wherever it is needed (reconstruct_user). Client data: (its
-  initial user vector, local rank (scolr; else ignored), the dataset
-  computation's arguments); its batches (sliced.Batches) carry 'epoch' (the
-  first reconstruction_epochs are reconstruction), 'item' and 'label'. Payload and
-  coverage go through `sum_factory` (default TFF's plain sum); `mean_factory`
-  (e.g. TFF's DP mean) replaces the sum and the division by coverage with a
-  mean over the cohort: the cohort average of the forms whose every client
-  covers every entry (not scolr's columns, not 'touched').
-  """
-  if not config.reconstruction_epochs:
-    raise ValueError('a reconstruction process needs reconstruction_epochs >= 1')
-  factory, averaged = _aggregation(config, sum_factory, mean_factory)
-  server_init, prepare, client_update = _client_computations(config, initial_items,
-                                                             dataset_computation)
-  value_type = client_update.type_signature.result['value']
-  aggregation = factory.create(value_type['payload'] if averaged else value_type)
-  aggregation_output = aggregation.next.type_signature.result
-  server_update, round_metrics = _server_computations(
-      config, prepare, client_update, aggregation_output.result.member,
-      aggregation_output.measurements.member, averaged=averaged, item_scale=item_scale)
-
-  @tff.federated_computation
-  def initialize():
-    server = tff.federated_eval(server_init, tff.SERVER)
-    return tff.federated_zip(collections.OrderedDict(
-        items=server.items, round=server.round, aggregator=aggregation.initialize()))
-
-  client_data_type = tff.StructType([
-      ('user', client_update.type_signature.parameter[0]), ('rank', np.int32),
-      ('data', dataset_computation.type_signature.parameter)])
-
-  @tff.federated_computation(initialize.type_signature.result,
-                             tff.FederatedType(client_data_type, tff.CLIENTS))
-  def next_fn(state, client_data):
-    server = tff.federated_zip(collections.OrderedDict(items=state.items, round=state.round))
-    broadcast = tff.federated_map(prepare, server)
-    datasets = tff.federated_map(dataset_computation, client_data.data)
-    outputs = tff.federated_map(client_update, (
-        client_data.user, client_data.rank, datasets, tff.federated_broadcast(broadcast)))
-    summed = aggregation.next(state.aggregator,
-                              outputs.value.payload if averaged else outputs.value)
-    server = tff.federated_map(server_update, (server, broadcast, summed.result))
-    metrics = tff.federated_map(round_metrics, (tff.federated_sum(outputs.metrics),
-                                                summed.measurements))
-    new_state = tff.federated_zip(collections.OrderedDict(
-        items=server.items, round=server.round, aggregator=summed.state))
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
-
-  return templates.learning_process(initialize, next_fn, 'items')
+  return rounds.Round(server_init, distributor, client_work, aggregation, finalizer,
+                      get_model_weights, set_model_weights,
+                      clients_in_model='users' if stored else None)
 
 
-def build_stored_users_process(config: FedMFConfig, initial_items: np.ndarray,
-                               initial_users: np.ndarray,
-                               dataset_computation: tff.Computation, *,
-                               item_scale: np.ndarray | None = None,
-                               runtime: str = 'native', **factories
-                               ) -> client_state.ClientStateProcess:
-  """The round with every user's vector kept on its client between rounds
-  (client_state: the clients' state is the [users, d] table of vectors).
-
-  Client inputs are (user index, (local rank, dataset arguments)). Model
-  weights: {'items': W, 'users': the vectors}. `factories`: build_stored_round's
-  sum_factory or mean_factory.
-  """
-  if config.reconstruction_epochs:
-    raise ValueError('stored user vectors are never reconstructed; set '
-                     'reconstruction_epochs=0')
-  round_ = build_stored_round(config, initial_items, dataset_computation,
-                              item_scale=item_scale, **factories)
-
-  def get_model_weights(state) -> dict[str, np.ndarray]:
-    return {'items': np.asarray(state['server']['items']), 'users': state['clients']}
-
-  def set_model_weights(state, weights: dict[str, np.ndarray]):
-    state = client_state.with_server(state, items=np.asarray(weights['items'], np.float32))
-    return {**state, 'clients': np.asarray(weights['users'], np.float32)}
-
-  return client_state.ClientStateProcess(
-      round_, np.asarray(initial_users, np.float32), get_model_weights=get_model_weights,
-      set_model_weights=set_model_weights, runtime=runtime)
+def build_process(config: FedMFConfig, initial_items: np.ndarray,
+                  dataset_computation: tff.Computation,
+                  initial_users: np.ndarray | None = None, **round_options):
+  """FedMF's process (rounds.compose of build_round): with `initial_users`, every
+  user's vector is kept on its client between rounds ([users, d] client states;
+  client inputs are (user index, client data)); without, reconstructed."""
+  if (initial_users is None) == (not config.reconstruction_epochs):
+    raise ValueError('stored user vectors are never reconstructed (reconstruction_epochs=0 '
+                     'with initial_users), and reconstructed ones are not stored')
+  round_ = build_round(config, initial_items, dataset_computation, **round_options)
+  return rounds.compose(round_, None if initial_users is None
+                        else np.asarray(initial_users, np.float32))
 
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
 # on a task with a matrix-factorization model whose user vectors stay private
-# (the task's MF attributes: initial tables, each client's rows, its dataset
+# (api.MODEL_KINDS['mf']: initial tables, each client's rows, its dataset
 # computation).
-MF = ('initial_items', 'initial_users', 'client_rows', 'mf_dataset_computation', 'user_index')
-MF_WHY = ("its model is not a matrix factorization with private user vectors (the item-"
-          'update forms compress the update of that item table)')
-
-
-def is_mf(task) -> bool:
-  """Whether `task` is a matrix factorization with private user vectors."""
-  return all(hasattr(task, a) for a in MF)
-
-
-def fastest_runtime(task, unused_training) -> str:
-  """In-process for FedMF's round: its clients' sliced batches run there without
-  the native worker's per-client calls (CoLR's setting, 60 clients: 0.087 vs 0.159
-  s/round in the trainer; results/benchmarks_runtimes.md)."""
-  return 'inprocess' if is_mf(task) else 'native'
-
-
 FORM_OF = {'fedmf': 'full', 'fedavg': 'full', 'fedsubavg': 'full', 'colr': 'colr',
            'scolr': 'scolr', 'svd': 'svd', 'topk': 'topk'}
 ITEM_TABLE = 'items'  # the task's table name in client_table_rows
@@ -478,7 +373,6 @@ def _factories(options: Options, training, name: str) -> dict:
 
 def build(task, options: Options, training, *, name: str):
   """FedMF (name 'fedmf') or an item-update form (colr, scolr, svd, topk)."""
-  api.require(task, name, MF, MF_WHY)
   if options.local_ranks is not None and name != 'scolr':
     raise api.NotApplicable(f'--local_ranks applies to scolr only, not --algorithm='
                             f'{name}')
@@ -486,7 +380,8 @@ def build(task, options: Options, training, *, name: str):
     raise api.NotApplicable(
         f'--algorithm={name} trains with SGD at the clients and adds the mean update at '
         f'the server; got {training.client_optimizer.name} / '
-        f'{training.server_optimizer.name}')
+        f'{training.server_optimizer.name} (fedadam and fedadagrad train the task\'s '
+        'Keras model, if it has one)')
   stored = task.config.user_state == 'stored'
   if options.secure_sum_bound and training.runtime == 'native':
     raise api.NotApplicable("TFF's native worker has no secure sum; use --runtime=inprocess "
@@ -514,19 +409,15 @@ def build(task, options: Options, training, *, name: str):
     item_scale = heat.row_scales(task, name, 'clients')[ITEM_TABLE]
   epochs = c.local_epochs + config.reconstruction_epochs
   ids = list(task.train_client_ids)
+  process = build_process(config, task.initial_items, task.mf_dataset_computation,
+                          task.initial_users if stored else None, item_scale=item_scale,
+                          **factories)
   if stored:
-    process = build_stored_users_process(config, task.initial_items, task.initial_users,
-                                         task.mf_dataset_computation, item_scale=item_scale,
-                                         runtime=training.runtime, **factories)
-
     def client_input(client_id: str, seed: int):
       user = task.user_index(client_id)
       return user, (np.int32(local_rank(user, seed)), task.client_rows(user, seed, epochs))
 
     return api.Built(process, ids, client_input)
-  process = build_reconstruction_process(
-      config, task.initial_items, task.mf_dataset_computation,
-      **factories, item_scale=item_scale)
 
   def client_input(client_id: str, seed: int):  # pylint: disable=function-redefined
     user = task.user_index(client_id)
@@ -538,6 +429,12 @@ def build(task, options: Options, training, *, name: str):
     return task.evaluate({'items': np.asarray(items), 'users': users}, part)
 
   return api.Built(process, ids, client_input, evaluate)
+
+
+def build_fedavg(task, options: heat.WeightingOptions, training, *, name: str):
+  """FedAvg (and FedSubAvg) on a matrix factorization with private users: FedMF."""
+  options.refuse_heat(name, task)
+  return build(task, Options(), training, name=name)
 
 
 def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndarray:
@@ -553,3 +450,8 @@ def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndar
     vectors.append(reconstruct_users(config, items, task.initial_users[users], item_ids,
                                      labels, mask))
   return np.concatenate(vectors)
+
+
+registry.register('fedmf', registry.Algorithm(
+    'FedMF: full item-table updates, private user vectors', {'mf': build}, Options,
+    aggregators=inner.NAMES, stacks=('fedsubavg',)))

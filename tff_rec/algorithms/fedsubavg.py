@@ -11,10 +11,25 @@ scaling commutes with B), FedAdam's mean. Client weights go with the heat:
 
 import dataclasses
 
-from tff_rec.algorithms import api
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import baselines
+from tff_rec.algorithms import heat
+from tff_rec.algorithms import registry
 
 
-def build(task, options: baselines.WeightingOptions, training, *, name: str) -> api.Built:
-  stacked = dataclasses.replace(training, stack=tuple(sorted({*training.stack, 'fedsubavg'})))
-  return baselines.build_fedavg(task, options, stacked, name=name)
+def stacked(build):
+  """`build` (a FedAvg builder) with FedSubAvg's correction stacked on its aggregate."""
+  def build_stacked(task, options, training, *, name: str):
+    training = dataclasses.replace(training, stack=tuple(sorted({*training.stack,
+                                                                  'fedsubavg'})))
+    return build(task, options, training, name=name)
+
+  build_stacked.__module__ = build.__module__
+  build_stacked.__name__ = f'{build.__name__} + fedsubavg'
+  return build_stacked
+
+
+registry.register('fedsubavg', registry.Algorithm(
+    "FedSubAvg: each table row's mean update scaled by N / its feature heat",
+    {kind: stacked(build) for kind, build in baselines.FEDAVG_BUILDERS.items()},
+    heat.WeightingOptions, aggregators=inner.NAMES, stacks=('fedsubavg',)))

@@ -5,12 +5,15 @@ Counted from the rows each training client's data index (the task's
 clients (the paper) or in their training examples (the official code).
 """
 
+import dataclasses
+
 import numpy as np
 
 from tff_rec.aggregators import fedsubavg
 from tff_rec.algorithms import api
 from tff_rec.models import tables
 
+HEAT = ('clients', 'examples')
 TABLES_WHY = 'its model declares no embedding tables, so there is no feature heat to correct'
 
 
@@ -37,3 +40,26 @@ def row_scales(task, name: str, mode: str) -> dict[str, np.ndarray]:
         'their data only without --local_steps; set --local_steps=0 or --heat=clients')
   rows, population = heat(task, mode)
   return {table: fedsubavg.corrections(h, population) for table, h in rows.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightingOptions:
+  heat: str | None = dataclasses.field(default=None, metadata={
+      'choices': HEAT, 'help': (
+      "Client weights: 'clients' weighs clients equally (FedSubAvg's paper: its heat "
+      "counts clients), 'examples' by their training examples (its official code: heat "
+      "counts examples) (default: the task's CLIENT_WEIGHTING; examples unless set).")})
+
+  def __post_init__(self):
+    if self.heat not in (None, *HEAT):
+      raise ValueError(f'unknown heat {self.heat!r}; choose one of {HEAT}')
+
+  def resolved_heat(self, task) -> str:
+    return self.heat or getattr(task, 'CLIENT_WEIGHTING', 'examples')
+
+  def refuse_heat(self, name: str, task) -> None:
+    """For the rounds that weigh clients by their training examples only."""
+    if self.heat:
+      raise api.NotApplicable(
+          f'--heat applies to Keras-model tasks; --algorithm={name} on --task={task.NAME} '
+          'weighs clients by their training examples')

@@ -36,9 +36,9 @@ is FedAdagrad on the support sets. FedNova (Wang et al. 2020), normalised
 averaging, is the same round with weights n_k / n, each update divided by
 its local steps tau_k and the sum multiplied by sum_k tau_k n_k / n.
 
-Every client's update reaches the server individually (the paper's setting),
-so the round returns them at tff.CLIENTS (or, in-process, runs each client's
-work here) and `MetaUAProcess` (the driver) runs the server step.
+Every client's update reaches the server individually (the paper's setting):
+the round is the project's round with reports (rounds.Round), whose driver
+stacks the cohort's reports and runs the server step (MetaUAServer).
 """
 
 import collections
@@ -51,8 +51,9 @@ import tensorflow_federated as tff
 
 from tff_rec.algorithms import api
 from tff_rec.algorithms import client_loop
+from tff_rec.algorithms import registry
+from tff_rec.algorithms import rounds
 from tff_rec.data import lean
-from tff_rec.runtime import inprocess
 
 # Client attributes (the paper's z1..z6), each computed without sending data.
 ATTRIBUTES = ('num_samples', 'local_loss', 'update_norm', 'loss_ratio', 'positive_rate',
@@ -150,14 +151,12 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
   return run()
 
 
-def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel],
-                       dataset_computation: tff.Computation, *, client_learning_rate: float,
-                       client_mean: bool = False, evaluates: bool = True,
-                       runtime: str = 'native'):
-  """The clients' part of a round: (weights, [each client's data]) -> ([each
-  client's report], the cohort's summed query gradient). On TFF's native
-  runtime one federated computation (the reports at CLIENTS); in-process,
-  inprocess.SummedClients (several clients per TF call).
+def build_client_work(model_fn: Callable[[], tff.learning.models.VariableModel],
+                      dataset_computation: tff.Computation, *, client_learning_rate: float,
+                      client_mean: bool = False, evaluates: bool = True) -> tff.Computation:
+  """A client's part of a round: (weights, (its dataset arguments, its
+  DATA_ATTRIBUTES)) -> its query gradient g_k (summed over the cohort) and its
+  report (to the server, client by client).
 
   The dataset computation gives a client's (train, support, query) datasets:
   E shuffled epochs of its support examples, and one pass over each split.
@@ -167,34 +166,21 @@ def build_client_round(model_fn: Callable[[], tff.learning.models.VariableModel]
     model = model_fn()
     weights_type = tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape)
                                       for v in model.trainable_variables])
+  client_type = tff.StructType([dataset_computation.type_signature.parameter,
+                                tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])])
 
-  # (the summed part, each client's part), as inprocess.SummedClients takes it
-  @tff.tensorflow.computation(dataset_computation.type_signature.parameter, weights_type)
-  def client_update(arguments, weights):
+  @tff.tensorflow.computation(weights_type, client_type)
+  def client_work(weights, client):
     report, gradient = _client_work(model_fn(), client_learning_rate, weights,
-                                    *dataset_computation(arguments), evaluates=evaluates)
+                                    *dataset_computation(client[0]), evaluates=evaluates)
     if client_mean:
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
-    return collections.OrderedDict(gradient=gradient, report=report)
+    report['attributes'] = client[1]
+    return collections.OrderedDict(update=gradient,
+                                   metrics=collections.OrderedDict(clients=tf.constant(1)),
+                                   report=report)
 
-  if runtime == 'inprocess':
-    clients = inprocess.SummedClients(client_update)
-
-    def in_process(weights, client_arguments):
-      gradient, reports = clients(weights, list(client_arguments))
-      return reports, gradient
-
-    return in_process
-
-  @tff.federated_computation(
-      tff.FederatedType(weights_type, tff.SERVER),
-      tff.FederatedType(dataset_computation.type_signature.parameter, tff.CLIENTS))
-  def round_fn(weights, client_arguments):
-    outputs = tff.federated_map(client_update, (client_arguments,
-                                                tff.federated_broadcast(weights)))
-    return outputs.report, tff.federated_sum(outputs.gradient)
-
-  return round_fn
+  return client_work
 
 
 def _group_norms(updates: Sequence[tf.Tensor], groups: Sequence[int], num_groups: int
@@ -308,80 +294,72 @@ class MetaUAServer:
     return new_state, metrics
 
 
-class MetaUAProcess:
-  """initialize / next / get_model_weights of MetaUA (and FedNova).
+def build_round(model_fn, dataset_computation: tff.Computation, *, config: MetaUAConfig,
+                client_learning_rate: float,
+                server_optimizer: tff.learning.optimizers.Optimizer,
+                groups: Sequence[int], model_bytes: int) -> rounds.Round:
+  """MetaUA's (and FedNova's) round: the project's round with reports, its
+  server step (MetaUAServer) run where the round's driver runs.
 
-  Client inputs: (dataset arguments, the DATA_ATTRIBUTES of its data). The
-  state holds plain arrays (checkpointable): weights, server optimizer
-  state, meta parameters and round t-1's record.
+  A client's data: (dataset arguments, the DATA_ATTRIBUTES of its data). The
+  server state holds the weights, the server optimizer's state, the meta
+  parameters and round t-1's record.
   """
+  client_work = build_client_work(model_fn, dataset_computation,
+                                  client_learning_rate=client_learning_rate,
+                                  client_mean=config.meta_loss == 'client_mean',
+                                  evaluates=config.learns)
+  server = MetaUAServer(config, server_optimizer, groups)
+  step = tf.function(server.step)
 
-  def __init__(self, model_fn, dataset_computation: tff.Computation, *,
-               config: MetaUAConfig, client_learning_rate: float,
-               server_optimizer: tff.learning.optimizers.Optimizer,
-               groups: Sequence[int], model_bytes: int, runtime: str = 'native'):
-    self._round = build_client_round(model_fn, dataset_computation,
-                                     client_learning_rate=client_learning_rate,
-                                     client_mean=config.meta_loss == 'client_mean',
-                                     evaluates=config.learns, runtime=runtime)
-    self._server = MetaUAServer(config, server_optimizer, groups)
-    self._model_fn = model_fn
-    self._model_bytes = model_bytes
-    self._config = config
-    self._step = tf.function(self._server.step)
-
-  def initialize(self):
-    model = self._model_fn()
-    weights = [v.numpy() for v in model.trainable_variables]
-    optimizer = self._server.optimizer.initialize(_tensor_specs(weights))
-    groups, j = self._server.num_groups, len(self._config.attributes)
-    zeros = [np.zeros_like(w) for w in weights]
-    return _numpy(collections.OrderedDict(
-        weights=weights, non_trainable=[v.numpy() for v in model.non_trainable_variables],
+  @tff.tensorflow.computation
+  def initialize():
+    model = model_fn()
+    weights = [tf.identity(v) for v in model.trainable_variables]
+    optimizer = server.optimizer.initialize(_tensor_specs(weights))
+    zeros = [tf.zeros_like(w) for w in weights]
+    attributes = len(config.attributes)
+    return collections.OrderedDict(
+        weights=weights, non_trainable=[tf.identity(v) for v in model.non_trainable_variables],
         optimizer=optimizer,
-        meta=collections.OrderedDict(rho=np.zeros(groups, np.float32),
-                                     theta_alpha=np.zeros((groups, j), np.float32)),
-        previous=collections.OrderedDict(weights=weights, optimizer=optimizer, m0=zeros,
-                                         mj=[np.zeros((j, *w.shape), np.float32)
-                                             for w in weights]),
-        has_previous=np.array(False), skipped_total=np.float32(0)))
+        meta=collections.OrderedDict(
+            rho=tf.zeros([server.num_groups]),
+            theta_alpha=tf.zeros([server.num_groups, attributes])),
+        previous=collections.OrderedDict(
+            weights=weights, optimizer=optimizer, m0=zeros,
+            mj=[tf.zeros([attributes, *w.shape]) for w in weights]),
+        has_previous=tf.constant(False), skipped_total=tf.constant(0.0))
 
-  def next(self, state, client_inputs: Sequence[tuple[Any, np.ndarray]]
-           ) -> tff.learning.templates.LearningProcessOutput:
-    reports, gradient = self._round(state['weights'], [arguments for arguments, _ in
-                                                       client_inputs])
-    stacked = {key: (np.stack([r[key] for r in reports]) if key != 'update'
-                     else [np.stack(v) for v in zip(*[r[key] for r in reports])])
-               for key in reports[0]}
-    attributes = np.stack([np.asarray(a, np.float32) for _, a in client_inputs])
+  server_type = initialize.type_signature.result
+
+  @tff.tensorflow.computation(server_type)
+  def distributor(state):
+    return state['weights']
+
+  def finalizer(state, broadcast, summed, gradient, reports):
+    del broadcast, summed  # the weights, the clients' count: the reports say it all
     server_state = {k: v for k, v in state.items() if k != 'non_trainable'}
-    new_state, meta_metrics = self._step(server_state, stacked, attributes, list(gradient))
+    new_state, meta_metrics = step(server_state, reports, reports['attributes'],
+                                   list(gradient))
     new_state = _numpy(new_state)
     new_state['non_trainable'] = state['non_trainable']
-    counts = stacked['train_count']
-    upload = self._model_bytes * (2 if self._config.learns else 1)  # dw_k (and g_k)
+    new_state = collections.OrderedDict((k, new_state[k]) for k in state)  # the type's order
+    counts = reports['train_count']
+    upload = model_bytes * (2 if config.learns else 1)  # dw_k (and g_k)
     metrics = collections.OrderedDict(  # laid out as tff.learning's
         client_work=collections.OrderedDict(train=collections.OrderedDict(
-            loss=float(stacked['train_loss'].sum() / max(counts.sum(), 1.0)),
+            loss=float(reports['train_loss'].sum() / max(counts.sum(), 1.0)),
             num_examples=float(counts.sum()))),
         aggregator=collections.OrderedDict(bytes_up=float(upload)))
-    if self._config.learns:  # the learned weights and step: MetaUA's aggregation
+    if config.learns:  # the learned weights and step: MetaUA's aggregation
       metrics['client_work']['clients_without_query'] = float(
-          (stacked['query_count'] == 0).sum())
+          (reports['query_count'] == 0).sum())
       metrics['aggregator']['meta'] = _numpy(meta_metrics)
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+    return new_state, metrics
 
-  def get_model_weights(self, state) -> tff.learning.models.ModelWeights:
-    return tff.learning.models.ModelWeights(trainable=list(state['weights']),
-                                            non_trainable=list(state['non_trainable']))
-
-  def set_model_weights(self, state, weights: tff.learning.models.ModelWeights):
-    """The state with the model replaced (the meta parameters and round t-1's
-    record stay)."""
-    state = collections.OrderedDict(state)
-    state['weights'] = _numpy(list(weights.trainable))
-    state['non_trainable'] = _numpy(list(weights.non_trainable))
-    return state
+  get_model_weights, set_model_weights = rounds.keras_model_weights(server_type)
+  return rounds.Round(initialize, distributor, client_work, tff.aggregators.SumFactory(),
+                      finalizer, get_model_weights, set_model_weights)
 
 
 def _numpy(structure):
@@ -448,25 +426,19 @@ def build_fednova(task, options, training, *, name: str):
 
 
 def _build(task, config: MetaUAConfig, query_fraction: float, training, *, name: str):
-  api.require(task, name, api.KERAS, api.KERAS_WHY)
   api.require(task, name, CLIENT_EXAMPLES, CLIENT_EXAMPLES_WHY)
   if training.client_optimizer.name != 'sgd':
     raise api.NotApplicable(f'--algorithm={name}: its clients take SGD steps; got '
                                  f'--client_optimizer={training.client_optimizer.name}')
-  if training.aggregator.name != 'mean':
-    raise api.NotApplicable(
-        f"--algorithm={name} weighs each client's update individually at the server "
-        "(MetaUA's softmax weights, FedNova's step normalisation), not as a sum of "
-        "clients' values: --aggregator=secure or dp cannot wrap it")
   variables = task.keras_model().trainable_variables
   layers = [v.name.split('/')[0] for v in variables]
   groups = [sorted(set(layers), key=layers.index).index(l) for l in layers]
   parameters = sum(int(np.prod(v.shape)) for v in variables)
-  process = MetaUAProcess(
+  process = rounds.compose(build_round(
       task.model_fn, _dataset_computation(task), config=config,
       client_learning_rate=training.client_optimizer.learning_rate,
       server_optimizer=training.server_optimizer.build(), groups=groups,
-      model_bytes=4 * parameters, runtime=training.runtime)
+      model_bytes=4 * parameters))
   ids = list(task.train_client_ids)
   position = {client: k for k, client in enumerate(ids)}
 
@@ -507,3 +479,15 @@ def _dataset_computation(task) -> tff.Computation:
     return task.batches(support, seed=seed), task.one_pass(support), task.one_pass(query)
 
   return build_datasets
+
+
+WEIGHS_ONE_BY_ONE = ("its server weighs each client's update individually (MetaUA's softmax "
+                     "weights, FedNova's step normalisation), not as a sum of clients' "
+                     'values that secure sums, DP or a stacked correction could wrap')
+registry.register('metaua', registry.Algorithm(
+    'MetaUA: client weights and server step learned online', {'keras': build}, Options,
+    dict(server_optimizer='adagrad', server_learning_rate=0.1, server_adaptivity=1e-3),
+    composition_note=WEIGHS_ONE_BY_ONE))
+registry.register('fednova', registry.Algorithm(
+    'FedNova: updates normalised by local steps', {'keras': build_fednova},
+    composition_note=WEIGHS_ONE_BY_ONE))

@@ -1,54 +1,42 @@
-"""Every algorithm by name: its builder, its options, and what it needs of a task.
+"""Every algorithm by name: its builder for each kind of model, its options, and
+what it composes with.
 
-An algorithm is one module with a `build(task, options, training, *, name)
--> Built` (`name`: the registered name, as one builder may serve a family)
-and, if it has options of its own, a frozen dataclass of them (each field's
-`metadata['help']` is its flag's help). Adding one is that module, its test
-and one line in _algorithms(). A builder asks the task for what it needs (a
-Keras model, declared tables, a functional model with item tables, ...) and
-raises NotApplicable, naming the algorithm, the task and why, when the task
-cannot give it; the launchers, the matrix and the Python API all go through
-`build` here.
+An algorithm is one module that registers itself:
+
+  registry.register('name', registry.Algorithm(
+      'summary', builders={'keras': build}, options=Options,
+      aggregators=('mean', 'secure', 'dp'), stacks=('fedsubavg',)))
+
+`builders` is the visible table from the kind of model a task offers
+(api.MODEL_KINDS: 'mf', 'weight_tables', 'keras') to the function that builds
+the algorithm for it, `build(task, options, training, *, name) -> Built`
+(`name`: the registered name, as one builder may serve a family). The
+registry picks the first kind the task offers, most specific first, that the
+algorithm has a builder for; nothing else decides which implementation a
+name runs. `aggregators` and `stacks` are what the builders honour: the
+registry refuses any other --aggregator or --stack before building, so no
+setting is ever silently ignored. The package's own algorithms register the
+same way as a user's module (BUILTIN_MODULES, imported on first use).
 """
 
 import dataclasses
+import importlib
 from typing import Any, Callable, Mapping
 
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
-from tff_rec.algorithms import baselines
-from tff_rec.algorithms import fair
-from tff_rec.algorithms import fedmf
-from tff_rec.algorithms import fedsubavg
-from tff_rec.algorithms import metaua
-from tff_rec.algorithms import scaffold
-from tff_rec.algorithms import table_updates
+from tff_rec.training import optimizers
 
 # The builders' vocabulary (algorithms.api), for callers of the registry.
 Built = api.Built
 NotApplicable = api.NotApplicable
+Training = api.Training
 require = api.require
+STACKABLE = api.STACKABLE
 
-
-@dataclasses.dataclass(frozen=True)
-class Training:
-  """What every algorithm takes besides its own options."""
-  client_optimizer: baselines.OptimizerConfig = baselines.OptimizerConfig('sgd', 0.1)
-  server_optimizer: baselines.OptimizerConfig = baselines.OptimizerConfig('sgd', 1.0)
-  aggregator: inner.InnerAggregator = inner.InnerAggregator()
-  runtime: str = 'native'
-  clients_per_round: int = 10
-  # Other methods' aggregation stacked on the algorithm's own: 'fedsubavg' scales
-  # each table row's aggregate by N / its heat (FAIR, CoLR, the FedAvg family).
-  stack: tuple[str, ...] = ()
-
-  def __post_init__(self):
-    unknown = sorted(set(self.stack) - set(STACKABLE))
-    if unknown:
-      raise ValueError(f'cannot stack {unknown}; stackable: {", ".join(STACKABLE)}')
-
-
-STACKABLE = ('fedsubavg',)
+# The package's algorithm modules, each registering its algorithms when imported.
+BUILTIN_MODULES = ('baselines', 'fedsubavg', 'scaffold', 'metaua', 'fair', 'fedmf',
+                   'table_updates')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,82 +46,76 @@ class NoOptions:
 
 @dataclasses.dataclass(frozen=True)
 class Algorithm:
-  build: Callable[..., Built]  # (task, options, training, *, name)
   summary: str
+  # model kind (api.MODEL_KINDS) -> build(task, options, training, *, name) -> Built
+  builders: Mapping[str, Callable[..., Built]]
   options: type = NoOptions
-  # Training settings it implies (e.g. FedAdam's server optimizer); flags override them.
+  # Training settings it implies (e.g. FedAdam's server learning rate); flags override them.
   defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  stackable: bool = True  # takes Training.stack (its aggregate is a factory)
-  # (task, Training) -> the runtime that runs it fastest here, both
-  # runtimes giving the same numbers (tested).
-  fastest_runtime: Callable[[Any, 'Training'], str] = lambda *unused: 'native'
+  # The server optimizer that defines it (FedAdam's adam), which flags may not change.
+  server_optimizer: str | None = None
+  # What its builders honour: inner.NAMES and STACKABLE entries.
+  aggregators: tuple[str, ...] = ('mean',)
+  stacks: tuple[str, ...] = ()
+  composition_note: str = ''  # why it honours no more, for the refusal
+
+  def __post_init__(self):
+    unknown_kinds = sorted(set(self.builders) - set(api.MODEL_KINDS))
+    unknown = sorted(set(self.aggregators) - set(inner.NAMES))
+    if unknown_kinds or not self.builders:
+      raise ValueError(f'builders must map model kinds {sorted(api.MODEL_KINDS)} to '
+                       f'builders; got {sorted(self.builders)}')
+    if unknown or 'mean' not in self.aggregators:
+      raise ValueError(f'aggregators must include mean and be among {inner.NAMES}; got '
+                       f'{self.aggregators}')
+    if set(self.stacks) - set(STACKABLE):
+      raise ValueError(f'stacks must be among {STACKABLE}; got {self.stacks}')
+    if self.server_optimizer and self.server_optimizer not in optimizers.OPTIMIZERS:
+      raise ValueError(f'unknown server optimizer {self.server_optimizer!r}')
 
 
-def _algorithms() -> dict[str, Algorithm]:
-  return {
-      'fedavg': Algorithm(baselines.build_fedavg, 'FedAvg: client optimizer for the local '
-                          'epochs, server optimizer on the mean update',
-                          baselines.WeightingOptions, fastest_runtime=baselines.fastest_runtime),
-      'fedsgd': Algorithm(baselines.build_fedsgd, 'FedSGD: one gradient per client per round'),
-      'fedprox': Algorithm(baselines.build_fedprox, 'FedProx: FedAvg with a proximal term',
-                           baselines.FedProxOptions),
-      'fedadam': Algorithm(baselines.build_fedavg, 'FedAvg with an Adam server (Reddi et '
-                           'al.)', baselines.WeightingOptions,
-                           dict(server_optimizer='adam', server_learning_rate=0.01),
-                           fastest_runtime=baselines.fastest_runtime),
-      'fedadagrad': Algorithm(baselines.build_fedavg, 'FedAvg with an Adagrad server '
-                              '(Reddi et al.)', baselines.WeightingOptions,
-                              dict(server_optimizer='adagrad', server_learning_rate=0.1),
-                              fastest_runtime=baselines.fastest_runtime),
-      'fedsubavg': Algorithm(fedsubavg.build, "FedSubAvg: each table row's mean update "
-                             'scaled by N / its feature heat', baselines.WeightingOptions,
-                             fastest_runtime=baselines.fastest_runtime),
-      'scaffold': Algorithm(scaffold.build, 'SCAFFOLD, exact, with client control variates',
-                            stackable=False),
-      'metaua': Algorithm(metaua.build, 'MetaUA: client weights and server step learned '
-                          'online', metaua.Options,
-                          dict(server_optimizer='adagrad', server_learning_rate=0.1,
-                               server_adaptivity=1e-3), stackable=False),
-      'fednova': Algorithm(metaua.build_fednova, 'FedNova: updates normalised by local '
-                           'steps', stackable=False),
-      'fair': Algorithm(fair.build, 'FAIR-HET: each capacity tier trains a consistent '
-                        'hashed subspace of the item tables', fair.Options),
-      'fair_hom': Algorithm(fair.build, 'FAIR-HOM: everyone at the smallest capacity',
-                            fair.Options),
-      'full_trn': Algorithm(fair.build, 'FULL-TRN: only the clients of the 1x tier train',
-                            fair.Options),
-      'fedhm': Algorithm(fair.build, 'FedHM: item tables factored at a low rank per tier',
-                         fair.Options),
-      'fair_inconsistent': Algorithm(fair.build, 'FAIR with a hash seed per tier (the '
-                                     "paper's ablation)", fair.Options),
-      'fedmf': Algorithm(fedmf.build, 'FedMF: full item-table updates, private user vectors',
-                         fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
-      'colr': Algorithm(table_updates.build, 'CoLR: item update A B, B a shared random basis, '
-                        'A summed', fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
-      'scolr': Algorithm(table_updates.build, 'SCoLR: CoLR with a local rank per client',
-                         fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
-      'svd': Algorithm(table_updates.build, 'item update compressed by truncated SVD',
-                       fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
-      'topk': Algorithm(table_updates.build, 'item update compressed to its largest entries',
-                        fedmf.Options, fastest_runtime=fedmf.fastest_runtime),
-  }
+_REGISTERED: dict[str, Algorithm] = {}
+_LOADING = []  # non-empty once the built-in modules are (being) imported
 
 
-_REGISTRY = _algorithms()
+def _load_builtins() -> None:
+  if _LOADING:
+    return
+  _LOADING.append(True)
+  for module in BUILTIN_MODULES:
+    importlib.import_module(f'tff_rec.algorithms.{module}')
 
 
 def algorithms() -> dict[str, Algorithm]:
-  """Name -> Algorithm, for every registered algorithm."""
-  return _REGISTRY
+  """Name -> Algorithm, for every registered algorithm, by name (an order that does
+  not depend on which module was imported first)."""
+  _load_builtins()
+  return dict(sorted(_REGISTERED.items()))
 
 
 def register(name: str, algorithm: Algorithm) -> None:
-  """Adds an algorithm from outside this package (in the package: a line in
-  _algorithms). Its options become trainer flags when registered before the
-  trainer's flags are defined."""
-  if name in algorithms():
+  """Adds an algorithm (the package's own and a user's modules alike). Its options
+  become trainer flags when it is registered before the trainer's flags are
+  defined (`launch.train --import=MODULE` does that). It imports nothing, so a
+  module may register while the package's modules are still being imported."""
+  if not isinstance(algorithm, Algorithm):
+    raise TypeError(f'register {name!r} with a registry.Algorithm, got {algorithm!r}')
+  if name in _REGISTERED:
     raise ValueError(f'an algorithm named {name!r} is registered already')
-  algorithms()[name] = algorithm
+  _REGISTERED[name] = algorithm
+
+
+def register_family(summaries: Mapping[str, str], **fields) -> None:
+  """Registers one Algorithm per name of `summaries` ({name: summary}), alike in
+  every other field: a family whose builders tell its members apart by name."""
+  for name, summary in summaries.items():
+    register(name, Algorithm(summary, **fields))
+
+
+def unregister(name: str) -> None:
+  """Removes a registered algorithm (a user's, e.g. in its tests)."""
+  get(name)
+  del _REGISTERED[name]
 
 
 def get(name: str) -> Algorithm:
@@ -160,29 +142,72 @@ def check_options(name: str, options) -> None:
                         f'{", ".join(sorted(known)) or "none"})')
 
 
+def check_composition(name: str, training: Training) -> None:
+  """Raises NotApplicable naming the --aggregator, --stack or --server_optimizer
+  that algorithm `name` does not declare it honours (before any task is read)."""
+  algorithm = get(name)
+  note = f'; {algorithm.composition_note}' if algorithm.composition_note else ''
+  if training.aggregator.name not in algorithm.aggregators:
+    raise NotApplicable(
+        f'--aggregator={training.aggregator.name} does not apply to --algorithm={name}: it '
+        f'honours --aggregator={"|".join(algorithm.aggregators)}{note}')
+  for method in training.stack:
+    if method not in algorithm.stacks:
+      declared = (f'--stack={"|".join(algorithm.stacks)}' if algorithm.stacks
+                  else 'no --stack')
+      raise NotApplicable(f'--stack={method} does not apply to --algorithm={name}: it '
+                          f'honours {declared}{note}')
+  wanted = algorithm.server_optimizer
+  if wanted and training.server_optimizer.name != wanted:
+    raise NotApplicable(f'--server_optimizer={training.server_optimizer.name} does not '
+                        f'apply to --algorithm={name}: its server optimizer is {wanted}')
+
+
+def kind_for(name: str, task) -> str:
+  """The kind of the task's model that algorithm `name` trains: the first the task
+  offers (most specific first) that it has a builder for."""
+  algorithm = get(name)
+  for kind in api.model_kinds(task):
+    if kind in algorithm.builders:
+      return kind
+  needs = ' or '.join(api.MODEL_KINDS[k][1] for k in algorithm.builders)
+  raise api.not_applicable(name, task, f'it trains {needs}, and this task\'s model is none '
+                           'of these')
+
+
 def build(name: str, task, training: Training = Training(), **options) -> Built:
   """The algorithm `name` on `task`: a NotApplicable error says why it cannot run."""
   algorithm = get(name)
   check_options(name, options)
-  if training.stack and not algorithm.stackable:
-    raise NotApplicable(f'--stack={",".join(training.stack)}: --algorithm={name} does not '
-                        'aggregate through a factory another method can wrap')
+  check_composition(name, training)
   if training.aggregator.needs_inprocess and training.runtime != 'inprocess':
     raise NotApplicable(f'--aggregator={training.aggregator.name}: TFF\'s native worker '
                         'has no secure sum; use --runtime=inprocess')
+  builder = algorithm.builders[kind_for(name, task)]
   try:
     chosen = algorithm.options(**options)
   except ValueError as e:
     raise NotApplicable(f'--algorithm={name}: {e}') from None
-  return algorithm.build(task, chosen, training, name=name)
+  return builder(task, chosen, training, name=name)
 
 
 def fastest_runtime(name: str, task, training: Training) -> str:
-  """The runtime that runs algorithm `name` on `task` fastest here:
-  in-process where the aggregator needs it (secure sums)."""
-  if training.aggregator.needs_inprocess:
+  """The runtime that runs algorithm `name` on `task` fastest here, both giving
+  the same numbers (tested): in-process where the aggregator needs it (secure
+  sums) and for FedMF's round, whose clients' sliced batches run there without
+  the native worker's per-client calls (CoLR's setting, 60 clients: 0.087 vs
+  0.159 s/round; results/benchmarks_runtimes.md); else TFF's native worker,
+  as fast or faster on the other workloads."""
+  if training.aggregator.needs_inprocess or kind_for(name, task) == 'mf':
     return 'inprocess'
-  return get(name).fastest_runtime(task, training)
+  return 'native'
+
+
+def implementations() -> dict[str, dict[str, str]]:
+  """Name -> {model kind: the builder that kind runs (module.function)}."""
+  return {name: {kind: f'{builder.__module__.rsplit(".", 1)[-1]}.{builder.__name__}'
+                 for kind, builder in algorithm.builders.items()}
+          for name, algorithm in algorithms().items()}
 
 
 def training(task, name: str, *, aggregator: inner.InnerAggregator = inner.InnerAggregator(),
@@ -190,14 +215,16 @@ def training(task, name: str, *, aggregator: inner.InnerAggregator = inner.Inner
   """The settings of algorithm `name` on `task`: the task's TRAIN_DEFAULTS, then the
   algorithm's defaults, then `overrides` (clients_per_round, client_optimizer,
   client_learning_rate, server_optimizer, server_learning_rate, server_adaptivity)."""
-  setting = {**task.TRAIN_DEFAULTS, **get(name).defaults, **overrides}
+  algorithm = get(name)
+  pinned = {'server_optimizer': algorithm.server_optimizer} if algorithm.server_optimizer else {}
+  setting = {**task.TRAIN_DEFAULTS, **pinned, **algorithm.defaults, **overrides}
   adaptivity = setting.get('server_adaptivity')
   if 'server_adaptivity' not in overrides and setting['server_optimizer'] == 'sgd':
     adaptivity = None  # a default tau of an adaptive server the overrides replaced by SGD
   return Training(
-      client_optimizer=baselines.OptimizerConfig(setting['client_optimizer'],
-                                                 setting['client_learning_rate']),
-      server_optimizer=baselines.OptimizerConfig(setting['server_optimizer'],
-                                                 setting['server_learning_rate'], adaptivity),
+      client_optimizer=optimizers.OptimizerConfig(setting['client_optimizer'],
+                                                   setting['client_learning_rate']),
+      server_optimizer=optimizers.OptimizerConfig(setting['server_optimizer'],
+                                                  setting['server_learning_rate'], adaptivity),
       aggregator=aggregator, runtime=runtime, clients_per_round=setting['clients_per_round'],
       stack=tuple(stack))

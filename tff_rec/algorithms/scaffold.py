@@ -8,12 +8,12 @@ x <- x + server_lr * mean(dy) and c <- c + (|S| / N) mean(dc).
 
 tff.learning has no SCAFFOLD. The exact algorithm keeps a state on every
 client between rounds, which a MapReduce round cannot hand back to a client
-(its client outputs are only aggregated): the round is a client_state.Round,
-and client_state.ClientStateProcess keeps the variates of all N clients in
-the program state, so checkpoints and resumes are exact. That costs N x model
-floats of trainer memory: the algorithm for small models (FedSubAvg's
-MovieLens LR). Both runtimes run it. dy and dc go through the round's
-tff.aggregators factory, so TFF's secure sum and DP mean wrap them.
+(its client outputs are only aggregated): it is the project's round
+(rounds.Round) with client state, whose driver keeps the variates of all N
+clients in the program state, so checkpoints and resumes are exact. That
+costs N x model floats of trainer memory: the algorithm for small models
+(FedSubAvg's MovieLens LR). dy and dc go through the round's aggregator, so
+TFF's secure sum and DP mean wrap them.
 """
 
 import collections
@@ -24,10 +24,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import client_loop
-from tff_rec.algorithms import client_state
-from tff_rec.algorithms import templates
+from tff_rec.algorithms import registry
+from tff_rec.algorithms import rounds
 
 
 def _local_training(model, dataset, x, server_control, client_control, learning_rate):
@@ -55,9 +56,8 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                 dataset_computation: tff.Computation, *, client_learning_rate: float,
                 server_learning_rate: float, num_clients: int,
                 aggregation: tff.aggregators.UnweightedAggregationFactory
-                = tff.aggregators.SumFactory(), averaged: bool = False
-                ) -> client_state.Round:
-  """One SCAFFOLD round as a client_state.Round; a client's state is its variate.
+                = tff.aggregators.SumFactory(), averaged: bool = False) -> rounds.Round:
+  """One SCAFFOLD round; a client's state is its variate.
 
   dy and dc go through `aggregation`: a sum (TFF's plain or secure sum), or
   (`averaged`) a mean over the expected cohort such as TFF's DP mean.
@@ -72,17 +72,17 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
     model = model_fn()
     zeros = [tf.zeros_like(v) for v in model.trainable_variables]
     return collections.OrderedDict(
-        model=[tf.identity(v) for v in model.trainable_variables],
+        weights=[tf.identity(v) for v in model.trainable_variables],
         non_trainable=[tf.identity(v) for v in model.non_trainable_variables],
         control=zeros)
 
   server_state_type = initial_server_state.type_signature.result
 
   @tff.tensorflow.computation(server_state_type)
-  def prepare(state):
-    return collections.OrderedDict(model=state['model'], control=state['control'])
+  def distributor(state):
+    return collections.OrderedDict(model=state['weights'], control=state['control'])
 
-  @tff.tensorflow.computation(prepare.type_signature.result,
+  @tff.tensorflow.computation(distributor.type_signature.result,
                               dataset_computation.type_signature.parameter, weights_type)
   def client_work(broadcast, arguments, client_control):
     model = model_fn()
@@ -90,31 +90,29 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
         model, dataset_computation(arguments), broadcast['model'], broadcast['control'],
         client_control, client_learning_rate)
     return collections.OrderedDict(
-        aggregated=collections.OrderedDict(dy=dy, dc=dc),
-        sent=collections.OrderedDict(clients=tf.constant(1.0), loss_sum=loss_sum,
-                                     count=count),
+        update=collections.OrderedDict(dy=dy, dc=dc),
+        metrics=collections.OrderedDict(clients=tf.constant(1.0), loss_sum=loss_sum,
+                                        count=count),
         state=new_control)
 
-  work_output = client_work.type_signature.result
-
-  @tff.tensorflow.computation(server_state_type, prepare.type_signature.result,
-                              work_output['sent'],
-                              client_state.aggregate_type(aggregation,
-                                                          work_output['aggregated']))
-  def update(state, broadcast, summed, aggregate):
+  @tff.tensorflow.computation(server_state_type, distributor.type_signature.result,
+                              client_work.type_signature.result['metrics'],
+                              rounds.aggregate_type(aggregation, client_work))
+  def finalizer(state, broadcast, summed, aggregate):
     del broadcast  # the server's own
     cohort = summed['clients']
-    dy, dc = aggregate['result']['dy'], aggregate['result']['dc']
+    dy, dc = aggregate['dy'], aggregate['dc']
     mean_dy = dy if averaged else [d / cohort for d in dy]
     sum_dc = [d * cohort for d in dc] if averaged else dc
     new_state = collections.OrderedDict(
-        model=[w + server_learning_rate * d for w, d in zip(state['model'], mean_dy)],
+        weights=[w + server_learning_rate * d for w, d in zip(state['weights'], mean_dy)],
         non_trainable=state['non_trainable'],
         control=[c + d / num_clients for c, d in zip(state['control'], sum_dc)])
-    return new_state, templates.round_metrics(
-        summed['loss_sum'], summed['count'], aggregator=aggregate['measurements'])
+    return new_state, rounds.round_metrics(summed['loss_sum'], summed['count'])
 
-  return client_state.Round(initial_server_state, prepare, client_work, update, aggregation)
+  get_model_weights, set_model_weights = rounds.keras_model_weights(server_state_type)
+  return rounds.Round(initial_server_state, distributor, client_work, aggregation, finalizer,
+                      get_model_weights, set_model_weights)
 
 
 def _check_variates_fit(num_clients: int, parameters: int) -> None:
@@ -131,9 +129,8 @@ def _check_variates_fit(num_clients: int, parameters: int) -> None:
 
 def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients: int,
                   client_learning_rate: float, server_learning_rate: float = 1.0,
-                  runtime: str = 'native', **aggregation
-                  ) -> client_state.ClientStateProcess:
-  """SCAFFOLD with every client's variate kept between rounds (client_state).
+                  **aggregation) -> rounds.RoundProcess:
+  """SCAFFOLD with every client's variate kept between rounds.
 
   Client inputs are (client index in 0..N-1, dataset arguments); the clients'
   state is, per trainable variable, an [N, ...] array of their variates.
@@ -145,27 +142,12 @@ def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients
   round_ = build_round(
       model_fn, dataset_computation, client_learning_rate=client_learning_rate,
       server_learning_rate=server_learning_rate, num_clients=num_clients, **aggregation)
-
-  def get_model_weights(state) -> tff.learning.models.ModelWeights:
-    return tff.learning.models.ModelWeights(
-        trainable=list(state['server']['model']),
-        non_trainable=list(state['server']['non_trainable']))
-
-  def set_model_weights(state, weights: tff.learning.models.ModelWeights):
-    """The state with the server model replaced (the client variates stay)."""
-    return client_state.with_server(state, model=list(weights.trainable),
-                                    non_trainable=list(weights.non_trainable))
-
-  return client_state.ClientStateProcess(
-      round_, [np.zeros((num_clients, *s), np.float32) for s in shapes],
-      get_model_weights=get_model_weights, set_model_weights=set_model_weights,
-      runtime=runtime)
+  return rounds.compose(round_, [np.zeros((num_clients, *s), np.float32) for s in shapes])
 
 
 def build(task, options, training, *, name: str):
-  """SCAFFOLD on any task with a Keras model (client_state keeps the c_i)."""
+  """SCAFFOLD on any task with a Keras model (its round keeps the c_i)."""
   del options  # none
-  api.require(task, name, api.KERAS, api.KERAS_WHY)
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
     raise api.NotApplicable(
         f'--algorithm={name} takes SGD steps at the clients and the server; got '
@@ -176,11 +158,17 @@ def build(task, options, training, *, name: str):
   process = build_process(
       task.model_fn, api.keras_dataset_computation(task), num_clients=len(ids),
       client_learning_rate=training.client_optimizer.learning_rate,
-      server_learning_rate=training.server_optimizer.learning_rate, runtime=training.runtime,
-      aggregation=aggregation, averaged=averaged)
+      server_learning_rate=training.server_optimizer.learning_rate, aggregation=aggregation,
+      averaged=averaged)
   index = {client: k for k, client in enumerate(ids)}
 
   def client_input(client_id: str, seed: int):
     return index[client_id], task.client_arguments(client_id, seed)
 
   return api.Built(process, ids, client_input)
+
+
+registry.register('scaffold', registry.Algorithm(
+    'SCAFFOLD, exact, with client control variates', {'keras': build},
+    aggregators=inner.NAMES, composition_note='its clients correct their steps with '
+    "variates of the model's own update, which a stacked correction would not follow"))

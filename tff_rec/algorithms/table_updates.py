@@ -11,10 +11,11 @@ tables, NeuMF's), as FedAvg does to the rest of the model. A round:
      round's shared basis (scolr: only its local rank's columns of A);
    * svd / topk: the table itself, then compresses its change;
    and sends the change of its dense weights and its table payloads.
-3. Dense changes go through the inner weighted mean (TFF's MeanFactory, secure
-   sum or DP); A's through CoLR's FactorSumFactory around the same inner
-   factory (the mean A times B); SVD and top-k changes through the inner mean,
-   compressed again for the download. Clients weigh by training examples.
+3. The whole update (dense changes and table payloads) goes through one
+   inner weighted mean (TFF's MeanFactory, secure sum or DP), around which
+   CoLR's FactorSumFactory decodes the mean A's (times B); SVD and top-k
+   changes are compressed again for the download. Clients weigh by training
+   examples.
 4. The server optimizer applies the mean update (SGD at 1.0 adds it).
 
 FedSubAvg stacks on it (--stack=fedsubavg): each table row's mean update is
@@ -29,12 +30,14 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import factor_sum
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import declared_tables
 from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
-from tff_rec.algorithms import templates
+from tff_rec.algorithms import registry
+from tff_rec.algorithms import rounds
 from tff_rec.models import mf
 from tff_rec.models import table_model
 from tff_rec.training import functional
@@ -43,14 +46,14 @@ WHY = ("the update forms compress the updates of a model's embedding tables and 
        "task's model declares none")
 
 
-def build_process(model: table_model.TableModel, form: item_updates.UpdateForm, *,
-                  dataset_computation: tff.Computation,
-                  client_optimizer: tff.learning.optimizers.Optimizer,
-                  server_optimizer: tff.learning.optimizers.Optimizer,
-                  aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
-                  seed: int = 0, table_scales=None) -> tff.learning.templates.LearningProcess:
-  """The learning process. Clients pass (local rank (scolr; else ignored), the
-  dataset computation's arguments) to `next`.
+def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
+                dataset_computation: tff.Computation,
+                client_optimizer: tff.learning.optimizers.Optimizer,
+                server_optimizer: tff.learning.optimizers.Optimizer,
+                aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
+                seed: int = 0, table_scales=None) -> rounds.Round:
+  """The round. A client's data: (local rank (scolr; else ignored), the dataset
+  computation's arguments).
 
   table_scales: table name -> a scale per row of its mean update (FedSubAvg).
   """
@@ -66,27 +69,23 @@ def build_process(model: table_model.TableModel, form: item_updates.UpdateForm, 
       raise ValueError(f'table {name} ({initial[name].shape[0]} x '
                        f'{initial[name].shape[1]}): {e}') from None
   widths = collections.OrderedDict((t, initial[t].shape[1]) for t in model.tables)
-  weights_type = tff.types.to_type(collections.OrderedDict(
-      (k, tff.TensorType(np.float32, v.shape)) for k, v in initial.items()))
-  weight_specs = collections.OrderedDict(
-      (k, tf.TensorSpec(v.shape, tf.float32)) for k, v in initial.items())
   dense_floats = sum(v.size for k, v in initial.items() if k not in model.tables)
   table_bytes = {t: item_updates.payload_bytes(form, initial[t].shape[0], widths[t])['up']
                  for t in model.tables}
+  server_init, get_model_weights, set_model_weights = rounds.server_model(
+      initial, server_optimizer, model.keras_view, counts_rounds=True)
 
-  @tff.tensorflow.computation
-  def server_init():
-    weights = collections.OrderedDict((k, tf.constant(v)) for k, v in initial.items())
-    return weights, server_optimizer.initialize(weight_specs), tf.constant(0, tf.int64)
+  @tff.tensorflow.computation(server_init.type_signature.result)
+  def distributor(server):
+    return collections.OrderedDict(weights=server['weights'],
+                                   seed=factor_sum.round_seed(seed, server['round']))
 
-  @tff.tensorflow.computation(weights_type, np.int64)
-  def prepare(weights, round_num):
-    return collections.OrderedDict(weights=weights,
-                                   seed=factor_sum.round_seed(seed, round_num))
+  client_data_type = tff.StructType([('rank', np.int32),
+                                     ('data', dataset_computation.type_signature.parameter)])
 
-  @tff.tensorflow.computation(np.int32, dataset_computation.type_signature.result,
-                              prepare.type_signature.result)
-  def client_update(local_rank, dataset, broadcast):
+  @tff.tensorflow.computation(distributor.type_signature.result, client_data_type)
+  def client_work(broadcast, client_data):
+    local_rank, dataset = client_data['rank'], dataset_computation(client_data['data'])
     dense, tables = table_model.split(broadcast['weights'], model.tables)
     if form.columns:
       bases = factor_sum.round_bases(broadcast['seed'], form.rank, widths)
@@ -124,75 +123,37 @@ def build_process(model: table_model.TableModel, form: item_updates.UpdateForm, 
           (t, item_updates.compress(form, trained[t] - tables[t])) for t in tables)
       up = float(sum(table_bytes.values()))
     return collections.OrderedDict(
-        dense=dense_change, tables=payload, weight=tf.cast(count, tf.float32),
+        update=collections.OrderedDict(dense=dense_change, tables=payload),
+        weight=tf.cast(count, tf.float32),
         metrics=collections.OrderedDict(
             loss_sum=loss_sum, num_examples=count, clients=tf.constant(1, tf.int64),
             bytes_up=tf.cast(up, tf.float64)
             + float(dense_floats * item_updates.BYTES_PER_FLOAT)))
 
-  outputs = client_update.type_signature.result
-  dense_aggregation = aggregator.create(outputs['dense'], tff.TensorType(np.float32))
-  table_aggregation = (
-      factor_sum.FactorSumFactory(form.rank, widths, seed, aggregator) if form.columns
-      else aggregator).create(outputs['tables'], tff.TensorType(np.float32))
-  optimizer_state_type = server_init.type_signature.result[1]
+  aggregation = (factor_sum.FactorSumFactory(form.rank, widths, seed, aggregator)
+                 if form.columns else aggregator)
 
-  @tff.tensorflow.computation(weights_type, optimizer_state_type, np.int64,
-                              dense_aggregation.next.type_signature.result.result.member,
-                              table_aggregation.next.type_signature.result.result.member)
-  def server_update(weights, optimizer_state, round_num, dense_mean, tables_mean):
-    update = collections.OrderedDict(dense_mean)
-    for name, mean in tables_mean.items():
+  def step(weights, sums, mean):
+    update = collections.OrderedDict(mean['dense'])
+    for name, table_mean in mean['tables'].items():
       if not form.columns:  # the server's download is compressed too (the official code)
-        mean = item_updates.compress(form, mean)
+        table_mean = item_updates.compress(form, table_mean)
       if table_scales and name in table_scales:
-        mean *= tf.constant(table_scales[name], tf.float32)[:, None]
-      update[name] = mean
-    negative = collections.OrderedDict((k, -update[k]) for k in weights)
-    optimizer_state, weights = server_optimizer.next(optimizer_state, weights, negative)
-    return weights, optimizer_state, round_num + 1
+        table_mean *= tf.constant(table_scales[name], tf.float32)[:, None]
+      update[name] = table_mean
+    return (collections.OrderedDict((k, -update[k]) for k in weights),
+            rounds.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
+                bytes_up=sums['bytes_up'] / tf.cast(tf.maximum(sums['clients'], 1),
+                                                    tf.float64))))
 
-  @tff.tensorflow.computation(outputs['metrics'])
-  def round_metrics(sums):
-    return templates.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
-        bytes_up=sums['bytes_up'] / tf.cast(tf.maximum(sums['clients'], 1), tf.float64)))
-
-  @tff.federated_computation
-  def initialize():
-    weights, optimizer_state, round_num = tff.federated_eval(server_init, tff.SERVER)
-    return tff.federated_zip(collections.OrderedDict(
-        weights=weights, optimizer=optimizer_state, round=round_num,
-        dense_aggregator=dense_aggregation.initialize(),
-        table_aggregator=table_aggregation.initialize()))
-
-  client_data_type = tff.FederatedType(
-      tff.StructType([('rank', np.int32),
-                      ('data', dataset_computation.type_signature.parameter)]),
-      tff.CLIENTS)
-
-  @tff.federated_computation(initialize.type_signature.result, client_data_type)
-  def next_fn(state, client_data):
-    broadcast = tff.federated_broadcast(tff.federated_map(prepare,
-                                                          (state.weights, state.round)))
-    datasets = tff.federated_map(dataset_computation, client_data.data)
-    sent = tff.federated_map(client_update, (client_data.rank, datasets, broadcast))
-    dense = dense_aggregation.next(state.dense_aggregator, sent.dense, sent.weight)
-    tables = table_aggregation.next(state.table_aggregator, sent.tables, sent.weight)
-    weights, optimizer_state, round_num = tff.federated_map(server_update, (
-        state.weights, state.optimizer, state.round, dense.result, tables.result))
-    metrics = tff.federated_map(round_metrics, tff.federated_sum(sent.metrics))
-    new_state = tff.federated_zip(collections.OrderedDict(
-        weights=weights, optimizer=optimizer_state, round=round_num,
-        dense_aggregator=dense.state, table_aggregator=tables.state))
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
-
-  return templates.learning_process(initialize, next_fn, 'weights', model.keras_view)
+  finalizer = rounds.optimizer_finalizer(server_init, distributor, client_work, aggregation,
+                                         server_optimizer, step)
+  return rounds.Round(server_init, distributor, client_work, aggregation, finalizer,
+                      get_model_weights, set_model_weights)
 
 
 def build(task, options, training, *, name: str):
   """colr, scolr, svd or topk on a task's declared tables (fedmf.Options)."""
-  if fedmf.is_mf(task):  # a matrix factorization: FedMF's round
-    return fedmf.build(task, options, training, name=name)
   model = declared_tables.table_model_of(task, name, WHY)
   if options.item_average != 'cohort':
     raise api.NotApplicable(f'--item_average={options.item_average} applies to the '
@@ -207,13 +168,13 @@ def build(task, options, training, *, name: str):
                     if t in model.tables}
   try:
     local_rank = fedmf.local_ranks(options, name, len(ids), task.config.seed)
-    process = build_process(
+    process = rounds.compose(build_round(
         model, item_updates.UpdateForm(name, options.rank),
         dataset_computation=task.dataset_computation,
         client_optimizer=training.client_optimizer.build(),
         server_optimizer=training.server_optimizer.build(),
         aggregator=training.aggregator.mean(training.clients_per_round),
-        seed=task.config.seed, table_scales=table_scales)
+        seed=task.config.seed, table_scales=table_scales))
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
   index = {c: k for k, c in enumerate(ids)}
@@ -223,3 +184,14 @@ def build(task, options, training, *, name: str):
             task.client_arguments(client_id, seed))
 
   return api.Built(process, ids, client_input)
+
+
+# The update forms: on a matrix factorization's item table FedMF's round runs
+# them; on any other model's declared tables, this module's.
+registry.register_family({
+    'colr': 'CoLR: item update A B, B a shared random basis, A summed',
+    'scolr': 'SCoLR: CoLR with a local rank per client',
+    'svd': 'item update compressed by truncated SVD',
+    'topk': 'item update compressed to its largest entries',
+}, builders={'mf': fedmf.build, 'weight_tables': build, 'keras': build},
+    options=fedmf.Options, aggregators=inner.NAMES, stacks=('fedsubavg',))

@@ -11,6 +11,7 @@ a TFF round, and here custom op libraries and the GPU are visible, which TFF's
 native worker cannot offer.
 """
 
+import collections
 import concurrent.futures
 import dataclasses
 import os
@@ -20,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.algorithms import rounds
 from tff_rec.runtime import tensorflow_runner
 
 
@@ -65,11 +67,16 @@ def map_reduce_form(computation: tff.Computation):
 
 def for_runtime(process, runtime: str):
   """The process as `runtime` runs it: in-process, a tff LearningProcess through
-  its MapReduceForm; other processes (client_state's, MetaUA's driver) were built
-  for their runtime and run as they are."""
-  if runtime == 'inprocess' and isinstance(process, tff.learning.templates.LearningProcess):
+  its MapReduceForm, a rounds.RoundProcess piece by piece (RoundRunner);
+  natively (and on remote workers), as it is."""
+  if runtime != 'inprocess':
+    return process
+  if isinstance(process, tff.learning.templates.LearningProcess):
     return InProcessLearningProcess(process)
-  return process
+  if isinstance(process, rounds.RoundProcess):
+    return rounds.RoundProcess(process.round, process.initial_client_states,
+                               runner=RoundRunner(process.round))
+  raise TypeError(f'no in-process form of {type(process).__name__}')
 
 
 def _shards(items: Sequence[Any], threads: int) -> list[Sequence[Any]]:
@@ -242,3 +249,102 @@ class SummedClients:
       kept[i::self._threads] = [tff.types.type_to_py_container(k[0], self._kept_type)
                                 for k in shard_kept]
     return summed, kept
+
+
+def _plain(aggregator) -> bool:
+  return type(aggregator) is tff.aggregators.SumFactory  # pylint: disable=unidiomatic-typecheck
+
+
+def _aggregation_round(round_: rounds.Round) -> InProcessRound | None:
+  """The round's aggregation alone as a MapReduce round run in-process (TFF's
+  secure sums simulated exactly, DP's clipping and noise as TFF computes them);
+  None for TFF's plain sum, which the clients' chain sums itself."""
+  if _plain(round_.aggregator):
+    return None
+  aggregation = round_.aggregation_process()
+  output = round_.output_type
+
+  @tff.federated_computation
+  def initialize():
+    return aggregation.initialize()
+
+  if round_.weighted:
+    @tff.federated_computation(initialize.type_signature.result, tff.FederatedType(
+        tff.StructType([output[rounds.UPDATE], output[rounds.WEIGHT]]), tff.CLIENTS))
+    def next_fn(state, values):
+      result = aggregation.next(state, values[0], values[1])
+      return result.state, tff.federated_zip((result.result, result.measurements))
+  else:
+    @tff.federated_computation(initialize.type_signature.result,
+                               tff.FederatedType(output[rounds.UPDATE], tff.CLIENTS))
+    def next_fn(state, values):
+      result = aggregation.next(state, values)
+      return result.state, tff.federated_zip((result.result, result.measurements))
+
+  return InProcessRound(initialize, next_fn)
+
+
+def _summed_client_work(round_: rounds.Round) -> tff.Computation:
+  """The round's client work as SummedClients runs it: (client, broadcast) ->
+  (what is summed: the metrics, and the update under a plain sum; what each
+  client returns: its state and report, and its update and weight otherwise).
+  A client is (data, state), or its data."""
+  parameters = round_.client_work.type_signature.parameter
+  broadcast_type, stateful = parameters[0], round_.keeps_client_state
+  client_type = tff.StructType([parameters[1], parameters[2]]) if stateful else parameters[1]
+  summed = (rounds.METRICS, rounds.UPDATE) if _plain(round_.aggregator) else (rounds.METRICS,)
+
+  @tff.tensorflow.computation(client_type, broadcast_type)
+  def work(client, broadcast):
+    output = (round_.client_work(broadcast, client[0], client[1]) if stateful
+              else round_.client_work(broadcast, client))
+    return (collections.OrderedDict((k, output[k]) for k in summed),
+            collections.OrderedDict((k, v) for k, v in output.items() if k not in summed))
+
+  return work
+
+
+class RoundRunner:
+  """A rounds.RoundProcess's round in this process, piece by piece: the
+  distributor and finalizer here, the cohort's client work several clients per
+  TF call (SummedClients), the aggregation as its own MapReduce round."""
+
+  def __init__(self, round_: rounds.Round):
+    run = tensorflow_runner.TensorFlowRunner
+    self._round = round_
+    self._initialize, self._distributor = run(round_.initialize), run(round_.distributor)
+    self._finalizer = None if round_.reports else run(round_.finalizer)
+    self._get, self._set = run(round_.get_model_weights), run(round_.set_model_weights)
+    self._aggregation = _aggregation_round(round_)
+    self._clients = SummedClients(_summed_client_work(round_))
+
+  def initialize(self):
+    return {'server': self._initialize(),
+            'aggregator': self._aggregation.initialize() if self._aggregation else ()}
+
+  def run(self, state, data: Sequence[Any], client_states: Sequence[Any]):
+    broadcast = self._distributor(state['server'])
+    clients = list(zip(data, client_states)) if client_states else list(data)
+    summed, kept = self._clients(broadcast, clients)
+    if self._aggregation:
+      values = [(k[rounds.UPDATE], k[rounds.WEIGHT]) if self._round.weighted
+                else k[rounds.UPDATE] for k in kept]
+      aggregator, (result, measurements) = self._aggregation.next(state['aggregator'], values)
+    else:
+      aggregator, result, measurements = (), summed[rounds.UPDATE], ()
+    if self._round.reports:
+      server, metrics = rounds.finish_with_reports(
+          self._round, state['server'], broadcast, summed[rounds.METRICS], result,
+          measurements, [k[rounds.REPORT] for k in kept])
+    else:
+      server, metrics = self._finalizer([state['server'], broadcast, summed[rounds.METRICS],
+                                         result])
+      metrics = rounds.with_measurements(metrics, measurements)
+    return ({'server': server, 'aggregator': aggregator}, [k.get(rounds.STATE) for k in kept],
+            metrics)
+
+  def get_model_weights(self, server):
+    return self._get(server)
+
+  def set_model_weights(self, server, weights):
+    return self._set([server, weights])

@@ -23,7 +23,7 @@ from tff_rec.training import resources
 ClientInputFn = Callable[[str, int], Any]
 EvaluateFn = Callable[[tff.learning.models.ModelWeights], Mapping[str, float]]
 # Where a round's client training loss is, in every process's metrics (tff.learning's
-# composed layout, which this package's own rounds follow: templates.round_metrics).
+# composed layout, which the project's own round follows: rounds.round_metrics).
 TRAIN_LOSS = 'train/client_work/train/loss'
 
 

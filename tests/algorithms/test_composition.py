@@ -1,0 +1,79 @@
+"""Every registered algorithm, on every task it applies to, with every aggregator
+it declares: the aggregator is in the built process (its measurements in what a
+round reports, TFF's DP query in its state), so no declared setting is a
+label only. What it does not declare, the registry refuses
+(test_registry.py); that a run's metrics show it, test_train.py."""
+
+import dataclasses
+
+import pytest
+import tensorflow_federated as tff
+
+from tasks import goodreads_ranking
+from tasks import movielens_ranking
+from tff_rec.aggregators import inner
+from tff_rec.algorithms import registry
+from tff_rec.algorithms import rounds
+
+# What each aggregator puts in a round's measurements, and in its state.
+SHOWN = {'secure': ('secure_upper_threshold', None), 'dp': ('dp_clip', 'l2_norm_clip')}
+
+
+def _names(type_spec) -> set[str]:
+  """Every field name anywhere in a (federated, nested) TFF type."""
+  if isinstance(type_spec, tff.FederatedType):
+    return _names(type_spec.member)
+  if isinstance(type_spec, tff.StructType):
+    names = set()
+    for name, member in tff.structure.iter_elements(type_spec):
+      names |= {name} | _names(member) if name else _names(member)
+    return names
+  return set()
+
+
+def _shown(process) -> tuple[set[str], set[str]]:
+  """(names in what a round reports of its aggregation, names in the aggregation's state)."""
+  if isinstance(process, rounds.RoundProcess):
+    aggregation = process.round.aggregation_process()
+    return (_names(aggregation.next.type_signature.result.measurements),
+            _names(aggregation.initialize.type_signature.result))
+  return (_names(process.next.type_signature.result.metrics),
+          _names(process.initialize.type_signature.result))
+
+
+def _task(kind: str, ranking_dir, user_items_dir):
+  """A task whose model is of `kind`, small (tables of 100+ rows, so FAIR and the
+  table forms apply): movielens_ranking's MF is a Keras MF too."""
+  if kind == 'weight_tables':
+    return goodreads_ranking.Task(goodreads_ranking.Config(data_dir=str(user_items_dir)))
+  user_state = 'reconstructed' if kind == 'mf:reconstructed' else 'stored'
+  return movielens_ranking.Task(movielens_ranking.Config(
+      data_dir=str(ranking_dir), embedding_dim=4, user_state=user_state))
+
+
+# Each builder of the registry's table (a kind of model) with each aggregator, on a
+# task of that kind; FedMF's round with stored and with reconstructed users.
+@pytest.mark.parametrize('kind', ['keras', 'weight_tables', 'mf:stored', 'mf:reconstructed'])
+def test_every_declared_aggregator_is_in_every_built_process(kind, ranking_dir,
+                                                             user_items_dir):
+  task = _task(kind, ranking_dir, user_items_dir)
+  built = []
+  for name, algorithm in registry.algorithms().items():
+    builder = algorithm.builders.get(kind.split(':')[0])
+    for aggregator in ('secure', 'dp'):
+      if aggregator not in algorithm.aggregators or builder is None:
+        continue
+      training = dataclasses.replace(registry.training(
+          task, name, aggregator=inner.InnerAggregator(aggregator), client_optimizer='sgd',
+          server_optimizer=algorithm.server_optimizer or 'sgd'), runtime='inprocess')
+      try:
+        process = builder(task, algorithm.options(), training, name=name).process
+      except registry.NotApplicable as e:  # DP needs a cohort mean
+        assert 'scolr' in str(e) and aggregator == 'dp', (name, str(e))
+        continue
+      measured, state = _shown(process)
+      in_measurements, in_state = SHOWN[aggregator]
+      assert in_measurements in measured, (kind, name, aggregator)
+      assert in_state is None or in_state in state, (kind, name, aggregator)
+      built.append((name, aggregator))
+  assert len(built) >= {'keras': 30, 'weight_tables': 26}.get(kind, 13), built

@@ -1,0 +1,438 @@
+"""The project's one round: the shape of every algorithm that is not TFF's own
+composed LearningProcess (FAIR and its baselines, the table-update forms,
+FedMF, SCAFFOLD, MetaUA, FedNova).
+
+A Round describes one round as TensorFlow computations, its parts named as
+tff.learning's composer names them:
+
+* initialize: () -> the server state.
+* distributor: server state -> what every client of the round receives.
+* client_work: (broadcast, client data[, client state]) -> an OrderedDict:
+  'update' goes through the aggregator, with 'weight' when the aggregator is
+  weighted; 'metrics' are summed over the cohort (as tff.learning sums its
+  clients' metrics); 'state' is the client's new state, for rounds whose
+  clients keep one between the rounds they join (FedMF's stored user vectors,
+  SCAFFOLD's control variates); 'report' reaches the finalizer client by
+  client, for servers that weigh clients one by one (MetaUA, FedNova).
+* aggregator: a tff.aggregators factory, weighted or unweighted: TFF's mean,
+  secure sum or DP, or a method's factory around one (FAIR's tier recovery,
+  CoLR's factor sum).
+* finalizer: (server state, broadcast, summed metrics, the aggregate) ->
+  (server state, metrics); with reports, a Python function of TensorFlow
+  values that also takes the cohort's reports stacked, run where the round's
+  driver runs.
+* get_model_weights / set_model_weights: the model in the server state
+  (`clients_in_model`: the clients' states are part of it too, e.g. private
+  user rows, under that key).
+
+`compose` makes the process: a tff LearningProcess when no client keeps state
+and no report comes back (a MapReduce round: every runtime runs it), else a
+RoundProcess whose driver keeps every client's state and stacks the reports.
+The round's metrics hold the aggregator's measurements under 'aggregator'
+(TFF's DP and secure-sum factories report theirs), as tff.learning's do.
+"""
+
+import collections
+import dataclasses
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+UPDATE, WEIGHT, METRICS, STATE, REPORT = 'update', 'weight', 'metrics', 'state', 'report'
+Factory = tff.aggregators.WeightedAggregationFactory | tff.aggregators.UnweightedAggregationFactory
+
+
+@dataclasses.dataclass(frozen=True)
+class Round:
+  initialize: tff.Computation
+  distributor: tff.Computation
+  client_work: tff.Computation
+  aggregator: Factory
+  finalizer: tff.Computation | Callable[..., Any]
+  get_model_weights: tff.Computation
+  set_model_weights: tff.Computation
+  clients_in_model: str | None = None
+
+  @property
+  def output_type(self) -> tff.StructType:
+    return self.client_work.type_signature.result
+
+  @property
+  def keeps_client_state(self) -> bool:
+    return STATE in _names(self.output_type)
+
+  @property
+  def reports(self) -> bool:
+    return REPORT in _names(self.output_type)
+
+  @property
+  def weighted(self) -> bool:
+    return isinstance(self.aggregator, tff.aggregators.WeightedAggregationFactory)
+
+  def aggregation_process(self) -> tff.templates.AggregationProcess:
+    return aggregation_process(self.aggregator, self.client_work)
+
+
+def aggregation_process(aggregator: Factory, client_work: tff.Computation
+                        ) -> tff.templates.AggregationProcess:
+  """The aggregator's process for what `client_work` sends (its update, and its
+  weight when the aggregator is weighted)."""
+  output = client_work.type_signature.result
+  if isinstance(aggregator, tff.aggregators.WeightedAggregationFactory):
+    return aggregator.create(output[UPDATE], output[WEIGHT])
+  return aggregator.create(output[UPDATE])
+
+
+def aggregate_type(aggregator: Factory, client_work: tff.Computation):
+  """The type of the aggregate a finalizer takes."""
+  return aggregation_process(aggregator, client_work).next.type_signature.result.result.member
+
+
+def server_model(initial: Mapping[str, np.ndarray], optimizer: tff.learning.optimizers.Optimizer,
+                 view=None, *, counts_rounds: bool = False):
+  """(initialize, get_model_weights, set_model_weights) of a server state that holds
+  model weights (a dict of tensors), its optimizer's state and, `counts_rounds`,
+  the round's number (from 0; optimizer_finalizer advances it): the weights as
+  they are or, with `view` (table_model.KerasView), as the Keras model's
+  ModelWeights."""
+  specs = collections.OrderedDict((k, tf.TensorSpec(v.shape, tf.float32))
+                                  for k, v in initial.items())
+
+  @tff.tensorflow.computation
+  def initialize():
+    weights = collections.OrderedDict((k, tf.constant(v, tf.float32))
+                                      for k, v in initial.items())
+    state = collections.OrderedDict(weights=weights, optimizer=optimizer.initialize(specs))
+    if counts_rounds:
+      state['round'] = tf.constant(0, tf.int64)
+    return state
+
+  state_type = initialize.type_signature.result
+
+  @tff.tensorflow.computation(state_type)
+  def get_model_weights(server):
+    return view.to_model_weights(server['weights']) if view else server['weights']
+
+  @tff.tensorflow.computation(state_type, get_model_weights.type_signature.result)
+  def set_model_weights(server, weights):
+    server = collections.OrderedDict(server)  # pylint: disable=unsubscriptable-object
+    server['weights'] = view.from_model_weights(weights) if view else weights
+    return server
+
+  return initialize, get_model_weights, set_model_weights
+
+
+def optimizer_finalizer(initialize: tff.Computation, distributor: tff.Computation,
+                        client_work: tff.Computation, aggregator: Factory,
+                        optimizer: tff.learning.optimizers.Optimizer, step) -> tff.Computation:
+  """The finalizer of a server_model state: `step(weights, summed metrics, aggregate)
+  -> (pseudo-gradient, metrics)`, then the optimizer's step on the weights."""
+
+  @tff.tensorflow.computation(initialize.type_signature.result,
+                              distributor.type_signature.result,
+                              client_work.type_signature.result[METRICS],
+                              aggregate_type(aggregator, client_work))
+  def finalizer(server, broadcast, sums, aggregate):
+    del broadcast  # the server's own
+    pseudo_gradient, metrics = step(server['weights'], sums, aggregate)
+    server = collections.OrderedDict(server)  # pylint: disable=unsubscriptable-object
+    server['optimizer'], server['weights'] = optimizer.next(
+        server['optimizer'], server['weights'], pseudo_gradient)
+    if 'round' in server:
+      server['round'] += 1
+    return server, metrics
+
+  return finalizer
+
+
+def keras_model_weights(state_type):
+  """(get_model_weights, set_model_weights) of a server state that holds a Keras
+  model's trainable variables under 'weights' and its others under
+  'non_trainable': as the model's ModelWeights, the rest of the state kept."""
+
+  @tff.tensorflow.computation(state_type)
+  def get_model_weights(state):
+    return tff.learning.models.ModelWeights(trainable=state['weights'],
+                                            non_trainable=state['non_trainable'])
+
+  @tff.tensorflow.computation(state_type, get_model_weights.type_signature.result)
+  def set_model_weights(state, weights):
+    state = collections.OrderedDict(state)  # pylint: disable=unsubscriptable-object
+    state['weights'] = weights.trainable
+    state['non_trainable'] = weights.non_trainable
+    return state
+
+  return get_model_weights, set_model_weights
+
+
+def _names(struct_type) -> list[str]:
+  return [name for name, _ in tff.structure.iter_elements(struct_type)]
+
+
+def round_metrics(loss_sum: tf.Tensor, num_examples: tf.Tensor, *, client_work=(),
+                  aggregator=()) -> collections.OrderedDict:
+  """A round's metrics as tff.learning's composed processes lay them out: the
+  clients' mean training loss and example count under client_work/train (with
+  `client_work`'s other entries), what the aggregation moved (bytes) under
+  aggregator, beside the aggregator's measurements."""
+  train = collections.OrderedDict(
+      loss=loss_sum / tf.cast(tf.maximum(num_examples, 1), loss_sum.dtype),
+      num_examples=num_examples)
+  return collections.OrderedDict(
+      client_work=collections.OrderedDict(train=train, **collections.OrderedDict(client_work)),
+      aggregator=collections.OrderedDict(aggregator))
+
+
+def with_measurements(metrics, measurements) -> collections.OrderedDict:
+  """The finalizer's metrics with the aggregator's measurements under 'aggregator'."""
+  metrics = collections.OrderedDict(metrics)
+  aggregator = collections.OrderedDict(metrics.get('aggregator', ()))
+  aggregator.update(collections.OrderedDict(measurements or ()))
+  metrics['aggregator'] = aggregator
+  return metrics
+
+
+def _merge_computation(round_: Round, aggregation: tff.templates.AggregationProcess):
+  finalizer_metrics = round_.finalizer.type_signature.result[1]
+  measurements = aggregation.next.type_signature.result.measurements.member
+
+  @tff.tensorflow.computation(finalizer_metrics, measurements)
+  def merge(metrics, measured):
+    return with_measurements(metrics, measured)
+
+  return merge
+
+
+def _learning_process(round_: Round) -> tff.learning.templates.LearningProcess:
+  """A round without client state or reports, as a tff LearningProcess."""
+  aggregation = round_.aggregation_process()
+  broadcast_type, data_type = round_.client_work.type_signature.parameter
+  merge = _merge_computation(round_, aggregation)
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_zip(collections.OrderedDict(
+        server=tff.federated_eval(round_.initialize, tff.SERVER),
+        aggregator=aggregation.initialize()))
+
+  state_type = initialize.type_signature.result
+
+  @tff.federated_computation(state_type, tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, client_data):
+    broadcast = tff.federated_map(round_.distributor, state.server)
+    outputs = tff.federated_map(round_.client_work, (tff.federated_broadcast(broadcast),
+                                                     client_data))
+    aggregate = (aggregation.next(state.aggregator, outputs[UPDATE], outputs[WEIGHT])
+                 if round_.weighted else aggregation.next(state.aggregator, outputs[UPDATE]))
+    server, metrics = tff.federated_map(round_.finalizer, (
+        state.server, broadcast, tff.federated_sum(outputs[METRICS]), aggregate.result))
+    metrics = tff.federated_map(merge, (metrics, aggregate.measurements))
+    return tff.learning.templates.LearningProcessOutput(
+        tff.federated_zip(collections.OrderedDict(server=server,
+                                                  aggregator=aggregate.state)),
+        metrics)
+
+  @tff.tensorflow.computation(state_type.member)
+  def get_model_weights(state):
+    return round_.get_model_weights(state['server'])
+
+  @tff.tensorflow.computation(state_type.member, get_model_weights.type_signature.result)
+  def set_model_weights(state, weights):
+    state = collections.OrderedDict(state)  # pylint: disable=unsubscriptable-object
+    state['server'] = round_.set_model_weights(state['server'], weights)
+    return state
+
+  return tff.learning.templates.LearningProcess(initialize, next_fn, get_model_weights,
+                                                set_model_weights)
+
+
+State = dict  # {'server': ..., 'aggregator': ..., 'clients': ...}
+
+
+def finish_with_reports(round_: Round, server, broadcast, summed, result, measurements,
+                        reports: list) -> tuple[Any, collections.OrderedDict]:
+  """The finalizer of a round with reports, run by its driver: (server state, metrics)."""
+  stacked = tf.nest.map_structure(lambda *r: np.stack(r), *reports)
+  server, metrics = round_.finalizer(server, broadcast, summed, result, stacked)
+  return server, with_measurements(metrics, measurements)
+
+
+class FederatedRunner:
+  """A RoundProcess's round as one federated computation on the current TFF
+  context (TFF's native runtime, remote workers). Each client's state and
+  report come back with its place in the cohort, because TFF's mergeable
+  context (remote workers) returns CLIENTS-placed results in the order its
+  subrounds finish."""
+
+  def __init__(self, round_: Round):
+    self._round = round_
+    aggregation = round_.aggregation_process()
+    parameters = round_.client_work.type_signature.parameter
+    broadcast_type, data_type = parameters[0], parameters[1]
+    stateful, reports = round_.keeps_client_state, round_.reports
+    elements = [('place', np.int32), ('data', data_type)]
+    input_type = tff.StructType(elements + ([('state', parameters[2])] if stateful else []))
+    per_client = [k for k in (STATE, REPORT) if k in _names(round_.output_type)]
+
+    @tff.tensorflow.computation(broadcast_type, input_type)
+    def placed_work(broadcast, client):
+      output = (round_.client_work(broadcast, client['data'], client['state']) if stateful
+                else round_.client_work(broadcast, client['data']))
+      sent = collections.OrderedDict((k, output[k]) for k in (UPDATE, WEIGHT, METRICS)
+                                     if k in output)
+      sent['kept'] = collections.OrderedDict(place=client['place'],
+                                             **{k: output[k] for k in per_client})
+      return sent
+
+    @tff.federated_computation
+    def initialize():
+      return tff.federated_zip(collections.OrderedDict(
+          server=tff.federated_eval(round_.initialize, tff.SERVER),
+          aggregator=aggregation.initialize()))
+
+    def clients_round(state, clients):
+      broadcast = tff.federated_map(round_.distributor, state.server)
+      outputs = tff.federated_map(placed_work, (tff.federated_broadcast(broadcast), clients))
+      aggregate = (aggregation.next(state.aggregator, outputs[UPDATE], outputs[WEIGHT])
+                   if round_.weighted else aggregation.next(state.aggregator, outputs[UPDATE]))
+      return broadcast, outputs, aggregate
+
+    state_type = initialize.type_signature.result
+    clients_type = tff.FederatedType(input_type, tff.CLIENTS)
+    if reports:  # the finalizer runs in the driver
+      @tff.federated_computation(state_type, clients_type)
+      def next_fn(state, clients):
+        broadcast, outputs, aggregate = clients_round(state, clients)
+        return (aggregate.state, aggregate.result, aggregate.measurements,
+                tff.federated_sum(outputs[METRICS]), broadcast, outputs['kept'])
+    else:
+      merge = _merge_computation(round_, aggregation)
+
+      @tff.federated_computation(state_type, clients_type)
+      def next_fn(state, clients):
+        broadcast, outputs, aggregate = clients_round(state, clients)
+        server, metrics = tff.federated_map(round_.finalizer, (
+            state.server, broadcast, tff.federated_sum(outputs[METRICS]), aggregate.result))
+        new_state = tff.federated_zip(collections.OrderedDict(server=server,
+                                                              aggregator=aggregate.state))
+        return (new_state, outputs['kept'],
+                tff.federated_map(merge, (metrics, aggregate.measurements)))
+
+    self._initialize, self._next = initialize, next_fn
+
+  def initialize(self) -> State:
+    return dict(self._initialize())
+
+  def run(self, state: State, data: Sequence[Any], client_states: Sequence[Any]):
+    """(new {'server', 'aggregator'} state, the clients' new states, metrics)."""
+    clients = [collections.OrderedDict(place=np.int32(i), data=d,
+                                       **({'state': client_states[i]} if client_states else {}))
+               for i, d in enumerate(data)]
+    if self._round.reports:
+      aggregator, result, measurements, summed, broadcast, kept = self._next(state, clients)
+      kept = _in_order(kept)
+      server, metrics = finish_with_reports(self._round, state['server'], broadcast, summed,
+                                            result, measurements, [k[REPORT] for k in kept])
+      new_state = {'server': server, 'aggregator': aggregator}
+    else:
+      new_state, kept, metrics = self._next(state, clients)
+      kept = _in_order(kept)
+    return new_state, [k.get(STATE) for k in kept], metrics
+
+  def get_model_weights(self, server):
+    return self._round.get_model_weights(server)
+
+  def set_model_weights(self, server, weights):
+    return self._round.set_model_weights(server, weights)
+
+
+def _in_order(kept: Sequence[Any]) -> list:
+  ordered = [None] * len(kept)
+  for client in kept:
+    ordered[int(client['place'])] = client
+  return ordered
+
+
+class RoundProcess:
+  """initialize / next / get_model_weights / set_model_weights, like a
+  LearningProcess, of a round whose clients keep state or report one by one.
+
+  The state is {'server': the round's server state, 'aggregator': its
+  aggregation's, 'clients': per leaf of one client's state an [N, ...] array}:
+  plain arrays, so the trainer's checkpoints hold every client's state and a
+  resumed run continues exactly (the cost: N x one client's state of memory
+  where the driver runs). Client inputs are (client index in 0..N-1, its data)
+  with client state, else its data. `runner` runs the round (initialize; run
+  (state, client data, client states) -> (state, new client states, metrics);
+  the model weights of a server state): by default FederatedRunner;
+  runtime.inprocess runs its pieces in this process instead.
+  """
+
+  def __init__(self, round_: Round, initial_client_states=None, *, runner=None):
+    if round_.keeps_client_state == (initial_client_states is None):
+      raise ValueError('a round whose clients keep state needs their initial states, and '
+                       'only such a round takes them')
+    self.round = round_
+    self.initial_client_states = (
+        None if initial_client_states is None
+        else tf.nest.map_structure(lambda a: np.array(a, copy=True), initial_client_states))
+    self._runner = runner or FederatedRunner(round_)
+
+  def initialize(self) -> State:
+    state = self._runner.initialize()
+    if self.initial_client_states is not None:
+      state['clients'] = tf.nest.map_structure(np.copy, self.initial_client_states)
+    return state
+
+  def next(self, state: State, client_inputs: Sequence[Any]
+           ) -> tff.learning.templates.LearningProcessOutput:
+    if not client_inputs:
+      raise ValueError('a round needs at least one client')
+    stateful = self.round.keeps_client_state
+    if stateful:
+      indices = [int(index) for index, _ in client_inputs]
+      if len(set(indices)) != len(indices):
+        raise ValueError(f'a client joins a round once; the cohort repeats one of {indices}')
+      data = [d for _, d in client_inputs]
+      clients = state['clients']
+      states = [tf.nest.map_structure(lambda a, i=i: a[i], clients) for i in indices]
+    else:
+      data, states = list(client_inputs), []
+    new_state, new_states, metrics = self._runner.run(
+        {'server': state['server'], 'aggregator': state['aggregator']}, data, states)
+    new_state = dict(new_state)
+    if stateful:
+      leaves = [np.array(a, copy=True) for a in tf.nest.flatten(clients)]
+      for index, new in zip(indices, new_states):
+        for leaf, value in zip(leaves, tf.nest.flatten(new)):
+          leaf[index] = value
+      new_state['clients'] = tf.nest.pack_sequence_as(clients, leaves)
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+
+  def get_model_weights(self, state: State):
+    weights = self._runner.get_model_weights(state['server'])
+    if self.round.clients_in_model:
+      weights = {**weights, self.round.clients_in_model: state['clients']}
+    return weights
+
+  def set_model_weights(self, state: State, weights) -> State:
+    key = self.round.clients_in_model
+    state = dict(state)
+    if key:
+      state['clients'] = np.asarray(weights[key], np.float32)
+      weights = {k: v for k, v in weights.items() if k != key}
+    state['server'] = self._runner.set_model_weights(state['server'], weights)
+    return state
+
+
+def compose(round_: Round, initial_client_states=None):
+  """The round's process: a tff LearningProcess when no client keeps state and no
+  report comes back, else a RoundProcess."""
+  if round_.keeps_client_state or round_.reports:
+    return RoundProcess(round_, initial_client_states)
+  if initial_client_states is not None:
+    raise ValueError('initial client states given for a round whose clients keep none')
+  return _learning_process(round_)
+
