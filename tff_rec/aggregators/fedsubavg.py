@@ -59,6 +59,14 @@ def corrections(heat: np.ndarray, population: float) -> np.ndarray:
   return np.where(heat > 0, population / np.maximum(heat, 1e-300), 1.0).astype(np.float32)
 
 
+def scale_rows(update: tf.Tensor, scales: np.ndarray) -> tf.Tensor:
+  """FedSubAvg's correction of a table's aggregated update: row m times its N / n_m.
+  The one way every method applies it (this factory on TFF's processes; the
+  project's rounds, whose clients send other payloads, on their update)."""
+  scales = tf.constant(np.asarray(scales, np.float32))
+  return update * tf.reshape(scales, [-1] + [1] * (update.shape.rank - 1))
+
+
 def dispersion(heat: np.ndarray) -> float:
   """max n_m / min n_m over the rows some client touches (the paper's Table 1)."""
   touched = np.asarray(heat)[np.asarray(heat) > 0]
@@ -103,9 +111,8 @@ class FedSubAvgFactory(tff.aggregators.WeightedAggregationFactory):
 
     @tff.tensorflow.computation(value_type)
     def correct(mean):
-      flat = tf.nest.flatten(mean)
-      flat = [v if s is None else v * tf.reshape(tf.constant(s), [-1] + [1] * (v.shape.rank - 1))
-              for v, s in zip(flat, scales)]
+      flat = [v if s is None else scale_rows(v, s)
+              for v, s in zip(tf.nest.flatten(mean), scales)]
       return tf.nest.pack_sequence_as(mean, flat)
 
     @tff.tensorflow.computation(value_type)

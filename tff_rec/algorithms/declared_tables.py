@@ -9,7 +9,6 @@ table_model.from_keras.
 from tff_rec.algorithms import api
 from tff_rec.models import table_model
 
-FUNCTIONAL = ('functional_model', 'dataset_computation', 'client_arguments')
 KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'tables', 'dataset_computation',
                 'client_arguments')
 MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in full

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.aggregators import tier_recovery
 from tff_rec.algorithms import api
@@ -140,7 +141,7 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
     target = collections.OrderedDict((k, target[k]) for k in weights)
     pseudo_gradient = tf.nest.map_structure(tf.subtract, weights, target)
     for name, scale in (table_scales or {}).items():
-      pseudo_gradient[name] *= tf.constant(scale, tf.float32)[:, None]
+      pseudo_gradient[name] = fedsubavg.scale_rows(pseudo_gradient[name], scale)
     moved = tf.reduce_sum(tf.cast(sums['clients'], tf.float64) * tier_bytes)
     return pseudo_gradient, rounds.round_metrics(
         sums['loss_sum'], sums['num_examples'],

@@ -38,6 +38,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import factor_sum
+from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import capacities
@@ -129,14 +130,11 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank,
   if form.columns:
     basis_seed, permutation_seed = factor_sum.round_seeds(seed)
     basis = factor_sum.correlated_basis(basis_seed, form.rank, config.dim)
-    columns = (item_updates.column_mask(permutation_seed, form.rank, local_rank)
-               if form.name == 'scolr' else tf.ones([form.rank]))
-    gradient_scale = math.sqrt(form.rank / config.dim)  # the official code's, see README
+    columns = item_updates.low_rank_columns(form, permutation_seed, local_rank)
 
     def loss(weights, batch):
-      factor = mf.scale_gradient(weights['a'] * columns, gradient_scale)
-      rows = (mf.frequency_scaled_gather(items, batch['item'])
-              + tf.matmul(mf.frequency_scaled_gather(factor, batch['item']), basis))
+      rows = item_updates.low_rank_rows(items, weights['a'], basis, columns, batch['item'],
+                                        gather=mf.frequency_scaled_gather)
       return mf.loss(weights['user'], rows, batch['label'], config.l2)
 
     start = {'user': user, 'a': tf.zeros([config.num_items, form.rank])}
@@ -249,7 +247,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
     mean = (aggregate if averaged
             else aggregate['payload'] / tf.maximum(aggregate['coverage'], 1.0))
     if item_scale is not None:
-      mean *= tf.constant(item_scale, tf.float32)[:, None]
+      mean = fedsubavg.scale_rows(mean, item_scale)
     if form.columns:
       basis_seed, _ = factor_sum.round_seeds(broadcast['seed'])
       update = tf.matmul(mean, factor_sum.correlated_basis(basis_seed, form.rank, config.dim))

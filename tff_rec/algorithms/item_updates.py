@@ -17,8 +17,11 @@ compressions CoLR compares against.
 """
 
 import dataclasses
+import math
 
 import tensorflow as tf
+
+from tff_rec.models import mf
 
 FORMS = ('full', 'colr', 'scolr', 'svd', 'topk')
 LOW_RANK = ('colr', 'scolr')  # the client trains A in W + A B
@@ -54,6 +57,26 @@ def column_mask(seed: tf.Tensor, rank: int, local_rank: tf.Tensor) -> tf.Tensor:
   """[rank] 1.0 for the first `local_rank` columns of a permutation drawn from `seed`."""
   position = tf.argsort(tf.argsort(tf.random.stateless_uniform([rank], seed)))
   return tf.cast(position < local_rank, tf.float32)
+
+
+def low_rank_columns(form: UpdateForm, permutation_seed: tf.Tensor, local_rank: tf.Tensor
+                     ) -> tf.Tensor:
+  """[rank] the columns of A a client trains: scolr's first `local_rank` of the
+  round's permutation; every column for colr."""
+  if form.name == 'scolr':
+    return column_mask(permutation_seed, form.rank, local_rank)
+  return tf.ones([form.rank])
+
+
+def low_rank_rows(table: tf.Tensor, factor: tf.Tensor, basis: tf.Tensor, columns: tf.Tensor,
+                  ids: tf.Tensor, gather=tf.gather) -> tf.Tensor:
+  """CoLR's client side, the one implementation FedMF and the table forms share: the
+  rows `ids` of W + (A * columns) B, W frozen and A (from zero) trained, with A's
+  gradient scaled by sqrt(r / d) as the official code does (see the README).
+  `gather`: how rows are read (FedMF's frequency-scaled gather)."""
+  rank, dim = basis.shape
+  trained = mf.scale_gradient(factor * columns, math.sqrt(rank / dim))
+  return gather(table, ids) + tf.matmul(gather(trained, ids), basis)
 
 
 def svd_compress(matrix: tf.Tensor, rank: int) -> tf.Tensor:

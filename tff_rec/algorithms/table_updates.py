@@ -23,13 +23,13 @@ scaled by N / its heat in examples, as for FAIR.
 """
 
 import collections
-import math
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import factor_sum
+from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import declared_tables
@@ -38,7 +38,6 @@ from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
-from tff_rec.models import mf
 from tff_rec.models import table_model
 from tff_rec.training import functional
 
@@ -89,15 +88,11 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
     dense, tables = table_model.split(broadcast['weights'], model.tables)
     if form.columns:
       bases = factor_sum.round_bases(broadcast['seed'], form.rank, widths)
-      columns = (item_updates.column_mask(factor_sum.round_seeds(broadcast['seed'])[1],
-                                          form.rank, local_rank)
-                 if form.name == 'scolr' else tf.ones([form.rank]))
-      # The official code scales A's gradient by sqrt(r / d) (as fedmf does).
-      gradient_scale = {t: math.sqrt(form.rank / widths[t]) for t in widths}
+      columns = item_updates.low_rank_columns(
+          form, factor_sum.round_seeds(broadcast['seed'])[1], local_rank)
 
       def item_rows(w, name, ids):
-        factor = mf.scale_gradient(w[name] * columns, gradient_scale[name])
-        return tf.gather(tables[name], ids) + tf.matmul(tf.gather(factor, ids), bases[name])
+        return item_updates.low_rank_rows(tables[name], w[name], bases[name], columns, ids)
 
       start = collections.OrderedDict(dense)
       start.update((t, tf.zeros([tables[t].shape[0], form.rank])) for t in tables)
@@ -139,7 +134,7 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
       if not form.columns:  # the server's download is compressed too (the official code)
         table_mean = item_updates.compress(form, table_mean)
       if table_scales and name in table_scales:
-        table_mean *= tf.constant(table_scales[name], tf.float32)[:, None]
+        table_mean = fedsubavg.scale_rows(table_mean, table_scales[name])
       update[name] = table_mean
     return (collections.OrderedDict((k, -update[k]) for k in weights),
             rounds.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
