@@ -117,8 +117,8 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
         def loss(w, batch):
           return model.loss(w, batch, lambda name, ids: forms[name].rows(w[name], ids))
 
-        trained, _, loss_sum, count = functional.train(loss, client_optimizer, weights,
-                                                       dataset)
+        trained, _, loss_sum, count, _ = functional.train(loss, client_optimizer, weights,
+                                                          dataset)
         dense, tables = table_model.split(trained, model.tables)
         update = collections.OrderedDict(
             dense=dense, tiers=tier_recovery.client_payload(tiers, label, tables))

@@ -90,9 +90,8 @@ def _loss(config: FedMFConfig, items: tf.Tensor):
 def reconstruct_user(config: FedMFConfig, items: tf.Tensor, user: tf.Tensor,
                      batches: sliced.Batches) -> tf.Tensor:
   """The user vector fitted to `batches` with the item table frozen."""
-  weights, _, _, _ = functional.train(_loss(config, items), _sgd(config.client_learning_rate),
-                                      {'user': user}, batches)
-  return weights['user']
+  return functional.train(_loss(config, items), _sgd(config.client_learning_rate),
+                          {'user': user}, batches).weights['user']
 
 
 @tf.function
@@ -145,7 +144,7 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank,
       return _loss(config, weights['items'])(weights, batch)
 
     start = {'user': user, 'items': items}
-  trained, _, loss_sum, count = functional.train(
+  trained, _, loss_sum, count, _ = functional.train(
       loss, _sgd(config.client_learning_rate), start, batches)
   update = trained['a'] * columns if form.columns else trained['items'] - items
   if config.item_average == 'touched':  # rows outside the data get exactly zero change

@@ -50,10 +50,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.algorithms import api
-from tff_rec.algorithms import client_loop
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.data import lean
+from tff_rec.training import functional
 
 # Client attributes (the paper's z1..z6), each computed without sending data.
 ATTRIBUTES = ('num_samples', 'local_loss', 'update_norm', 'loss_ratio', 'positive_rate',
@@ -134,7 +134,10 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
           total = output.loss * tf.cast(output.num_examples, tf.float32)
         gradient = [g + tf.convert_to_tensor(d) for g, d in
                     zip(gradient, tape.gradient(total, variables))]
-    steps, train_loss, train_count = client_loop.sgd(model, train, learning_rate)
+    trained = functional.train(model, tff.learning.optimizers.build_sgdm(learning_rate),
+                               weights, train)
+    for variable, value in zip(variables, trained.weights):
+      variable.assign(value)  # the losses after training read the variables
     support_after, query_after = tf.constant(0.0), tf.constant(0.0)
     if evaluates:
       support_after, query_after = loss_sum(support)[0], loss_sum(query)[0]
@@ -142,10 +145,10 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
     before = (support_before + query_before) / all_count
     after = (support_after + query_after) / all_count
     report = collections.OrderedDict(
-        update=[v - w for v, w in zip(variables, weights)], local_loss=before,
-        loss_ratio=after / tf.maximum(before, 1e-12), steps=steps,
-        support_count=support_count, query_count=query_count, train_loss=train_loss,
-        train_count=train_count)
+        update=[t - w for t, w in zip(trained.weights, weights)], local_loss=before,
+        loss_ratio=after / tf.maximum(before, 1e-12), steps=tf.cast(trained.steps, tf.float32),
+        support_count=support_count, query_count=query_count, train_loss=trained.loss_sum,
+        train_count=tf.cast(trained.count, tf.float32))
     return report, gradient
 
   return run()

@@ -26,30 +26,25 @@ import tensorflow_federated as tff
 
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
-from tff_rec.algorithms import client_loop
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
+from tff_rec.training import functional
 
 
 def _local_training(model, dataset, x, server_control, client_control, learning_rate):
   """K corrected SGD steps from x: (dy, dc, new c_i, loss sum, example count)."""
 
-  @tf.function  # one function, so its automatic control dependencies order the
-  def run():    # assignments, the steps and the final reads
-    for variable, value in zip(model.trainable_variables, x):
-      variable.assign(value)
-    steps, loss_sum, count = client_loop.sgd(
-        model, dataset, learning_rate,
-        hook=lambda grads: [g - ci + c for g, c, ci in zip(grads, server_control,
-                                                            client_control)])
-    dy = [v - start for v, start in zip(model.trainable_variables, x)]
-    # c_i+ = c_i - c + (x - y) / (K lr); a client with no step keeps its variate.
-    new_control = [tf.where(steps > 0, ci - c - d / (tf.maximum(steps, 1.0) * learning_rate),
-                            ci) for ci, c, d in zip(client_control, server_control, dy)]
-    dc = [n - ci for n, ci in zip(new_control, client_control)]
-    return dy, dc, new_control, loss_sum, count
-
-  return run()
+  trained = functional.train(
+      model, tff.learning.optimizers.build_sgdm(learning_rate), x, dataset,
+      hook=lambda grads: [g - ci + c for g, c, ci in zip(grads, server_control,
+                                                          client_control)])
+  steps = tf.cast(trained.steps, tf.float32)
+  dy = [y - start for y, start in zip(trained.weights, x)]
+  # c_i+ = c_i - c + (x - y) / (K lr); a client with no step keeps its variate.
+  new_control = [tf.where(steps > 0, ci - c - d / (tf.maximum(steps, 1.0) * learning_rate),
+                          ci) for ci, c, d in zip(client_control, server_control, dy)]
+  dc = [n - ci for n, ci in zip(new_control, client_control)]
+  return dy, dc, new_control, trained.loss_sum, tf.cast(trained.count, tf.float32)
 
 
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],

@@ -105,7 +105,7 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
     def loss(w, batch):
       return model.loss(w, batch, lambda name, ids: item_rows(w, name, ids))
 
-    trained, _, loss_sum, count = functional.train(loss, client_optimizer, start, dataset)
+    trained, _, loss_sum, count, _ = functional.train(loss, client_optimizer, start, dataset)
     dense_change = collections.OrderedDict((k, trained[k] - dense[k]) for k in dense)
     if form.columns:
       payload = collections.OrderedDict(

@@ -70,7 +70,7 @@ class FunctionalEpochs:
     self._state = None
 
   def __call__(self, epoch: int) -> float:
-    self._weights, self._state, loss_sum, count = functional.train(
+    self._weights, self._state, loss_sum, count, _ = functional.train(
         self._loss_fn, self._optimizer, self._weights, self._epoch_dataset(epoch), self._state)
     return float(loss_sum) / max(int(count), 1)
 

@@ -1,11 +1,15 @@
-"""Training a dict of weight tensors with a TFF optimizer: no Keras, no variables.
+"""The client training loop every client work of the project runs: one pass
+of a TFF optimizer over a client's batches, on plain weight tensors.
 
 Clients of FAIR's tiers hold their item tables in different forms; training
-plain tensors lets one loop serve them all (and the centralized baseline),
-with each tier's tensors existing only while its branch runs.
+plain tensors lets one loop serve them all, FedMF's and the table forms'
+clients, the Keras clients of SCAFFOLD, MetaUA and FedNova (their model's
+variables take the weights, then its forward pass is differentiated) and the
+centralized baselines. What differs between algorithms is a hook on the
+gradients (SCAFFOLD's correction) or the optimizer (lazy_adam's rows).
 """
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -13,13 +17,25 @@ import tensorflow_federated as tff
 from tff_rec.data import sliced
 
 LossFn = Callable[[Mapping[str, tf.Tensor], Any], tf.Tensor]
+# What the loop differentiates: a loss of the weights, or a tff.learning model
+# whose trainable variables the weights are (in order).
+Objective = LossFn | tff.learning.models.VariableModel
+# gradients -> the gradients the step takes (e.g. SCAFFOLD's g - c_i + c).
+GradientHook = Callable[[Sequence[tf.Tensor]], Sequence[tf.Tensor]]
 
 
-def train(loss_fn: LossFn, optimizer: tff.learning.optimizers.Optimizer,
-          weights: Mapping[str, tf.Tensor], batches: tf.data.Dataset | sliced.Batches,
-          optimizer_state: Any = None):
-  """One pass over `batches` (a dataset, or sliced.Batches: cheaper per client):
-  (weights, optimizer_state, loss sum, example count).
+class Trained(NamedTuple):
+  weights: Any
+  optimizer_state: Any
+  loss_sum: tf.Tensor  # float32: the sum over examples of each batch's mean loss
+  count: tf.Tensor  # int64 examples
+  steps: tf.Tensor  # int64 batches
+
+
+def train(objective: Objective, optimizer: tff.learning.optimizers.Optimizer,
+          weights, batches: tf.data.Dataset | sliced.Batches,
+          optimizer_state: Any = None, *, hook: GradientHook | None = None) -> Trained:
+  """One pass over `batches` (a dataset, or sliced.Batches: cheaper per client).
 
   The optimizer starts fresh unless `optimizer_state` is given. Sparse
   gradients (embedding lookups) are densified, as tff.learning does, except
@@ -28,30 +44,46 @@ def train(loss_fn: LossFn, optimizer: tff.learning.optimizers.Optimizer,
   if optimizer_state is None:
     optimizer_state = optimizer.initialize(
         tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), weights))
-  return _loop(loss_fn, optimizer, weights, batches, optimizer_state)
+  return Trained(*_loop(objective, optimizer, weights, batches, optimizer_state, hook))
+
+
+def _loss_and_gradients(objective: Objective, weights, batch):
+  if isinstance(objective, tff.learning.models.VariableModel):
+    variables = objective.trainable_variables
+    for variable, value in zip(variables, weights):
+      variable.assign(value)
+    with tf.GradientTape() as tape:
+      loss = objective.forward_pass(batch, training=True).loss
+    return loss, tape.gradient(loss, variables)
+  with tf.GradientTape() as tape:
+    tape.watch(weights)
+    loss = objective(weights, batch)
+  return loss, tape.gradient(loss, weights)
 
 
 @tf.function(reduce_retracing=True)  # autograph: a loop over batches
-def _loop(loss_fn, optimizer, weights, batches, state):
+def _loop(objective, optimizer, weights, batches, state, hook):
   def step(weights, state, loss_sum, count, batch):
-    with tf.GradientTape() as tape:
-      tape.watch(weights)
-      loss = loss_fn(weights, batch)
-    grads = tape.gradient(loss, weights)
+    loss, grads = _loss_and_gradients(objective, weights, batch)
     if not getattr(optimizer, 'takes_indexed_slices', False):  # lazy_adam keeps them
       grads = tf.nest.map_structure(tf.convert_to_tensor, grads)
+    if hook:
+      grads = hook(grads)
     state, weights = optimizer.next(state, weights, grads)
     size = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
     return weights, state, loss_sum + loss * tf.cast(size, tf.float32), count + size
 
   loss_sum = tf.constant(0.0)
   count = tf.constant(0, tf.int64)
+  steps = tf.constant(0, tf.int64)
   if isinstance(batches, sliced.Batches):
     for s in tf.range(batches.steps()):
       weights, state, loss_sum, count = step(weights, state, loss_sum, count, batches.batch(s))
+      steps += 1
   else:
     # iter(): autograph turns a loop over the dataset itself into a slow
     # ReduceDataset op (see baselines.CLIENT_LOOP).
     for batch in iter(batches):
       weights, state, loss_sum, count = step(weights, state, loss_sum, count, batch)
-  return weights, state, loss_sum, count
+      steps += 1
+  return weights, state, loss_sum, count, steps
