@@ -144,9 +144,10 @@ def _table(records: dict[str, dict], algorithms: list[str]) -> str:
       'the last round (a smoke test: too few rounds to compare methods), N/A with the '
       "registry's reason, or FAIL with the error of a cell that should run and did not. "
       'OK diverged: it ran, and its training loss became inf or NaN (seen with the DP '
-      "defaults' noise on 5 clients). A secure or DP cell is OK only if its rounds' "
-      "metrics show the aggregation's effect (the secure sum's bounds, the DP clip and "
-      'noise equal to the settings; kept in its record). Columns: aggregator / runtime, '
+      "defaults' noise on 5 clients, and with FedSubAvg's correction on DCN's tables). "
+      "A secure or DP cell is OK only if its rounds' metrics show the aggregation's "
+      "effect (the secure sum's bounds, the DP clip and noise equal to the settings; kept "
+      'in its record). Columns: aggregator / runtime, '
       'and mean / native with FedSubAvg stacked (--stack=fedsubavg).',
       '']
   for dataset in FLAGS.tasks:
