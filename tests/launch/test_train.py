@@ -68,7 +68,7 @@ def _kill_after_round_2_and_resume(flags, out):
       break
   child.send_signal(signal.SIGKILL)
   child.wait()
-  done = trainer.train(*flags, f'--output_dir={out}')
+  done = trainer.train_here(*flags, f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'resumed from checkpoint at round 3' in done.stdout
 
@@ -106,7 +106,7 @@ def test_inprocess_runtime_trains_to_the_native_numbers(ml100k_dir, tmp_path):
   for runtime, parallel in (('native', []),
                             ('inprocess', ['--threads=1', '--clients_per_call=2'])):
     out = tmp_path / runtime
-    done = trainer.train(*flags, f'--runtime={runtime}', *parallel, f'--output_dir={out}')
+    done = trainer.train_here(*flags, f'--runtime={runtime}', *parallel, f'--output_dir={out}')
     assert done.returncode == 0, done.stderr[-3000:]
     summaries[runtime] = json.loads((out / 'summary.json').read_text())
   for key in ('train/client_work/train/loss', 'test/recall_at_10', 'validation/recall_at_5'):
@@ -138,10 +138,11 @@ def test_goodreads_bad_flags_stop_before_training(flag, message, user_items_dir,
 
 def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_path):
   out = tmp_path / 'out'
-  done = trainer.train('--task=goodreads_ranking', f'--data_dir={user_items_dir}', '--algorithm=fair',
-                '--capacities=1x-2x-4x', '--capacity_assignment=random', '--rounds=2',
-                '--clients_per_round=4', '--eval_every=1', '--batch_size=4', '--factors=4',
-                '--local_epochs=1', '--runtime=inprocess', f'--output_dir={out}')
+  done = trainer.train_here(
+      '--task=goodreads_ranking', f'--data_dir={user_items_dir}', '--algorithm=fair',
+      '--capacities=1x-2x-4x', '--capacity_assignment=random', '--rounds=2',
+      '--clients_per_round=4', '--eval_every=1', '--batch_size=4', '--factors=4',
+      '--local_epochs=1', '--runtime=inprocess', f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'round 2/2' in done.stdout and 'ndcg_at_20' in done.stdout
   summary = json.loads((out / 'summary.json').read_text())
@@ -171,10 +172,11 @@ def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path)
 
 def test_ctr_metaua_trains_with_its_switches_and_reports_meta_metrics(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
-  done = trainer.train('--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=metaua',
-                '--model=dcn', '--rounds=3', '--clients_per_round=6', '--eval_every=3',
-                '--batch_size=8', '--attributes=local_loss,update_norm', '--noclient_weighting',
-                '--meta_loss=client_mean', f'--output_dir={out}')
+  done = trainer.train_here(
+      '--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=metaua',
+      '--model=dcn', '--rounds=3', '--clients_per_round=6', '--eval_every=3',
+      '--batch_size=8', '--attributes=local_loss,update_norm', '--noclient_weighting',
+      '--meta_loss=client_mean', f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((out / 'summary.json').read_text())
   assert 0 <= summary['eval/test_auc'] <= 1
@@ -189,11 +191,12 @@ def test_ctr_metaua_trains_with_its_switches_and_reports_meta_metrics(ml100k_dir
 
 def test_ctr_fedsubavg_reports_rounds_to_target_and_submodel_bytes(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
-  done = trainer.train('--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=fedsubavg',
-                '--model=lr', '--split=random', '--rounds=3', '--clients_per_round=10',
-                '--eval_every=1', '--local_steps=5', '--batch_size=8',
-                '--client_learning_rate=0.5', '--target=eval/train_loss<=0.6925',
-                f'--output_dir={out}')
+  done = trainer.train_here(
+      '--task=movielens_ctr', f'--data_dir={ml100k_dir}', '--algorithm=fedsubavg',
+      '--model=lr', '--split=random', '--rounds=3', '--clients_per_round=10',
+      '--eval_every=1', '--local_steps=5', '--batch_size=8',
+      '--client_learning_rate=0.5', '--target=eval/train_loss<=0.6925',
+      f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((out / 'summary.json').read_text())
   losses = [float(r['eval/train_loss']) for r in _rows(out)]
@@ -224,9 +227,10 @@ CTR_FILE = ['--task=movielens_ctr', '--client_column=user', '--feature_columns=u
 @pytest.mark.parametrize('model', ['lr', 'din'])
 def test_ctr_file_of_ones_own_trains_fedsubavg_on_its_declared_tables(model, tmp_path):
   out = tmp_path / 'out'
-  done = trainer.train(*CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}', '--algorithm=fedsubavg',
-                f'--model={model}', '--rounds=2', '--clients_per_round=4', '--eval_every=1',
-                '--batch_size=4', f'--output_dir={out}')
+  done = trainer.train_here(*CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}',
+                            '--algorithm=fedsubavg', f'--model={model}', '--rounds=2',
+                            '--clients_per_round=4', '--eval_every=1', '--batch_size=4',
+                            f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert '12 clients' in done.stdout and f'model {model}' in done.stdout
   summary = json.loads((out / 'summary.json').read_text())
@@ -258,9 +262,9 @@ def test_ranking_bad_flags_stop_before_training(flags, message, ranking_dir, tmp
 
 def test_ranking_colr_trains_in_process_through_secure_sum(ranking_dir, tmp_path):
   out = tmp_path / 'out'
-  done = trainer.train(*RANKING, f'--data_dir={ranking_dir}', '--algorithm=colr', '--rank=2',
-                '--user_state=reconstructed', '--runtime=inprocess', '--secure_sum_bound=2',
-                f'--output_dir={out}')
+  done = trainer.train_here(*RANKING, f'--data_dir={ranking_dir}', '--algorithm=colr',
+                            '--rank=2', '--user_state=reconstructed', '--runtime=inprocess',
+                            '--secure_sum_bound=2', f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'round 4/4' in done.stdout and 'val hr' in done.stdout
   summary = json.loads((out / 'summary.json').read_text())
@@ -275,7 +279,7 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path, 
   flags = [*RANKING, f'--data_dir={ranking_dir}', '--algorithm=scolr', '--rank=4',
            f'--runtime={runtime}']
   whole = tmp_path / 'whole'
-  done = trainer.train(*flags, f'--output_dir={whole}')
+  done = trainer.train_here(*flags, f'--output_dir={whole}')
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((whole / 'summary.json').read_text())
   cut = tmp_path / 'cut'

@@ -111,12 +111,12 @@ PAPERS = {
 def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_path):
   data_fixture, flags = PAPERS[paper]
   flags = [f'--data_dir={request.getfixturevalue(data_fixture)}', *flags]
-  native = trainer.train(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
+  native = trainer.train_here(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
   assert native.returncode == 0, native.stderr[-3000:]
   busy = [b.cpu_times().user for w in workers for b in w.binaries()]
-  remote = trainer.train(*flags, '--runtime=remote',
-                             f'--workers={",".join(w.address for w in workers)}',
-                             f'--output_dir={tmp_path / "r"}')
+  remote = trainer.train_here(*flags, '--runtime=remote',
+                              f'--workers={",".join(w.address for w in workers)}',
+                              f'--output_dir={tmp_path / "r"}')
   assert remote.returncode == 0, remote.stderr[-3000:]
   expected, got = _summary(tmp_path / 'n'), _summary(tmp_path / 'r')
   compared = [k for k, v in expected.items() if isinstance(v, float)
@@ -135,7 +135,7 @@ def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
   """The dual encoder's FedAvg: killed mid-run, restarted, resumed, it ends with
   the metrics of an uninterrupted run (a native one: the same numbers)."""
   flags = [f'--data_dir={ml100k_dir}', *trainer.FAST]
-  whole = trainer.train(*flags, '--runtime=native', f'--output_dir={tmp_path / "whole"}')
+  whole = trainer.train_here(*flags, '--runtime=native', f'--output_dir={tmp_path / "whole"}')
   assert whole.returncode == 0, whole.stderr[-3000:]
   flags += ['--runtime=remote', f'--workers={",".join(w.address for w in workers)}']
   out = tmp_path / 'out'
@@ -150,7 +150,7 @@ def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
   assert running.returncode == 75, output[-3000:]
   assert f'TFF worker {workers[1].address} stopped answering' in output
   workers[1] = Worker(port=workers[1].port)  # restarted where it was
-  done = trainer.train(*flags, f'--output_dir={out}')
+  done = trainer.train_here(*flags, f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'resumed from checkpoint at round' in done.stdout
   expected, got = _summary(tmp_path / 'whole'), _summary(out)

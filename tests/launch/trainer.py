@@ -1,6 +1,10 @@
 """Running launch.train in tests: as a user does (a process), or its flag
-parsing and main() in this process for refusals."""
+parsing and main() in this process (refusals, and runs whose process does not
+matter: a fresh process per run would import TF and TFF again, about 7 s of a
+core each)."""
 
+import contextlib
+import io
 import subprocess
 import sys
 
@@ -26,6 +30,24 @@ def train(*args, **kwargs) -> subprocess.CompletedProcess:
 def start(*args) -> subprocess.Popen:
   return subprocess.Popen([sys.executable, '-m', 'launch.train', *args], cwd=conftest.REPO,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def train_here(*args) -> subprocess.CompletedProcess:
+  """launch.train's main() on `args` in this process, its output captured:
+  what train() returns, for a run that needs no process of its own (one that is
+  killed, or imports a user's module, does). Every flag is parsed afresh."""
+  stdout, stderr = io.StringIO(), io.StringIO()
+  error = None
+  flags.FLAGS.unparse_flags()
+  try:
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+      launcher.main(flags.FLAGS(['train', *args]))
+  except (flags.Error, app.UsageError, SystemExit) as e:
+    error = f'{e}\n'
+  finally:
+    flags.FLAGS.unparse_flags()
+  return subprocess.CompletedProcess(['launch.train', *args], 0 if error is None else 1,
+                                     stdout.getvalue(), stderr.getvalue() + (error or ''))
 
 
 def refusal(*args) -> str:
