@@ -152,7 +152,7 @@ def test_bad_configs_are_refused():
 
 def _ctr_task(data_dir):
   return movielens_ctr.MovieLensCtr(movielens_ctr.Config(
-      data_dir=str(data_dir), model='dcn', batch_size=8, local_epochs=1))
+      data_dir=str(data_dir), model='lr', batch_size=8, local_epochs=1))
 
 
 def _build(task, name, client=optimizers.OptimizerConfig('sgd', 0.05),

@@ -15,6 +15,9 @@ import pytest
 from tests import conftest
 from tests.launch import trainer
 
+# A remote run that ends with an exception in one of grpc's threads fails.
+pytestmark = pytest.mark.filterwarnings('error::pytest.PytestUnhandledThreadExceptionWarning')
+
 START_TIMEOUT_S = 30
 
 

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import threading
+import time
 from typing import Sequence
 
 import grpc
@@ -27,6 +28,7 @@ import tensorflow_federated as tff
 from tff_rec.runtime import native
 
 WATCH_INTERVAL_S = 0.5
+GRPC_POLL_S = 0.25  # grpc's _poll_connectivity wakes every 0.2 s
 _ADDRESS = re.compile(r'^(?P<host>[^\s:]+|\[[0-9a-fA-F:.]+\]):(?P<port>\d{1,5})$')
 
 
@@ -61,6 +63,7 @@ class RemoteRuntime:
     self._channels: list[grpc.Channel] = []
     self._context = None
     self._closed = threading.Event()
+    self._watchdogs: list[threading.Thread] = []
 
   def install(self) -> 'RemoteRuntime':
     contexts = []
@@ -80,9 +83,11 @@ class RemoteRuntime:
       contexts.append(tff.framework.AsyncExecutionContext(**native.context_arguments(stub)))
     self._context = tff.backends.native.create_mergeable_comp_execution_context(contexts)
     tff.framework.set_default_context(self._context)
-    for address, channel in zip(self._addresses, self._channels):
-      threading.Thread(target=self._watch, args=(address, channel), daemon=True,
-                       name=f'tff-worker-watchdog-{address}').start()
+    self._watchdogs = [threading.Thread(target=self._watch, args=(address, channel),
+                                        daemon=True, name=f'tff-worker-watchdog-{address}')
+                       for address, channel in zip(self._addresses, self._channels)]
+    for watchdog in self._watchdogs:
+      watchdog.start()
     return self
 
   def _check_runs(self, address: str, stub) -> None:
@@ -126,6 +131,13 @@ class RemoteRuntime:
       if tff.framework.get_context_stack().current is self._context:
         native.drop_tff_default_context()
       self._context = None
+    for watchdog in self._watchdogs:
+      watchdog.join(timeout=WATCH_INTERVAL_S * 5)
+    if self._watchdogs:
+      # A watchdog's last check leaves grpc's connectivity poller running up to
+      # GRPC_POLL_S after it: a channel closed under it raises in that thread.
+      time.sleep(GRPC_POLL_S)
+    self._watchdogs = []
     for channel in self._channels:
       channel.close()
     self._channels = []
