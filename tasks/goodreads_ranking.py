@@ -39,8 +39,8 @@ HELD_OUT = ('test', 'validation')
 @dataclasses.dataclass(frozen=True)
 class Config:
   data_dir: str = setting.setting(
-      DEFAULT_DATA_DIR, 'Dataset directory (train.txt and test.txt of user item lists, '
-      'or one time-ordered sequence file).')
+      DEFAULT_DATA_DIR, 'Dataset: the folder of train.txt and test.txt (user item lists), '
+      'or one time-ordered sequence file (the file, or its folder).')
   factors: int = setting.setting(8, 'NeuMF factors.')
   mlp_layers: int = setting.setting(1, 'NeuMF MLP layers.')
   num_negatives: int = setting.setting(

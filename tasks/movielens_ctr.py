@@ -48,8 +48,8 @@ EVAL_BATCH_SIZE = 8192
 @dataclasses.dataclass(frozen=True)
 class Config:
   data_dir: str = setting.setting(
-      DEFAULT_DATA_DIR, 'Dataset directory (MovieLens), or a CTR file of your own (.csv or '
-      '.tsv) with its columns declared.')
+      DEFAULT_DATA_DIR, 'Dataset: MovieLens (the folder or its ratings file), or a CTR file '
+      'of your own (.csv or .tsv) with its columns declared.')
   model: str = setting.setting(
       'lr', "CTR model: FedSubAvg's LR with gender x movie and age x movie crosses, "
       "DCNv2 (MetaUA's), DIN (FedSubAvg's CTR model).", choices=tuple(ctr_models.MODELS))
@@ -114,7 +114,7 @@ def make_config(**values) -> Config:
 def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]:
   """MovieLens as CTR examples, or a CTR file with the declared columns; the model."""
   path = pathlib.Path(config.data_dir)
-  if not path.is_file():
+  if not path.is_file() or path.name in movielens.ratings_file_names():
     return (ctr.make_examples(movielens.load(path), split=config.split,
                               test_fraction=config.resolved_test_fraction,
                               history_length=config.history_length, seed=config.seed),

@@ -40,8 +40,9 @@ CENTRALIZED_SPLITS = ('by_example', 'by_user')
 @dataclasses.dataclass(frozen=True)
 class Config:
   data_dir: str = setting.setting(
-      DEFAULT_DATA_DIR, 'Dataset directory: MovieLens (ml-100k or ml-1m) or one '
-      'time-ordered sequence file *.txt, "uid item item ..." (e.g. Amazon Beauty).')
+      DEFAULT_DATA_DIR, 'Dataset: MovieLens (ml-100k or ml-1m: the folder or its ratings '
+      'file) or one time-ordered sequence file, "uid item item ..." (e.g. Amazon Beauty: '
+      'the file, or its folder).')
   loss: str = setting.setting('global_softmax', "Retrieval loss (global_softmax: the paper's "
                               'best federated).', choices=sorted(losses.RETRIEVAL_LOSSES))
   spreadout_weight: float = setting.setting(

@@ -53,8 +53,9 @@ EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-  data_dir: str = setting.setting(DEFAULT_DATA_DIR,
-                                  'Dataset directory (MovieLens: ml-100k or ml-1m).')
+  data_dir: str = setting.setting(
+      DEFAULT_DATA_DIR, 'Dataset: MovieLens (ml-100k or ml-1m: the folder or its ratings '
+      'file) or one time-ordered sequence file (the file, or its folder).')
   embedding_dim: int = setting.setting(64, 'Embedding dimension.')
   num_negatives: int = setting.setting(
       4, 'Sampled negatives per positive, unseen items redrawn every local epoch.')

@@ -1,6 +1,7 @@
 import hashlib
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests import fixtures
@@ -46,8 +47,18 @@ def test_missing_file_names_it_and_the_expected_set(ml100k_dir):
 def test_directory_without_movielens_files(tmp_path):
   with pytest.raises(tables.DataFormatError, match='not a MovieLens directory.*ratings.dat'):
     movielens.load(tmp_path)
-  with pytest.raises(tables.DataFormatError, match='no such directory'):
+  with pytest.raises(tables.DataFormatError, match='absent: no such file or directory'):
     movielens.load(tmp_path / 'absent')
+  (tmp_path / 'ratings.csv').write_text('1,2,5\n')
+  with pytest.raises(tables.DataFormatError,
+                     match=r'ratings.csv: a file, not MovieLens.* u.data or ratings.dat'):
+    movielens.load(tmp_path / 'ratings.csv')
+
+
+def test_the_ratings_file_stands_for_its_folder(ml100k_dir, ml1m_dir):
+  for folder, ratings in ((ml100k_dir, 'u.data'), (ml1m_dir, 'ratings.dat')):
+    pd.testing.assert_frame_equal(movielens.load(folder / ratings).ratings,
+                                  movielens.load(folder).ratings)
 
 
 def _replace_line(path, index, text):

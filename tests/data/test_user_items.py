@@ -27,6 +27,23 @@ def test_splits_a_sequence_file_chronologically(tmp_path):
   np.testing.assert_array_equal(data.test.of(1), [21])
 
 
+def test_a_file_stands_for_its_folder(tmp_path):
+  pair = fixtures.write_user_items(tmp_path / 'pair', {3: [5, 1], 0: [2]}, {0: [7], 3: [4]})
+  sequence = fixtures.write_user_items(tmp_path / 'sequence', {1: [10, 11, 12], 2: [20, 21]})
+  (sequence / 'notes.md').write_text('not read')
+  for folder, path in ((pair, pair / 'test.txt'), (sequence, sequence / 'sequences.txt')):
+    by_folder, by_file = user_items.load(folder), user_items.load(path)
+    np.testing.assert_array_equal(by_file.user_ids, by_folder.user_ids)
+    np.testing.assert_array_equal(by_file.train.items, by_folder.train.items)
+    np.testing.assert_array_equal(by_file.test.items, by_folder.test.items)
+  (sequence / 'more.txt').write_text('3 1 2\n')  # a folder of two: only the file is clear
+  assert user_items.load(sequence / 'sequences.txt').train.items.tolist() == [10, 11, 20]
+  with pytest.raises(tables.DataFormatError, match=r"found \['more.txt', 'sequences.txt'\]"):
+    user_items.load(sequence)
+  with pytest.raises(tables.DataFormatError, match='absent: .*found no such file or directory'):
+    user_items.load(tmp_path / 'absent')
+
+
 def test_a_user_only_in_test_has_no_train_items(tmp_path):
   root = fixtures.write_user_items(tmp_path, {0: [1]}, {0: [2], 5: [3]})
   data = user_items.load(root)

@@ -52,6 +52,15 @@ def test_heat_counts_the_clients_whose_training_rows_hold_each_movie(lr_task):
                                                 30 / touched.min())
 
 
+def test_movielens_ratings_file_stands_for_its_folder(lr_task, ml100k_dir):
+  by_file = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir / 'u.data'),
+                                                  model='lr', batch_size=8))
+  assert by_file.train_client_ids == lr_task.train_client_ids
+  client = lr_task.train_client_ids[0]
+  for column, values in lr_task.client_examples(client).items():
+    np.testing.assert_array_equal(by_file.client_examples(client)[column], values)
+
+
 def test_padding_rows_have_no_heat(ml100k_dir):
   task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), model='din'))
   assert heat_lib.heat(task, 'clients')[0]['movie'][0] == 0  # the history's padding

@@ -152,6 +152,10 @@ def test_a_sequence_file_gives_each_users_next_items_in_file_order(tmp_path):
   first = task.client_examples(task.train_client_ids[0])  # user 1: items 11, 12, ..., 16
   np.testing.assert_array_equal(first['label'], [3, 4, 5, 6, 7])
   np.testing.assert_array_equal(first['context'][1][:3], [2, 3, 0])
+  by_file = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(root / 'sequences.txt'),
+                                                       batch_size=2))
+  np.testing.assert_array_equal(by_file.client_examples(task.train_client_ids[0])['label'],
+                                first['label'])
 
 
 def test_a_directory_that_is_neither_names_both_formats(tmp_path):

@@ -63,6 +63,9 @@ def test_sequence_files_work_with_no_code_change(tmp_path):
   sequences[13] = np.array([1, 2, 3])  # too short: skipped and counted
   task = _task(fixtures.write_user_items(tmp_path / 'beauty', sequences))
   assert len(task.data.user_ids) == 12 and task.data.skipped_users == 1
+  by_file = _task(tmp_path / 'beauty' / 'sequences.txt').data  # the file, not its folder
+  np.testing.assert_array_equal(by_file.train.items, task.data.train.items)
+  np.testing.assert_array_equal(by_file.negatives['test'], task.data.negatives['test'])
   assert 'users with < 20 items skipped' in task.describe()
 
 

@@ -95,14 +95,25 @@ _FORMATS = {
 }
 
 
+def ratings_file_names() -> tuple[str, ...]:
+  """The ratings file of each MovieLens release (u.data, ratings.dat)."""
+  return tuple(files[0].name for files in _FORMATS.values())
+
+
 def load(data_dir: str | pathlib.Path) -> MovieLens:
-  """Reads MovieLens 100K or 1M from `data_dir`, whichever files it holds."""
+  """Reads MovieLens 100K or 1M from `data_dir` (the folder, or its ratings
+  file), whichever files it holds."""
   root = pathlib.Path(data_dir)
+  if root.is_file() and root.name in ratings_file_names():
+    root = root.parent
   for dataset, files in _FORMATS.items():
     if (root / files[0].name).is_file():
       return _load(root, dataset, files)
+  if root.is_file():
+    raise tables.DataFormatError(f'{root}: a file, not MovieLens; expected a MovieLens '
+                                 f'100K or 1M directory or its {" or ".join(ratings_file_names())}')
   if not root.is_dir():
-    raise tables.DataFormatError(f'{root}: no such directory; expected a '
+    raise tables.DataFormatError(f'{root}: no such file or directory; expected a '
                                  'MovieLens 100K or 1M directory')
   raise tables.DataFormatError(
       f'{root}: not a MovieLens directory; expected ' + ' or '.join(

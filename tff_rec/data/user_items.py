@@ -19,9 +19,11 @@ import pathlib
 
 import numpy as np
 
+from tff_rec.data import movielens
 from tff_rec.data import tables
 
 EXPECTED = 'one line per user: "uid item item ..." (space-separated integers)'
+PAIR = ('train.txt', 'test.txt')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +80,11 @@ def read_lines(path: pathlib.Path) -> dict[int, np.ndarray]:
 
 
 def single_sequence_file(data_dir: str | pathlib.Path) -> pathlib.Path | None:
-  """The one *.txt of a directory with no MovieLens u.data: a sequence file."""
+  """The sequence file `data_dir` names (any file but MovieLens' own ratings
+  files), or the one *.txt of a directory with no MovieLens u.data."""
   root = pathlib.Path(data_dir)
+  if root.is_file():
+    return None if root.name in movielens.ratings_file_names() else root
   candidates = sorted(root.glob('*.txt')) if root.is_dir() else []
   return candidates[0] if len(candidates) == 1 and not (root / 'u.data').exists() else None
 
@@ -96,20 +101,26 @@ def split_sequences(sequences: dict[int, np.ndarray], test_fraction: float
 
 
 def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3) -> UserItems:
-  """The train.txt/test.txt pair of `data_dir`, or its single sequence file split."""
+  """The train.txt/test.txt pair of `data_dir` (the folder, or either file of
+  the pair), or its sequence file (the file, or the folder's one *.txt) split."""
   if not 0 < test_fraction < 1:
     raise ValueError(f'test_fraction must be in (0, 1), got {test_fraction}')
   root = pathlib.Path(data_dir)
-  if (root / 'train.txt').is_file():
-    tables.require_files(root, ['train.txt', 'test.txt'], dataset='user-items')
-    train, test = read_lines(root / 'train.txt'), read_lines(root / 'test.txt')
+  if root.is_file() and root.name in PAIR:
+    root = root.parent
+  if (root / PAIR[0]).is_file():
+    tables.require_files(root, list(PAIR), dataset='user-items')
+    train, test = (read_lines(root / name) for name in PAIR)
   else:
-    candidates = sorted(root.glob('*.txt')) if root.is_dir() else []
-    if len(candidates) != 1:
+    sequence = single_sequence_file(root)
+    if sequence is None:
+      found = ([c.name for c in sorted(root.glob('*.txt'))] if root.is_dir() else
+               'a file' if root.exists() else 'no such file or directory')
       raise tables.DataFormatError(
-          f'{root}: expected train.txt and test.txt, or exactly one sequence '
-          f'file *.txt (found {[c.name for c in candidates]}); each with {EXPECTED}.')
-    train, test = split_sequences(read_lines(candidates[0]), test_fraction)
+          f'{root}: expected train.txt and test.txt, or one sequence file (the file '
+          f'itself, or a folder with exactly one *.txt; found {found}); each with '
+          f'{EXPECTED}.')
+    train, test = split_sequences(read_lines(sequence), test_fraction)
   user_ids = np.array(sorted(set(train) | set(test)), np.int64)
   empty = np.zeros(0, np.int64)
   train_lists = [train.get(int(u), empty) for u in user_ids]
