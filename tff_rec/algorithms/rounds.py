@@ -205,34 +205,49 @@ def _merge_computation(round_: Round, aggregation: tff.templates.AggregationProc
   return merge
 
 
-def _learning_process(round_: Round) -> tff.learning.templates.LearningProcess:
-  """A round without client state or reports, as a tff LearningProcess."""
-  aggregation = round_.aggregation_process()
-  broadcast_type, data_type = round_.client_work.type_signature.parameter
-  merge = _merge_computation(round_, aggregation)
-
+def _federated_initialize(round_: Round, aggregation: tff.templates.AggregationProcess):
   @tff.federated_computation
   def initialize():
     return tff.federated_zip(collections.OrderedDict(
         server=tff.federated_eval(round_.initialize, tff.SERVER),
         aggregator=aggregation.initialize()))
 
+  return initialize
+
+
+def _clients_round(round_: Round, aggregation: tff.templates.AggregationProcess, work,
+                   state, client_data):
+  """Inside a federated computation: (broadcast, the clients' outputs of `work`,
+  the aggregation's output)."""
+  broadcast = tff.federated_map(round_.distributor, state.server)
+  outputs = tff.federated_map(work, (tff.federated_broadcast(broadcast), client_data))
+  aggregate = (aggregation.next(state.aggregator, outputs[UPDATE], outputs[WEIGHT])
+               if round_.weighted else aggregation.next(state.aggregator, outputs[UPDATE]))
+  return broadcast, outputs, aggregate
+
+
+def _finalized(round_: Round, merge: tff.Computation, state, broadcast, outputs, aggregate):
+  """Inside a federated computation: (the new state, the round's metrics)."""
+  server, metrics = tff.federated_map(round_.finalizer, (
+      state.server, broadcast, tff.federated_sum(outputs[METRICS]), aggregate.result))
+  return (tff.federated_zip(collections.OrderedDict(server=server, aggregator=aggregate.state)),
+          tff.federated_map(merge, (metrics, aggregate.measurements)))
+
+
+def _learning_process(round_: Round) -> tff.learning.templates.LearningProcess:
+  """A round without client state or reports, as a tff LearningProcess."""
+  aggregation = round_.aggregation_process()
+  data_type = round_.client_work.type_signature.parameter[1]
+  merge = _merge_computation(round_, aggregation)
+  initialize = _federated_initialize(round_, aggregation)
   state_type = initialize.type_signature.result
 
   @tff.federated_computation(state_type, tff.FederatedType(data_type, tff.CLIENTS))
   def next_fn(state, client_data):
-    broadcast = tff.federated_map(round_.distributor, state.server)
-    outputs = tff.federated_map(round_.client_work, (tff.federated_broadcast(broadcast),
-                                                     client_data))
-    aggregate = (aggregation.next(state.aggregator, outputs[UPDATE], outputs[WEIGHT])
-                 if round_.weighted else aggregation.next(state.aggregator, outputs[UPDATE]))
-    server, metrics = tff.federated_map(round_.finalizer, (
-        state.server, broadcast, tff.federated_sum(outputs[METRICS]), aggregate.result))
-    metrics = tff.federated_map(merge, (metrics, aggregate.measurements))
+    broadcast, outputs, aggregate = _clients_round(round_, aggregation, round_.client_work,
+                                                   state, client_data)
     return tff.learning.templates.LearningProcessOutput(
-        tff.federated_zip(collections.OrderedDict(server=server,
-                                                  aggregator=aggregate.state)),
-        metrics)
+        *_finalized(round_, merge, state, broadcast, outputs, aggregate))
 
   @tff.tensorflow.computation(state_type.member)
   def get_model_weights(state):
@@ -286,25 +301,14 @@ class FederatedRunner:
                                              **{k: output[k] for k in per_client})
       return sent
 
-    @tff.federated_computation
-    def initialize():
-      return tff.federated_zip(collections.OrderedDict(
-          server=tff.federated_eval(round_.initialize, tff.SERVER),
-          aggregator=aggregation.initialize()))
-
-    def clients_round(state, clients):
-      broadcast = tff.federated_map(round_.distributor, state.server)
-      outputs = tff.federated_map(placed_work, (tff.federated_broadcast(broadcast), clients))
-      aggregate = (aggregation.next(state.aggregator, outputs[UPDATE], outputs[WEIGHT])
-                   if round_.weighted else aggregation.next(state.aggregator, outputs[UPDATE]))
-      return broadcast, outputs, aggregate
-
+    initialize = _federated_initialize(round_, aggregation)
     state_type = initialize.type_signature.result
     clients_type = tff.FederatedType(input_type, tff.CLIENTS)
     if reports:  # the finalizer runs in the driver
       @tff.federated_computation(state_type, clients_type)
       def next_fn(state, clients):
-        broadcast, outputs, aggregate = clients_round(state, clients)
+        broadcast, outputs, aggregate = _clients_round(round_, aggregation, placed_work,
+                                                       state, clients)
         return (aggregate.state, aggregate.result, aggregate.measurements,
                 tff.federated_sum(outputs[METRICS]), broadcast, outputs['kept'])
     else:
@@ -312,13 +316,10 @@ class FederatedRunner:
 
       @tff.federated_computation(state_type, clients_type)
       def next_fn(state, clients):
-        broadcast, outputs, aggregate = clients_round(state, clients)
-        server, metrics = tff.federated_map(round_.finalizer, (
-            state.server, broadcast, tff.federated_sum(outputs[METRICS]), aggregate.result))
-        new_state = tff.federated_zip(collections.OrderedDict(server=server,
-                                                              aggregator=aggregate.state))
-        return (new_state, outputs['kept'],
-                tff.federated_map(merge, (metrics, aggregate.measurements)))
+        broadcast, outputs, aggregate = _clients_round(round_, aggregation, placed_work,
+                                                       state, clients)
+        new_state, metrics = _finalized(round_, merge, state, broadcast, outputs, aggregate)
+        return new_state, outputs['kept'], metrics
 
     self._initialize, self._next = initialize, next_fn
 
