@@ -182,11 +182,10 @@ def _client_batches(task, client: str, seed: int) -> list:
   """A client's training batches of a Keras task (click models, next item), built
   as its dataset computation builds them."""
   arguments = task.client_arguments(client, seed)
-  if hasattr(task, 'preprocess'):  # next item: (context, label, seed)
-    context, label, seed = arguments
-    return list(task.preprocess(tf.data.Dataset.from_tensor_slices(
-        {'context': context, 'label': label}), seed=seed))
-  examples, seed = arguments  # click models
+  if len(arguments) == 3:  # next item: (context, label, seed)
+    examples = {'context': arguments[0], 'label': arguments[1]}
+  else:  # click models: (examples, seed)
+    examples = arguments[0]
   return list(task.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed))
 
 
@@ -362,7 +361,7 @@ def bench_round() -> str:
   # one tf.function with a plain SGD step (no TFF, no per-client reset).
   model = task.keras_model()
   loss_fn, optimizer = task.loss(), tf.keras.optimizers.SGD(0.1)
-  datasets = [[task.preprocess(tf.data.Dataset.from_tensor_slices(
+  datasets = [[task.batches(tf.data.Dataset.from_tensor_slices(
       {'context': c, 'label': l}), seed=s) for c, l, s in cohort] for cohort in cohorts]
 
   @tf.function

@@ -2,8 +2,9 @@
 
 A task's clients hold example dicts of int32 feature arrays (its input_spec's
 features) and a float 'label'; the model gives one logit per example. Shared
-by the CTR and the ranking tasks, which supply `keras_model()`, `input_spec`
-and `batches(dataset, seed=)` (their shuffling and epochs).
+by the CTR and the ranking tasks, which supply `keras_model()`, `input_spec`,
+`batch_plan` (their batching, shuffling and epochs) and `client_arguments`
+(a client's (examples, seed) in a round).
 """
 
 import collections
@@ -14,6 +15,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.data import lean
+from tff_rec.data import sliced
 
 
 class ClickModel:
@@ -40,8 +42,19 @@ class ClickModel:
 
     return build
 
-  def one_pass(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """Example dicts -> (features, label [B, 1]) batches, in order."""
-    return dataset.batch(self.config.batch_size).map(
-        lambda batch: (collections.OrderedDict((k, v) for k, v in batch.items()
-                                               if k != 'label'), batch['label'][:, None]))
+  @staticmethod
+  def model_input(examples):
+    """Example dicts (a batch, or a client's numpy arrays) -> Keras's
+    (features, label [n, 1])."""
+    return (collections.OrderedDict((k, v) for k, v in examples.items() if k != 'label'),
+            examples['label'][:, None])
+
+  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
+    """Training batches of example dicts, shuffled by TF (tff.learning's clients)."""
+    return self.batch_plan.dataset(dataset, seed).map(self.model_input)
+
+  def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
+    """The client's training batches in a round, shuffled by numpy from `seed`
+    (the project's clients)."""
+    examples, _ = self.client_arguments(client_id, seed)
+    return self.batch_plan.batches(self.model_input(examples), seed)

@@ -23,6 +23,7 @@ import tensorflow_federated as tff
 from tasks import setting
 from tff_rec import metrics
 from tff_rec.data import implicit
+from tff_rec.data import sliced
 from tff_rec.data import user_items
 from tff_rec.models import neumf
 from tff_rec.models import table_model
@@ -220,11 +221,22 @@ class GoodreadsRanking:
                                    positive=positives, negatives=negatives,
                                    label=np.ones(len(positives), np.float32))
 
-  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
-    return self.one_pass(dataset.shuffle(1 << 16, seed=seed).repeat(self.config.local_epochs))
+  @staticmethod
+  def model_input(examples):
+    return _with_label(examples)
 
-  def one_pass(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-    return dataset.batch(self.config.batch_size).map(_with_label)
+  @property
+  def batch_plan(self) -> sliced.Plan:
+    return sliced.Plan(self.config.batch_size, self.config.local_epochs)
+
+  def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
+    """`keras_dataset_computation`'s batches, as numpy (the project's clients)."""
+    user, positives, negatives = self.client_arguments(client_id, seed)
+    batches = implicit.epoch_batches(collections.OrderedDict(
+        user=np.full(len(positives), user, np.int32), positive=positives,
+        negatives=negatives), self.config.local_epochs, self.config.batch_size)
+    return tf.nest.map_structure(np.asarray,
+                                 batches._replace(columns=_with_label(batches.columns)))
 
   def triples_dataset(self, users, positives, negatives) -> tf.data.Dataset:
     """Batches of (user, positive, negatives) triples, in order."""

@@ -34,6 +34,7 @@ from tff_rec.aggregators import fedsubavg
 from tff_rec.data import ctr
 from tff_rec.data import ctr_file
 from tff_rec.data import movielens
+from tff_rec.data import sliced
 from tff_rec.models import ctr as ctr_models
 from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
@@ -234,11 +235,11 @@ class MovieLensCtr(click_model.ClickModel):
     """(examples, seed): what `dataset_computation` needs for one client."""
     return self.client_examples(client_id), np.int64(seed)
 
-  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
-    """Training batches of example dicts: shuffled, E epochs, at most I steps."""
+  @property
+  def batch_plan(self) -> sliced.Plan:
+    """Training batches: shuffled, E epochs, at most I steps."""
     c = self.config
-    dataset = self.one_pass(dataset.shuffle(1 << 16, seed=seed).repeat(c.local_epochs))
-    return dataset.take(c.local_steps) if c.local_steps else dataset
+    return sliced.Plan(c.batch_size, c.local_epochs, c.local_steps)
 
   # Evaluation --------------------------------------------------------------
 

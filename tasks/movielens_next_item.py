@@ -20,6 +20,7 @@ from tff_rec import losses
 from tff_rec import metrics
 from tff_rec.data import lean
 from tff_rec.data import movielens
+from tff_rec.data import sliced
 from tff_rec.data import next_item
 from tff_rec.data import tables
 from tff_rec.data import user_items
@@ -181,8 +182,7 @@ class MovieLensNextItem:
 
   def client_dataset(self, client_id: str, seed: int) -> tf.data.Dataset:
     """One training client's examples: shuffled, E epochs, full batches only."""
-    return self.preprocess(self.train_data.create_tf_dataset_for_client(client_id),
-                           seed=seed)
+    return self.batches(self.train_data.create_tf_dataset_for_client(client_id), seed=seed)
 
   @functools.cached_property
   def tables(self) -> tuple[tables_lib.Table, ...]:
@@ -209,12 +209,22 @@ class MovieLensNextItem:
     return collections.OrderedDict(context=self.examples.context[rows],
                                    label=self.examples.label[rows])
 
-  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
-    return self.preprocess(dataset, seed=seed)
+  model_input = staticmethod(_to_xy)
 
-  def one_pass(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """Example dicts -> (features, label) batches, in order, the last one partial."""
-    return dataset.batch(self.config.batch_size).map(_to_xy)
+  @property
+  def batch_plan(self) -> sliced.Plan:
+    c = self.config
+    return sliced.Plan(c.batch_size, c.local_epochs, drop_remainder=c.drop_remainder,
+                       buffer=c.shuffle_buffer)
+
+  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
+    """Training batches of example dicts, shuffled by TF (tff.learning's clients)."""
+    return self.batch_plan.dataset(dataset, seed).map(_to_xy)
+
+  def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
+    """The client's training batches in a round, shuffled by numpy from `seed`
+    (the project's clients)."""
+    return self.batch_plan.batches(_to_xy(self.client_examples(client_id)), seed)
 
   @functools.cached_property
   def _train_rows(self) -> dict[str, tuple[int, int]]:
@@ -244,17 +254,9 @@ class MovieLensNextItem:
                                 tff.TensorType(np.int32, [None]), np.int64)
     def build(context, label, seed):
       examples = {'context': context, 'label': label}
-      return lean.lean(self.preprocess(tf.data.Dataset.from_tensor_slices(examples),
-                                       seed=seed))
+      return lean.lean(self.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed))
 
     return build
-
-  def preprocess(self, dataset: tf.data.Dataset, *, seed: int) -> tf.data.Dataset:
-    c = self.config
-    return (dataset.shuffle(c.shuffle_buffer, seed=seed)
-            .repeat(c.local_epochs)
-            .batch(c.batch_size, drop_remainder=c.drop_remainder)
-            .map(_to_xy))
 
   def evaluation_dataset(self, examples: next_item.Examples) -> tf.data.Dataset:
     return (tf.data.Dataset.from_tensor_slices(examples)

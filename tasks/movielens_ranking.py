@@ -38,6 +38,7 @@ from tff_rec import metrics
 from tff_rec.data import implicit
 from tff_rec.data import leave_one_out
 from tff_rec.data import movielens
+from tff_rec.data import sliced
 from tff_rec.data import tables
 from tff_rec.data import user_items
 from tff_rec.models import mf
@@ -220,8 +221,9 @@ class MovieLensRanking(click_model.ClickModel):
     """(examples with the round's negatives, seed): what `dataset_computation` needs."""
     return self.client_examples(client_id, seed), np.int64(seed)
 
-  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
-    return self.one_pass(dataset.shuffle(1 << 16, seed=seed).repeat(self.config.local_epochs))
+  @property
+  def batch_plan(self) -> sliced.Plan:
+    return sliced.Plan(self.config.batch_size, self.config.local_epochs)
 
   # The rows of each table each client's data index (its positives; its own user
   # row), for feature heat.

@@ -9,6 +9,7 @@ import tensorflow_federated as tff
 
 from tff_rec.algorithms import api
 from tff_rec.algorithms import scaffold
+from tff_rec.data import sliced
 from tff_rec.runtime import inprocess
 
 ROWS = [np.array([0, 1]), np.array([1]), np.array([1]), np.array([0]), np.array([1])]
@@ -24,11 +25,13 @@ def _model_fn():
       input_spec=(tf.TensorSpec([None], tf.int32), tf.TensorSpec([None, 1], tf.float32)))
 
 
-@tff.tensorflow.computation(tff.TensorType(np.int32, [None]))
-def _dataset(rows):
+def _batches(rows):
   """The client's rows, one batch, STEPS times: each step's loss is sum of w_r^2."""
-  zeros = tf.zeros([tf.shape(rows)[0], 1])
-  return tf.data.Dataset.from_tensor_slices((rows, zeros)).batch(2).repeat(STEPS)
+  columns = (rows.astype(np.int32), np.zeros([len(rows), 1], np.float32))
+  return sliced.Batches(columns, np.zeros(STEPS, np.int32), np.full(STEPS, len(rows), np.int32))
+
+
+BATCHES = sliced.tff_type(_batches(ROWS[0]))
 
 
 def _reference(cohorts):
@@ -63,11 +66,11 @@ DP = dict(aggregation=tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixe
 def test_rounds_match_the_reference(tff_runtime, runtime, aggregation):
   cohorts = [[0, 1, 2], [0, 3, 4], [1, 3, 0]]
   process = inprocess.for_runtime(scaffold.build_process(
-      _model_fn, _dataset, num_clients=len(ROWS), client_learning_rate=LR,
+      _model_fn, BATCHES, num_clients=len(ROWS), client_learning_rate=LR,
       server_learning_rate=SERVER_LR, **aggregation), runtime)
   state = process.initialize()
   for cohort in cohorts:
-    output = process.next(state, [(i, ROWS[i].astype(np.int32)) for i in cohort])
+    output = process.next(state, [(i, _batches(ROWS[i])) for i in cohort])
     state = output.state
   x, c, controls = _reference(cohorts)
   np.testing.assert_allclose(process.get_model_weights(state).trainable[0][:, 0], x, rtol=1e-5)
@@ -83,4 +86,4 @@ def test_variates_beyond_half_the_memory_are_refused_before_allocating():
     parameters = sum(int(np.prod(v.shape)) for v in _model_fn().trainable_variables)
   clients = int(memory / 4 / parameters)  # variates of about the whole memory
   with pytest.raises(api.NotApplicable, match=rf'{clients} clients x {parameters} parameters'):
-    scaffold.build_process(_model_fn, _dataset, num_clients=clients, client_learning_rate=0.1)
+    scaffold.build_process(_model_fn, BATCHES, num_clients=clients, client_learning_rate=0.1)

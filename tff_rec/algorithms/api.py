@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from tff_rec.aggregators import inner
+from tff_rec.data import sliced
 from tff_rec.models import tables
 from tff_rec.training import optimizers
 
@@ -69,6 +70,9 @@ def require(task, name: str, attributes: tuple[str, ...], why: str) -> None:
 MF = ('initial_items', 'initial_users', 'client_rows', 'mf_dataset_computation', 'user_index')
 WEIGHT_TABLES = ('functional_model', 'dataset_computation', 'client_arguments')
 KERAS = ('model_fn', 'dataset_computation', 'client_arguments')
+# A Keras task's batches for the project's clients: sliced.Batches shuffled by
+# numpy (client_batches), described by the same plan as its datasets (batch_plan).
+KERAS_BATCHES = ('model_fn', 'client_batches', 'batch_plan')
 MODEL_KINDS = {
     'mf': (MF, 'a matrix factorization whose user vectors stay on their clients'),
     'weight_tables': (WEIGHT_TABLES, 'a model of named weight tables (NeuMF)'),
@@ -90,6 +94,11 @@ def table_of_variable(task) -> list[str | None] | None:
     return None
   per_variable = tables.variable_tables(task.keras_model(), task.tables)
   return per_variable if any(per_variable) else None
+
+
+def batches_type(task):
+  """The TFF type of the task's `client_batches`."""
+  return sliced.tff_type(task.client_batches(task.train_client_ids[0], 0))
 
 
 def keras_dataset_computation(task):

@@ -52,7 +52,7 @@ import tensorflow_federated as tff
 from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
-from tff_rec.data import lean
+from tff_rec.data import sliced
 from tff_rec.training import functional
 
 # Client attributes (the paper's z1..z6), each computed without sending data.
@@ -112,25 +112,21 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
     for variable, value in zip(variables, weights):
       variable.assign(value)
 
-    def loss_sum(dataset):
-      total, count = tf.constant(0.0), tf.constant(0.0)
-      for batch in iter(dataset):  # iter(): see baselines.CLIENT_LOOP
-        if evaluates:
-          output = model.forward_pass(batch, training=False)
-          size = tf.cast(output.num_examples, tf.float32)
-          total += output.loss * size
-        else:
-          size = tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.float32)
-        count += size
-      return total, count
+    def loss_sum(batches):
+      total = tf.constant(0.0)
+      if evaluates:
+        for s in tf.range(batches.steps()):
+          output = model.forward_pass(batches.batch(s), training=False)
+          total += output.loss * tf.cast(output.num_examples, tf.float32)
+      return total, tf.cast(tf.reduce_sum(batches.ends - batches.starts), tf.float32)
 
     support_before, support_count = loss_sum(support)
     query_before, query_count = loss_sum(query)
     gradient = [tf.zeros_like(v) for v in variables]
     if evaluates:
-      for batch in iter(query):  # g_k: the gradient of the summed query loss at w_t
+      for s in tf.range(query.steps()):  # g_k: the gradient of the summed query loss at w_t
         with tf.GradientTape() as tape:
-          output = model.forward_pass(batch, training=False)
+          output = model.forward_pass(query.batch(s), training=False)
           total = output.loss * tf.cast(output.num_examples, tf.float32)
         gradient = [g + tf.convert_to_tensor(d) for g, d in
                     zip(gradient, tape.gradient(total, variables))]
@@ -155,27 +151,27 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
 
 
 def build_client_work(model_fn: Callable[[], tff.learning.models.VariableModel],
-                      dataset_computation: tff.Computation, *, client_learning_rate: float,
+                      batches_type: tff.Type, *, client_learning_rate: float,
                       client_mean: bool = False, evaluates: bool = True) -> tff.Computation:
-  """A client's part of a round: (weights, (its dataset arguments, its
-  DATA_ATTRIBUTES)) -> its query gradient g_k (summed over the cohort) and its
-  report (to the server, client by client).
+  """A client's part of a round: (weights, (its batches, its DATA_ATTRIBUTES))
+  -> its query gradient g_k (summed over the cohort) and its report (to the
+  server, client by client).
 
-  The dataset computation gives a client's (train, support, query) datasets:
-  E shuffled epochs of its support examples, and one pass over each split.
-  With `client_mean`, each client's gradient is of its mean query loss.
+  A client's batches (sliced.Batches, of `batches_type`): (train: E shuffled
+  epochs of its support examples, one pass over the support, one over the
+  query). With `client_mean`, each client's gradient is of its mean query loss.
   """
   with tf.Graph().as_default():
     model = model_fn()
     weights_type = tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape)
                                       for v in model.trainable_variables])
-  client_type = tff.StructType([dataset_computation.type_signature.parameter,
-                                tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])])
+  client_type = tff.types.to_type(
+      (batches_type, tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])))
 
   @tff.tensorflow.computation(weights_type, client_type)
   def client_work(weights, client):
-    report, gradient = _client_work(model_fn(), client_learning_rate, weights,
-                                    *dataset_computation(client[0]), evaluates=evaluates)
+    report, gradient = _client_work(model_fn(), client_learning_rate, weights, *client[0],
+                                    evaluates=evaluates)
     if client_mean:
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
     report['attributes'] = client[1]
@@ -297,18 +293,18 @@ class MetaUAServer:
     return new_state, metrics
 
 
-def build_round(model_fn, dataset_computation: tff.Computation, *, config: MetaUAConfig,
+def build_round(model_fn, batches_type: tff.Type, *, config: MetaUAConfig,
                 client_learning_rate: float,
                 server_optimizer: tff.learning.optimizers.Optimizer,
                 groups: Sequence[int], model_bytes: int) -> rounds.Round:
   """MetaUA's (and FedNova's) round: the project's round with reports, its
   server step (MetaUAServer) run where the round's driver runs.
 
-  A client's data: (dataset arguments, the DATA_ATTRIBUTES of its data). The
+  A client's data: (its batches, the DATA_ATTRIBUTES of its data). The
   server state holds the weights, the server optimizer's state, the meta
   parameters and round t-1's record.
   """
-  client_work = build_client_work(model_fn, dataset_computation,
+  client_work = build_client_work(model_fn, batches_type,
                                   client_learning_rate=client_learning_rate,
                                   client_mean=config.meta_loss == 'client_mean',
                                   evaluates=config.learns)
@@ -371,9 +367,9 @@ def _numpy(structure):
 
 # The registry's side: MetaUA and FedNova on any task with a Keras model whose
 # clients' examples come as one dict of per-example arrays with a 'label' key
-# (task.client_examples), batched by task.batches (training) and
-# task.one_pass (in order).
-CLIENT_EXAMPLES = ('client_examples', 'batches', 'one_pass', 'keras_model')
+# (task.client_examples), made the model's input by task.model_input and
+# batched by task.batch_plan.
+CLIENT_EXAMPLES = ('client_examples', 'model_input', 'batch_plan', 'keras_model')
 CLIENT_EXAMPLES_WHY = ("its clients' examples are not a table of per-example arrays, "
                        'which the support / query split needs')
 
@@ -437,8 +433,9 @@ def _build(task, config: MetaUAConfig, query_fraction: float, training, *, name:
   layers = [v.name.split('/')[0] for v in variables]
   groups = [sorted(set(layers), key=layers.index).index(l) for l in layers]
   parameters = sum(int(np.prod(v.shape)) for v in variables)
+  probe = split_client(task, task.train_client_ids[0], 0, 0, query_fraction)
   process = rounds.compose(build_round(
-      task.model_fn, _dataset_computation(task), config=config,
+      task.model_fn, tff.types.to_type([sliced.tff_type(b) for b in probe[0]]), config=config,
       client_learning_rate=training.client_optimizer.learning_rate,
       server_optimizer=training.server_optimizer.build(), groups=groups,
       model_bytes=4 * parameters))
@@ -452,10 +449,10 @@ def _build(task, config: MetaUAConfig, query_fraction: float, training, *, name:
 
 
 def split_client(task, client_id: str, index: int, seed: int, query_fraction: float):
-  """((support arrays, query arrays, seed), the support's DATA_ATTRIBUTES): a fixed
+  """((train, support, query batches), the support's DATA_ATTRIBUTES): a fixed
   seeded split of the client's training examples (seeded by the task's seed and
   the client's position), round(fraction x n) of them query (none for a client
-  of one example)."""
+  of one example); the training batches shuffled from the round's `seed`."""
   examples = task.client_examples(client_id)
   count = len(examples['label'])
   query = min(int(round(query_fraction * count)), count - 1)
@@ -464,24 +461,12 @@ def split_client(task, client_id: str, index: int, seed: int, query_fraction: fl
   support = collections.OrderedDict((k, v[~in_query]) for k, v in examples.items())
   held = collections.OrderedDict((k, v[in_query]) for k, v in examples.items())
   distinct = sum(len(np.unique(v[v != 0])) for k, v in support.items() if k != 'label')
-  return ((support, held, np.int64(seed)),
-          np.array([len(support['label']), support['label'].mean(), distinct], np.float32))
-
-
-def _dataset_computation(task) -> tff.Computation:
-  """(support, query arrays, seed) -> (train: the task's training batches of the
-  support, one pass over the support, one pass over the query)."""
-  probe = task.client_examples(task.train_client_ids[0])
-  arrays_type = collections.OrderedDict(
-      (k, tff.TensorType(v.dtype, [None, *v.shape[1:]])) for k, v in probe.items())
-
-  @tff.tensorflow.computation(arrays_type, arrays_type, np.int64)
-  def build_datasets(support, query, seed):
-    support = lean.lean(tf.data.Dataset.from_tensor_slices(support))
-    query = lean.lean(tf.data.Dataset.from_tensor_slices(query))
-    return task.batches(support, seed=seed), task.one_pass(support), task.one_pass(query)
-
-  return build_datasets
+  plan, model_input = task.batch_plan, task.model_input
+  batches = (plan.batches(model_input(support), seed),
+             sliced.in_order(model_input(support), plan.batch_size),
+             sliced.in_order(model_input(held), plan.batch_size))
+  return batches, np.array([len(support['label']), support['label'].mean(), distinct],
+                           np.float32)
 
 
 WEIGHS_ONE_BY_ONE = ("its server weighs each client's update individually (MetaUA's softmax "

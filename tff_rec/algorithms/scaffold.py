@@ -31,11 +31,11 @@ from tff_rec.algorithms import rounds
 from tff_rec.training import functional
 
 
-def _local_training(model, dataset, x, server_control, client_control, learning_rate):
+def _local_training(model, batches, x, server_control, client_control, learning_rate):
   """K corrected SGD steps from x: (dy, dc, new c_i, loss sum, example count)."""
 
   trained = functional.train(
-      model, tff.learning.optimizers.build_sgdm(learning_rate), x, dataset,
+      model, tff.learning.optimizers.build_sgdm(learning_rate), x, batches,
       hook=lambda grads: [g - ci + c for g, c, ci in zip(grads, server_control,
                                                           client_control)])
   steps = tf.cast(trained.steps, tf.float32)
@@ -48,11 +48,12 @@ def _local_training(model, dataset, x, server_control, client_control, learning_
 
 
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
-                dataset_computation: tff.Computation, *, client_learning_rate: float,
+                batches_type: tff.Type, *, client_learning_rate: float,
                 server_learning_rate: float, num_clients: int,
                 aggregation: tff.aggregators.UnweightedAggregationFactory
                 = tff.aggregators.SumFactory(), averaged: bool = False) -> rounds.Round:
-  """One SCAFFOLD round; a client's state is its variate.
+  """One SCAFFOLD round; a client's state is its variate, its data its
+  training batches of the round (sliced.Batches of `batches_type`).
 
   dy and dc go through `aggregation`: a sum (TFF's plain or secure sum), or
   (`averaged`) a mean over the expected cohort such as TFF's DP mean.
@@ -78,12 +79,11 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
     return collections.OrderedDict(model=state['weights'], control=state['control'])
 
   @tff.tensorflow.computation(distributor.type_signature.result,
-                              dataset_computation.type_signature.parameter, weights_type)
-  def client_work(broadcast, arguments, client_control):
-    model = model_fn()
+                              batches_type, weights_type)
+  def client_work(broadcast, batches, client_control):
     dy, dc, new_control, loss_sum, count = _local_training(
-        model, dataset_computation(arguments), broadcast['model'], broadcast['control'],
-        client_control, client_learning_rate)
+        model_fn(), batches, broadcast['model'], broadcast['control'], client_control,
+        client_learning_rate)
     return collections.OrderedDict(
         update=collections.OrderedDict(dy=dy, dc=dc),
         metrics=collections.OrderedDict(clients=tf.constant(1.0), loss_sum=loss_sum,
@@ -122,12 +122,12 @@ def _check_variates_fit(num_clients: int, parameters: int) -> None:
         'smaller model')
 
 
-def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients: int,
+def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
                   client_learning_rate: float, server_learning_rate: float = 1.0,
                   **aggregation) -> rounds.RoundProcess:
   """SCAFFOLD with every client's variate kept between rounds.
 
-  Client inputs are (client index in 0..N-1, dataset arguments); the clients'
+  Client inputs are (client index in 0..N-1, its batches); the clients'
   state is, per trainable variable, an [N, ...] array of their variates.
   `aggregation`: build_round's aggregation and averaged.
   """
@@ -135,7 +135,7 @@ def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients
     shapes = [v.shape for v in model_fn().trainable_variables]
   _check_variates_fit(num_clients, sum(int(np.prod(s)) for s in shapes))
   round_ = build_round(
-      model_fn, dataset_computation, client_learning_rate=client_learning_rate,
+      model_fn, batches_type, client_learning_rate=client_learning_rate,
       server_learning_rate=server_learning_rate, num_clients=num_clients, **aggregation)
   return rounds.compose(round_, [np.zeros((num_clients, *s), np.float32) for s in shapes])
 
@@ -143,6 +143,8 @@ def build_process(model_fn, dataset_computation: tff.Computation, *, num_clients
 def build(task, options, training, *, name: str):
   """SCAFFOLD on any task with a Keras model (its round keeps the c_i)."""
   del options  # none
+  api.require(task, name, api.KERAS_BATCHES, "its clients' batches are not numpy arrays "
+              '(client_batches) the project\'s client loop slices')
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
     raise api.NotApplicable(
         f'--algorithm={name} takes SGD steps at the clients and the server; got '
@@ -151,14 +153,14 @@ def build(task, options, training, *, name: str):
   ids = list(task.train_client_ids)
   aggregation, averaged = training.aggregator.unweighted(training.clients_per_round)
   process = build_process(
-      task.model_fn, api.keras_dataset_computation(task), num_clients=len(ids),
+      task.model_fn, api.batches_type(task), num_clients=len(ids),
       client_learning_rate=training.client_optimizer.learning_rate,
       server_learning_rate=training.server_optimizer.learning_rate, aggregation=aggregation,
       averaged=averaged)
   index = {client: k for k, client in enumerate(ids)}
 
   def client_input(client_id: str, seed: int):
-    return index[client_id], task.client_arguments(client_id, seed)
+    return index[client_id], task.client_batches(client_id, seed)
 
   return api.Built(process, ids, client_input)
 

@@ -5,30 +5,40 @@ Inside a TF graph a tf.data iterator costs 3-9 ms per client on this machine
 for a tf.range loop that slices the same batches: more than a small client's
 training (FedMF at CoLR's setting: 60 clients of ~9 batches a round). Our own
 training loop (training.functional) takes these as well as datasets;
-tff.learning's client work needs datasets (`as_dataset`).
+tff.learning's client work needs datasets (`Plan.dataset`, `as_dataset`).
+
+`Plan` describes a task's training batches once, for both: as a tf.data
+pipeline (tff.learning's clients) and as Batches whose order numpy draws from
+the round's client seed (the project's clients; shuffled before they reach
+the client, so the client's graph only slices).
 """
 
 import collections
-from typing import NamedTuple
+import dataclasses
+from typing import Any, NamedTuple
 
+import numpy as np
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tff_rec.data import lean
+
+FULL_SHUFFLE = 1 << 16  # tf.data's shuffle buffer holding any client's examples
 
 
 class Batches(NamedTuple):
   """Batch s is rows [starts[s], ends[s]) of every column. A NamedTuple: TFF
   keeps it as it passes between computations."""
-  columns: collections.OrderedDict  # name -> [rows, ...]
+  columns: Any  # a structure (e.g. an OrderedDict, or Keras's (x, y)) of [rows, ...]
   starts: tf.Tensor  # [steps] int32
   ends: tf.Tensor  # [steps] int32
 
   def steps(self) -> tf.Tensor:
     return tf.size(self.starts)
 
-  def batch(self, step: tf.Tensor) -> collections.OrderedDict:
+  def batch(self, step: tf.Tensor):
     start, end = self.starts[step], self.ends[step]
-    return collections.OrderedDict((k, v[start:end]) for k, v in self.columns.items())
+    return tf.nest.map_structure(lambda v: v[start:end], self.columns)
 
   def first_rows(self, column: str) -> tf.Tensor:
     """Each batch's first value of `column`."""
@@ -41,5 +51,76 @@ class Batches(NamedTuple):
 
   def as_dataset(self) -> tf.data.Dataset:
     return lean.lean(tf.data.Dataset.from_tensor_slices((self.starts, self.ends)).map(
-        lambda start, end: collections.OrderedDict(
-            (k, v[start:end]) for k, v in self.columns.items())))
+        lambda start, end: tf.nest.map_structure(lambda v: v[start:end], self.columns)))
+
+
+def tff_type(batches: Batches):
+  """The TFF type of Batches like `batches` (numpy), of any number of rows and steps."""
+  columns = tf.nest.map_structure(
+      lambda v: tff.TensorType(v.dtype, [None, *v.shape[1:]]), batches.columns)
+  steps = tff.TensorType(np.int32, [None])
+  return tff.types.to_type(Batches(columns, steps, steps))
+
+
+def in_order(columns, batch_size: int) -> Batches:
+  """One pass over numpy `columns`, in order, the last batch partial."""
+  columns = tf.nest.map_structure(np.asarray, columns)
+  return _batched(columns, len(tf.nest.flatten(columns)[0]), batch_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  """A client's training batches: `epochs` shuffled passes over its examples
+  batched one after the other (a batch may span two epochs, as
+  shuffle().repeat().batch() makes them), at most `steps` batches (0: all),
+  the last one dropped if partial with `drop_remainder`. A `buffer` smaller
+  than the examples shuffles as tf.data's buffer does: locally."""
+  batch_size: int
+  epochs: int = 1
+  steps: int = 0
+  drop_remainder: bool = False
+  buffer: int = FULL_SHUFFLE
+
+  def dataset(self, examples: tf.data.Dataset, seed) -> tf.data.Dataset:
+    """The batches as tf.data makes them (shuffled by TF's seeded shuffle)."""
+    batched = (examples.shuffle(self.buffer, seed=seed).repeat(self.epochs)
+               .batch(self.batch_size, drop_remainder=self.drop_remainder))
+    return batched.take(self.steps) if self.steps else batched
+
+  def batches(self, columns, seed: int) -> Batches:
+    """The batches of numpy `columns` (a structure of arrays of equal rows),
+    shuffled by numpy from `seed`: the rows of every batch, in order."""
+    rows = len(tf.nest.flatten(columns)[0])
+    rng = np.random.default_rng(seed)
+    order = np.concatenate([_shuffled(rows, self.buffer, rng) for _ in range(self.epochs)]
+                           or [np.zeros(0, np.int64)])
+    size = len(order)
+    if self.drop_remainder:
+      size -= size % self.batch_size
+    if self.steps:
+      size = min(size, self.steps * self.batch_size)
+    order = order[:size]
+    return _batched(tf.nest.map_structure(lambda v: np.asarray(v)[order], columns), size,
+                    self.batch_size)
+
+
+def _batched(columns, rows: int, batch_size: int) -> Batches:
+  starts = np.arange(0, rows, batch_size, dtype=np.int32)
+  return Batches(columns, starts, np.minimum(starts + batch_size, rows).astype(np.int32))
+
+
+def _shuffled(rows: int, buffer: int, rng: np.random.Generator) -> np.ndarray:
+  """A permutation of range(rows) as a shuffle buffer of `buffer` draws it."""
+  if buffer >= rows:
+    return rng.permutation(rows)
+  held = list(range(buffer))  # each draw takes a random held row and refills its slot
+  order = []
+  for following in range(buffer, rows + buffer):
+    slot = int(rng.integers(len(held)))
+    order.append(held[slot])
+    if following < rows:
+      held[slot] = following
+    else:
+      held[slot] = held[-1]
+      held.pop()
+  return np.asarray(order)
