@@ -6,11 +6,14 @@ or as a Keras model with declared tables (`task.tables`), turned into one by
 table_model.from_keras.
 """
 
+from typing import Any, Callable
+
+import tensorflow_federated as tff
+
 from tff_rec.algorithms import api
 from tff_rec.models import table_model
 
-KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'tables', 'dataset_computation',
-                'client_arguments')
+KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'tables', 'client_batches', 'batch_plan')
 MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in full
 
 
@@ -36,3 +39,13 @@ def table_model_of(task, name: str, why: str) -> table_model.TableModel:
     raise api.not_applicable(name, task, f'its model has no table of '
                              f'{MIN_TABLE_ROWS} rows or more to compress')
   return model
+
+
+def client_data(task) -> tuple[tff.Computation, Callable[[str, int], Any]]:
+  """(a client's data -> its sliced batches, in TFF; (client id, seed) -> that
+  data): a weight-table model's own dataset computation and arguments, or a
+  Keras model's client_batches (numpy batches, which the computation passes on)."""
+  if hasattr(task, 'functional_model'):
+    return task.dataset_computation, task.client_arguments
+  return tff.tensorflow.computation(lambda batches: batches,
+                                    api.batches_type(task)), task.client_batches

@@ -69,8 +69,8 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
     model: weights, loss and table names.
     tiers: tier label -> table name -> form (compressed_table.Full, Hashed,
       LowRank), in tier index order.
-    dataset_computation: a client's data arguments -> its training dataset
-      (E epochs). A client's data is (tier index, data arguments).
+    dataset_computation: a client's data -> its training batches (E epochs;
+      declared_tables.client_data). A client's data is (tier index, its data).
     client_optimizer: trained from a fresh state by every client every round.
     server_optimizer: applied to (model - recovered mean); default SGD with
       learning rate 1, the paper's replacement of the model by the mean.
@@ -159,7 +159,7 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
 
 
 # The registry's side: FAIR and its baselines on any task whose model declares
-# its tables (declared_tables), fed by task.dataset_computation / client_arguments.
+# its tables (declared_tables), fed by declared_tables.client_data.
 FUNCTIONAL_WHY = ("FAIR trains hashed forms of item tables and this task's model declares "
                   'no item tables in a form FAIR can compress')
 
@@ -190,6 +190,7 @@ class Options:
 def build(task, options: Options, training, *, name: str):
   """FAIR-HET (fair) and its baselines: fair_hom, full_trn, fedhm, fair_inconsistent."""
   model = declared_tables.table_model_of(task, name, FUNCTIONAL_WHY)
+  batches_of, client_data = declared_tables.client_data(task)
   shapes = collections.OrderedDict(
       (t, np.shape(model.initial_weights[t])) for t in model.tables)
   ids = list(task.train_client_ids)
@@ -224,14 +225,14 @@ def build(task, options: Options, training, *, name: str):
     table_scales = {t: s for t, s in heat.row_scales(
         task, name, 'examples').items() if t in model.tables}
   process = rounds.compose(build_round(
-      model, tiers, dataset_computation=task.dataset_computation,
+      model, tiers, dataset_computation=batches_of,
       client_optimizer=training.client_optimizer.build(),
       server_optimizer=training.server_optimizer.build(),
       aggregator=training.aggregator.mean(training.clients_per_round),
       table_scales=table_scales))
 
   def client_input(client_id: str, seed: int):
-    return np.int32(tier_of[client_id]), task.client_arguments(client_id, seed)
+    return np.int32(tier_of[client_id]), client_data(client_id, seed)
 
   return api.Built(process, ids, client_input)
 

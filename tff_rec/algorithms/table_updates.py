@@ -52,7 +52,7 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
                 aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
                 seed: int = 0, table_scales=None) -> rounds.Round:
   """The round. A client's data: (local rank (scolr; else ignored), the dataset
-  computation's arguments).
+  computation's arguments: declared_tables.client_data).
 
   table_scales: table name -> a scale per row of its mean update (FedSubAvg).
   """
@@ -150,6 +150,7 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
 def build(task, options, training, *, name: str):
   """colr, scolr, svd or topk on a task's declared tables (fedmf.Options)."""
   model = declared_tables.table_model_of(task, name, WHY)
+  batches_of, client_data = declared_tables.client_data(task)
   if options.item_average != 'cohort':
     raise api.NotApplicable(f'--item_average={options.item_average} applies to the '
                             'matrix-factorization tasks only (FedMF\'s item table)')
@@ -165,7 +166,7 @@ def build(task, options, training, *, name: str):
     local_rank = fedmf.local_ranks(options, name, len(ids), task.config.seed)
     process = rounds.compose(build_round(
         model, item_updates.UpdateForm(name, options.rank),
-        dataset_computation=task.dataset_computation,
+        dataset_computation=batches_of,
         client_optimizer=training.client_optimizer.build(),
         server_optimizer=training.server_optimizer.build(),
         aggregator=training.aggregator.mean(training.clients_per_round),
@@ -176,7 +177,7 @@ def build(task, options, training, *, name: str):
 
   def client_input(client_id: str, seed: int):
     return (np.int32(local_rank(index[client_id], seed)),
-            task.client_arguments(client_id, seed))
+            client_data(client_id, seed))
 
   return api.Built(process, ids, client_input)
 

@@ -6,7 +6,7 @@ plain tensors lets one loop serve them all, FedMF's and the table forms'
 clients, the Keras clients of SCAFFOLD, MetaUA and FedNova (their model's
 variables take the weights, then its forward pass is differentiated) and the
 centralized baselines. Clients read sliced.Batches; datasets remain for the
-table forms on Keras models' tables and the centralized baselines. What differs between algorithms is a hook on the
+centralized baselines. What differs between algorithms is a hook on the
 gradients (SCAFFOLD's correction) or the optimizer (lazy_adam's rows).
 """
 
