@@ -59,6 +59,8 @@ flags.DEFINE_integer('synthetic_items', None, 'client_memory and fair_round: ins
                      "1351679, FAIR's AmazonProduct-100), written to --synthetic_dir.",
                      lower_bound=2)
 flags.DEFINE_string('synthetic_dir', '/tmp/tff_rec_synthetic', 'Where synthetic data go.')
+flags.DEFINE_multi_string('workload', None, 'runtimes: only the workloads whose name '
+                          'contains one of these (e.g. --workload=DCN); default all.')
 flags.DEFINE_string('_case', None, 'Internal: run one case in this process, print JSON.')
 
 FLAGS = flags.FLAGS
@@ -245,8 +247,12 @@ def bench_runtimes() -> str:
   lines = ['| workload | clients | native s/round | in-process s/round | floor s/round | '
            'in-process / native | in-process / floor |', '|---|---|---|---|---|---|---|']
   floors = {}
-  for name, (task_name, settings, algorithm, clients, trainer, options) in (
-      RUNTIME_WORKLOADS.items()):
+  chosen = {name: workload for name, workload in RUNTIME_WORKLOADS.items()
+            if not FLAGS.workload or any(w in name for w in FLAGS.workload)}
+  if not chosen:
+    raise app.UsageError(f'--workload={",".join(FLAGS.workload)} matches no workload of '
+                         f'{list(RUNTIME_WORKLOADS)}')
+  for name, (task_name, settings, algorithm, clients, trainer, options) in chosen.items():
     task = _task(task_name, settings)
     seconds = {}
     for runtime in ('native', 'inprocess'):
