@@ -23,6 +23,7 @@ import tensorflow_federated as tff
 from tasks import setting
 from tff_rec import metrics
 from tff_rec.data import implicit
+from tff_rec.data import interactions
 from tff_rec.data import sliced
 from tff_rec.data import user_items
 from tff_rec.models import neumf
@@ -31,6 +32,9 @@ from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
 from tff_rec.training import optimizers
+
+# The type of Config.interactions: a field of that name shadows the module.
+Interactions = interactions.Columns
 
 DEFAULT_DATA_DIR = '../shared/data/goodreads-100'
 EVAL_BLOCK_SCORES = 1 << 22  # users x items scored at a time: ~4M x 16 floats in the MLP
@@ -41,7 +45,8 @@ HELD_OUT = ('test', 'validation')
 class Config:
   data_dir: str = setting.setting(
       DEFAULT_DATA_DIR, 'Dataset: the folder of train.txt and test.txt (user item lists), '
-      'or one time-ordered sequence file (the file, or its folder).')
+      'one time-ordered sequence file (the file, or its folder), or an interactions file '
+      '(CSV/TSV) with --user_column and --item_column.')
   factors: int = setting.setting(8, 'NeuMF factors.')
   mlp_layers: int = setting.setting(1, 'NeuMF MLP layers.')
   num_negatives: int = setting.setting(
@@ -61,6 +66,7 @@ class Config:
       'test_fraction of each train list, test items dropped) for choosing settings.',
       choices=HELD_OUT)
   seed: int = setting.setting(0, 'Seed of every random choice.')
+  interactions: Interactions = Interactions()
 
   def __post_init__(self):
     for name in ('factors', 'mlp_layers', 'num_negatives', 'batch_size', 'local_epochs',
@@ -76,7 +82,7 @@ class Config:
 
 
 def make_config(**values) -> Config:
-  return Config(**values)
+  return Config(**interactions.nested(values))
 
 
 class GoodreadsRanking:
@@ -92,7 +98,8 @@ class GoodreadsRanking:
 
   def __init__(self, config: Config):
     self.config = config
-    data = user_items.load(config.data_dir, test_fraction=config.test_fraction)
+    data = user_items.load(config.data_dir, test_fraction=config.test_fraction,
+                           columns=config.interactions)
     if config.top_users:
       data = user_items.heaviest(data, config.top_users)
     if config.held_out == 'validation':

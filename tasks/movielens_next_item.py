@@ -18,10 +18,11 @@ import tensorflow_federated as tff
 from tasks import setting
 from tff_rec import losses
 from tff_rec import metrics
+from tff_rec.data import interactions
 from tff_rec.data import lean
 from tff_rec.data import movielens
-from tff_rec.data import sliced
 from tff_rec.data import next_item
+from tff_rec.data import sliced
 from tff_rec.data import tables
 from tff_rec.data import user_items
 from tff_rec.models import dual_encoder
@@ -30,6 +31,9 @@ from tff_rec.training import centralized
 from tff_rec.training import evaluation
 from tff_rec.training import loop
 from tff_rec.training import optimizers
+
+# The type of Config.interactions: a field of that name shadows the module.
+Interactions = interactions.Columns
 
 RECALL_KS = (1, 5, 10)
 EVAL_BATCH_SIZE = 1024
@@ -42,8 +46,9 @@ CENTRALIZED_SPLITS = ('by_example', 'by_user')
 class Config:
   data_dir: str = setting.setting(
       DEFAULT_DATA_DIR, 'Dataset: MovieLens (ml-100k or ml-1m: the folder or its ratings '
-      'file) or one time-ordered sequence file, "uid item item ..." (e.g. Amazon Beauty: '
-      'the file, or its folder).')
+      'file), one time-ordered sequence file, "uid item item ..." (e.g. Amazon Beauty: '
+      'the file, or its folder), or an interactions file (CSV/TSV) with --user_column and '
+      '--item_column.')
   loss: str = setting.setting('global_softmax', "Retrieval loss (global_softmax: the paper's "
                               'best federated).', choices=sorted(losses.RETRIEVAL_LOSSES))
   spreadout_weight: float = setting.setting(
@@ -69,6 +74,7 @@ class Config:
   shuffle_buffer: int = 100
   seed: int = setting.setting(0, 'Seed of every random choice.')
   examples: next_item.NextItemConfig = next_item.NextItemConfig()
+  interactions: Interactions = Interactions()
 
   def __post_init__(self):
     if self.loss not in losses.RETRIEVAL_LOSSES:
@@ -90,15 +96,17 @@ def make_config(*, max_examples_per_user: int | None = None, **values) -> Config
   """Config from flat settings (the trainers' flags)."""
   if max_examples_per_user is not None:
     values['examples'] = next_item.NextItemConfig(max_examples_per_user=max_examples_per_user)
-  return Config(**values)
+  return Config(**interactions.nested(values))
 
 
-def load(data_dir: str) -> tuple[pd.DataFrame, np.ndarray]:
-  """(ratings, catalogue item ids) of MovieLens (100K or 1M) or of one time-ordered
-  sequence file *.txt (e.g. Amazon Beauty; positions stand for timestamps)."""
-  sequence = user_items.single_sequence_file(data_dir)
-  if sequence:
-    ratings = next_item.ratings_from_sequences(user_items.read_lines(sequence))
+def load(data_dir: str, columns: interactions.Columns = interactions.Columns()
+         ) -> tuple[pd.DataFrame, np.ndarray]:
+  """(ratings, catalogue item ids) of MovieLens (100K or 1M), of one time-ordered
+  sequence file *.txt (e.g. Amazon Beauty) or of an interactions file (`columns`
+  declared); positions in a sequence stand for timestamps."""
+  sequences = user_items.sequences(data_dir, columns)
+  if sequences is not None:
+    ratings = next_item.ratings_from_sequences(sequences)
     return ratings, ratings['item_id'].unique()
   try:
     data = movielens.load(data_dir)
@@ -127,7 +135,7 @@ class MovieLensNextItem:
 
   def __init__(self, config: Config):
     self.config = config
-    ratings, catalogue = load(config.data_dir)
+    ratings, catalogue = load(config.data_dir, config.interactions)
     vocabulary = next_item.item_vocabulary(catalogue)
     self.examples = next_item.make_examples(ratings, vocabulary, config.examples)
     self.split = next_item.federated_split(self.examples, config.examples)

@@ -36,6 +36,7 @@ from tasks import click_model
 from tasks import setting
 from tff_rec import metrics
 from tff_rec.data import implicit
+from tff_rec.data import interactions
 from tff_rec.data import leave_one_out
 from tff_rec.data import movielens
 from tff_rec.data import sliced
@@ -47,6 +48,9 @@ from tff_rec.training import centralized
 from tff_rec.training import loop
 from tff_rec.training import optimizers
 
+# The type of Config.interactions: a field of that name shadows the module.
+Interactions = interactions.Columns
+
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 USER_STATES = ('stored', 'reconstructed')
 EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
@@ -56,7 +60,8 @@ EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
 class Config:
   data_dir: str = setting.setting(
       DEFAULT_DATA_DIR, 'Dataset: MovieLens (ml-100k or ml-1m: the folder or its ratings '
-      'file) or one time-ordered sequence file (the file, or its folder).')
+      'file), one time-ordered sequence file (the file, or its folder), or an interactions '
+      'file (CSV/TSV) with --user_column and --item_column.')
   embedding_dim: int = setting.setting(64, 'Embedding dimension.')
   num_negatives: int = setting.setting(
       4, 'Sampled negatives per positive, unseen items redrawn every local epoch.')
@@ -72,6 +77,7 @@ class Config:
       1, 'Epochs fitting a reconstructed user vector with the items frozen.')
   top_k: int = setting.setting(10, 'Cut-off of the ranking metrics (NDCG, HR, recall).')
   seed: int = setting.setting(0, 'Seed of every random choice.')
+  interactions: Interactions = Interactions()
 
   def __post_init__(self):
     for name in ('embedding_dim', 'num_negatives', 'batch_size', 'local_epochs',
@@ -92,17 +98,18 @@ class Config:
 
 
 def make_config(**values) -> Config:
-  return Config(**values)
+  return Config(**interactions.nested(values))
 
 
 def load(config: Config) -> leave_one_out.LeaveOneOut:
-  """MovieLens (100K or 1M) or a single sequence file, split leave-one-out."""
+  """MovieLens (100K or 1M), a single sequence file or an interactions file, split
+  leave-one-out."""
   root = pathlib.Path(config.data_dir)
   options = dict(min_interactions=config.min_interactions, num_negatives=EVAL_CANDIDATES,
                  seed=config.seed)
-  sequence = user_items.single_sequence_file(root)
-  if sequence:
-    return leave_one_out.from_sequences(user_items.read_lines(sequence), **options)
+  sequences = user_items.sequences(root, config.interactions)
+  if sequences is not None:
+    return leave_one_out.from_sequences(sequences, **options)
   try:
     return leave_one_out.from_ratings(movielens.load(root).ratings, **options)
   except tables.DataFormatError as e:

@@ -43,6 +43,21 @@ def test_bad_flags_stop_before_training_naming_the_flag(flag, message, ml100k_di
   _assert_refused(message, tmp_path, f'--data_dir={ml100k_dir}', *flag.split())
 
 
+@pytest.mark.parametrize('flags, message', [
+    ('--user_column=user', 'needs both user_column and item_column'),
+    ('--user_column=user --item_column=item',
+     "u.data: no column 'user' (user_column); its columns: "),
+    ('--columns=user,item --user_column=user --item_column=item',
+     'u.data: 4 fields per line, but columns names 2: user,item'),
+    ('--columns=u,i,r,t --user_column=u --item_column=i --time_column=r --min_rating=4',
+     'min_rating and rating_column go together'),
+])
+def test_an_interactions_file_refused_names_the_file_the_setting_and_what_it_holds(
+    flags, message, ml100k_dir, tmp_path):
+  _assert_refused(message, tmp_path, '--task=movielens_ranking',
+                  f'--data_dir={ml100k_dir / "u.data"}', *flags.split())
+
+
 def _assert_refused(message, tmp_path, *args):
   assert message in trainer.refusal(f'--output_dir={tmp_path / "out"}', *args)
   assert not (tmp_path / 'out' / 'metrics.csv').exists()

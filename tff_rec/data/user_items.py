@@ -19,6 +19,7 @@ import pathlib
 
 import numpy as np
 
+from tff_rec.data import interactions
 from tff_rec.data import movielens
 from tff_rec.data import tables
 
@@ -89,6 +90,16 @@ def single_sequence_file(data_dir: str | pathlib.Path) -> pathlib.Path | None:
   return candidates[0] if len(candidates) == 1 and not (root / 'u.data').exists() else None
 
 
+def sequences(data_dir: str | pathlib.Path, columns: interactions.Columns
+              ) -> dict[int, np.ndarray] | None:
+  """Time-ordered item sequences: of an interactions file when its columns are
+  declared, else of `data_dir`'s sequence file; None when it has neither."""
+  if columns.declared:
+    return interactions.read(data_dir, columns)
+  sequence = single_sequence_file(data_dir)
+  return read_lines(sequence) if sequence else None
+
+
 def split_sequences(sequences: dict[int, np.ndarray], test_fraction: float
                     ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
   """Each user's last ceil(fraction * len) items (at most len - 1, none of an empty
@@ -100,27 +111,29 @@ def split_sequences(sequences: dict[int, np.ndarray], test_fraction: float
   return train, test
 
 
-def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3) -> UserItems:
+def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
+         columns: interactions.Columns = interactions.Columns()) -> UserItems:
   """The train.txt/test.txt pair of `data_dir` (the folder, or either file of
-  the pair), or its sequence file (the file, or the folder's one *.txt) split."""
+  the pair), or its sequence file (the file, or the folder's one *.txt) or
+  interactions file (`columns` declared) split."""
   if not 0 < test_fraction < 1:
     raise ValueError(f'test_fraction must be in (0, 1), got {test_fraction}')
   root = pathlib.Path(data_dir)
   if root.is_file() and root.name in PAIR:
     root = root.parent
-  if (root / PAIR[0]).is_file():
+  if (root / PAIR[0]).is_file() and not columns.declared:
     tables.require_files(root, list(PAIR), dataset='user-items')
     train, test = (read_lines(root / name) for name in PAIR)
   else:
-    sequence = single_sequence_file(root)
-    if sequence is None:
+    ordered = sequences(data_dir, columns)
+    if ordered is None:
       found = ([c.name for c in sorted(root.glob('*.txt'))] if root.is_dir() else
                'a file' if root.exists() else 'no such file or directory')
       raise tables.DataFormatError(
           f'{root}: expected train.txt and test.txt, or one sequence file (the file '
           f'itself, or a folder with exactly one *.txt; found {found}); each with '
           f'{EXPECTED}.')
-    train, test = split_sequences(read_lines(sequence), test_fraction)
+    train, test = split_sequences(ordered, test_fraction)
   user_ids = np.array(sorted(set(train) | set(test)), np.int64)
   empty = np.zeros(0, np.int64)
   train_lists = [train.get(int(u), empty) for u in user_ids]

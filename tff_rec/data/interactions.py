@@ -1,0 +1,170 @@
+"""Interactions from a user's own CSV / TSV export with declared columns, read as
+the time-ordered item sequences a sequence file gives (user_items.read_lines),
+so they feed the ranking and next-item tasks exactly as one does.
+
+The file has a header, or its fields are named by `names` (MovieLens' u.data:
+user, item, rating, time). Fields are split on tabs when the first line has
+one, else on commas. A user's items are ordered by the time column (numbers,
+or dates pandas parses), ties and files without one in file order. With
+`min_rating`, only interactions rated at least that are kept (implicit
+positives). Integer ids are kept as they are (a sequence file's, MovieLens'),
+others (e.g. Amazon's 'A2SUAM1J3GNN3B') numbered 1.. in order of first
+appearance.
+"""
+
+import dataclasses
+import pathlib
+
+import numpy as np
+import pandas as pd
+
+from tff_rec.data import tables
+
+SUFFIXES = ('.csv', '.tsv', '.tab', '.txt', '.data', '.dat')  # a folder's candidate files
+
+
+def _setting(help_text: str, default=None) -> dataclasses.Field:
+  # metadata 'help': a task that nests these makes them its settings (tasks.setting)
+  return dataclasses.field(default=default, metadata={'help': help_text})
+
+
+@dataclasses.dataclass(frozen=True)
+class Columns:
+  user_column: str | None = _setting(
+      'Interactions file (CSV/TSV; --data_dir names it): the user column. Declaring it '
+      'and --item_column reads --data_dir as one.')
+  item_column: str | None = _setting('Interactions file: the item column.')
+  time_column: str | None = _setting(
+      "Interactions file: orders each user's items (numbers, or dates); without it, file "
+      'order.')
+  rating_column: str | None = _setting('Interactions file: the rating column (--min_rating).')
+  min_rating: float | None = _setting(
+      'Interactions file: keep only interactions rated at least this (implicit positives).')
+  columns: tuple[str, ...] = _setting(
+      "Interactions file without a header: its fields' names, in order (e.g. "
+      'user,item,rating,time for MovieLens u.data).', ())
+
+  def __post_init__(self):
+    if not self.declared:
+      return
+    if self.user_column is None or self.item_column is None:
+      raise ValueError('an interactions file needs both user_column and item_column; got '
+                       f'user_column={self.user_column}, item_column={self.item_column}')
+    if (self.min_rating is None) != (self.rating_column is None):
+      raise ValueError('min_rating and rating_column go together (keep the interactions '
+                       f'rated at least min_rating); got rating_column={self.rating_column}, '
+                       f'min_rating={self.min_rating}')
+    used = [c for c in (self.user_column, self.item_column, self.time_column,
+                        self.rating_column) if c is not None]
+    if len(set(used)) < len(used):
+      raise ValueError(f'user, item, time and rating columns must differ; got {used}')
+    if self.columns and len(set(self.columns)) < len(self.columns):
+      raise ValueError(f'columns names a field twice: {list(self.columns)}')
+
+  @property
+  def declared(self) -> bool:
+    """Whether any column is declared: the data is an interactions file."""
+    return any(v not in (None, ()) for v in dataclasses.astuple(self))
+
+
+def nested(values: dict) -> dict:
+  """Flat settings (a task's flags) with Columns' fields gathered into 'interactions'."""
+  names = [f.name for f in dataclasses.fields(Columns)]
+  declared = {n: values.pop(n) for n in names if n in values}
+  return {**values, 'interactions': Columns(**declared)} if declared else values
+
+
+def file_of(data_dir: str | pathlib.Path) -> pathlib.Path:
+  """`data_dir` if it is a file, else its one interactions file (by SUFFIXES)."""
+  root = pathlib.Path(data_dir)
+  if root.is_file():
+    return root
+  if not root.is_dir():
+    raise tables.DataFormatError(f'{root}: no such file or directory; expected an '
+                                 'interactions file (CSV/TSV) or a folder holding one')
+  found = sorted(p.name for p in root.iterdir() if p.suffix.lower() in SUFFIXES)
+  if len(found) != 1:
+    raise tables.DataFormatError(
+        f'{root}: expected one interactions file ({", ".join(SUFFIXES)}), found '
+        f'{", ".join(found) if found else "none"}; name the file itself')
+  return root / found[0]
+
+
+def read(data_dir: str | pathlib.Path, columns: Columns) -> dict[int, np.ndarray]:
+  """user id -> its item ids, in time order (ties and no time: file order)."""
+  path = file_of(data_dir)
+  frame = _frame(path, columns)
+  if columns.rating_column is not None:
+    ratings = _numbers(frame, columns.rating_column, path, 'rating_column')
+    frame = frame[ratings >= columns.min_rating]
+    if frame.empty:
+      raise tables.DataFormatError(f'{path}: no interaction is rated {columns.min_rating:g} '
+                                   f'or more ({columns.rating_column})')
+  users = _ids(frame[columns.user_column])
+  items = _ids(frame[columns.item_column])
+  time = (_times(frame, columns.time_column, path) if columns.time_column is not None
+          else np.zeros(len(frame)))
+  order = np.lexsort((time, users))  # stable: ties keep file order
+  users, items = users[order], items[order]
+  starts = np.flatnonzero(np.diff(users, prepend=users[0] - 1))
+  return {int(users[s]): items[s:e] for s, e in zip(starts, [*starts[1:], len(users)])}
+
+
+def _frame(path: pathlib.Path, columns: Columns) -> pd.DataFrame:
+  with path.open() as f:
+    first = f.readline()
+  names = list(columns.columns) or None
+  try:
+    frame = pd.read_csv(path, sep='\t' if '\t' in first else ',', header=None if names else 0,
+                        dtype=str, keep_default_na=False, engine='c')
+  except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+    raise tables.DataFormatError(f'{path}: {str(e).strip()}') from None
+  if names:
+    if frame.shape[1] != len(names):
+      raise tables.DataFormatError(
+          f'{path}: {frame.shape[1]} fields per line, but columns names {len(names)}: '
+          f'{",".join(names)}')
+    frame.columns = names
+  if frame.empty:
+    raise tables.DataFormatError(f'{path}: no interactions')
+  for setting in ('user_column', 'item_column', 'time_column', 'rating_column'):
+    name = getattr(columns, setting)
+    if name is not None and name not in frame.columns:
+      raise tables.DataFormatError(
+          f'{path}: no column {name!r} ({setting}); its columns: {", ".join(frame.columns)}'
+          + ('' if names else ' (a file without a header: name its fields with columns)'))
+  return frame
+
+
+def _ids(values: pd.Series) -> np.ndarray:
+  """Non-negative integer ids as they are; other ids numbered 1.. by first appearance."""
+  numbers = pd.to_numeric(values, errors='coerce')
+  if numbers.notna().all() and (numbers >= 0).all() and (numbers % 1 == 0).all():
+    return numbers.to_numpy(np.int64)
+  return pd.factorize(values)[0].astype(np.int64) + 1
+
+
+def _numbers(frame: pd.DataFrame, column: str, path: pathlib.Path, setting: str) -> np.ndarray:
+  numbers = pd.to_numeric(frame[column], errors='coerce')
+  _check_parsed(numbers, frame, column, path, setting, 'a number')
+  return numbers.to_numpy(np.float64)
+
+
+def _times(frame: pd.DataFrame, column: str, path: pathlib.Path) -> np.ndarray:
+  """Numbers as they are, else dates (as nanoseconds)."""
+  numbers = pd.to_numeric(frame[column], errors='coerce')
+  if numbers.notna().all():
+    return numbers.to_numpy(np.float64)
+  dates = pd.to_datetime(frame[column], errors='coerce', format='mixed')
+  _check_parsed(dates, frame, column, path, 'time_column', 'a number or a date')
+  return dates.to_numpy('datetime64[ns]').astype(np.int64)
+
+
+def _check_parsed(parsed: pd.Series, frame: pd.DataFrame, column: str, path: pathlib.Path,
+                  setting: str, expected: str) -> None:
+  bad = parsed.isna().to_numpy()
+  if bad.any():
+    row = int(np.argmax(bad))
+    raise tables.DataFormatError(
+        f'{path}: {column} ({setting}) of data row {frame.index[row] + 1} is '
+        f'{frame[column].iloc[row]!r}, not {expected}')
