@@ -48,6 +48,16 @@ def test_a_headerless_tab_file_takes_names_and_keeps_integer_ids(tmp_path):
   np.testing.assert_array_equal(unordered[7], [30, 20])  # no time: file order
 
 
+def test_a_pairs_file_is_read_once_its_columns_are_named_and_refused_before(tmp_path):
+  path = tmp_path / 'pairs.txt'
+  path.write_text('1 10\n2 11\n1 12\n')
+  with pytest.raises(tables.DataFormatError, match='user 1 appears twice; for a file of '
+                     'one interaction a line'):
+    user_items.read_lines(path)
+  sequences = _read(path, columns=('user', 'item'), user_column='user', item_column='item')
+  np.testing.assert_array_equal(sequences[1], [10, 12])
+
+
 @pytest.mark.parametrize('text, columns, message', [
     ('u,i\n1,2\n', dict(user_column='user', item_column='i'),
      "no column 'user' (user_column); its columns: u, i"),

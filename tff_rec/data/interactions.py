@@ -4,7 +4,7 @@ so they feed the ranking and next-item tasks exactly as one does.
 
 The file has a header, or its fields are named by `names` (MovieLens' u.data:
 user, item, rating, time). Fields are split on tabs when the first line has
-one, else on commas. A user's items are ordered by the time column (numbers,
+one, else on commas when it has one, else on spaces (a `user item` pairs file). A user's items are ordered by the time column (numbers,
 or dates pandas parses), ties and files without one in file order. With
 `min_rating`, only interactions rated at least that are kept (implicit
 positives). Integer ids are kept as they are (a sequence file's, MovieLens'),
@@ -114,9 +114,10 @@ def _frame(path: pathlib.Path, columns: Columns) -> pd.DataFrame:
   with path.open() as f:
     first = f.readline()
   names = list(columns.columns) or None
+  separator = '\t' if '\t' in first else ',' if ',' in first else r'\s+'
   try:
-    frame = pd.read_csv(path, sep='\t' if '\t' in first else ',', header=None if names else 0,
-                        dtype=str, keep_default_na=False, engine='c')
+    frame = pd.read_csv(path, sep=separator, header=None if names else 0, dtype=str,
+                        keep_default_na=False, engine='c' if len(separator) == 1 else 'python')
   except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
     raise tables.DataFormatError(f'{path}: {str(e).strip()}') from None
   if names:

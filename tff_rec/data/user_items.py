@@ -73,7 +73,10 @@ def read_lines(path: pathlib.Path) -> dict[int, np.ndarray]:
       if (values < 0).any():
         raise tables.DataFormatError(f'{path}:{number}: negative id; expected {EXPECTED}')
       if values[0] in users:
-        raise tables.DataFormatError(f'{path}:{number}: user {values[0]} appears twice')
+        raise tables.DataFormatError(
+            f'{path}:{number}: user {values[0]} appears twice; for a file of one '
+            'interaction a line (e.g. `user item`), declare its columns (columns=user,item, '
+            'user_column=user, item_column=item)')
       users[int(values[0])] = values[1:]
   if not users:
     raise tables.DataFormatError(f'{path}: no users; expected {EXPECTED}')
