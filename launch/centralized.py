@@ -30,13 +30,13 @@ flags.DEFINE_integer('eval_every', 1, 'Evaluate every N epochs (0: at the end).'
 flags.DEFINE_integer('steps_per_epoch', 0, 'movielens_ctr: batches per epoch (0: a full '
                      'pass).', lower_bound=0)
 
-flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  common.require('output_dir')
   config = common.task_config()
   target = common.parse_target(FLAGS.target)
   try:

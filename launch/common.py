@@ -60,6 +60,15 @@ def check_choices(flag: str, values, known) -> None:
     raise app.UsageError(f'--{flag}: unknown {unknown}; choose from {sorted(known)}')
 
 
+def require(*names: str) -> None:
+  """A UsageError unless every flag of `names` was given. Launchers check here,
+  not with absl's required flags: those fail the parse of any other launcher in a
+  process that imported this one (the tests run launchers in-process)."""
+  for name in names:
+    if FLAGS[name].value is None:
+      raise app.UsageError(f'--{name} is needed')
+
+
 def set_flags(names) -> dict:
   """The flags among `names` given a value (None means: the task's default)."""
   return {name: FLAGS[name].value for name in names if FLAGS[name].value is not None}

@@ -20,15 +20,17 @@ from absl import flags
 from launch import common
 from tff_rec.data import tables
 
+# Needed (common.require), not absl-required.
 flags.DEFINE_string('sequences', None, 'The sequence file: one `uid item item ...` line per '
-                    'user, items in time order.', required=True)
-flags.DEFINE_string('out', None, 'The CTR file to write (.csv).', required=True)
+                    'user, items in time order (needed).')
+flags.DEFINE_string('out', None, 'The CTR file to write (.csv) (needed).')
 FLAGS = flags.FLAGS  # --history_length and --seed: the CTR task's settings (launch.common)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  common.require('sequences', 'out')
   out = pathlib.Path(FLAGS.out)
   if out.exists():
     raise app.UsageError(f'--out={out} exists; remove it or name another file')

@@ -85,7 +85,6 @@ flags.DEFINE_list('stack', None, "Other methods' aggregation stacked on the algo
 OPTION_FIELDS = registry.option_fields()
 common.define_option_flags(OPTION_FIELDS)
 
-flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 AGGREGATOR_FLAGS = {'secure_bound': 'secure', 'dp_noise_multiplier': 'dp', 'dp_clip': 'dp'}
 PARALLELISM_FLAGS = ('threads', 'clients_per_call')
@@ -139,6 +138,7 @@ def _runtime_of_builds(name: str, task, training: registry.Training) -> str:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  common.require('output_dir')
   task_class = tasks.TASKS[FLAGS.task].Task
   name = FLAGS.algorithm or task_class.DEFAULT_ALGORITHM
   options = common.option_values(OPTION_FIELDS)

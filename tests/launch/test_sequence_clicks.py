@@ -1,17 +1,15 @@
-"""launch.sequence_clicks, as a user runs it: sequences in, a CTR file out."""
-
-import subprocess
-import sys
+"""launch.sequence_clicks: sequences in, a CTR file out (its main() in this
+process, as tests.launch.trainer runs the trainer's)."""
 
 import pandas as pd
 import pytest
 
-from tests import conftest
+from launch import sequence_clicks
+from tests.launch import trainer
 
 
-def _run(*args) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'launch.sequence_clicks', *args],
-                        cwd=conftest.REPO, capture_output=True, text=True, timeout=300)
+def _run(*args):
+  return trainer.run_here(sequence_clicks, *args)
 
 
 def test_sequences_become_a_ctr_file_and_an_existing_one_is_not_overwritten(tmp_path):

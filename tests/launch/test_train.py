@@ -58,6 +58,10 @@ def test_an_interactions_file_refused_names_the_file_the_setting_and_what_it_hol
                   f'--data_dir={ml100k_dir / "u.data"}', *flags.split())
 
 
+def test_a_run_without_an_output_dir_is_refused(ml100k_dir):
+  assert '--output_dir is needed' in trainer.refusal(f'--data_dir={ml100k_dir}')
+
+
 def _assert_refused(message, tmp_path, *args):
   assert message in trainer.refusal(f'--output_dir={tmp_path / "out"}', *args)
   assert not (tmp_path / 'out' / 'metrics.csv').exists()

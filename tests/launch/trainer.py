@@ -1,18 +1,21 @@
 """Running launch.train in tests: as a user does (a process), or its flag
 parsing and main() in this process (refusals, and runs whose process does not
 matter: a fresh process per run would import TF and TFF again, about 7 s of a
-core each)."""
+core each). `run_here` does the same for another launcher whose flags do not
+collide with the trainer's."""
 
 import contextlib
+import functools
 import io
 import subprocess
 import sys
+import types
 
 from absl import app
 from absl import flags
 
-# The trainer's flags, defined in this test process for its refusals (no other
-# launcher is imported into a test process: their flags would collide).
+# The trainer's flags, defined in this test process for its refusals (a launcher
+# that defines a flag of the same name cannot be imported into a test process).
 from launch import train as launcher
 from tests import conftest
 
@@ -32,22 +35,25 @@ def start(*args) -> subprocess.Popen:
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def train_here(*args) -> subprocess.CompletedProcess:
-  """launch.train's main() on `args` in this process, its output captured:
-  what train() returns, for a run that needs no process of its own (one that is
-  killed, or imports a user's module, does). Every flag is parsed afresh."""
+def run_here(module: types.ModuleType, *args) -> subprocess.CompletedProcess:
+  """A launcher's main() on `args` in this process, its output captured: what
+  a process of it returns, for a run that needs no process of its own (one that
+  is killed, or imports a user's module, does). Every flag is parsed afresh."""
   stdout, stderr = io.StringIO(), io.StringIO()
   error = None
   flags.FLAGS.unparse_flags()
   try:
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-      launcher.main(flags.FLAGS(['train', *args]))
+      module.main(flags.FLAGS([module.__name__, *args]))
   except (flags.Error, app.UsageError, SystemExit) as e:
     error = f'{e}\n'
   finally:
     flags.FLAGS.unparse_flags()
-  return subprocess.CompletedProcess(['launch.train', *args], 0 if error is None else 1,
+  return subprocess.CompletedProcess([module.__name__, *args], 0 if error is None else 1,
                                      stdout.getvalue(), stderr.getvalue() + (error or ''))
+
+
+train_here = functools.partial(run_here, launcher)
 
 
 def refusal(*args) -> str:
