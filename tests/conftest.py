@@ -40,10 +40,10 @@ def own_worker_processes() -> dict[int, psutil.Process]:
           if _is_live_worker(p)}
 
 
-@pytest.fixture(scope='session', autouse=True)
-def no_tff_default_context():
-  """Computations need the `tff_runtime` fixture; TFF's own context is dropped."""
-  native.drop_tff_default_context()
+# Computations need the `tff_runtime` fixture; TFF's own context is dropped at
+# import, in every process that loads this file (xdist's controller runs no
+# fixture, and TFF's context alive at its exit printed a traceback).
+native.drop_tff_default_context()
 
 
 @pytest.fixture(scope='session')
