@@ -47,10 +47,21 @@ flags.DEFINE_string('output_dir', None, 'Where metrics, checkpoints and the '
                     'summary go; an interrupted run resumes from here.')
 
 FLAGS = flags.FLAGS
-logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO
-# Launchers run TFF computations only inside a NativeRuntime; TFF's own
-# import-time context would print an error at exit (see runtime.native).
-native.drop_tff_default_context()
+
+
+def run(main) -> None:
+  """app.run(main), after what every launcher sets up in its process (not at
+  import: importing a launcher changes no TF, TFF or logging state): absl logging
+  at WARNING (TFF logs every checkpoint at INFO), and TFF's own import-time
+  context dropped (launchers run computations only inside a NativeRuntime; TFF's
+  context, alive at exit, prints an error: see runtime.native)."""
+
+  def set_up_then_main(argv):
+    logging.set_verbosity(logging.WARNING)
+    native.drop_tff_default_context()
+    return main(argv)
+
+  app.run(set_up_then_main)
 
 
 def check_choices(flag: str, values, known) -> None:

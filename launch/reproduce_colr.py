@@ -33,8 +33,7 @@ import pathlib
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+from absl import flags  # pylint: disable=g-import-not-at-top
 
 import numpy as np
 import pandas as pd
@@ -330,4 +329,4 @@ Paper: {PAPER}
 
 
 if __name__ == '__main__':
-  app.run(main)
+  common.run(main)

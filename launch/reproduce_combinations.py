@@ -92,4 +92,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  common.run(main)

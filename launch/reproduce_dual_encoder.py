@@ -343,4 +343,4 @@ is 2%), 1 local epoch, client SGD {client:g}, server Adam {server:g}. Centralize
 
 
 if __name__ == '__main__':
-  app.run(main)
+  common.run(main)

@@ -31,8 +31,7 @@ import pathlib
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+from absl import flags  # pylint: disable=g-import-not-at-top
 
 import pandas as pd
 import tensorflow as tf
@@ -435,4 +434,4 @@ FedAvg's final item tables projected to a cx hashed memory and recovered
 
 
 if __name__ == '__main__':
-  app.run(main)
+  common.run(main)

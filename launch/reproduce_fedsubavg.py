@@ -367,4 +367,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  common.run(main)

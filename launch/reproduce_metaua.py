@@ -47,8 +47,7 @@ import pathlib
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+from absl import flags  # pylint: disable=g-import-not-at-top
 
 import numpy as np
 import pandas as pd
@@ -455,4 +454,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  common.run(main)

@@ -47,4 +47,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  common.run(main)

@@ -236,4 +236,4 @@ def _prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  common.run(main)
