@@ -19,6 +19,8 @@ from absl import app
 from absl import flags
 
 from launch import common  # sets TF's log level before TensorFlow loads
+from launch import outputs
+from launch import progress
 import tensorflow_federated as tff  # pylint: disable=g-bad-import-order
 from tff_rec.training import optimizers
 
@@ -38,7 +40,7 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   common.require('output_dir')
   config = common.task_config()
-  target = common.parse_target(FLAGS.target)
+  target = progress.parse_target(FLAGS.target)
   try:
     optimizer = optimizers.OptimizerConfig(FLAGS.optimizer, FLAGS.learning_rate)
   except ValueError as e:
@@ -47,23 +49,23 @@ def main(argv):
   steps = {'steps_per_epoch': FLAGS.steps_per_epoch} if FLAGS.steps_per_epoch else {}
   if steps and FLAGS.task != 'movielens_ctr':
     raise app.UsageError(f'--steps_per_epoch does not apply to --task={FLAGS.task}')
-  out = common.output_dir(common.run_config(
+  out = outputs.output_dir(FLAGS.output_dir, common.run_config(
       config, epochs=FLAGS.epochs, optimizer=optimizer.settings(), eval_every=FLAGS.eval_every,
       **steps))
   print(f'{FLAGS.task} centralized: {task.describe()}; output in {out}', flush=True)
   csv = tff.program.CSVFileReleaseManager(str(out / 'metrics.csv'), key_fieldname='epoch')
-  progress = common.Progress(FLAGS.epochs, 'epoch', {
+  show_progress = progress.Progress(FLAGS.epochs, 'epoch', {
       'loss': 'train/loss', **{k: v for k, v in task.PROGRESS.items() if k != 'loss'}})
 
   def on_epoch(epoch, metrics):
     asyncio.run(csv.release(dict(sorted(metrics.items())), key=epoch))
-    progress(epoch, metrics)
+    show_progress(epoch, metrics)
 
   metrics = task.train_centralized(optimizer, epochs=FLAGS.epochs,
                                    eval_every=FLAGS.eval_every, on_epoch=on_epoch, **steps)
   if target:
-    metrics.update(common.first_reached(out / 'metrics.csv', 'epoch', target))
-  common.write_json(out / 'summary.json', metrics)
+    metrics.update(progress.first_reached(out / 'metrics.csv', 'epoch', target))
+  outputs.write_json(out / 'summary.json', metrics)
   print(f'done: {out / "summary.json"}', flush=True)
 
 

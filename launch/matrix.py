@@ -27,6 +27,8 @@ from absl import app
 from absl import flags
 
 from launch import common  # sets TF's log level before TensorFlow loads
+from launch import outputs
+from launch import progress
 import tasks  # pylint: disable=g-bad-import-order
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
@@ -192,7 +194,7 @@ def main(argv):
             if _cell_name(d, a, *cell) not in records
             or (records[_cell_name(d, a, *cell)]['status'] == 'OK'
                 and not _shows_effect(records[_cell_name(d, a, *cell)], cell[0]))]
-    progress = common.Progress(len(todo), 'cell', {})
+    show_progress = progress.Progress(len(todo), 'cell', {})
     runtime = native.NativeRuntime() if todo else contextlib.nullcontext()
     with runtime:
       loaded = {}
@@ -209,9 +211,9 @@ def main(argv):
         print(f"   {records[name]['status']} {records[name].get('value', '')}"
               f"{records[name].get('reason', '')}", flush=True)
         (root / dataset).mkdir(parents=True, exist_ok=True)
-        common.write_json(root / f'{name}.json', records[name])
-        progress(done, {})
-  common.write_text(pathlib.Path(FLAGS.output), _table(records, algorithms))
+        outputs.write_json(root / f'{name}.json', records[name])
+        show_progress(done, {})
+  outputs.write_text(pathlib.Path(FLAGS.output), _table(records, algorithms))
   print(f'done: {FLAGS.output}', flush=True)
 
 

@@ -39,8 +39,11 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
+from launch import cell_records
 from launch import common
+from launch import outputs
 from launch import plots
+from launch import seed_stats
 from tasks import movielens_ranking
 from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import fedmf
@@ -97,7 +100,7 @@ def _cell(name: str, algorithm: str, *args: str) -> list[str]:
   """Runs a configuration for every seed (what is not recorded yet); its cells."""
   cells = [_seeded(name, seed) for seed in _seeds()]
   for seed, cell in zip(_seeds(), cells):
-    common.run_cell(
+    cell_records.run_cell(
         FLAGS.runs_dir, cell, 'launch.train', f'--algorithm={algorithm}',
         f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
         f'--checkpoint_every={FLAGS.eval_every}', *args, f'--seed={seed}',
@@ -106,7 +109,7 @@ def _cell(name: str, algorithm: str, *args: str) -> list[str]:
 
 
 def _metrics(name: str) -> pd.DataFrame | None:
-  path = common.cell_file(FLAGS.runs_dir, name, 'metrics.csv', _records())
+  path = cell_records.cell_file(FLAGS.runs_dir, name, 'metrics.csv', _records())
   return pd.read_csv(path) if path.exists() else None
 
 
@@ -115,16 +118,16 @@ def _result(cells: list[str]) -> dict | None:
   client per round and seconds per round (means)."""
   runs = []
   for cell in cells:
-    summary = common.cell_file(FLAGS.runs_dir, cell, 'summary.json', _records())
+    summary = cell_records.cell_file(FLAGS.runs_dir, cell, 'summary.json', _records())
     if summary.exists():
       runs.append((json.loads(summary.read_text()), _metrics(cell)))
   if not runs:
     return None
   return dict(
       hr=[s[HR] for s, _ in runs], ndcg=[s[NDCG] for s, _ in runs],
-      kb_up=np.mean([common.recorded(r, 'train/aggregator/bytes_up').mean() for _, r in runs])
+      kb_up=np.mean([cell_records.recorded(r, 'train/aggregator/bytes_up').mean() for _, r in runs])
       / 1024,
-      kb_down=np.mean([common.recorded(s, 'train/aggregator/bytes_down_update')
+      kb_down=np.mean([cell_records.recorded(s, 'train/aggregator/bytes_down_update')
                        for s, _ in runs]) / 1024,
       seconds=np.mean([r['train/round_seconds'].median() for _, r in runs]))
 
@@ -134,7 +137,7 @@ def _fmt(result: dict | None, base: dict | None = None) -> str:
   if result is None:
     return 'not run'
   share = f' ({100 * np.mean(result["hr"]) / np.mean(base["hr"]):.0f}%)' if base else ''
-  return f'{common.spread(result["hr"])}{share} / {common.spread(result["ndcg"])}'
+  return f'{seed_stats.spread(result["hr"])}{share} / {seed_stats.spread(result["ndcg"])}'
 
 
 def additive_sum_errors(task, clients: int = 10, rank: int = SECURE_RANK) -> dict[str, float]:
@@ -264,8 +267,8 @@ def main(argv):
   for label, cells in secure.items():
     frames = [f for f in map(_metrics, cells) if f is not None]
     counts = [c for c in SECURE_CLIPPED  # the plain sum clips nothing
-              if frames and common.recorded(frames[0], c, None) is not None]
-    clipped = ' / '.join(f'{sum(common.recorded(f, c).sum() for f in frames):.0f}'
+              if frames and cell_records.recorded(frames[0], c, None) is not None]
+    clipped = ' / '.join(f'{sum(cell_records.recorded(f, c).sum() for f in frames):.0f}'
                          for c in counts) or '-'
     secure_rows.append(f'| {label} | {_fmt(_result(cells))} | {clipped} |')
   tf.get_logger().setLevel('ERROR')  # each client's training traces its own loss once
@@ -324,7 +327,7 @@ initial model, rank {SECURE_RANK}):
 
 Paper: {PAPER}
 """
-  common.write_text(out / 'table.md', text)
+  outputs.write_text(out / 'table.md', text)
   print(text)
 
 

@@ -28,6 +28,7 @@ from absl import app
 from absl import flags
 
 from launch import common
+from launch import outputs
 from launch import seeded_table
 
 flags.DEFINE_string('runs_dir', 'runs/combinations', 'Where the individual runs go.')
@@ -87,7 +88,7 @@ def main(argv):
   out.mkdir(parents=True, exist_ok=True)
   path = out / ('table.md' if len(FLAGS.tables) == len(TABLES) else
                 f'table_{"_".join(FLAGS.tables)}.md')
-  common.write_text(path, '\n'.join(lines))
+  outputs.write_text(path, '\n'.join(lines))
   print(f'done: {path}', flush=True)
 
 

@@ -43,8 +43,11 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from launch import cell_records
 from launch import common
+from launch import outputs
 from launch import plots
+from launch import seed_stats
 from tasks import movielens_next_item
 
 LOSSES = {'batch_softmax': 'BS', 'batch_softmax_spreadout': 'BS+S',
@@ -111,9 +114,9 @@ def _cell(records: dict[str, str], name: str, module: str, *args: str) -> dict |
   own = _records(FLAGS.results_dir)
   records[name] = own
   if not (pathlib.Path(own) / name / 'summary.json').exists():
-    records[name] = common.recorded_in(map(_records, FLAGS.shared_records), name,
+    records[name] = cell_records.recorded_in(map(_records, FLAGS.shared_records), name,
                                        *args) or own
-  return common.run_cell(FLAGS.runs_dir, name, module, *args, wanted=FLAGS.only == 'all',
+  return cell_records.run_cell(FLAGS.runs_dir, name, module, *args, wanted=FLAGS.only == 'all',
                          records_dir=records[name])
 
 
@@ -194,11 +197,11 @@ def drop_table(results: Results, split: str, popularity: dict[str, dict[str, flo
     central, federated = results.central[split][loss], results.federated[loss]
     cells = [label]
     for runs in (central, federated):
-      cells += [common.spread(_values(runs, f'test/recall_at_{k}'), 100, 2) for k in KS]
+      cells += [seed_stats.spread(_values(runs, f'test/recall_at_{k}'), 100, 2) for k in KS]
     c10, f10 = (_values(runs, 'test/recall_at_10') for runs in (central, federated))
     drops = [(c - f) / c for c, f in zip(c10, f10) if c]  # seed i against seed i
-    cells.append(common.spread(drops, 100, 1) + '%' if drops else common.NOT_RUN)
-    cells.append(common.versus(f10, c10, 100, 2))
+    cells.append(seed_stats.spread(drops, 100, 1) + '%' if drops else cell_records.NOT_RUN)
+    cells.append(seed_stats.versus(f10, c10, 100, 2))
     lines.append('| ' + ' | '.join(cells) + ' |')
   lines.append('| popularity | ' + ' | '.join(
       f'{100 * popularity[part][f"recall_at_{k}"]:.2f}' for part in (split, 'by_user')
@@ -220,8 +223,8 @@ def probe_table(results: Results, popularity: dict[str, float]) -> str:
   rows += [(label, module, results.probes[name]) for name, (label, module, _) in probes
            if module == 'launch.train']
   for label, module, runs in rows:
-    values = [common.spread(_values(runs, f'test/recall_at_{k}'), 100, 2) for k in KS]
-    versus = ('' if runs is plain[module] else common.versus(
+    values = [seed_stats.spread(_values(runs, f'test/recall_at_{k}'), 100, 2) for k in KS]
+    versus = ('' if runs is plain[module] else seed_stats.versus(
         _values(runs, 'test/recall_at_10'), _values(plain[module], 'test/recall_at_10'), 100, 2))
     lines.append(f'| {label} | ' + ' | '.join(values) + f' | {versus} |')
   lines.append('| popularity | ' + ' | '.join(
@@ -249,7 +252,7 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
   ax.axhline(100 * popularity, color='gray', linestyle=':', label='popularity')
   for i, (loss, label) in enumerate(_selected(LOSSES, FLAGS.losses)):
     names = [f'fed_{loss}_s{s}' for s in seeds]
-    curves = [common.read_curve(FLAGS.runs_dir, name, 'validation/recall_at_10',
+    curves = [cell_records.read_curve(FLAGS.runs_dir, name, 'validation/recall_at_10',
                                 results.records[name]) for name in names]
     curves = [c.set_index('round')['validation/recall_at_10'] for c in curves if c is not None]
     if not curves:
@@ -338,7 +341,7 @@ is 2%), 1 local epoch, client SGD {client:g}, server Adam {server:g}. Centralize
 {FLAGS.epochs} epochs, Adam {FLAGS.centralized_learning_rate:g}.
 
 """ + '\n\n'.join(sections) + '\n'
-  common.write_text(out / 'table.md', text)
+  outputs.write_text(out / 'table.md', text)
   print(text)
 
 

@@ -36,8 +36,11 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 import pandas as pd
 import tensorflow as tf
 
+from launch import cell_records
 from launch import common
+from launch import outputs
 from launch import plots
+from launch import seed_stats
 from tasks import goodreads_ranking
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import registry
@@ -90,7 +93,7 @@ def _records() -> str:
 
 
 def _cell_run(name: str, module: str, *args: str) -> dict | str:
-  return common.run_cell(FLAGS.runs_dir, name, module, *args, wanted=_wanted(name),
+  return cell_records.run_cell(FLAGS.runs_dir, name, module, *args, wanted=_wanted(name),
                          records_dir=_records())
 
 
@@ -144,7 +147,7 @@ def _peak(curve: pd.Series) -> float:
 def over_seeds(names: list[str], pick, rounds: int, step: str = 'round') -> list[float]:
   """pick(NDCG@20 curve) of each of a configuration's seeds that finished
   `rounds` (epochs, with step='epoch')."""
-  curves = [common.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names]
+  curves = [cell_records.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names]
   return [pick(c.set_index(step)[METRIC]) for c in curves
           if c is not None and len(c) and c[step].max() == rounds]
 
@@ -163,12 +166,12 @@ def long_table(task, names: dict[str, list[str]], popularity: float) -> list[str
            f'| popularity | | {popularity:.3f} | | | |']
   for stem, (algorithm, scheme) in cells.items():
     label = HETEROGENEOUS.get(algorithm, 'FedAvg') + (f' {scheme}' if scheme else '')
-    versus = '' if stem == 'fedavg' else common.versus(last[stem], last['fedavg'])
+    versus = '' if stem == 'fedavg' else seed_stats.versus(last[stem], last['fedavg'])
     het_hom = ''
     if algorithm == 'fair':
-      het_hom = common.versus(last[stem], last[f'fair_hom_{scheme}'])
-    lines.append(f'| {label} | {len(last[stem])} | {common.spread(last[stem])} | '
-                 f'{common.spread(best[stem])} | {versus} | {het_hom} |')
+      het_hom = seed_stats.versus(last[stem], last[f'fair_hom_{scheme}'])
+    lines.append(f'| {label} | {len(last[stem])} | {seed_stats.spread(last[stem])} | '
+                 f'{seed_stats.spread(best[stem])} | {versus} | {het_hom} |')
   return lines
 
 
@@ -177,7 +180,7 @@ def _central_stem(learning_rate: float) -> str:
 
 
 def _curve(name: str) -> pd.DataFrame | None:
-  return common.read_curve(FLAGS.runs_dir, name, METRIC, _records())
+  return cell_records.read_curve(FLAGS.runs_dir, name, METRIC, _records())
 
 
 def _cell(names: list[str] | str, paper: float | str | None, rounds: int | None = None,
@@ -188,7 +191,8 @@ def _cell(names: list[str] | str, paper: float | str | None, rounds: int | None 
     return f'{names} (paper {paper or "N/A"})'
   rounds = rounds or FLAGS.rounds
   final, best = (over_seeds(names, pick, rounds, step) for pick in (_final, _peak))
-  text = f'{common.spread(final)} / {common.spread(best)}' if final else common.NOT_RUN
+  text = (f'{seed_stats.spread(final)} / {seed_stats.spread(best)}' if final
+          else cell_records.NOT_RUN)
   if 0 < len(final) < len(names):
     text += f' ({len(final)} of {len(names)} seeds)'
   return f'{text} (paper {paper})' if paper else text
@@ -224,7 +228,7 @@ def compression_probe(task, config, fedavg: str) -> list[str]:
       squeezed[name] = squeezed[name].numpy()
     rows.append(f'| {capacity}x | {task.evaluate(squeezed)["ndcg_at_20"]:.3f} |')
   kept.parent.mkdir(parents=True, exist_ok=True)
-  common.write_text(kept, '\n'.join(rows) + '\n')
+  outputs.write_text(kept, '\n'.join(rows) + '\n')
   return rows
 
 
@@ -296,12 +300,12 @@ def table3_rows(table3: dict[str, list[str]]) -> list[str]:
   rows = ['| 1x users | ' + ' | '.join(f'{int(100 * f)}%' for f in FULL_FRACTIONS) + ' |',
           '|---|---|---|---|---|']
   for algorithm, label in (('full_trn', 'FULL-TRN'), ('fair', 'FAIR-HET')):
-    cells = [f'{common.spread(final[f"{algorithm}_{f}"])} (paper {PAPER_TABLE3[algorithm][i]})'
+    cells = [f'{seed_stats.spread(final[f"{algorithm}_{f}"])} (paper {PAPER_TABLE3[algorithm][i]})'
              for i, f in enumerate(FULL_FRACTIONS)]
     rows.append(f'| {label} | ' + ' | '.join(cells) + ' |')
-  gains = [common.versus(final[f'fair_{f}'], final[f'full_trn_{f}']) for f in FULL_FRACTIONS]
+  gains = [seed_stats.versus(final[f'fair_{f}'], final[f'full_trn_{f}']) for f in FULL_FRACTIONS]
   return [*rows, '| FAIR-HET vs FULL-TRN | ' + ' | '.join(gains) + ' |', '',
-          f'FedAvg at the same seeds (every user 1x): {common.spread(final["fedavg"])} '
+          f'FedAvg at the same seeds (every user 1x): {seed_stats.spread(final["fedavg"])} '
           f'({_by_seed(final["fedavg"])} by seed). FAIR-HET by seed: ' + '; '.join(
               f'{int(100 * f)}% {_by_seed(final[f"fair_{f}"])}' for f in FULL_FRACTIONS) + '.']
 
@@ -318,10 +322,10 @@ def consistency_rows(consistency: dict[str, list[str]]) -> list[str]:
   reference = f'fair_{CONSISTENCY_SCHEME}'
   for stem, label in CONSISTENCY.items():
     names = consistency[stem]
-    versus = '' if stem == reference else common.versus(final[stem], final[reference])
-    rows.append(f'| {label} | {common.spread(final[stem])} | '
-                f'{common.spread(over_seeds(names, _peak, FLAGS.rounds))} | '
-                f'{common.spread(over_seeds(names, _swing, FLAGS.rounds))} | {versus} |')
+    versus = '' if stem == reference else seed_stats.versus(final[stem], final[reference])
+    rows.append(f'| {label} | {seed_stats.spread(final[stem])} | '
+                f'{seed_stats.spread(over_seeds(names, _peak, FLAGS.rounds))} | '
+                f'{seed_stats.spread(over_seeds(names, _swing, FLAGS.rounds))} | {versus} |')
   return rows
 
 
@@ -355,15 +359,15 @@ def main(argv):
 
   rows2 = ['| capacity | ' + ' | '.join(HETEROGENEOUS.values()) + ' |', '|---|---|---|---|']
   for i, scheme in enumerate(SCHEMES):
-    cells = [_cell(table2.get(f'{a}_{scheme}', common.CANNOT_RUN), PAPER_TABLE2[a][i])
+    cells = [_cell(table2.get(f'{a}_{scheme}', cell_records.CANNOT_RUN), PAPER_TABLE2[a][i])
              for a in HETEROGENEOUS]
     rows2.append(f'| {scheme} | ' + ' | '.join(cells) + ' |')
   bytes_rows = ['| run | MB down per round (10 clients) |', '|---|---|']
   for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES
                            if f'{a}_{s}' in table2)]:
-    path = common.cell_file(FLAGS.runs_dir, table2[name][0], 'metrics.csv', _records())
+    path = cell_records.cell_file(FLAGS.runs_dir, table2[name][0], 'metrics.csv', _records())
     if path.exists():
-      mean = common.recorded(pd.read_csv(path), 'train/aggregator/bytes_down').mean() / 2**20
+      mean = cell_records.recorded(pd.read_csv(path), 'train/aggregator/bytes_down').mean() / 2**20
       bytes_rows.append(f'| {name} | {mean:.1f} |')
   text = f"""# FAIR on Goodreads-100: Tables 2 and 3 of Desai et al.
 
@@ -429,7 +433,7 @@ FedAvg's final item tables projected to a cx hashed memory and recovered
 
 ![consistent vs inconsistent](consistency.png)
 """
-  common.write_text(results / 'table.md', text)
+  outputs.write_text(results / 'table.md', text)
   print(text)
 
 

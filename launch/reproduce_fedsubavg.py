@@ -40,8 +40,12 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from launch import cell_records
+from launch import clicks
 from launch import common
+from launch import outputs
 from launch import plots
+from launch import seed_stats
 from tasks import movielens_ctr
 
 flags.DEFINE_enum('dataset', 'movielens', ['movielens', 'beauty'], 'MovieLens-100K, or '
@@ -123,7 +127,7 @@ def _spec(setting: str) -> dict:
 def _task_values(setting: str, seed: int) -> dict:
   """The task's settings for one seed's cells (Beauty: that seed's clicks)."""
   return {**_spec(setting)['task'],
-          **(common.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
+          **(clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
              if FLAGS.dataset == 'beauty' else {})}
 
 
@@ -142,7 +146,7 @@ def _run(setting: str, method: str, rate: float | None, rounds: int, eval_every:
         f'--batch_size={BATCH_SIZE}', f'--local_steps={LOCAL_STEPS}', f'--algorithm={method}',
         f'--rounds={rounds}', f'--clients_per_round={FLAGS.clients}',
         f'--client_learning_rate={rate}')
-  common.run_cell(FLAGS.runs_dir, name, module, *task_flags, *args,
+  cell_records.run_cell(FLAGS.runs_dir, name, module, *task_flags, *args,
                   f'--eval_every={eval_every}', f'--seed={seed}',
                   wanted=_wanted(name), records_dir=_records())
   return name
@@ -159,7 +163,7 @@ def _records() -> str:
 def _curve(name: str, metric: str):
   """(steps, values) of a finished cell's evaluations; empty when it has none (not
   run, cut short, failed)."""
-  rows = common.read_curve(FLAGS.runs_dir, name, metric, _records())
+  rows = cell_records.read_curve(FLAGS.runs_dir, name, metric, _records())
   if rows is None:
     return np.array([]), np.array([])
   step = 'epoch' if 'epoch' in rows else 'round'
@@ -169,7 +173,7 @@ def _curve(name: str, metric: str):
 def _final_value(name: str, metric: str) -> float | None:
   """The metric at the cell's end: NaN if it diverged, None if it has not run (or
   never evaluated it)."""
-  path = common.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
+  path = cell_records.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
   value = json.loads(path.read_text()).get(metric) if path.exists() else None
   return None if value is None else float(value)
 
@@ -180,10 +184,10 @@ def _final_cell(names: list[str], metric: str) -> str:
   finite = [v for v in values if np.isfinite(v)]
   diverged = len(values) - len(finite)
   if finite and diverged:
-    return f'{common.spread(finite, digits=4)} ({diverged} of {len(values)} seeds diverged)'
+    return f'{seed_stats.spread(finite, digits=4)} ({diverged} of {len(values)} seeds diverged)'
   if diverged:
     return f'diverged ({diverged} of {diverged} seeds)'
-  return common.spread(finite, digits=4)
+  return seed_stats.spread(finite, digits=4)
 
 
 def _rounds(setting: str, kind: str) -> int:
@@ -235,11 +239,11 @@ def _rounds_to(name: str, metric: str, target: float, lower: bool) -> float | No
 def _rounds_cell(rounds: list[float], total: int) -> str:
   """Rounds to target over seeds: mean ± std, or how many seeds never got there."""
   if not rounds:
-    return common.NOT_RUN
+    return cell_records.NOT_RUN
   missed = sum(r == float('inf') for r in rounds)
   if missed == len(rounds):
     return f'{total}+'
-  reached = common.spread([r for r in rounds if r != float('inf')], digits=0)
+  reached = seed_stats.spread([r for r in rounds if r != float('inf')], digits=0)
   return reached + (f' ({missed} of {len(rounds)} seeds: {total}+)' if missed else '')
 
 
@@ -298,13 +302,13 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
                 + ' | '.join(_final_cell(finals[c], metric) for c in columns) + ' |')
   best_label = 'lowest' if lower else 'best'
   rows.append(f'| {best_label} {FINAL_METRICS[spec["metric"]]} (any round, diverged seeds '
-              'too) | ' + ' | '.join(common.spread(
+              'too) | ' + ' | '.join(seed_stats.spread(
                   [best(v) for name in finals[c] if len(v := _curve(name, spec['metric'])[1])],
                   digits=4) for c in columns) + ' |')
   _, converged_curve = _curve(converged, spec['metric'])
   converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '
                     f'{spec["metric"]} over {converged_rounds} rounds, seed 0)'
-                    if len(converged_curve) else common.NOT_RUN)
+                    if len(converged_curve) else cell_records.NOT_RUN)
   rule = ("CentralSGD's lowest train loss within the same rounds (the paper's rule)" if lower
           else f"CentralSGD's best test AUC within the same rounds, less {FLAGS.auc_margin:g}")
   if done:
@@ -316,7 +320,7 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       f'{tasks[0].describe()}. Feature heat dispersion: max n_m / min n_m over embedding rows '
       "(the paper's Table 1; ML-1M there: 4,331); parameter: over all parameters.", '',
       f'Target, per seed: {rule}: '
-      + (common.spread([targets[s] for s in done], digits=4) if done else common.NOT_RUN)
+      + (seed_stats.spread([targets[s] for s in done], digits=4) if done else cell_records.NOT_RUN)
       + f'. Converged CentralSGD: {converged_text}. Evaluated every {FLAGS.eval_every} '
       'rounds: rounds to target are resolved to that. Mean ± std over the seeds of '
       f'{seeds} that ran (a single value: one seed).', '',
@@ -325,10 +329,10 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       *rows,
       f'| learning rate (grid after {_rounds(setting, "sweep_rounds")} rounds, seed 0) | '
       + ' | '.join(f'{r:g}' if _final_value(finals[c][0], spec['metric']) is not None
-                   else common.NOT_RUN for c, (_, _, r) in columns.items()) + ' |',
+                   else cell_records.NOT_RUN for c, (_, _, r) in columns.items()) + ' |',
       '', 'Item baselines, no model (test AUC, mean ± std over the seeds\' splits): '
-      f'popularity, the item\'s clicks in the training examples, {common.spread(popularity)}; '
-      f'the item\'s training click rate (add-one smoothed), {common.spread(click_rate)}. A '
+      f'popularity, the item\'s clicks in the training examples, {seed_stats.spread(popularity)}; '
+      f'the item\'s training click rate (add-one smoothed), {seed_stats.spread(click_rate)}. A '
       'model below them has learned less than the item\'s own rate.', '',
       f'Paper: {PAPER[setting]}.', '', f'![curves]({setting}_curves.png)', '']
 
@@ -362,7 +366,7 @@ def main(argv):
     lines += tabulate(setting, seeds)
   path = results / ('table.md' if len(FLAGS.settings) == len(dataset['settings']) else
                     f'table_{"_".join(FLAGS.settings)}.md')
-  common.write_text(path, '\n'.join(lines))
+  outputs.write_text(path, '\n'.join(lines))
   print(f'wrote {path}', flush=True)
 
 

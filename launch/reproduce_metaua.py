@@ -52,8 +52,12 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import pandas as pd
 
+from launch import cell_records
+from launch import clicks
 from launch import common
+from launch import outputs
 from launch import plots
+from launch import seed_stats
 from tasks import movielens_ctr
 from tff_rec.algorithms import metaua
 
@@ -196,7 +200,7 @@ BEAUTY_PROBES = ('metaua_none', 'metaua_none_no_query')  # Table 4's first rows
 
 def _data(seed: int) -> dict:
   """The task's data settings for one seed's cells (Beauty: that seed's clicks)."""
-  return (common.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
+  return (clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
           if FLAGS.dataset == 'beauty' else {})
 
 
@@ -216,7 +220,7 @@ def _seeded(name: str, seed: int) -> str:
 def _cell(name: str, algorithm: str, clients: int, *args: str, seed: int = 0) -> dict | str:
   cell = _seeded(name, seed)
   wanted = not FLAGS.only or cell in FLAGS.only
-  return common.run_cell(
+  return cell_records.run_cell(
       FLAGS.runs_dir, cell, 'launch.train', *TASK_ARGS, *common.flag_args(_data(seed)),
       f'--algorithm={algorithm}',
       f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
@@ -229,21 +233,21 @@ def _investigate(clients: int) -> None:
     if module == 'launch.train':
       _cell(name, 'fedavg', clients, *args)
     else:
-      common.run_cell(FLAGS.runs_dir, name, module, *CENTRAL_ARGS, *args, '--seed=0',
+      cell_records.run_cell(FLAGS.runs_dir, name, module, *CENTRAL_ARGS, *args, '--seed=0',
                       wanted=not FLAGS.only or name in FLAGS.only, records_dir=_records())
 
 
 def _curves(name: str, metric: str, seeds) -> list:
   """The finished seeds' evaluations of `metric`."""
   return [c for s in seeds
-          if (c := common.read_curve(FLAGS.runs_dir, _seeded(name, s), metric, _records()))
+          if (c := cell_records.read_curve(FLAGS.runs_dir, _seeded(name, s), metric, _records()))
           is not None]
 
 
 def _at_rounds(curves: list, metric: str) -> list[str]:
   """The metric at TABLE_ROUNDS: mean ± std over the curves that have it."""
   values = [dict(zip(c['round'], c[metric])) for c in curves]
-  return [common.spread([v[r] for v in values if r in v]).replace(common.NOT_RUN, '-')
+  return [seed_stats.spread([v[r] for v in values if r in v]).replace(cell_records.NOT_RUN, '-')
           for r in TABLE_ROUNDS]
 
 
@@ -262,7 +266,7 @@ def _investigation_table() -> list[str]:
   for name, (label, _, _) in INVESTIGATION.items():
     step = {}
     for metric in (AUC, LOGLOSS):
-      rows = common.read_curve(FLAGS.runs_dir, name, metric, _records())
+      rows = cell_records.read_curve(FLAGS.runs_dir, name, metric, _records())
       step[metric] = rows[metric].to_numpy() if rows is not None else None
     if step[AUC] is None:
       lines.append(f'| {label} | - | - | - | - |')
@@ -335,8 +339,8 @@ def _beauty(task, clients: int, seeds: list[int], table2: dict) -> str:
       '## Why MetaUA does not learn here: its driver with both parts off (seed 0)', '',
       *_table({name: ABLATION[name][0] for name in BEAUTY_PROBES}), '',
       'Item baselines, no model (test AUC, mean ± std over the seeds\' clicks): popularity '
-      f'(the item\'s training clicks) {common.spread(popularity)}; the item\'s training click '
-      f'rate (add-one smoothed) {common.spread(click_rate)}. A constant predictor scores test '
+      f'(the item\'s training clicks) {seed_stats.spread(popularity)}; the item\'s training click '
+      f'rate (add-one smoothed) {seed_stats.spread(click_rate)}. A constant predictor scores test '
       'logloss 0.693 (the click rate is 0.5 by construction).', '',
       f'Paper (ML-1M): {PAPER["table2"]}.', '', '![test AUC by round](curves.png)', ''])
 
@@ -449,7 +453,7 @@ def main(argv):
       'fedadam': ('fedadam', SERVER_ARGS['fedadam']), 'fednova': ('fednova', ())}
   tabulate = _beauty if FLAGS.dataset == 'beauty' else _movielens
   text = tabulate(task, clients, seeds, table2)
-  common.write_text(pathlib.Path(FLAGS.results_dir) / 'table.md', text)
+  outputs.write_text(pathlib.Path(FLAGS.results_dir) / 'table.md', text)
   print(text)
 
 

@@ -28,7 +28,9 @@ from absl import flags
 import numpy as np
 import pandas as pd
 
+from launch import cell_records
 from launch import common
+from launch import outputs
 
 flags.DEFINE_string('runs_dir', 'runs/scale', 'Where the individual runs go.')
 flags.DEFINE_string('results_dir', 'results/scale_amazon_beauty', 'Where the results go.')
@@ -78,7 +80,7 @@ def _use_task(cell: Cell, seed: int):
 def _run(name: str, seed: int) -> dict | str:
   cell = CELLS[name]
   _use_task(cell, seed)
-  return common.run_cell(f'{FLAGS.runs_dir}', f'{name}_s{seed}', 'launch.train', *cell.args,
+  return cell_records.run_cell(f'{FLAGS.runs_dir}', f'{name}_s{seed}', 'launch.train', *cell.args,
                          wanted=FLAGS.only == 'all',
                          records_dir=str(pathlib.Path(FLAGS.results_dir) / 'cells'))
 
@@ -92,7 +94,7 @@ def _task_facts(cell: Cell, seed: int) -> tuple[int, float]:
 
 
 def _cell_file(name: str, seed: int, file: str) -> pathlib.Path:
-  return common.cell_file(FLAGS.runs_dir, f'{name}_s{seed}', file,
+  return cell_records.cell_file(FLAGS.runs_dir, f'{name}_s{seed}', file,
                           str(pathlib.Path(FLAGS.results_dir) / 'cells'))
 
 
@@ -142,7 +144,7 @@ def main(argv):
           f'{cell.metric.split("/")[-1]} {summary[cell.metric]:.4f} | {popularity:.4f} |')
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
-  common.write_text(out / 'table.md', '\n'.join(lines) + '\n')
+  outputs.write_text(out / 'table.md', '\n'.join(lines) + '\n')
   print('\n'.join(lines), flush=True)
   print(f'done: {out / "table.md"}', flush=True)
 

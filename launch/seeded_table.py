@@ -13,7 +13,10 @@ from typing import Callable, Sequence
 from absl import flags
 import numpy as np
 
+from launch import cell_records
 from launch import common
+from launch import outputs
+from launch import seed_stats
 import tasks
 
 LOSS = 'train/client_work/train/loss'  # every task's training loss after the last round
@@ -60,9 +63,9 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
     names = [f'{record.name}_s{seed}', *([record.name] if seed == 0 else [])]
     for name in names:
       if (record.parent / name / 'summary.json').exists():
-        return common.run_cell('', name, 'launch.train', *args, wanted=False,
+        return cell_records.run_cell('', name, 'launch.train', *args, wanted=False,
                                records_dir=str(record.parent))
-  return common.run_cell(f'{runs_dir}/{table.task}', f'{row}_s{seed}', 'launch.train',
+  return cell_records.run_cell(f'{runs_dir}/{table.task}', f'{row}_s{seed}', 'launch.train',
                          *args, wanted=wanted, records_dir=str(records_dir / table.task))
 
 
@@ -97,13 +100,13 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
            f'{table.caption()}; seeds {seeds}; mean ± std over the seeds (sample std).', '',
            '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
   for row, runs in results.items():
-    diverged = sum(math.isnan(common.recorded(r, LOSS, 0.0)) for r in runs)
+    diverged = sum(math.isnan(cell_records.recorded(r, LOSS, 0.0)) for r in runs)
     if diverged:  # a NaN model scores zero: say what happened instead
       lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * (len(header) - 1))
                    + f' | training loss NaN in {diverged} of {len(runs)} seeds |')
       continue
-    per_metric = [common.spread([r[m] for r in runs]) for m in table.metrics]
-    versus = ['' if other == row else common.versus(
+    per_metric = [seed_stats.spread([r[m] for r in runs]) for m in table.metrics]
+    versus = ['' if other == row else seed_stats.versus(
         [r[headline] for r in runs], [r[headline] for r in results.get(other, [])])
               for other in table.versus]
     per_seed = ', '.join(f'{r[headline]:.3f}' for r in runs) or 'not run'
@@ -141,4 +144,4 @@ def sweep_then_headline(heading: list[str], sweep: Table, metric: str,
     for table in headlines(chosen):
       lines += tabulate(table, seeds, runs_dir, records, wanted)
   results_dir.mkdir(parents=True, exist_ok=True)
-  common.write_text(results_dir / 'table.md', '\n'.join(lines))
+  outputs.write_text(results_dir / 'table.md', '\n'.join(lines))

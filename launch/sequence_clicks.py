@@ -17,6 +17,7 @@ import pathlib
 from absl import app
 from absl import flags
 
+from launch import clicks
 from launch import common
 from tff_rec.data import tables
 
@@ -37,7 +38,7 @@ def main(argv):
   FLAGS.task = 'movielens_ctr'
   config = common.task_config()
   try:
-    common.clicks_file(FLAGS.sequences, out, seed=config.seed,
+    clicks.clicks_file(FLAGS.sequences, out, seed=config.seed,
                        history_length=config.history_length)
   except (OSError, tables.DataFormatError) as e:
     raise app.UsageError(f'--sequences={FLAGS.sequences}: {e}') from None

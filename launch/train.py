@@ -22,6 +22,8 @@ from absl import app
 from absl import flags
 
 from launch import common  # sets TF's log level before TensorFlow loads
+from launch import outputs
+from launch import progress
 import tasks  # pylint: disable=g-bad-import-order
 import tensorflow_federated as tff
 from tff_rec.aggregators import inner
@@ -146,7 +148,7 @@ def main(argv):
     registry.check_options(name, options)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  target = common.parse_target(FLAGS.target)
+  target = progress.parse_target(FLAGS.target)
   task_config = common.task_config()
   aggregator = _aggregator(task_config.seed)
   try:
@@ -175,7 +177,7 @@ def main(argv):
       schedule.validate(len(built.client_ids))
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
-    out = common.output_dir(common.run_config(
+    out = outputs.output_dir(FLAGS.output_dir, common.run_config(
         task_config, algorithm=name, **options,
         runtime='remote' if FLAGS.runtime == 'remote' else training.runtime,
         **common.set_flags(PARALLELISM_FLAGS),
@@ -195,7 +197,7 @@ def main(argv):
                                           key_fieldname='round'),
         tff.program.TensorBoardReleaseManager(str(out / 'tensorboard')),
     ]
-    progress = common.Progress(FLAGS.rounds, 'round',
+    show_progress = progress.Progress(FLAGS.rounds, 'round',
                                {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})
     periodic, final = task.EVAL_PARTS
     evaluate = built.evaluate or task.evaluate
@@ -205,11 +207,11 @@ def main(argv):
         evaluate=lambda w: _prefixed(periodic, evaluate(w, periodic)),
         final_evaluate=lambda w: _prefixed(final, evaluate(w, final)),
         checkpointing=checkpointing, release_managers=managers,
-        on_round=_checking_aggregation(aggregator, progress))
+        on_round=_checking_aggregation(aggregator, show_progress))
   if metrics:
     if target:
-      metrics.update(common.first_reached(out / 'metrics.csv', 'round', target))
-    common.write_json(out / 'summary.json', metrics)
+      metrics.update(progress.first_reached(out / 'metrics.csv', 'round', target))
+    outputs.write_json(out / 'summary.json', metrics)
   print(f'done: {out / "summary.json"}', flush=True)
 
 

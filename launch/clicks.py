@@ -1,0 +1,41 @@
+"""CTR files in DIN's form made from sequence files, for the reproduction scripts'
+CTR tables on Amazon Beauty: written once per sequences, history length and seed."""
+
+import hashlib
+import json
+import pathlib
+
+from launch import outputs
+from tff_rec.data import sequence_clicks
+from tff_rec.data import user_items
+
+
+def clicks_file(sequences: str | pathlib.Path, out: pathlib.Path, *, seed: int,
+                history_length: int = 10) -> pathlib.Path:
+  """`out`, a CTR file in DIN's form (tff_rec.data.sequence_clicks) of a
+  `uid item item ...` sequence file. It is written again unless `out` exists
+  with a record (out.json) of these very sequences, history length and seed:
+  they fix its rows."""
+  made_from = {'sequences_sha256': hashlib.sha256(pathlib.Path(sequences).read_bytes())
+               .hexdigest(), 'history_length': history_length, 'seed': seed}
+  record = out.with_suffix(out.suffix + '.json')
+  if not (out.exists() and record.exists() and json.loads(record.read_text()) == made_from):
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = sequence_clicks.din_rows(user_items.read_lines(pathlib.Path(sequences)),
+                                    history_length=history_length, seed=seed)
+    outputs.write_text(out, rows.to_csv(index=False))
+    outputs.write_json(record, made_from)
+  return out
+
+
+# The task settings that read a clicks_file.
+CLICKS_FILE_COLUMNS = dict(client_column='user', feature_columns=('user', 'item'),
+                           list_columns=('history',), test_column='test')
+
+
+def clicks_task(sequences: str | pathlib.Path, runs_dir: str, seed: int) -> dict:
+  """movielens_ctr's settings for one seed's clicks_file of `sequences`, kept
+  under runs_dir/data: each seed draws its own non-clicks."""
+  name = f'{pathlib.Path(sequences).stem.lower()}_clicks_s{seed}.csv'
+  path = clicks_file(sequences, pathlib.Path(runs_dir) / 'data' / name, seed=seed)
+  return dict(data_dir=str(path), **CLICKS_FILE_COLUMNS)

@@ -1,0 +1,90 @@
+"""A run's output folder and files: its settings checked on resume, the machine
+of each start recorded, every file written atomically (never half-written)."""
+
+import datetime
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import shutil
+import tempfile
+
+from absl import app
+
+
+def copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
+  temporary = target.with_suffix(target.suffix + '.tmp')
+  shutil.copyfile(source, temporary)
+  os.replace(temporary, target)
+
+
+def output_dir(path: str, run_config: dict) -> pathlib.Path:
+  """Creates --output_dir, or checks that the run there had the same config.
+
+  A run resumes only under the flags it started with; anything else would
+  mix two experiments in one metrics file.
+  """
+  root = pathlib.Path(path)
+  root.mkdir(parents=True, exist_ok=True)
+  saved = root / 'config.json'
+  if saved.exists():
+    previous = json.loads(saved.read_text())
+    if previous != run_config:
+      changed = sorted(k for k in set(previous) | set(run_config)
+                       if previous.get(k) != run_config.get(k))
+      raise app.UsageError(
+          f'--output_dir={root} holds a run with other settings '
+          f'({", ".join(changed)}); resume it with the same flags or choose a '
+          'new --output_dir.')
+  else:
+    write_json(saved, run_config)
+  starts = root / 'machines.json'
+  write_json(starts, [*(json.loads(starts.read_text()) if starts.exists() else []),
+                      {'started': datetime.datetime.now(datetime.timezone.utc).isoformat(
+                          timespec='seconds'), **machine()}])
+  return root
+
+
+# The CPU features that select TF's (oneDNN's) kernels. On one machine a seed
+# reruns to every digit; on another CPU the kernels, and so the order of each
+# sum, may differ: capping oneDNN at AVX2 here moves a run's first-epoch loss in
+# the fourth digit (results/dual_encoder_beauty/README.md).
+VECTOR_EXTENSIONS = ('avx2', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_tile')
+
+
+PACKAGES = ('tensorflow', 'tensorflow-federated', 'numpy')
+
+
+KERNEL_SETTINGS = ('TF_ENABLE_ONEDNN_OPTS', 'ONEDNN_MAX_CPU_ISA', 'OMP_NUM_THREADS')
+
+
+def machine() -> dict:
+  """What a run's last digits depend on beyond its flags: the CPU, its cores,
+  the packages and any kernel settings in the environment."""
+  cpuinfo = pathlib.Path('/proc/cpuinfo')  # Linux; elsewhere what platform knows
+  fields = {}
+  for line in (cpuinfo.read_text() if cpuinfo.exists() else '').splitlines():
+    name, _, value = line.partition(':')
+    fields.setdefault(name.strip(), value.strip())  # the first CPU's
+  flags_of_cpu = fields.get('flags', '').split()
+  cores = (len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
+           else os.cpu_count())
+  return {'cpu': fields.get('model name') or platform.processor(),
+          'vector_extensions': [f for f in VECTOR_EXTENSIONS if f in flags_of_cpu],
+          'cores': cores, 'python': platform.python_version(),
+          **{name: importlib.metadata.version(name) for name in PACKAGES},
+          **{name: os.environ[name] for name in KERNEL_SETTINGS if name in os.environ}}
+
+
+def write_json(path: pathlib.Path, value) -> None:
+  """Writes JSON atomically: never half-written."""
+  write_text(path, json.dumps(value, indent=2, sort_keys=True))
+
+
+def write_text(path: pathlib.Path, text: str) -> None:
+  """Writes a file atomically (temp file + rename): never half-written."""
+  with tempfile.NamedTemporaryFile('w', dir=path.parent, delete=False,
+                                   suffix='.tmp') as f:
+    f.write(text)
+  os.replace(f.name, path)

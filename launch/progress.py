@@ -1,0 +1,74 @@
+"""What a run prints and reports as it goes: a progress line with an ETA, and
+the first round (epoch) that reached a --target."""
+
+import pathlib
+import time
+
+from absl import app
+import pandas as pd
+
+
+class Progress:
+  """Prints one line per step: chosen metrics, time per step and an ETA.
+
+  `shown` maps a short label to a metric key; absent metrics are skipped.
+  The first step seen may be past 1 (a resumed run): the ETA counts from it.
+  """
+
+  def __init__(self, total: int, unit: str, shown: dict[str, str]):
+    self.total, self.unit, self.shown = total, unit, shown
+    self.first = None
+    self.started = time.monotonic()  # the first step's time includes set-up
+
+  def __call__(self, step: int, metrics: dict[str, float]) -> None:
+    if self.first is None:
+      self.first = step
+      if step > 1:
+        print(f'resumed from checkpoint at {self.unit} {step}', flush=True)
+    per_step = (time.monotonic() - self.started) / (step - self.first + 1)
+    eta = per_step * (self.total - step)
+    values = '  '.join(f'{label} {metrics[key]:.4g}'
+                       for label, key in self.shown.items() if key in metrics)
+    print(f'{self.unit} {step}/{self.total}  {values}  '
+          f'{per_step:.2f} s/{self.unit}  ETA {_duration(eta)}', flush=True)
+
+
+def parse_target(text: str | None) -> tuple[str, str, float] | None:
+  """'metric>=value' or 'metric<=value' -> (metric, op, value); a UsageError otherwise."""
+  if text is None:
+    return None
+  for op in ('>=', '<='):
+    metric, found, value = text.partition(op)
+    if found:
+      try:
+        return metric.strip(), op, float(value)
+      except ValueError:
+        break
+  raise app.UsageError(f'--target={text}: expected METRIC>=VALUE or METRIC<=VALUE, '
+                       'e.g. eval/test_auc>=0.6')
+
+
+def first_reached(metrics_csv: pathlib.Path, step: str, target) -> dict:
+  """The first `step` (round, epoch) in a run's metrics.csv that reached the target.
+
+  Read back from the CSV, so a resumed run counts the rounds before its
+  restart. Returns the summary entries: target, rounds_to_target (None if
+  not reached).
+  """
+  metric, op, value = target
+  table = pd.read_csv(metrics_csv)
+  if metric not in table:
+    raise app.UsageError(f'--target metric {metric!r} was never reported; evaluated '
+                         f'metrics: {", ".join(c for c in table if "/" in c)}')
+  values = table[metric]
+  reached = table[step][values >= value if op == '>=' else values <= value]
+  first = int(reached.min()) if len(reached) else None
+  print(f'target {metric}{op}{value:g}: ' + (f'reached at {step} {first}' if first else
+        f'not reached in {int(table[step].max())} {step}s'), flush=True)
+  return {'target': f'{metric}{op}{value:g}', 'rounds_to_target': first}
+
+
+def _duration(seconds: float) -> str:
+  minutes, seconds = divmod(int(seconds), 60)
+  hours, minutes = divmod(minutes, 60)
+  return f'{hours}h{minutes:02d}m' if hours else f'{minutes}m{seconds:02d}s'

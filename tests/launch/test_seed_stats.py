@@ -1,0 +1,22 @@
+"""The reproduction tables' seed statistics: mean ± std, and the noise rule."""
+
+import pytest
+
+from launch import cell_records
+from launch import seed_stats
+
+
+def test_spread_is_mean_and_sample_std_of_the_seeds():
+  assert seed_stats.spread([0.1, 0.2, 0.3]) == '0.200 ± 0.100'
+  assert seed_stats.spread([0.1234], scale=100, digits=1) == '12.3'
+  assert seed_stats.spread([]) == cell_records.NOT_RUN
+
+
+@pytest.mark.parametrize('a, b, expected', [
+    ([0.30, 0.31, 0.32], [0.20, 0.21, 0.22], '+0.100'),  # gap 0.1 > stds 0.01 + 0.01
+    ([0.30, 0.35, 0.40], [0.25, 0.30, 0.35], 'within noise'),  # gap 0.05 < 0.05 + 0.05
+    ([0.3], [0.2, 0.21], 'one seed: no spread'),
+    ([], [0.2], cell_records.NOT_RUN),
+])
+def test_versus_calls_a_difference_real_only_beyond_both_stds(a, b, expected):
+  assert seed_stats.versus(a, b) == expected
