@@ -461,10 +461,10 @@ def split_client(task, client_id: str, index: int, seed: int, query_fraction: fl
   support = collections.OrderedDict((k, v[~in_query]) for k, v in examples.items())
   held = collections.OrderedDict((k, v[in_query]) for k, v in examples.items())
   distinct = sum(len(np.unique(v[v != 0])) for k, v in support.items() if k != 'label')
-  plan, model_input = task.batch_plan, task.model_input
-  batches = (plan.batches(model_input(support), seed),
-             sliced.in_order(model_input(support), plan.batch_size),
-             sliced.in_order(model_input(held), plan.batch_size))
+  plan, support_input = task.batch_plan, task.model_input(support)
+  batches = (plan.batches(support_input, seed),
+             sliced.in_order(support_input, plan.batch_size),
+             sliced.in_order(task.model_input(held), plan.batch_size))
   return batches, np.array([len(support['label']), support['label'].mean(), distinct],
                            np.float32)
 

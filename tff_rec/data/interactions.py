@@ -2,10 +2,11 @@
 the time-ordered item sequences a sequence file gives (user_items.read_lines),
 so they feed the ranking and next-item tasks exactly as one does.
 
-The file has a header, or its fields are named by `names` (MovieLens' u.data:
-user, item, rating, time). Fields are split on tabs when the first line has
-one, else on commas when it has one, else on spaces (a `user item` pairs file). A user's items are ordered by the time column (numbers,
-or dates pandas parses), ties and files without one in file order. With
+The file has a header, or its fields are named by `columns` (MovieLens'
+u.data: user, item, rating, time). Fields are split on tabs when the first line
+has one, else on commas when it has one, else on spaces (a `user item` pairs
+file). A user's items are ordered by the time column (numbers, or dates pandas
+parses), ties and files without one in file order. With
 `min_rating`, only interactions rated at least that are kept (implicit
 positives). Integer ids are kept as they are (a sequence file's, MovieLens'),
 others (e.g. Amazon's 'A2SUAM1J3GNN3B') numbered 1.. in order of first
