@@ -34,7 +34,7 @@ $(VENV)/.installed: requirements.txt setup.py
 
 # A short federated MovieLens next-item run on ML-100K (a couple of minutes on 2 cores).
 run: setup
-	$(BIN)/python -m launch.train --task=movielens_next_item --data_dir=$(DATA_DIR) \
+	$(BIN)/python -m launch.train --task=next_item --data_dir=$(DATA_DIR) \
 	  --output_dir=$(RUN_DIR) --rounds=20 --clients_per_round=20 --eval_every=5
 
 test: setup

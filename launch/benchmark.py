@@ -39,9 +39,7 @@ import sys
 import threading
 import time
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
-from absl import app  # pylint: disable=g-import-not-at-top
+from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -164,20 +162,20 @@ def _seconds_per_round(process, cohorts) -> float:
 _DCN = dict(model='dcn', embedding_dim=4, batch_size=15, local_epochs=3)
 RUNTIME_WORKLOADS = {
     'FedMF d=64, 2 epochs, batch 256 (CoLR)': (
-        'movielens_ranking', dict(embedding_dim=64), 'fedmf', 60, {}, {}),
+        'loo_ranking', dict(embedding_dim=64), 'fedmf', 60, {}, {}),
     'DCN FedAvg, 3 epochs, batch 15 (MetaUA)': (
-        'movielens_ctr', _DCN, 'fedavg', 94, dict(client_learning_rate=0.01), {}),
-    'DCN MetaUA': ('movielens_ctr', _DCN, 'metaua', 94, dict(client_learning_rate=0.01),
+        'ctr', _DCN, 'fedavg', 94, dict(client_learning_rate=0.01), {}),
+    'DCN MetaUA': ('ctr', _DCN, 'metaua', 94, dict(client_learning_rate=0.01),
                    dict(meta_loss='client_mean')),
-    'DCN FedNova': ('movielens_ctr', _DCN, 'fednova', 94, dict(client_learning_rate=0.01), {}),
-    'FedSubAvg LR': ('movielens_ctr', dict(model='lr'), 'fedsubavg', 50, {}, {}),
-    'FAIR 1x-2x, Goodreads-100': ('goodreads_ranking', {}, 'fair', 10, {},
+    'DCN FedNova': ('ctr', _DCN, 'fednova', 94, dict(client_learning_rate=0.01), {}),
+    'FedSubAvg LR': ('ctr', dict(model='lr'), 'fedsubavg', 50, {}, {}),
+    'FAIR 1x-2x, Goodreads-100': ('ranking', {}, 'fair', 10, {},
                                   dict(capacities='1x-2x')),
-    'dual encoder FedAvg': ('movielens_next_item', {}, 'fedavg', 50, {}, {}),
+    'dual encoder FedAvg': ('next_item', {}, 'fedavg', 50, {}, {}),
 }
 
 
-FLOOR_TASKS = ('movielens_ctr', 'movielens_next_item')  # Keras models _client_batches reads
+FLOOR_TASKS = ('ctr', 'next_item')  # Keras models _client_batches reads
 
 
 def _client_batches(task, client: str, seed: int) -> list:
@@ -219,8 +217,8 @@ def _floor_seconds(task, cohorts: list[list[str]]) -> float:
 
 def _task(task_name: str, settings: dict):
   import tasks  # pylint: disable=g-import-not-at-top
-  module = tasks.TASKS[task_name]
-  data_dir = FLAGS.goodreads_dir if task_name == 'goodreads_ranking' else FLAGS.data_dir
+  module = tasks.module(task_name)
+  data_dir = FLAGS.goodreads_dir if task_name == 'ranking' else FLAGS.data_dir
   return module.Task(module.make_config(data_dir=data_dir, **settings))
 
 
@@ -328,14 +326,14 @@ def bench_remote() -> str:
 
 def bench_round() -> str:
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tasks import movielens_next_item  # pylint: disable=g-import-not-at-top
+  from tasks import next_item  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import baselines  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
   from tff_rec.training import optimizers  # pylint: disable=g-import-not-at-top
 
-  task = movielens_next_item.MovieLensNextItem(movielens_next_item.Config(
+  task = next_item.Task(next_item.Config(
       data_dir=FLAGS.data_dir))
 
   def fedavg(client_loop=baselines.CLIENT_LOOP):
@@ -441,11 +439,11 @@ class _PeakRss:
 def _client_memory_case(capacity: int) -> dict:
   """Peak RSS growth of one client's training at one capacity, sampled every 2 ms."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tasks import goodreads_ranking  # pylint: disable=g-import-not-at-top
+  from tasks import ranking  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import capacities  # pylint: disable=g-import-not-at-top
   from tff_rec.training import functional  # pylint: disable=g-import-not-at-top
 
-  task = goodreads_ranking.GoodreadsRanking(goodreads_ranking.Config(
+  task = ranking.Task(ranking.Config(
       data_dir=_goodreads_dir(), local_epochs=1))
   model = task.functional_model()
   forms = capacities.hashed_tiers(task.shape.table_shapes(), [capacity], seed=1,
@@ -484,7 +482,7 @@ def _fair_round_case(runtime: str) -> dict:
   resident memory of this process and its TFF worker (the server's side and,
   in-process, the clients' too), sampled every 10 ms."""
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
-  task = _task('goodreads_ranking', dict(local_epochs=1))
+  task = _task('ranking', dict(local_epochs=1))
   with _PeakRss(0.01, children=True) as memory, native.NativeRuntime():
     fair, _, cohorts = _workload(task, runtime, 'fair', FAIR_ROUND_CLIENTS, {}, FAIR_ROUND)
     seconds = _seconds_per_round(fair, cohorts)

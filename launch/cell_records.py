@@ -13,6 +13,7 @@ import pandas as pd
 
 from launch import common
 from launch import outputs
+import tasks  # pylint: disable=g-bad-import-order
 from tff_rec.algorithms import registry
 from tff_rec.runtime import native
 
@@ -136,6 +137,8 @@ def _recorded_setting(config: dict, name: str):
 
 def _same_setting(name: str, recorded, text: str) -> bool:
   """Whether flag text `text` gives the value `recorded` in a config.json."""
+  if name == 'task':  # records made before the tasks took their family names hold aliases
+    return tasks.canonical(str(recorded)) == tasks.canonical(text)
   if name == 'data_dir':  # the dataset's folder: a run may name it from elsewhere
     return pathlib.Path(str(recorded)).name == pathlib.Path(text).name
   if recorded is None:

@@ -2,7 +2,7 @@ r"""The centralized baseline: same task, model, loss and metrics, data pooled.
 
   python -m launch.centralized --loss=global_softmax --epochs=10 \
       --output_dir=runs/central_gs
-  python -m launch.centralized --task=goodreads_ranking --epochs=20 \
+  python -m launch.centralized --task=ranking --epochs=20 \
       --learning_rate=1e-3 --output_dir=runs/central_goodreads
 
 What is pooled and evaluated is the task's protocol (its train_centralized):
@@ -18,7 +18,7 @@ import asyncio
 from absl import app
 from absl import flags
 
-from launch import common  # sets TF's log level before TensorFlow loads
+from launch import common
 from launch import outputs
 from launch import progress
 import tensorflow_federated as tff  # pylint: disable=g-bad-import-order
@@ -29,7 +29,7 @@ flags.DEFINE_enum('optimizer', 'adam', optimizers.OPTIMIZERS, 'Optimizer.')
 flags.DEFINE_float('learning_rate', 0.01, 'Learning rate.', lower_bound=0)
 flags.DEFINE_integer('eval_every', 1, 'Evaluate every N epochs (0: at the end).',
                      lower_bound=0)
-flags.DEFINE_integer('steps_per_epoch', 0, 'movielens_ctr: batches per epoch (0: a full '
+flags.DEFINE_integer('steps_per_epoch', 0, 'ctr: batches per epoch (0: a full '
                      'pass).', lower_bound=0)
 
 FLAGS = flags.FLAGS
@@ -47,7 +47,7 @@ def main(argv):
     raise app.UsageError(str(e)) from None
   task = common.build_task(config)
   steps = {'steps_per_epoch': FLAGS.steps_per_epoch} if FLAGS.steps_per_epoch else {}
-  if steps and FLAGS.task != 'movielens_ctr':
+  if steps and FLAGS.task != 'ctr':
     raise app.UsageError(f'--steps_per_epoch does not apply to --task={FLAGS.task}')
   out = outputs.output_dir(FLAGS.output_dir, common.run_config(
       config, epochs=FLAGS.epochs, optimizer=optimizer.settings(), eval_every=FLAGS.eval_every,

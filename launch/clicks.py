@@ -29,12 +29,13 @@ def clicks_file(sequences: str | pathlib.Path, out: pathlib.Path, *, seed: int,
 
 
 # The task settings that read a clicks_file.
-CLICKS_FILE_COLUMNS = dict(client_column='user', feature_columns=('user', 'item'),
-                           list_columns=('history',), test_column='test')
+_COLUMNS = sequence_clicks.CTR_COLUMNS
+CLICKS_FILE_COLUMNS = dict(client_column=_COLUMNS.client, feature_columns=_COLUMNS.features,
+                           list_columns=_COLUMNS.list_features, test_column=_COLUMNS.test)
 
 
 def clicks_task(sequences: str | pathlib.Path, runs_dir: str, seed: int) -> dict:
-  """movielens_ctr's settings for one seed's clicks_file of `sequences`, kept
+  """ctr's settings for one seed's clicks_file of `sequences`, kept
   under runs_dir/data: each seed draws its own non-clicks."""
   name = f'{pathlib.Path(sequences).stem.lower()}_clicks_s{seed}.csv'
   path = clicks_file(sequences, pathlib.Path(runs_dir) / 'data' / name, seed=seed)

@@ -6,13 +6,10 @@ files from sequences)."""
 
 import dataclasses
 import json
-import os
 import pathlib
 import sys
 import types
 import typing
-
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # before TensorFlow loads
 
 from absl import app
 from absl import flags
@@ -29,7 +26,19 @@ imports.load_all(sys.argv)
 flags.DEFINE_multi_string(imports.FLAG, [], 'A module of your own that registers algorithms '
                           '(tff_rec.algorithms.registry.register) or tasks (tasks.register): '
                           'a module name or a .py file; repeatable.')
-flags.DEFINE_enum('task', 'movielens_next_item', sorted(tasks.TASKS), 'Task to run.')
+
+
+class _TaskParser(flags.EnumParser):
+  """--task: a task's name, or an alias (tasks.ALIASES) read as that name."""
+
+  def parse(self, argument):
+    return tasks.canonical(super().parse(argument))
+
+
+flags.DEFINE(_TaskParser([*sorted(tasks.TASKS), *sorted(tasks.ALIASES)]), 'task', 'next_item',
+             f'Task to run: one of {", ".join(sorted(tasks.TASKS))} (older names: '
+             f'{", ".join(f"{a} = {n}" for a, n in sorted(tasks.ALIASES.items()))}).',
+             serializer=flags.ArgumentSerializer())
 flags.DEFINE_string('target', None, 'Report in the summary the first round (epoch) whose '
                     'evaluation reaches a value, e.g. "eval/test_auc>=0.6" or '
                     '"eval/train_loss<=0.33".')
@@ -46,12 +55,9 @@ def run(main) -> None:
   context dropped (launchers run computations only inside a NativeRuntime; TFF's
   context, alive at exit, prints an error: see runtime.native)."""
 
-  def set_up_then_main(argv):
-    logging.set_verbosity(logging.WARNING)
-    native.drop_tff_default_context()
-    return main(argv)
-
-  app.run(set_up_then_main)
+  logging.set_verbosity(logging.WARNING)
+  native.drop_tff_default_context()  # before parsing: a flag error exits too
+  app.run(main)
 
 
 def check_choices(flag: str, values, known) -> None:
@@ -77,13 +83,13 @@ def set_flags(names) -> dict:
 
 def task_config():
   """The chosen task's Config from the task flags that were set."""
-  own = {field.name: field for field in setting.described(tasks.TASKS[FLAGS.task].Config)}
+  own = {field.name: field for field in setting.described(tasks.module(FLAGS.task).Config)}
   foreign = sorted(set(set_flags(TASK_FLAGS)) - set(own))
   if foreign:
     raise app.UsageError(f'--{foreign[0]} does not apply to --task={FLAGS.task} (its '
                          f'settings: {", ".join(sorted(own))})')
   try:
-    return tasks.TASKS[FLAGS.task].make_config(**option_values(own))
+    return tasks.module(FLAGS.task).make_config(**option_values(own))
   except ValueError as e:
     raise app.UsageError(str(e)) from None
 
@@ -91,7 +97,7 @@ def task_config():
 def build_task(config):
   """The task, or a UsageError naming --data_dir when its files are wrong."""
   try:
-    return tasks.TASKS[FLAGS.task].Task(config)
+    return tasks.module(FLAGS.task).Task(config)
   except tables.DataFormatError as e:
     if pathlib.Path(config.data_dir).is_file():  # a CTR file of the user's
       raise app.UsageError(f'--data_dir={config.data_dir}: {e}') from None

@@ -26,10 +26,11 @@ import time
 from absl import app
 from absl import flags
 
-from launch import common  # sets TF's log level before TensorFlow loads
+from launch import common
 from launch import outputs
 from launch import progress
 import tasks  # pylint: disable=g-bad-import-order
+from tff_rec import runner
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
@@ -48,16 +49,16 @@ class Dataset:
 
 
 DATASETS = {
-    'ml100k_next_item': Dataset('movielens_next_item', 'ml-100k', 'test/recall_at_10'),
-    'ml100k_ranking': Dataset('movielens_ranking', 'ml-100k', 'test/hr_at_10'),
-    'ml100k_ranking_recon': Dataset('movielens_ranking', 'ml-100k', 'test/hr_at_10',
+    'ml100k_next_item': Dataset('next_item', 'ml-100k', 'test/recall_at_10'),
+    'ml100k_ranking': Dataset('loo_ranking', 'ml-100k', 'test/hr_at_10'),
+    'ml100k_ranking_recon': Dataset('loo_ranking', 'ml-100k', 'test/hr_at_10',
                                     dict(user_state='reconstructed')),
-    'ml100k_ctr': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc'),
-    'ml100k_ctr_dcn': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc', dict(model='dcn')),
-    'ml100k_ctr_din': Dataset('movielens_ctr', 'ml-100k', 'eval/test_auc', dict(model='din')),
-    'goodreads100': Dataset('goodreads_ranking', 'goodreads-100', 'test/ndcg_at_20',
+    'ml100k_ctr': Dataset('ctr', 'ml-100k', 'eval/test_auc'),
+    'ml100k_ctr_dcn': Dataset('ctr', 'ml-100k', 'eval/test_auc', dict(model='dcn')),
+    'ml100k_ctr_din': Dataset('ctr', 'ml-100k', 'eval/test_auc', dict(model='din')),
+    'goodreads100': Dataset('ranking', 'goodreads-100', 'test/ndcg_at_20',
                             dict(local_epochs=1)),
-    'beauty_ranking': Dataset('goodreads_ranking', 'amazon-beauty', 'test/ndcg_at_20',
+    'beauty_ranking': Dataset('ranking', 'amazon-beauty', 'test/ndcg_at_20',
                               dict(local_epochs=1)),
 }
 CELLS = [('mean', 'native', ''), ('mean', 'inprocess', ''), ('secure', 'inprocess', ''),
@@ -81,29 +82,22 @@ def _cell_name(dataset: str, algorithm: str, aggregator: str, runtime: str, stac
 def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: str,
              stack: str) -> dict:
   """{'status': 'OK', metric, seconds, evidence} or {'status': 'N/A' or 'FAIL', 'reason'}."""
-  chosen = inner.InnerAggregator(aggregator)
-  training = registry.training(task, algorithm, aggregator=chosen, runtime=runtime,
+  training = registry.training(task, algorithm, aggregator=inner.InnerAggregator(aggregator),
+                               runtime=runtime,
                                stack=(stack,) if stack else (),
                                clients_per_round=CLIENTS_PER_ROUND)
   started = time.perf_counter()
   try:
-    built = registry.build(algorithm, task, training)
-    process = inprocess.for_runtime(built.process, runtime)
-    evaluate = built.evaluate or task.evaluate
-    final = task.EVAL_PARTS[1]
-    _, metrics = loop.run(
-        process, client_ids=built.client_ids, client_input=built.client_input,
-        schedule=loop.Schedule(rounds=FLAGS.rounds, clients_per_round=CLIENTS_PER_ROUND,
-                               eval_every=0, seed=0),
-        evaluate=lambda w: {f'{final}/{k}': v for k, v in evaluate(w, final).items()})
+    _, metrics = runner.run(  # inside main's NativeRuntime, for every cell
+        task, algorithm, training, loop.Schedule(
+            rounds=FLAGS.rounds, clients_per_round=CLIENTS_PER_ROUND, eval_every=0, seed=0),
+        context=contextlib.nullcontext())
   except (registry.NotApplicable, inprocess.NotMapReduceCompatibleError) as e:
     return {'status': 'N/A', 'reason': str(e).split('\n')[0][:300]}
+  except runner.AggregationNotVisible as e:
+    return {'status': 'FAIL', 'reason': str(e)}
   except Exception as e:  # pylint: disable=broad-except  # a cell that should run and does not
     return {'status': 'FAIL', 'reason': f'{type(e).__name__}: {_last_line(e)}'}
-  missing = chosen.missing_evidence(metrics)
-  if missing:
-    return {'status': 'FAIL', 'reason': f'--aggregator={aggregator} took no visible effect: '
-                                        + '; '.join(missing)}
   return {'status': 'OK', 'metric': dataset.metric, 'value': metrics[dataset.metric],
           'train_loss': next((v for k, v in metrics.items() if k.endswith('train/loss')),
                              None),
@@ -201,7 +195,7 @@ def main(argv):
       for done, (dataset, algorithm, aggregator, runtime_name, stack) in enumerate(todo, 1):
         spec = DATASETS[dataset]
         if dataset not in loaded:
-          module = tasks.TASKS[spec.task]
+          module = tasks.module(spec.task)
           loaded = {dataset: module.Task(module.make_config(
               data_dir=str(SHARED / spec.data_dir), **spec.config))}
         name = _cell_name(dataset, algorithm, aggregator, runtime_name, stack)

@@ -3,7 +3,7 @@ r"""CoLR's headline cell on a second dataset: Amazon Beauty, leave-one-out (HR@1
   python -m launch.reproduce_beauty                 # run what is missing, tabulate
   python -m launch.reproduce_beauty --only=none     # the tables from the records
 
-Amazon Beauty 5-core through the generic sequence reader (`movielens_ranking`
+Amazon Beauty 5-core through the generic sequence reader (`loo_ranking`
 on the sequence file, every user: 22,363 clients, 12,101 items), d = 64,
 stored user vectors, 1,000 clients a round (4.5% of the users), 100 rounds.
 
@@ -50,7 +50,7 @@ def _sweep_row(rate: float) -> str:
 
 
 SWEEP = seeded_table.Table(
-    'movielens_ranking', 'Client learning rate: CoLR r = 4, validation, seed 0',
+    'loo_ranking', 'Client learning rate: CoLR r = 4, validation, seed 0',
     (SWEEP_METRIC, 'validation/ndcg_at_10'),
     {_sweep_row(r): (f'CoLR r=4, client SGD {_rate(r)}', (
         '--algorithm=colr', '--rank=4', f'--client_learning_rate={_rate(r)}'), None)
@@ -63,7 +63,7 @@ def headline(rate: float, records: pathlib.Path) -> seeded_table.Table:
   rate_flag = f'--client_learning_rate={_rate(rate)}'
   sweep_cell = records / SWEEP.task / f'{_sweep_row(rate)}_s0'
   return seeded_table.Table(
-      'movielens_ranking', f'FedMF-64 against CoLR r = 4 at client SGD {_rate(rate)}',
+      'loo_ranking', f'FedMF-64 against CoLR r = 4 at client SGD {_rate(rate)}',
       METRICS,
       {'fedmf': ('FedMF-64', ('--algorithm=fedmf', rate_flag), None),
        'colr': ('CoLR r=4', ('--algorithm=colr', '--rank=4', rate_flag), sweep_cell)},

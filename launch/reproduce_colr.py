@@ -3,7 +3,7 @@ r"""Reproduces the shape of CoLR's Figures 3 and 4, Tables 2 and 4 on MovieLens 
   python -m launch.reproduce_colr --rounds=1000 --runs_dir=runs/colr \
       --results_dir=results/colr_movielens
 
-Leave-one-out MovieLens ranking (movielens_ranking), FedMF with stored user
+Leave-one-out MovieLens ranking (loo_ranking), FedMF with stored user
 vectors, 10 clients a round, the task's official settings (SGD 0.5, 2 local
 epochs, batch 256, decay 5e-4, 4 negatives). Cells:
 * Figure 3: FedMF at d = 1..64 against CoLR at d = 64, r = 1..32: test HR /
@@ -28,12 +28,9 @@ compression_hr.png to --results_dir.
 import collections
 import dataclasses
 import json
-import os
 import pathlib
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
-from absl import flags  # pylint: disable=g-import-not-at-top
+from absl import flags
 
 import numpy as np
 import pandas as pd
@@ -44,7 +41,7 @@ from launch import common
 from launch import outputs
 from launch import plots
 from launch import seed_stats
-from tasks import movielens_ranking
+from tasks import loo_ranking
 from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import item_updates
@@ -204,10 +201,10 @@ def plot(path: pathlib.Path, series: dict[str, dict[int, dict]], title: str) -> 
 
 def main(argv):
   del argv
-  FLAGS.task = 'movielens_ranking'
+  FLAGS.task = 'loo_ranking'
   config = common.task_config()
-  task = movielens_ranking.MovieLensRanking(config)
-  scores = [movielens_ranking.MovieLensRanking(dataclasses.replace(config, seed=seed))
+  task = loo_ranking.Task(config)
+  scores = [loo_ranking.Task(dataclasses.replace(config, seed=seed))
             .popularity('test') for seed in _seeds()]  # each seed draws the negatives
   popularity = dict(hr=[s['hr_at_10'] for s in scores], ndcg=[s['ndcg_at_10'] for s in scores])
   cells = {'fedmf_d64': _cell('fedmf_d64', 'fedmf'), 'colr_r4': _cell('colr_r4', 'colr',
@@ -278,7 +275,7 @@ def main(argv):
   text = f"""# CoLR on MovieLens-100K: Figures 3-4, Tables 2 and 4 of Nguyen et al.
 
 {task.describe()}. Test HR@10 / NDCG@10 after {FLAGS.rounds} rounds of
-{movielens_ranking.MovieLensRanking.TRAIN_DEFAULTS['clients_per_round']} clients (the held-out
+{loo_ranking.Task.TRAIN_DEFAULTS['clients_per_round']} clients (the held-out
 item ranked among 99 unseen items; ties count against it); (%) = share of
 FedMF-64's HR. Client SGD 0.5 (each embedding row moves by the mean gradient
 of its batch occurrences, as the official code), {config.local_epochs} local epochs, batch

@@ -40,7 +40,7 @@ FLAGS = flags.FLAGS
 
 TABLES = {
     'goodreads': seeded_table.Table(
-        'goodreads_ranking', 'Goodreads-100: FAIR tiers with FedSubAvg\'s correction',
+        'ranking', 'Goodreads-100: FAIR tiers with FedSubAvg\'s correction',
         ('test/ndcg_at_20', 'test/recall_at_20'),
         {'fedavg': ('FedAvg', ('--algorithm=fedavg',), 'results/fair_goodreads/cells/fedavg'),
          'fedsubavg': ('FedAvg + FedSubAvg', ('--algorithm=fedsubavg',), None),
@@ -50,7 +50,7 @@ TABLES = {
              '--algorithm=fair', '--capacities=1x-2x', '--stack=fedsubavg'), None)},
         ('--rounds=50', '--eval_every=10', '--client_learning_rate=0.001'), ''),
     'movielens': seeded_table.Table(
-        'movielens_ranking', 'ML-100K leave-one-out: CoLR with FedSubAvg\'s correction',
+        'loo_ranking', 'ML-100K leave-one-out: CoLR with FedSubAvg\'s correction',
         ('test/hr_at_10', 'test/ndcg_at_10'),
         {'fedmf': ('FedMF-64', ('--algorithm=fedmf', '--embedding_dim=64'),
                    'results/colr_movielens/cells/fedmf_d64'),

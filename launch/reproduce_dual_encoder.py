@@ -48,7 +48,7 @@ from launch import common
 from launch import outputs
 from launch import plots
 from launch import seed_stats
-from tasks import movielens_next_item
+from tasks import next_item
 
 LOSSES = {'batch_softmax': 'BS', 'batch_softmax_spreadout': 'BS+S',
           'hinge_spreadout': 'H+S', 'global_softmax': 'GS'}
@@ -278,9 +278,9 @@ def main(argv):
     raise app.UsageError('--probes compare against plain batch softmax: add batch_softmax '
                          'to --losses and by_user to --splits, or pass --probes=')
   seeds = [int(s) for s in FLAGS.seeds]
-  FLAGS.task = 'movielens_next_item'
+  FLAGS.task = 'next_item'
   config = common.task_config()
-  task = movielens_next_item.MovieLensNextItem(config)
+  task = next_item.Task(config)
   results = run_all(task, seeds)
   popularity = {'by_user': task.popularity(task.split.pooled('train'),
                                            task.split.pooled('test'))}

@@ -26,12 +26,9 @@ has the most configurations.
 """
 
 import asyncio
-import os
 import pathlib
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
-from absl import flags  # pylint: disable=g-import-not-at-top
+from absl import flags
 
 import pandas as pd
 import tensorflow as tf
@@ -41,7 +38,7 @@ from launch import common
 from launch import outputs
 from launch import plots
 from launch import seed_stats
-from tasks import goodreads_ranking
+from tasks import ranking
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import registry
 from tff_rec.models import neumf
@@ -331,9 +328,9 @@ def consistency_rows(consistency: dict[str, list[str]]) -> list[str]:
 
 def main(argv):
   del argv
-  FLAGS.task = 'goodreads_ranking'  # the table's task, whatever --task says
+  FLAGS.task = 'ranking'  # the table's task, whatever --task says
   config = common.task_config()
-  task = goodreads_ranking.GoodreadsRanking(config)
+  task = ranking.Task(config)
   popularity = task.popularity()
   seeds = [int(s) for s in FLAGS.seeds]
   table2 = run_seeded(_table2_cells(task), seeds, FLAGS.rounds)

@@ -5,7 +5,7 @@ r"""FAIR's headline cells on a second dataset: Amazon Beauty-100, NDCG@20.
 
 FAIR's paper builds its second dataset, AmazonProduct-100, from the 100
 users with the most interactions; Beauty-100 is the same cut of Amazon Beauty
-5-core (`goodreads_ranking` with --top_users=100: 100 users, 12,102 items,
+5-core (`ranking` with --top_users=100: 100 users, 12,102 items,
 the last 30% of each user's items for test). The official settings for
 AmazonProduct-100 are Goodreads' but with E = 1 local epoch; 1,000 rounds of
 10 clients is the official example's T; the client Adam rate is "the best of
@@ -51,7 +51,7 @@ def _rate_flag(rate: float) -> str:
 
 
 SWEEP = seeded_table.Table(
-    'goodreads_ranking', 'Client Adam rate: FedAvg, validation, seed 0',
+    'ranking', 'Client Adam rate: FedAvg, validation, seed 0',
     (SWEEP_METRIC, 'validation/hr_at_20'),
     {row: (f'FedAvg, client Adam {r:g}', ('--algorithm=fedavg', _rate_flag(r)), None)
      for row, r in SWEEP_RATES.items()},
@@ -70,10 +70,10 @@ def headlines(rate: float) -> tuple[seeded_table.Table, ...]:
       label, (f'--algorithm={algorithm}', f'--capacities={CONSISTENCY_SCHEME}',
               _rate_flag(rate)), None) for algorithm, label in CONSISTENCY.items()}
   return (seeded_table.Table(
-      'goodreads_ranking', f'FedAvg and FAIR at client Adam {rate:g}, test', METRICS, rows,
+      'ranking', f'FedAvg and FAIR at client Adam {rate:g}, test', METRICS, rows,
       ARGS, 'test', BEAUTY_100, versus=('fedavg', 'popularity')),
           seeded_table.Table(
-      'goodreads_ranking', f'Consistent against inconsistent subspaces at {CONSISTENCY_SCHEME}, '
+      'ranking', f'Consistent against inconsistent subspaces at {CONSISTENCY_SCHEME}, '
       f'client Adam {rate:g}, test', METRICS, consistency, ARGS, 'test', BEAUTY_100,
       versus=(f'fair_{CONSISTENCY_SCHEME}', 'popularity')))
 

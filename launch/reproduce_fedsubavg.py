@@ -46,7 +46,7 @@ from launch import common
 from launch import outputs
 from launch import plots
 from launch import seed_stats
-from tasks import movielens_ctr
+from tasks import ctr
 
 flags.DEFINE_enum('dataset', 'movielens', ['movielens', 'beauty'], 'MovieLens-100K, or '
                   "Amazon Beauty's interactions as DIN's clicks.")
@@ -212,9 +212,9 @@ def _best_rate(setting: str, method: str) -> float | None:
   return min(finite, key=lambda r: sign * finite[r]) if finite else min(rates)
 
 
-def _task(setting: str, seed: int) -> movielens_ctr.MovieLensCtr:
-  return movielens_ctr.MovieLensCtr(movielens_ctr.make_config(**_task_values(setting, seed),
-                                                              seed=seed))
+def _task(setting: str, seed: int) -> ctr.Task:
+  return ctr.Task(ctr.make_config(**_task_values(setting, seed),
+                                  seed=seed))
 
 
 def _target(setting: str, central: str) -> float | None:
@@ -346,7 +346,7 @@ def main(argv):
   FLAGS.settings = FLAGS.settings or list(dataset['settings'])
   FLAGS.eval_every = FLAGS.eval_every or dataset['eval_every']
   common.check_choices('settings', FLAGS.settings, dataset['settings'])
-  FLAGS.task = 'movielens_ctr'
+  FLAGS.task = 'ctr'
   seeds = [int(s) for s in FLAGS.seeds]
   results = pathlib.Path(FLAGS.results_dir)
   results.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ reproduce_fedsubavg's; one file per seed under --runs_dir/data), the model
 DCNv2 over user, item and history, and only Table 2's paper rows run, with
 0.25% of the clients a round.
 
-The paper's setting on MovieLens (movielens_ctr): DCNv2 with embeddings of 4,
+The paper's setting on MovieLens (ctr): DCNv2 with embeddings of 4,
 each user's last 10% of ratings held out, client SGD 0.01 on batches of 15
 for 3 local epochs, 10% of the clients a round, 200 rounds; MetaUA with the
 local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
@@ -42,12 +42,9 @@ cells run first, then the ablation's, then the attributes'. Writes table.md,
 curves.png, fractions.png and meta_rates.png to --results_dir.
 """
 
-import os
 import pathlib
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
-from absl import flags  # pylint: disable=g-import-not-at-top
+from absl import flags
 
 import numpy as np
 import pandas as pd
@@ -58,7 +55,7 @@ from launch import common
 from launch import outputs
 from launch import plots
 from launch import seed_stats
-from tasks import movielens_ctr
+from tasks import ctr
 from tff_rec.algorithms import metaua
 
 flags.DEFINE_enum('dataset', 'movielens', ['movielens', 'beauty'], 'MovieLens-100K (every '
@@ -92,7 +89,7 @@ METHODS = {'fedavg_examples': 'FedAvg', 'fedadagrad_examples': 'FedAdagrad',
            'fedadam': 'extra baseline: FedAdam, clients weighted equally',
            'fednova': 'extra baseline: FedNova'}
 # The paper's FedAvg, FedAdagrad and FedAdam weigh client k by n_k / n (as
-# MetaUA does with client weighting off); movielens_ctr weighs clients equally
+# MetaUA does with client weighting off); ctr weighs clients equally
 # unless told, after FedSubAvg's paper.
 PAPER_WEIGHTS = ('--heat=examples',)
 # Adaptive servers as Reddi et al. and the paper write them: accumulators from ~0.
@@ -204,8 +201,8 @@ def _data(seed: int) -> dict:
           if FLAGS.dataset == 'beauty' else {})
 
 
-def _task(seed: int) -> movielens_ctr.MovieLensCtr:
-  return movielens_ctr.MovieLensCtr(movielens_ctr.make_config(
+def _task(seed: int) -> ctr.Task:
+  return ctr.Task(ctr.make_config(
       model='dcn', embedding_dim=4, seed=seed, **_data(seed)))
 
 
@@ -385,7 +382,7 @@ def _movielens(task, clients: int, seeds: list[int], table2: dict) -> str:
       'SGD 1.0, FedAdagrad and MetaUA Adagrad 0.1, FedAdam Adam 0.01, both adaptive servers '
       'with tau = 1e-3 (their accumulators start near 0, as the paper writes FedAdagrad), '
       'FedNova SGD 1.0. Client weights n_k / n (the paper\'s FedAvg aggregation) unless a '
-      'row says "clients weighted equally" (movielens_ctr\'s default, from FedSubAvg\'s '
+      'row says "clients weighted equally" (ctr\'s default, from FedSubAvg\'s '
       'paper). MetaUA: local loss as the attribute, meta SGD 2.0 on the summed '
       'query loss (eq. 1), 20% of each client\'s training examples as its query set (the '
       'others train), FedAdagrad at the server.', '',
@@ -439,7 +436,7 @@ def main(argv):
   FLAGS.results_dir = FLAGS.results_dir or dataset['results_dir']
   if FLAGS.client_fraction is None:
     FLAGS.client_fraction = dataset['client_fraction']
-  FLAGS.task = 'movielens_ctr'
+  FLAGS.task = 'ctr'
   task = _task(0)
   clients = _cohort(task, FLAGS.client_fraction)
   seeds = [int(s) for s in FLAGS.seeds]

@@ -4,12 +4,12 @@ r"""Large populations on Amazon Beauty: round time, memory and its slope, metric
   python -m launch.reproduce_scale --only=none     # the table from the records
 
 Amazon Beauty 5-core (22,363 users as clients, 12,101 items), 100 rounds:
-* leave-one-out ranking (`movielens_ranking` on the sequence file,
+* leave-one-out ranking (`loo_ranking` on the sequence file,
   `--min_interactions=5`: every user), d = 64, stored user vectors, 1,000 clients
   a round: FedMF and CoLR r = 4. CoLR again on the 2,189 users with 15 or more
   items: the same cohort size from a population ten times smaller, to show that
   memory does not grow with the population beyond the data itself.
-* FAIR 1x-2x-4x-8x (`goodreads_ranking` on the sequence file, chronological 30%
+* FAIR 1x-2x-4x-8x (`ranking` on the sequence file, chronological 30%
   test split, NeuMF, fresh client Adam), 200 clients a round.
 
 Each cell runs `launch.train` with its runtime's default (`--runtime=auto`) and
@@ -58,15 +58,15 @@ MF = ('--embedding_dim=64', '--clients_per_round=1000', f'--rounds={ROUNDS}',
 FAIR = ('--algorithm=fair', '--capacities=1x-2x-4x-8x', '--clients_per_round=200',
         f'--rounds={ROUNDS}', '--eval_every=20', '--checkpoint_every=20')
 CELLS = {
-    'fedmf': Cell('FedMF d=64', 'movielens_ranking', 'test/hr_at_10',
+    'fedmf': Cell('FedMF d=64', 'loo_ranking', 'test/hr_at_10',
                   ('--algorithm=fedmf', *MF), (('min_interactions', 5),)),
-    'colr_r4': Cell('CoLR r=4', 'movielens_ranking', 'test/hr_at_10',
+    'colr_r4': Cell('CoLR r=4', 'loo_ranking', 'test/hr_at_10',
                     ('--algorithm=colr', '--rank=4', *MF), (('min_interactions', 5),)),
-    'colr_r4_2k': Cell('CoLR r=4, users with >= 15 items', 'movielens_ranking',
+    'colr_r4_2k': Cell('CoLR r=4, users with >= 15 items', 'loo_ranking',
                        'test/hr_at_10', ('--algorithm=colr', '--rank=4', *MF),
                        (('min_interactions', 15),)),
-    'fair_1x-8x': Cell('FAIR 1x-2x-4x-8x', 'goodreads_ranking', 'test/ndcg_at_20', FAIR),
-    'fair_1x-8x_inprocess': Cell('FAIR 1x-2x-4x-8x, in-process (the op)', 'goodreads_ranking',
+    'fair_1x-8x': Cell('FAIR 1x-2x-4x-8x', 'ranking', 'test/ndcg_at_20', FAIR),
+    'fair_1x-8x_inprocess': Cell('FAIR 1x-2x-4x-8x, in-process (the op)', 'ranking',
                                  'test/ndcg_at_20', (*FAIR, '--runtime=inprocess')),
 }
 
@@ -89,7 +89,7 @@ def _task_facts(cell: Cell, seed: int) -> tuple[int, float]:
   """(the number of training clients, the popularity row's metric)."""
   _use_task(cell, seed)
   task = common.build_task(common.task_config())
-  values = task.popularity('test') if cell.task == 'movielens_ranking' else task.popularity()
+  values = task.popularity('test') if cell.task == 'loo_ranking' else task.popularity()
   return len(task.train_client_ids), values[cell.metric.split('/')[-1]]
 
 

@@ -70,7 +70,7 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
 
 
 def _popularity(table: Table, seed: int) -> dict[str, float]:
-  module = tasks.TASKS[table.task]
+  module = tasks.module(table.task)
   task = module.Task(module.make_config(seed=seed, **dict(table.task_settings)))
   values = task.popularity(table.popularity) if table.popularity else task.popularity()
   return {f'{table.popularity or "test"}/{k}': v for k, v in values.items()}

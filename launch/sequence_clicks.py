@@ -7,7 +7,7 @@ Each interaction after a user's first is a click, with a sampled item the user
 never had as its non-click; the last pair is the test (tff_rec.data.
 sequence_clicks). The CTR task reads it with its columns declared:
 
-  python -m launch.train --task=movielens_ctr --data_dir=beauty_clicks.csv \
+  python -m launch.train --task=ctr --data_dir=beauty_clicks.csv \
       --client_column=user --feature_columns=user,item --list_columns=history \
       --test_column=test --model=din
 """
@@ -35,7 +35,7 @@ def main(argv):
   out = pathlib.Path(FLAGS.out)
   if out.exists():
     raise app.UsageError(f'--out={out} exists; remove it or name another file')
-  FLAGS.task = 'movielens_ctr'
+  FLAGS.task = 'ctr'
   config = common.task_config()
   try:
     clicks.clicks_file(FLAGS.sequences, out, seed=config.seed,

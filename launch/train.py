@@ -1,13 +1,13 @@
 r"""Federated training from the command line.
 
-  python -m launch.train --task=movielens_next_item --algorithm=fedavg \
+  python -m launch.train --task=next_item --algorithm=fedavg \
       --loss=global_softmax --rounds=100 --clients_per_round=50 \
       --output_dir=runs/gs
-  python -m launch.train --task=goodreads_ranking --algorithm=fair \
+  python -m launch.train --task=ranking --algorithm=fair \
       --capacities=1x-2x-4x --rounds=100 --output_dir=runs/fair
-  python -m launch.train --task=movielens_ctr --model=lr --algorithm=fedsubavg \
+  python -m launch.train --task=ctr --model=lr --algorithm=fedsubavg \
       --split=random --target='eval/train_loss<=0.5' --output_dir=runs/fedsubavg
-  python -m launch.train --task=movielens_ranking --algorithm=colr --rank=4 \
+  python -m launch.train --task=loo_ranking --algorithm=colr --rank=4 \
       --rounds=1000 --output_dir=runs/colr4
 
 Writes to --output_dir: metrics.csv and tensorboard/ (one row/event per
@@ -16,16 +16,15 @@ same flags), config.json and, at the end, summary.json (final metrics).
 Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
-import dataclasses
-
 from absl import app
 from absl import flags
 
-from launch import common  # sets TF's log level before TensorFlow loads
+from launch import common
 from launch import outputs
 from launch import progress
 import tasks  # pylint: disable=g-bad-import-order
 import tensorflow_federated as tff
+from tff_rec import runner
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
@@ -37,10 +36,10 @@ from tff_rec.training import optimizers
 
 flags.DEFINE_enum('algorithm', None, sorted(registry.algorithms()),
                   "Learning algorithm (default: the task's; fedavg, or fedmf for "
-                  'movielens_ranking). `python -m launch.matrix` shows which run where.')
+                  'loo_ranking). `python -m launch.matrix` shows which run where.')
 flags.DEFINE_integer('rounds', 100, 'Training rounds.', lower_bound=1)
 flags.DEFINE_integer('clients_per_round', None, "Clients sampled per round (default: "
-                     "the task's; movielens_next_item 50, goodreads_ranking 10).",
+                     "the task's; next_item 50, ranking 10).",
                      lower_bound=1)
 flags.DEFINE_enum('client_optimizer', None, optimizers.OPTIMIZERS, "Client optimizer "
                   "(default: the task's; sgd for movielens, fresh adam for goodreads).")
@@ -103,9 +102,9 @@ def _aggregator(seed: int) -> inner.InnerAggregator:
     raise app.UsageError(str(e)) from None
 
 
-def _runtime(training: registry.Training):
-  """The context the rounds run in: TFF's native worker, TFF's workers on other
-  machines, or the in-process runtime's parallelism."""
+def _context(training: registry.Training):
+  """The context the rounds run in: TFF's workers on other machines, or the
+  resolved runtime's with the in-process parallelism flags."""
   parallel = common.set_flags(PARALLELISM_FLAGS)
   if parallel and training.runtime != 'inprocess':
     raise app.UsageError(f'--{next(iter(parallel))} applies to --runtime=inprocess')
@@ -129,19 +128,11 @@ def _runtime(training: registry.Training):
   return settings
 
 
-def _runtime_of_builds(name: str, task, training: registry.Training) -> str:
-  """The runtime the algorithm is built for: remote workers run what TFF's native
-  runtime runs."""
-  if FLAGS.runtime == 'auto':
-    return registry.fastest_runtime(name, task, training)
-  return 'native' if FLAGS.runtime == 'remote' else FLAGS.runtime
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   common.require('output_dir')
-  task_class = tasks.TASKS[FLAGS.task].Task
+  task_class = tasks.module(FLAGS.task).Task
   name = FLAGS.algorithm or task_class.DEFAULT_ALGORITHM
   options = common.option_values(OPTION_FIELDS)
   try:
@@ -154,6 +145,8 @@ def main(argv):
   try:
     training = registry.training(
         task_class, name, aggregator=aggregator, stack=tuple(FLAGS.stack or ()),
+        # remote workers run what TFF's native worker runs
+        runtime='native' if FLAGS.runtime == 'remote' else FLAGS.runtime,
         **common.set_flags([*task_class.TRAIN_DEFAULTS, 'server_adaptivity']))
     registry.check_composition(name, training)
     schedule = loop.Schedule(
@@ -164,20 +157,17 @@ def main(argv):
     raise app.UsageError(str(e)) from None
   task = common.build_task(task_config)
   try:
-    kind = registry.kind_for(name, task)
+    training = runner.runtime_for(name, task, training)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  training = dataclasses.replace(training, runtime=_runtime_of_builds(name, task, training))
-  with _runtime(training):
+  out = []  # the output folder, once the run has started
+
+  def start(started: runner.Started) -> runner.Recording:
     try:
-      built = registry.build(name, task, training, **options)
-    except ValueError as e:
-      raise app.UsageError(str(e)) from None
-    try:
-      schedule.validate(len(built.client_ids))
+      schedule.validate(len(started.built.client_ids))
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
-    out = outputs.output_dir(FLAGS.output_dir, common.run_config(
+    out.append(outputs.output_dir(FLAGS.output_dir, common.run_config(
         task_config, algorithm=name, **options,
         runtime='remote' if FLAGS.runtime == 'remote' else training.runtime,
         **common.set_flags(PARALLELISM_FLAGS),
@@ -185,56 +175,32 @@ def main(argv):
         server_optimizer=training.server_optimizer.settings(),
         **(aggregator.settings() if aggregator.name != 'mean' else {}),
         **({'stack': list(training.stack)} if training.stack else {}),
-        **vars(schedule)))
-    print(f'{FLAGS.task}: {task.describe()}; {name} on its {kind} model '
-          f'({registry.implementations()[name][kind]}), {len(built.client_ids)} '
-          f'training clients; output in {out}', flush=True)
-    process = inprocess.for_runtime(built.process, training.runtime)
-    checkpointing = loop.Checkpointing(checkpoints.NumpyProgramStateManager(
-        out / 'checkpoints', keep_total=2))
-    managers = [
-        tff.program.CSVFileReleaseManager(str(out / 'metrics.csv'),
-                                          key_fieldname='round'),
-        tff.program.TensorBoardReleaseManager(str(out / 'tensorboard')),
-    ]
-    show_progress = progress.Progress(FLAGS.rounds, 'round',
-                               {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})
-    periodic, final = task.EVAL_PARTS
-    evaluate = built.evaluate or task.evaluate
-    _, metrics = loop.run(
-        process, client_ids=built.client_ids, client_input=built.client_input,
-        schedule=schedule,
-        evaluate=lambda w: _prefixed(periodic, evaluate(w, periodic)),
-        final_evaluate=lambda w: _prefixed(final, evaluate(w, final)),
-        checkpointing=checkpointing, release_managers=managers,
-        on_round=_checking_aggregation(aggregator, show_progress))
+        **vars(schedule))))
+    print(f'{FLAGS.task}: {task.describe()}; {started.describe(name)}; output in {out[0]}',
+          flush=True)
+    return runner.Recording(
+        loop.Checkpointing(checkpoints.NumpyProgramStateManager(
+            out[0] / 'checkpoints', keep_total=2)),
+        [tff.program.CSVFileReleaseManager(str(out[0] / 'metrics.csv'),
+                                           key_fieldname='round'),
+         tff.program.TensorBoardReleaseManager(str(out[0] / 'tensorboard'))])
+
+  try:
+    _, metrics = runner.run(
+        task, name, training, schedule, options=options, context=_context(training),
+        on_start=start, on_round=progress.Progress(
+            FLAGS.rounds, 'round', {**task.PROGRESS, 'rss MB': 'memory/rss_mb'}))
+  except ValueError as e:
+    if out:  # trained, then failed: not a usage error
+      raise
+    raise app.UsageError(str(e)) from None
+  except runner.AggregationNotVisible as e:
+    raise SystemExit(f'error: {e}: stopped') from None
   if metrics:
     if target:
-      metrics.update(progress.first_reached(out / 'metrics.csv', 'round', target))
-    outputs.write_json(out / 'summary.json', metrics)
-  print(f'done: {out / "summary.json"}', flush=True)
-
-
-def _checking_aggregation(aggregator: inner.InnerAggregator, on_round):
-  """`on_round`, after this process's first round has shown that the aggregation
-  took effect (its metrics hold the secure sum's bounds, the DP clip and noise
-  of the settings); a run whose aggregation shows none stops there."""
-  checked = []
-
-  def check_then(round_num: int, metrics: dict[str, float]) -> None:
-    if not checked:
-      missing = aggregator.missing_evidence(metrics)
-      if missing:
-        raise SystemExit(f'error: --aggregator={aggregator.name} took no visible effect in '
-                         f'round {round_num} ({"; ".join(missing)}): stopped')
-      checked.append(round_num)
-    on_round(round_num, metrics)
-
-  return check_then
-
-
-def _prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
-  return {f'{prefix}/{k}': v for k, v in metrics.items()}
+      metrics.update(progress.first_reached(out[0] / 'metrics.csv', 'round', target))
+    outputs.write_json(out[0] / 'summary.json', metrics)
+  print(f'done: {out[0] / "summary.json"}', flush=True)
 
 
 if __name__ == '__main__':

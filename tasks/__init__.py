@@ -9,17 +9,43 @@ model offers the algorithms (tff_rec.algorithms.api: a Keras model, declared
 tables, a weight-table model, private user vectors). It names no algorithm.
 """
 
-from tasks import goodreads_ranking
-from tasks import movielens_ctr
-from tasks import movielens_next_item
-from tasks import movielens_ranking
+from tasks import ctr
+from tasks import loo_ranking
+from tasks import next_item
+from tasks import ranking
 
+# Tasks by data family. 'ranking' ranks all items against each user's held-out
+# share (FAIR's protocol, NeuMF); 'loo_ranking' ranks one held-out item among
+# 99 sampled ones (CoLR's leave-one-out protocol, MF with private user rows):
+# two protocols, two tasks.
 TASKS = {
-    'goodreads_ranking': goodreads_ranking,
-    'movielens_ctr': movielens_ctr,
-    'movielens_next_item': movielens_next_item,
-    'movielens_ranking': movielens_ranking,
+    'ctr': ctr,
+    'loo_ranking': loo_ranking,
+    'next_item': next_item,
+    'ranking': ranking,
 }
+# The names by the dataset each task was first written for; committed records
+# and older commands use them.
+ALIASES = {
+    'goodreads_ranking': 'ranking',
+    'movielens_ctr': 'ctr',
+    'movielens_next_item': 'next_item',
+    'movielens_ranking': 'loo_ranking',
+}
+
+
+def canonical(name: str) -> str:
+  """A task's registered name, given it or an alias."""
+  return ALIASES.get(name, name)
+
+
+def module(name: str):
+  """The module of the task called `name` (or an alias of it)."""
+  try:
+    return TASKS[canonical(name)]
+  except KeyError:
+    raise KeyError(f'no task named {name!r}; tasks: {", ".join(sorted(TASKS))} (older names: '
+                   f'{", ".join(sorted(ALIASES))})') from None
 
 
 def register(name: str, module) -> None:
@@ -28,6 +54,6 @@ def register(name: str, module) -> None:
   missing = [a for a in ('Config', 'make_config', 'Task') if not hasattr(module, a)]
   if missing:
     raise TypeError(f'task {name!r}: its module lacks {", ".join(missing)}')
-  if name in TASKS:
+  if name in TASKS or name in ALIASES:
     raise ValueError(f'a task named {name!r} is registered already')
   TASKS[name] = module

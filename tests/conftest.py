@@ -1,16 +1,13 @@
 """Shared fixtures: the TFF runtime, a worker-leak guard, MovieLens-format files,
 the reproduction scripts' flags."""
 
-import os
-
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
-import pathlib  # pylint: disable=g-import-not-at-top
+import pathlib
 
 from absl.testing import flagsaver
 import psutil
 import pytest
 
+import launch  # pylint: disable=unused-import  # loads TensorFlow first, quietly
 from tests import fixtures
 from tff_rec.runtime import native
 
@@ -80,13 +77,13 @@ def no_leaked_workers(request):
 
 @pytest.fixture
 def reproduction_flags():
-  """launch.common's flags as a reproduction script has them (--task=movielens_ranking).
+  """launch.common's flags as a reproduction script has them (--task=loo_ranking).
 
   Set, not parsed: parsing would run the validators of every launcher imported
   into this test process, and launch.train's requires --output_dir.
   """
   from launch import common  # pylint: disable=g-import-not-at-top  (it defines flags)
-  with flagsaver.flagsaver(task='movielens_ranking'):
+  with flagsaver.flagsaver(task='loo_ranking'):
     common.FLAGS.mark_as_parsed()
     yield
   common.FLAGS.unparse_flags()

@@ -12,7 +12,7 @@ import tensorflow_federated as tff
 
 from launch import common
 import tasks
-from tasks import movielens_ctr
+from tasks import ctr
 from tests import conftest
 from tff_rec.algorithms import registry
 from tff_rec.training import loop
@@ -37,8 +37,8 @@ def test_the_added_algorithm_trains_and_takes_its_option(example_registered, ml1
                                                          tff_runtime):
   assert [f.name for f in __import__('dataclasses').fields(example_registered.options)] == [
       'clipping']
-  task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir), model='lr',
-                                                 batch_size=8))
+  task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir), model='lr',
+                             batch_size=8))
   built = registry.build('fedavg_robust', task, registry.training(task, 'fedavg_robust'),
                          clipping=False)
   state = built.process.initialize()
@@ -116,7 +116,7 @@ def test_the_added_task_trains_fedavg_and_fedsubavg_and_its_settings_are_flags(
     assert metrics['rmse'] < untrained['rmse'] - 0.5, name  # ratings 1-5 from a ~0 start
   settings = common.task_settings()
   assert [task for task, _ in settings['embedding_dim']] == [
-      'movielens_ctr', 'movielens_next_item', 'movielens_ranking', 'movielens_rating']
+      'ctr', 'loo_ranking', 'movielens_rating', 'next_item']
   help_text = common._setting_help(settings['embedding_dim'])  # pylint: disable=protected-access
   assert 'Embedding dimension.' in help_text
 
@@ -129,3 +129,13 @@ def test_the_readme_table_of_implementations_is_the_registrys():
     row = (f'| {name} | ' + ' | '.join(cells) + f' | {", ".join(algorithm.aggregators)} | '
            f'{", ".join(algorithm.stacks) or "-"} |')
     assert row in README, row
+
+
+def test_the_python_api_runs_as_printed(ml100k_dir, capsys):
+  code = _code_after("The launchers' Python API").replace("'../shared/data/ml-100k'",
+                                                          repr(str(ml100k_dir)))
+  namespace = {}
+  exec(compile(code, 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
+  metrics = namespace['metrics']
+  assert capsys.readouterr().out.strip() == str(metrics['eval/test_auc'])
+  assert metrics['train/client_work/train/loss'] > 0  # the last of 5 rounds trained

@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 import tensorflow_federated as tff
 
-from tasks import goodreads_ranking
-from tasks import movielens_ranking
+from tasks import loo_ranking
+from tasks import ranking
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
@@ -43,11 +43,11 @@ def _shown(process) -> tuple[set[str], set[str]]:
 
 def _task(kind: str, ranking_dir, user_items_dir):
   """A task whose model is of `kind`, small (tables of 100+ rows, so FAIR and the
-  table forms apply): movielens_ranking's MF is a Keras MF too."""
+  table forms apply): loo_ranking's MF is a Keras MF too."""
   if kind == 'weight_tables':
-    return goodreads_ranking.Task(goodreads_ranking.Config(data_dir=str(user_items_dir)))
+    return ranking.Task(ranking.Config(data_dir=str(user_items_dir)))
   user_state = 'reconstructed' if kind == 'mf:reconstructed' else 'stored'
-  return movielens_ranking.Task(movielens_ranking.Config(
+  return loo_ranking.Task(loo_ranking.Config(
       data_dir=str(ranking_dir), embedding_dim=4, user_state=user_state))
 
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import goodreads_ranking
+from tasks import ranking
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import fair
 from tff_rec.algorithms import registry
@@ -23,7 +23,7 @@ TRAINING = registry.Training(optimizers.OptimizerConfig('adam', 0.05),
 
 def _task(data_dir, **overrides):
   config = dict(data_dir=str(data_dir), factors=4, batch_size=4, local_epochs=2, seed=1)
-  return goodreads_ranking.GoodreadsRanking(goodreads_ranking.Config(**{**config, **overrides}))
+  return ranking.Task(ranking.Config(**{**config, **overrides}))
 
 
 def _run(process, client_input, cohorts):

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import movielens_ctr
+from tasks import ctr
 from tff_rec.algorithms import metaua
 from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
@@ -151,7 +151,7 @@ def test_bad_configs_are_refused():
 
 
 def _ctr_task(data_dir, batch_size=8):
-  return movielens_ctr.MovieLensCtr(movielens_ctr.Config(
+  return ctr.Task(ctr.Config(
       data_dir=str(data_dir), model='lr', batch_size=batch_size, local_epochs=1))
 
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks import goodreads_ranking
-from tasks import movielens_ctr
-from tasks import movielens_next_item
-from tasks import movielens_ranking
+from tasks import ctr
+from tasks import loo_ranking
+from tasks import next_item
+from tasks import ranking
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
 from tff_rec.training import optimizers
@@ -40,7 +40,7 @@ def test_options_of_another_algorithm_are_refused_by_name():
 
 
 def test_training_settings_layer_task_then_algorithm_then_overrides():
-  task = movielens_ctr.MovieLensCtr
+  task = ctr.Task
   adam = registry.training(task, 'fedadam')
   assert (adam.server_optimizer.name, adam.server_optimizer.learning_rate) == ('adam', 0.01)
   assert adam.clients_per_round == 50
@@ -50,17 +50,17 @@ def test_training_settings_layer_task_then_algorithm_then_overrides():
 
 
 @pytest.mark.parametrize('task_module, config, algorithm, message', [
-    (movielens_next_item, {}, 'fedmf', 'trains a matrix factorization whose user vectors stay'),
-    (movielens_next_item, {'loss': 'batch_softmax_spreadout'}, 'colr',
+    (next_item, {}, 'fedmf', 'trains a matrix factorization whose user vectors stay'),
+    (next_item, {'loss': 'batch_softmax_spreadout'}, 'colr',
      'adds a regularization loss'),
-    (movielens_next_item, {'loss': 'batch_softmax_spreadout'}, 'fair',
+    (next_item, {'loss': 'batch_softmax_spreadout'}, 'fair',
      'adds a regularization loss'),
-    (goodreads_ranking, {}, 'fedmf', 'trains a matrix factorization whose user vectors stay'),
+    (ranking, {}, 'fedmf', 'trains a matrix factorization whose user vectors stay'),
 ])
 def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
     task_module, config, algorithm, message, request):
-  data = request.getfixturevalue('user_items_dir' if task_module is goodreads_ranking
-                                 else 'ranking_dir' if task_module is movielens_ranking
+  data = request.getfixturevalue('user_items_dir' if task_module is ranking
+                                 else 'ranking_dir' if task_module is loo_ranking
                                  else 'ml100k_dir')
   task = task_module.Task(task_module.Config(data_dir=str(data), **config))
   with pytest.raises(registry.NotApplicable,
@@ -71,8 +71,8 @@ def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
 
 def test_secure_aggregation_needs_the_inprocess_runtime_and_dp_is_refused_by_scolr(
     ranking_dir):
-  task = movielens_ranking.Task(movielens_ranking.Config(data_dir=str(ranking_dir),
-                                                         user_state='reconstructed'))
+  task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir),
+                                             user_state='reconstructed'))
   secure = inner.InnerAggregator('secure')
   with pytest.raises(registry.NotApplicable, match='native worker has no secure sum'):
     registry.build('colr', task, registry.training(task, 'colr', aggregator=secure))
@@ -85,7 +85,7 @@ def test_secure_aggregation_needs_the_inprocess_runtime_and_dp_is_refused_by_sco
 @pytest.mark.parametrize('user_state', ['stored', 'reconstructed'])
 def test_fedmf_under_dp_without_noise_or_clipping_is_the_cohort_mean(ranking_dir,
                                                                       tff_runtime, user_state):
-  task = movielens_ranking.Task(movielens_ranking.Config(
+  task = loo_ranking.Task(loo_ranking.Config(
       data_dir=str(ranking_dir), user_state=user_state, embedding_dim=4, batch_size=64))
   weights = []
   for aggregator in (inner.InnerAggregator(),
@@ -101,7 +101,7 @@ def test_fedmf_under_dp_without_noise_or_clipping_is_the_cohort_mean(ranking_dir
 
 
 def test_fedavg_on_matrix_factorization_is_fedmf(ranking_dir):
-  task = movielens_ranking.Task(movielens_ranking.Config(data_dir=str(ranking_dir)))
+  task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir)))
   fedavg = registry.build('fedavg', task, registry.training(task, 'fedavg'))
   fedmf = registry.build('fedmf', task, registry.training(task, 'fedmf'))
   assert type(fedavg.process) is type(fedmf.process)
@@ -113,18 +113,18 @@ def test_fedavg_on_matrix_factorization_is_fedmf(ranking_dir):
 
 
 @pytest.mark.parametrize('task_name, name, aggregator, fastest', [
-    ('ranking', 'fedmf', 'mean', 'inprocess'),
-    ('ranking', 'colr', 'mean', 'inprocess'),
-    ('ranking', 'fedavg', 'mean', 'inprocess'),  # FedMF's round
-    ('ranking', 'fedadam', 'mean', 'native'),  # the Keras MF
+    ('loo_ranking', 'fedmf', 'mean', 'inprocess'),
+    ('loo_ranking', 'colr', 'mean', 'inprocess'),
+    ('loo_ranking', 'fedavg', 'mean', 'inprocess'),  # FedMF's round
+    ('loo_ranking', 'fedadam', 'mean', 'native'),  # the Keras MF
     ('ctr', 'colr', 'mean', 'native'),
     ('ctr', 'fedavg', 'mean', 'native'),
     ('ctr', 'fedavg', 'secure', 'inprocess'),
 ])
 def test_the_fastest_runtime_is_in_process_for_fedmf_rounds_and_secure_sums(
     task_name, name, aggregator, fastest, request):
-  module = movielens_ranking if task_name == 'ranking' else movielens_ctr
-  data_dir = request.getfixturevalue('ranking_dir' if task_name == 'ranking' else 'ml100k_dir')
+  module = loo_ranking if task_name == 'loo_ranking' else ctr
+  data_dir = request.getfixturevalue('ranking_dir' if task_name == 'loo_ranking' else 'ml100k_dir')
   task = module.Task(module.Config(data_dir=str(data_dir)))
   training = registry.training(task, name, aggregator=inner.InnerAggregator(aggregator))
   assert registry.fastest_runtime(name, task, training) == fastest
@@ -142,7 +142,7 @@ def test_the_fastest_runtime_is_in_process_for_fedmf_rounds_and_secure_sums(
 ])
 def test_composition_an_algorithm_does_not_declare_is_refused_before_reading_any_task(
     name, settings, message):
-  training = registry.training(movielens_ctr.MovieLensCtr, name, **settings)
+  training = registry.training(ctr.Task, name, **settings)
   with pytest.raises(registry.NotApplicable, match=message):
     registry.check_composition(name, training)
   with pytest.raises(ValueError, match=r"cannot stack \['fair'\]"):
@@ -154,7 +154,7 @@ def test_an_undeclared_user_algorithm_honours_the_plain_mean_only(ml100k_dir):
   registry.register('echo', registry.Algorithm(
       'echo', {'keras': lambda *args, **kwargs: calls.append(args)}))
   try:
-    task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir)))
+    task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir)))
     for settings in (dict(aggregator=inner.InnerAggregator('dp')), dict(stack=('fedsubavg',))):
       with pytest.raises(registry.NotApplicable, match='does not apply to --algorithm=echo'):
         registry.build('echo', task, registry.training(task, 'echo', **settings))
@@ -167,10 +167,10 @@ def test_an_undeclared_user_algorithm_honours_the_plain_mean_only(ml100k_dir):
 
 def test_the_kind_of_model_picks_the_implementation_most_specific_first(ranking_dir,
                                                                         user_items_dir):
-  ranking = movielens_ranking.Task(movielens_ranking.Config(data_dir=str(ranking_dir)))
-  goodreads = goodreads_ranking.Task(goodreads_ranking.Config(data_dir=str(user_items_dir)))
+  loo = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir)))
+  goodreads = ranking.Task(ranking.Config(data_dir=str(user_items_dir)))
   table = registry.implementations()
-  assert [registry.kind_for(n, ranking) for n in ('fedavg', 'fedadam', 'colr', 'fair')] == [
+  assert [registry.kind_for(n, loo) for n in ('fedavg', 'fedadam', 'colr', 'fair')] == [
       'mf', 'keras', 'mf', 'keras']
   assert [registry.kind_for(n, goodreads) for n in ('fedavg', 'fedprox', 'colr')] == [
       'weight_tables', 'keras', 'weight_tables']
@@ -180,8 +180,8 @@ def test_the_kind_of_model_picks_the_implementation_most_specific_first(ranking_
 
 
 def test_fair_runs_on_a_keras_model_with_declared_tables(ml100k_dir, tff_runtime):
-  task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir), model='lr',
-                                                 batch_size=8))
+  task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir), model='lr',
+                             batch_size=8))
   built = registry.build('fair', task, registry.training(task, 'fair'), capacities='1x-2x')
   assert built.evaluate is None  # the weights are the Keras model's: the task scores them
   state = built.process.initialize()
@@ -206,11 +206,11 @@ def test_fair_runs_on_a_keras_model_with_declared_tables(ml100k_dir, tff_runtime
 def test_every_process_sets_the_model_weights_it_gives(algorithm, ml100k_dir, ranking_dir,
                                                        tff_runtime):
   if algorithm == 'fedmf':
-    task = movielens_ranking.Task(movielens_ranking.Config(data_dir=str(ranking_dir),
-                                                           embedding_dim=4))
+    task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir),
+                                               embedding_dim=4))
   else:
-    task = movielens_ctr.Task(movielens_ctr.Config(data_dir=str(ml100k_dir), model='lr',
-                                                   batch_size=8))
+    task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir), model='lr',
+                               batch_size=8))
   built = registry.build(algorithm, task, registry.training(task, algorithm))
   state = built.process.initialize()
   shifted = tf.nest.map_structure(lambda w: np.asarray(w) + 0.5,

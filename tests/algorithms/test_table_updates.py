@@ -6,8 +6,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tasks import goodreads_ranking
-from tasks import movielens_ctr
+from tasks import ctr
+from tasks import ranking
 from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
@@ -19,7 +19,7 @@ TRAINING = registry.Training(optimizers.OptimizerConfig('sgd', 0.5),
 
 
 def _task(data_dir):
-  return goodreads_ranking.GoodreadsRanking(goodreads_ranking.Config(
+  return ranking.Task(ranking.Config(
       data_dir=str(data_dir), factors=4, batch_size=4, local_epochs=1, seed=1))
 
 
@@ -71,11 +71,11 @@ def test_scolr_runs_in_process_with_the_native_numbers(user_items_dir, tff_runti
 def test_colr_trains_a_keras_ctr_model_and_refuses_tables_narrower_than_the_rank(
     ranking_dir, tff_runtime):
   config = dict(data_dir=str(ranking_dir), local_steps=2, batch_size=8)
-  dcn = movielens_ctr.MovieLensCtr(movielens_ctr.Config(model='dcn', **config))
+  dcn = ctr.Task(ctr.Config(model='dcn', **config))
   before, after, _ = _one_round(dcn, 'colr', rank=2)
   movie = api.table_of_variable(dcn).index('movie')  # the Keras model's weights, in its order
   assert np.abs(after.trainable[movie] - before.trainable[movie]).max() > 1e-5
-  lr = movielens_ctr.MovieLensCtr(movielens_ctr.Config(model='lr', **config))
+  lr = ctr.Task(ctr.Config(model='lr', **config))
   with pytest.raises(registry.NotApplicable, match=r'table movie \(201 x 1\): rank must'):
     registry.build('colr', lr, TRAINING, rank=2)
   with pytest.raises(registry.NotApplicable, match='item_average=touched applies to the'):

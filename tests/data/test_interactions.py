@@ -4,9 +4,9 @@ sequences, and the ranking and next-item tasks fed by them as by MovieLens."""
 import numpy as np
 import pytest
 
-from tasks import goodreads_ranking
-from tasks import movielens_next_item
-from tasks import movielens_ranking
+from tasks import loo_ranking
+from tasks import next_item
+from tasks import ranking
 from tff_rec.data import interactions
 from tff_rec.data import tables
 from tff_rec.data import user_items
@@ -103,14 +103,14 @@ def test_u_data_read_as_interactions_feeds_each_family_as_movielens_does(ranking
   """Leave-one-out ranking and next-item examples from u.data through the
   interactions reader equal those of the MovieLens reader."""
   u_data = str(ranking_dir / 'u.data')
-  ranking = [movielens_ranking.load(movielens_ranking.make_config(data_dir=d, **c))
-             for d, c in ((str(ranking_dir), {}), (u_data, U_DATA))]
+  splits = [loo_ranking.load(loo_ranking.make_config(data_dir=d, **c))
+            for d, c in ((str(ranking_dir), {}), (u_data, U_DATA))]
   for field in ('user_ids', 'item_ids', 'negatives'):
-    a, b = getattr(ranking[0], field), getattr(ranking[1], field)
+    a, b = getattr(splits[0], field), getattr(splits[1], field)
     for part in (a if isinstance(a, dict) else [None]):
       np.testing.assert_array_equal(a[part] if part else a, b[part] if part else b)
-  np.testing.assert_array_equal(ranking[0].train.items, ranking[1].train.items)
-  tasks = [movielens_next_item.MovieLensNextItem(movielens_next_item.make_config(
+  np.testing.assert_array_equal(splits[0].train.items, splits[1].train.items)
+  tasks = [next_item.Task(next_item.make_config(
       data_dir=d, **c)) for d, c in ((str(ranking_dir), {}), (u_data, U_DATA))]
   assert tasks[0].train_client_ids == tasks[1].train_client_ids
   for client in tasks[0].train_client_ids[:5]:
@@ -133,7 +133,7 @@ def test_an_interactions_file_splits_for_item_list_ranking_as_its_sequence_file(
   np.testing.assert_array_equal(a.user_ids, b.user_ids)
   for part in ('train', 'test'):
     np.testing.assert_array_equal(getattr(a, part).items, getattr(b, part).items)
-  config = goodreads_ranking.make_config(data_dir=str(tmp_path / 'export.csv'),
-                                         user_column='user', item_column='item',
-                                         time_column='ts')
+  config = ranking.make_config(data_dir=str(tmp_path / 'export.csv'),
+                               user_column='user', item_column='item',
+                               time_column='ts')
   assert config.interactions == columns

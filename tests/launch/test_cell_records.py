@@ -53,9 +53,17 @@ def test_a_finished_run_made_with_other_flags_is_refused_naming_them(tmp_path, a
   assert named in str(refused.value)
 
 
+def test_a_record_made_under_a_tasks_older_name_matches_its_new_name(tmp_path):
+  run = _finished_run(tmp_path / 'cell', task='movielens_ranking')
+  for task in ('loo_ranking', 'movielens_ranking'):
+    cell_records.check_same_settings(run, (f'--task={task}',))
+  with pytest.raises(app.UsageError, match=r'--task=ranking \(recorded: movielens_ranking\)'):
+    cell_records.check_same_settings(run, ('--task=ranking',))
+
+
 @pytest.mark.usefixtures('reproduction_flags')
 def test_a_recorded_cell_under_other_flags_is_refused_not_tabulated(tmp_path):
-  _finished_run(tmp_path / 'cells' / 'a', rounds=100, seed=0, task='movielens_ranking')
+  _finished_run(tmp_path / 'cells' / 'a', rounds=100, seed=0, task='loo_ranking')
   assert cell_records.run_cell(str(tmp_path / 'runs'), 'a', 'launch.train', '--rounds=100',
                          '--seed=0', records_dir=str(tmp_path / 'cells')) == {'test/hr': 0.5}
   with pytest.raises(app.UsageError, match=r'--rounds=200 \(recorded: 100\)'):
@@ -66,8 +74,8 @@ def test_a_recorded_cell_under_other_flags_is_refused_not_tabulated(tmp_path):
 @pytest.mark.usefixtures('reproduction_flags')
 def test_a_shared_record_is_found_only_where_its_settings_match(tmp_path):
   # Two tables hold a cell of the same name, made with other --epochs.
-  _finished_run(tmp_path / 'three' / 'c', epochs=3, task='movielens_ranking')
-  _finished_run(tmp_path / 'ten' / 'c', epochs=10, task='movielens_ranking')
+  _finished_run(tmp_path / 'three' / 'c', epochs=3, task='loo_ranking')
+  _finished_run(tmp_path / 'ten' / 'c', epochs=10, task='loo_ranking')
   folders = [str(tmp_path / 'three'), str(tmp_path / 'ten')]
   assert cell_records.recorded_in(folders, 'c', '--epochs=10') == str(tmp_path / 'ten')
   assert cell_records.recorded_in(folders, 'c', '--epochs=3') == str(tmp_path / 'three')

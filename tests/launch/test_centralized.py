@@ -25,7 +25,7 @@ def test_centralized_baseline_reports_validation_and_test(ml100k_dir, tmp_path):
 def test_centralized_goodreads_reports_test_ndcg(user_items_dir, tmp_path):
   out = tmp_path / 'out'
   done = subprocess.run(
-      [sys.executable, '-m', 'launch.centralized', '--task=goodreads_ranking',
+      [sys.executable, '-m', 'launch.centralized', '--task=ranking',
        f'--data_dir={user_items_dir}', f'--output_dir={out}', '--epochs=3', '--batch_size=8',
        '--factors=4', '--learning_rate=0.05', '--eval_every=0'],
       cwd=conftest.REPO, capture_output=True, text=True, timeout=600)
@@ -41,7 +41,7 @@ def test_centralized_goodreads_reports_test_ndcg(user_items_dir, tmp_path):
 def test_central_sgd_rounds_with_a_target(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
   done = subprocess.run(
-      [sys.executable, '-m', 'launch.centralized', '--task=movielens_ctr',
+      [sys.executable, '-m', 'launch.centralized', '--task=ctr',
        f'--data_dir={ml100k_dir}', f'--output_dir={out}', '--epochs=3', '--batch_size=40',
        '--steps_per_epoch=2', '--optimizer=sgd', '--learning_rate=0.5',
        '--target=eval/test_auc>=0'],

@@ -16,13 +16,13 @@ def _record(root, name, rounds=3, **summary):
   (root / name).mkdir(parents=True)
   seed = int(name.rpartition('_s')[2]) if '_s' in name else 0
   (root / name / 'config.json').write_text(json.dumps(
-      {'task': 'movielens_ranking', 'data_dir': 'd', 'rounds': rounds, 'seed': seed}))
+      {'task': 'loo_ranking', 'data_dir': 'd', 'rounds': rounds, 'seed': seed}))
   (root / name / 'summary.json').write_text(json.dumps(summary))
 
 
 def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
   records = tmp_path / 'cells'
-  task = records / 'movielens_ranking'
+  task = records / 'loo_ranking'
   _record(task, 'a_s0', **{'test/hr': 0.1, LOSS: 0.5})
   _record(task, 'a_s1', **{'test/hr': 0.3, LOSS: 0.4})
   _record(task, 'nan_s0', **{'test/hr': 0.0, LOSS: math.nan})
@@ -32,7 +32,7 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
   _record(tmp_path / 'other', 'seeded_s0', **{'test/hr': 0.5, LOSS: 0.3})
   _record(tmp_path / 'other', 'seeded_s1', **{'test/hr': 0.7, LOSS: 0.3})
   table = seeded_table.Table(
-      'movielens_ranking', 'T', ('test/hr',),
+      'loo_ranking', 'T', ('test/hr',),
       {'a': ('A', ('--x=1',), None), 'nan': ('NaN', (), None),
        'gone': ('Gone', (), None), 'paper': ('P', (), tmp_path / 'other' / 'paper'),
        'seeded': ('S', (), tmp_path / 'other' / 'seeded')},
@@ -41,7 +41,7 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
   lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), records,
                                 wanted=False)
 
-  assert lines[2] == ('`--task=movielens_ranking` --data_dir=d --rounds=3; seeds [0, 1]; '
+  assert lines[2] == ('`--task=loo_ranking` --data_dir=d --rounds=3; seeds [0, 1]; '
                       'mean ± std over the seeds (sample std).')
   rows = lines[6:-1]
   assert rows == ['| A | 0.200 ± 0.141 | 0.100, 0.300 |',
@@ -54,7 +54,7 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
 
 def test_a_paper_record_made_with_other_flags_is_refused_not_reused(tmp_path):
   _record(tmp_path / 'other', 'paper', rounds=50, **{'test/hr': 0.2, LOSS: 0.3})
-  table = seeded_table.Table('movielens_ranking', 'T', ('test/hr',),
+  table = seeded_table.Table('loo_ranking', 'T', ('test/hr',),
                              {'paper': ('P', (), tmp_path / 'other' / 'paper')},
                              ('--rounds=3',), None, (('data_dir', 'd'),))
 
@@ -64,15 +64,15 @@ def test_a_paper_record_made_with_other_flags_is_refused_not_reused(tmp_path):
 
 
 def test_a_sweep_picks_its_best_row_and_the_headline_waits_for_every_row(tmp_path):
-  records = tmp_path / 'results' / 'cells' / 'movielens_ranking'
+  records = tmp_path / 'results' / 'cells' / 'loo_ranking'
   _record(records, 'lr1_s0', **{'validation/hr': math.nan, LOSS: math.nan})
   _record(records, 'lr2_s0', **{'validation/hr': 0.3, LOSS: 0.4})
   _record(records, 'best_s0', **{'test/hr': 0.25, LOSS: 0.4})
   rows = {f'lr{r}': (f'rate {r}', (f'--lr={r}',), None) for r in (1, 2, 3)}
-  sweep = seeded_table.Table('movielens_ranking', 'Sweep', ('validation/hr',), rows,
+  sweep = seeded_table.Table('loo_ranking', 'Sweep', ('validation/hr',), rows,
                              ('--rounds=3',), None, (('data_dir', 'd'),))
   headlines = lambda row: tuple(seeded_table.Table(  # pylint: disable=g-long-lambda
-      'movielens_ranking', f'{title} at {row}', ('test/hr',), {'best': ('B', (), None)},
+      'loo_ranking', f'{title} at {row}', ('test/hr',), {'best': ('B', (), None)},
       ('--rounds=3',), None, (('data_dir', 'd'),)) for title in ('Head', 'Tail'))
 
   def table_md():
@@ -93,9 +93,9 @@ def test_every_row_is_held_against_the_versus_rows_beyond_noise_only(tmp_path):
   values = {'base': (0.30, 0.32), 'close': (0.29, 0.35), 'far': (0.20, 0.21), 'one': (0.1,)}
   for row, seeds in values.items():
     for seed, value in enumerate(seeds):
-      _record(records / 'movielens_ranking', f'{row}_s{seed}', **{'test/hr': value, LOSS: 0.4})
+      _record(records / 'loo_ranking', f'{row}_s{seed}', **{'test/hr': value, LOSS: 0.4})
   table = seeded_table.Table(
-      'movielens_ranking', 'T', ('test/hr',), {r: (r.upper(), (), None) for r in values},
+      'loo_ranking', 'T', ('test/hr',), {r: (r.upper(), (), None) for r in values},
       ('--rounds=3',), None, (('data_dir', 'd'),), versus=('base',))
 
   lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), records, wanted=False)

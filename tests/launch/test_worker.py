@@ -95,16 +95,16 @@ def _summary(out) -> dict:
 # One algorithm of each paper, on small data: (data fixture, flags). The dual
 # encoder's FedAvg is compared in the killed-worker test below.
 PAPERS = {
-    'FedSubAvg LR': ('ml100k_dir', ['--task=movielens_ctr', '--algorithm=fedsubavg',
+    'FedSubAvg LR': ('ml100k_dir', ['--task=ctr', '--algorithm=fedsubavg',
                                     '--model=lr', '--rounds=2', '--clients_per_round=6',
                                     '--eval_every=2', '--batch_size=8']),
-    'FAIR 1x-2x': ('user_items_dir', ['--task=goodreads_ranking', '--algorithm=fair',
+    'FAIR 1x-2x': ('user_items_dir', ['--task=ranking', '--algorithm=fair',
                                       '--capacities=1x-2x', '--rounds=2',
                                       '--clients_per_round=4', '--eval_every=2',
                                       '--batch_size=4', '--factors=4', '--local_epochs=1']),
     'CoLR, stored users': ('ranking_dir', [*trainer.RANKING, '--algorithm=colr',
                                            '--rank=2', '--rounds=2']),
-    'MetaUA LR': ('ml100k_dir', ['--task=movielens_ctr', '--algorithm=metaua', '--model=lr',
+    'MetaUA LR': ('ml100k_dir', ['--task=ctr', '--algorithm=metaua', '--model=lr',
                                  '--rounds=2', '--clients_per_round=6', '--eval_every=2',
                                  '--batch_size=8']),
 }

@@ -21,7 +21,7 @@ from tests import conftest
 
 FAST = ['--rounds=4', '--clients_per_round=5', '--eval_every=2', '--checkpoint_every=1',
         '--batch_size=4', '--loss=global_softmax']
-RANKING = ['--task=movielens_ranking', '--rounds=4', '--clients_per_round=5', '--eval_every=2',
+RANKING = ['--task=loo_ranking', '--rounds=4', '--clients_per_round=5', '--eval_every=2',
            '--checkpoint_every=1', '--batch_size=32', '--embedding_dim=8']
 
 

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import movielens_next_item as task_lib
+from tasks import next_item as task_lib
 from tff_rec.algorithms import baselines
 from tff_rec.models import hashed_embedding
 from tff_rec.runtime import inprocess
@@ -35,7 +35,7 @@ def _rounds(process, cohorts):
 
 @pytest.mark.parametrize('algorithm', ['fedavg', 'fedsgd'])
 def test_dual_encoder_rounds_match_native(ml100k_dir, tff_runtime, algorithm):
-  task = task_lib.MovieLensNextItem(task_lib.Config(
+  task = task_lib.Task(task_lib.Config(
       data_dir=str(ml100k_dir), loss='hinge_spreadout', batch_size=4))
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       task.dataset_computation,

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks import movielens_ctr
-from tasks import movielens_next_item
-from tasks import movielens_ranking
+from tasks import ctr
+from tasks import loo_ranking
+from tasks import next_item
 
 
 def _rows(batches) -> tuple[list[int], collections.Counter]:
@@ -35,13 +35,13 @@ def _tf_batches(task, client, seed):
 @pytest.mark.parametrize('name', ['ctr', 'next_item', 'ranking'])
 def test_numpy_and_tf_batches_hold_the_same_rows(name, ml100k_dir, ranking_dir):
   task = {
-      'ctr': lambda: movielens_ctr.MovieLensCtr(movielens_ctr.make_config(
+      'ctr': lambda: ctr.Task(ctr.make_config(
           data_dir=str(ml100k_dir), batch_size=4, local_epochs=2, local_steps=5)),
-      'next_item': lambda: movielens_next_item.MovieLensNextItem(
-          movielens_next_item.make_config(data_dir=str(ml100k_dir), batch_size=3,
-                                          local_epochs=2, shuffle_buffer=2,
-                                          drop_remainder=False)),
-      'ranking': lambda: movielens_ranking.Task(movielens_ranking.make_config(
+      'next_item': lambda: next_item.Task(
+          next_item.make_config(data_dir=str(ml100k_dir), batch_size=3,
+                                local_epochs=2, shuffle_buffer=2,
+                                drop_remainder=False)),
+      'ranking': lambda: loo_ranking.Task(loo_ranking.make_config(
           data_dir=str(ranking_dir), batch_size=8, embedding_dim=4)),
   }[name]()
   for client in task.train_client_ids[:3]:

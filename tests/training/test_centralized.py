@@ -3,13 +3,13 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import movielens_next_item as task_lib
+from tasks import next_item as task_lib
 from tff_rec.training import centralized
 
 
 def test_keras_epochs_learn_a_sequential_pattern_on_the_evaluation_schedule(ml100k_dir):
   """Fixture users walk the catalogue in order: the next item is learnable."""
-  task = task_lib.MovieLensNextItem(task_lib.Config(
+  task = task_lib.Task(task_lib.Config(
       data_dir=str(ml100k_dir), loss='global_softmax', batch_size=8))
   split = task.centralized_split()
   model = task.keras_model()

@@ -7,6 +7,7 @@ offers.
 import dataclasses
 from typing import Any, Callable, Mapping
 
+from tff_rec import capabilities
 from tff_rec.aggregators import inner
 from tff_rec.data import sliced
 from tff_rec.models import tables
@@ -58,33 +59,28 @@ def not_applicable(name: str, task, why: str) -> NotApplicable:
   return NotApplicable(f'--algorithm={name} does not apply to --task={task.NAME}: {why}')
 
 
-def require(task, name: str, attributes: tuple[str, ...], why: str) -> None:
-  """Raises NotApplicable (`why`) unless the task has every one of `attributes`."""
-  if not all(hasattr(task, a) for a in attributes):
+def require(task, name: str, capability: type, why: str) -> None:
+  """Raises NotApplicable (`why`) unless the task offers `capability` (a Protocol
+  of tff_rec.capabilities)."""
+  if not isinstance(task, capability):
     raise not_applicable(name, task, why)
 
 
-# The kinds of model a task offers, most specific first, by the attributes
-# that make them (a task may offer several: movielens_ranking's MF with
-# private users is also a Keras MF whose user table is shared).
-MF = ('initial_items', 'initial_users', 'client_rows', 'mf_dataset_computation', 'user_index')
-WEIGHT_TABLES = ('functional_model', 'dataset_computation', 'client_arguments')
-KERAS = ('model_fn', 'dataset_computation', 'client_arguments')
-# A Keras task's batches for the project's clients: sliced.Batches shuffled by
-# numpy (client_batches), described by the same plan as its datasets (batch_plan).
-KERAS_BATCHES = ('model_fn', 'client_batches', 'batch_plan')
+# The kinds of model a task offers, most specific first (a task may offer
+# several: loo_ranking's MF with private users is also a Keras MF whose user
+# table is shared).
 MODEL_KINDS = {
-    'mf': (MF, 'a matrix factorization whose user vectors stay on their clients'),
-    'weight_tables': (WEIGHT_TABLES, 'a model of named weight tables (NeuMF)'),
-    'keras': (KERAS, 'a Keras model'),
+    'mf': (capabilities.PrivateUsers,
+           'a matrix factorization whose user vectors stay on their clients'),
+    'weight_tables': (capabilities.WeightTables, 'a model of named weight tables (NeuMF)'),
+    'keras': (capabilities.KerasModel, 'a Keras model'),
 }
-TABLES = ('tables', 'client_table_rows', 'client_sizes')  # feature heat of its tables
 
 
 def model_kinds(task) -> list[str]:
   """The kinds of model `task` offers, most specific first."""
-  return [kind for kind, (attributes, _) in MODEL_KINDS.items()
-          if all(hasattr(task, a) for a in attributes)]
+  return [kind for kind, (capability, _) in MODEL_KINDS.items()
+          if isinstance(task, capability)]
 
 
 def table_of_variable(task) -> list[str | None] | None:

@@ -10,18 +10,18 @@ from typing import Any, Callable
 
 import tensorflow_federated as tff
 
+from tff_rec import capabilities
 from tff_rec.algorithms import api
 from tff_rec.models import table_model
 
-KERAS_TABLES = ('keras_model', 'loss', 'input_spec', 'tables', 'client_batches', 'batch_plan')
 MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in full
 
 
 def table_model_of(task, name: str, why: str) -> table_model.TableModel:
   """The task's TableModel; raises NotApplicable (`why`) without declared tables."""
-  if hasattr(task, 'functional_model'):
+  if isinstance(task, capabilities.WeightTables):
     return task.functional_model()
-  if not all(hasattr(task, a) for a in KERAS_TABLES):
+  if not isinstance(task, capabilities.KerasTables):
     raise api.not_applicable(name, task, why)
   if task.keras_model().losses:
     raise api.not_applicable(name, task, 'its Keras model adds a regularization loss '
@@ -45,7 +45,7 @@ def client_data(task) -> tuple[tff.Computation, Callable[[str, int], Any]]:
   """(a client's data -> its sliced batches, in TFF; (client id, seed) -> that
   data): a weight-table model's own dataset computation and arguments, or a
   Keras model's client_batches (numpy batches, which the computation passes on)."""
-  if hasattr(task, 'functional_model'):
+  if isinstance(task, capabilities.WeightTables):
     return task.dataset_computation, task.client_arguments
   return tff.tensorflow.computation(lambda batches: batches,
                                     api.batches_type(task)), task.client_batches

@@ -9,6 +9,7 @@ import dataclasses
 
 import numpy as np
 
+from tff_rec import capabilities
 from tff_rec.aggregators import fedsubavg
 from tff_rec.algorithms import api
 from tff_rec.models import tables
@@ -31,7 +32,7 @@ def heat(task, mode: str) -> tuple[dict[str, np.ndarray], float]:
 
 def row_scales(task, name: str, mode: str) -> dict[str, np.ndarray]:
   """N / n_m per row of each of the task's tables (1 where no client's data reach)."""
-  api.require(task, name, api.TABLES, TABLES_WHY)
+  api.require(task, name, capabilities.FeatureHeat, TABLES_WHY)
   if mode == 'examples' and getattr(task.config, 'local_steps', 0):
     # TFF weighs a client by the examples it processed, which local_steps caps:
     # no longer its training-set size, which the heat counts.

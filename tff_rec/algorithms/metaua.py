@@ -49,6 +49,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import capabilities
 from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
@@ -369,7 +370,6 @@ def _numpy(structure):
 # clients' examples come as one dict of per-example arrays with a 'label' key
 # (task.client_examples), made the model's input by task.model_input and
 # batched by task.batch_plan.
-CLIENT_EXAMPLES = ('client_examples', 'model_input', 'batch_plan', 'keras_model')
 CLIENT_EXAMPLES_WHY = ("its clients' examples are not a table of per-example arrays, "
                        'which the support / query split needs')
 
@@ -425,7 +425,7 @@ def build_fednova(task, options, training, *, name: str):
 
 
 def _build(task, config: MetaUAConfig, query_fraction: float, training, *, name: str):
-  api.require(task, name, CLIENT_EXAMPLES, CLIENT_EXAMPLES_WHY)
+  api.require(task, name, capabilities.ClientExamples, CLIENT_EXAMPLES_WHY)
   if training.client_optimizer.name != 'sgd':
     raise api.NotApplicable(f'--algorithm={name}: its clients take SGD steps; got '
                                  f'--client_optimizer={training.client_optimizer.name}')

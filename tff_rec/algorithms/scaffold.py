@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import capabilities
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
@@ -143,7 +144,7 @@ def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
 def build(task, options, training, *, name: str):
   """SCAFFOLD on any task with a Keras model (its round keeps the c_i)."""
   del options  # none
-  api.require(task, name, api.KERAS_BATCHES, "its clients' batches are not numpy arrays "
+  api.require(task, name, capabilities.KerasBatches, "its clients' batches are not numpy arrays "
               '(client_batches) the project\'s client loop slices')
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
     raise api.NotApplicable(

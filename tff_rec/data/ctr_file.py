@@ -72,6 +72,14 @@ def read(path: str | pathlib.Path, columns: Columns, *, split: str = 'chronologi
                         engine='c')
   except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
     raise tables.DataFormatError(f'{path}: {str(e).strip()}') from None
+  return from_frame(frame, columns, split=split, test_fraction=test_fraction, seed=seed,
+                    path=path)
+
+
+def from_frame(frame: pd.DataFrame, columns: Columns, *, split: str = 'chronological',
+               test_fraction: float = 0.1, seed: int = 0, path='rows') -> ctr.CtrExamples:
+  """CTR examples of rows as `read` reads them from a file (each cell a string;
+  `path` names their source in errors, line 2 its first row)."""
   if frame.empty:
     raise tables.DataFormatError(f'{path}: a header but no rows')
   header = list(frame.columns)

@@ -77,18 +77,7 @@ def nested(values: dict) -> dict:
 
 def file_of(data_dir: str | pathlib.Path) -> pathlib.Path:
   """`data_dir` if it is a file, else its one interactions file (by SUFFIXES)."""
-  root = pathlib.Path(data_dir)
-  if root.is_file():
-    return root
-  if not root.is_dir():
-    raise tables.DataFormatError(f'{root}: no such file or directory; expected an '
-                                 'interactions file (CSV/TSV) or a folder holding one')
-  found = sorted(p.name for p in root.iterdir() if p.suffix.lower() in SUFFIXES)
-  if len(found) != 1:
-    raise tables.DataFormatError(
-        f'{root}: expected one interactions file ({", ".join(SUFFIXES)}), found '
-        f'{", ".join(found) if found else "none"}; name the file itself')
-  return root / found[0]
+  return tables.file_of(data_dir, SUFFIXES, 'interactions file (CSV/TSV)')
 
 
 def read(data_dir: str | pathlib.Path, columns: Columns) -> dict[int, np.ndarray]:

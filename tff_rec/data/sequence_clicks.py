@@ -16,10 +16,14 @@ history (the last `history_length` earlier items, oldest first, joined by
 import numpy as np
 import pandas as pd
 
+from tff_rec.data import ctr_file
 from tff_rec.data import implicit
 from tff_rec.data import tables
 
 COLUMNS = ('user', 'item', 'history', 'label', 'test')
+# How tff_rec.data.ctr_file reads these rows.
+CTR_COLUMNS = ctr_file.Columns(label='label', client='user', features=('user', 'item'),
+                               list_features=('history',), test='test')
 
 
 def din_rows(sequences: dict[int, np.ndarray], *, history_length: int = 10,

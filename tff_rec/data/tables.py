@@ -25,6 +25,22 @@ def require_files(data_dir: str | pathlib.Path, names: Sequence[str], *,
   return root
 
 
+def file_of(data_dir: str | pathlib.Path, suffixes: Sequence[str], what: str) -> pathlib.Path:
+  """`data_dir` if it is a file, else the one file of its folder with one of
+  `suffixes`; a DataFormatError names what it found."""
+  root = pathlib.Path(data_dir)
+  if root.is_file():
+    return root
+  if not root.is_dir():
+    raise DataFormatError(f'{root}: no such file or directory; expected the {what} or a '
+                          'folder holding it')
+  found = sorted(p.name for p in root.iterdir() if p.suffix.lower() in suffixes)
+  if len(found) != 1:
+    raise DataFormatError(f'{root}: expected one {what} ({", ".join(suffixes)}), found '
+                          f'{", ".join(found) if found else "none"}; name the file itself')
+  return root / found[0]
+
+
 def read_table(path: pathlib.Path, *, sep: str, columns: Sequence[str],
                int_columns: Sequence[str], expected: str,
                encoding: str = 'utf-8') -> pd.DataFrame:

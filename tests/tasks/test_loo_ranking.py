@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tasks import movielens_ranking as task_lib
+from tasks import loo_ranking as task_lib
 from tests import fixtures
 from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
@@ -15,7 +15,7 @@ SGD = optimizers.OptimizerConfig('sgd', 0.5)
 
 
 def _task(data_dir, **overrides):
-  return task_lib.MovieLensRanking(task_lib.Config(data_dir=str(data_dir), **overrides))
+  return task_lib.Task(task_lib.Config(data_dir=str(data_dir), **overrides))
 
 
 def _process(task, algorithm='colr', runtime='native', **options):

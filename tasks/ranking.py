@@ -85,10 +85,10 @@ def make_config(**values) -> Config:
   return Config(**interactions.nested(values))
 
 
-class GoodreadsRanking:
+class Task:
   """The task; reading the data happens once, in the constructor."""
 
-  NAME = 'goodreads_ranking'
+  NAME = 'ranking'
   DEFAULT_ALGORITHM = 'fair'
   # FAIR's settings (official README: K = 10 clients, fresh client Adam 1e-3,
   # the server replaces the model by the mean); the flags override them.
@@ -261,7 +261,7 @@ class GoodreadsRanking:
 
   def _check_part(self, part: str) -> None:
     if part != self.config.held_out:
-      raise ValueError(f'this goodreads_ranking holds out {self.config.held_out!r} only, '
+      raise ValueError(f'this ranking holds out {self.config.held_out!r} only, '
                        f'got {part!r} (set held_out={part!r} to score it)')
 
   def popularity(self, part: str = 'test') -> dict[str, float]:
@@ -322,6 +322,3 @@ def _with_label(triples):
   """Keras's (x, y) of a batch of triples: BPR needs no label, Keras wants one."""
   triples = collections.OrderedDict((k, v) for k, v in triples.items() if k != 'label')
   return triples, tf.ones([tf.shape(triples['user'])[0], 1])
-
-
-Task = GoodreadsRanking

@@ -5,13 +5,13 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import goodreads_ranking
+from tasks import ranking
 from tests import fixtures
 from tff_rec.models import neumf
 
 
 def _task(data_dir, **overrides):
-  return goodreads_ranking.GoodreadsRanking(goodreads_ranking.Config(
+  return ranking.Task(ranking.Config(
       data_dir=str(data_dir), **overrides))
 
 
@@ -124,7 +124,7 @@ def test_centralized_epoch_covers_every_train_interaction_once(user_items_dir):
 ])
 def test_bad_config(user_items_dir, overrides, message):
   with pytest.raises(ValueError, match=message):
-    goodreads_ranking.Config(data_dir=str(user_items_dir), **overrides)
+    ranking.Config(data_dir=str(user_items_dir), **overrides)
 
 
 def test_dataset_computation_batches_each_epoch_on_its_own(user_items_dir, tff_runtime):

@@ -3,7 +3,11 @@
 On MovieLens, or on a CTR file of your own (a CSV / TSV with a header;
 `data_dir` names the file and the config declares its label, client and
 feature columns: tff_rec.data.ctr_file), with LR or DCNv2 over those columns,
-or DIN over its user, item and history columns.
+or DIN over its user, item and history columns. Interactions without labels
+(an interactions file with its columns declared, or a sequence file) become
+DIN's clicks (tff_rec.data.sequence_clicks: each interaction a click with the
+user's earlier items as history, beside a sampled non-click; each user's last
+pair is test), the rows launch.sequence_clicks writes as a CTR file.
 
 Examples, features and splits: tff_rec.data.ctr (label = rating >= 4, each
 user a client; chronological last-10% test by default, or FedSubAvg's random
@@ -33,15 +37,23 @@ from tff_rec import metrics
 from tff_rec.aggregators import fedsubavg
 from tff_rec.data import ctr
 from tff_rec.data import ctr_file
+from tff_rec.data import interactions
 from tff_rec.data import movielens
+from tff_rec.data import sequence_clicks
 from tff_rec.data import sliced
+from tff_rec.data import tables
+from tff_rec.data import user_items
 from tff_rec.models import ctr as ctr_models
 from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
 from tff_rec.training import optimizers
 
+# The type of Config.interactions: a field of that name shadows the module.
+Interactions = interactions.Columns
+
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
+CTR_FILE_SUFFIXES = ('.csv', '.tsv')
 DEFAULT_TEST_FRACTION = {'chronological': 0.1, 'random': 0.2}
 EVAL_BATCH_SIZE = 8192
 
@@ -49,8 +61,10 @@ EVAL_BATCH_SIZE = 8192
 @dataclasses.dataclass(frozen=True)
 class Config:
   data_dir: str = setting.setting(
-      DEFAULT_DATA_DIR, 'Dataset: MovieLens (the folder or its ratings file), or a CTR file '
-      'of your own (.csv or .tsv) with its columns declared.')
+      DEFAULT_DATA_DIR, 'Dataset: MovieLens (the folder or its ratings file), a CTR file '
+      'of your own (.csv or .tsv) with its columns declared, or interactions as DIN\'s clicks: '
+      'an interactions file (CSV/TSV) with --user_column and --item_column, or one '
+      'time-ordered sequence file (the file, or its folder).')
   model: str = setting.setting(
       'lr', "CTR model: FedSubAvg's LR with gender x movie and age x movie crosses, "
       "DCNv2 (MetaUA's), DIN (FedSubAvg's CTR model).", choices=tuple(ctr_models.MODELS))
@@ -84,6 +98,7 @@ class Config:
   test_column: str | None = setting.setting(
       None, 'CTR file: a column marking the test rows (a number; > 0 is test). When set, '
       '--split and --test_fraction are not used.')
+  interactions: Interactions = Interactions()
 
   def __post_init__(self):
     if self.model not in ctr_models.MODELS:
@@ -109,34 +124,51 @@ def make_config(**values) -> Config:
   for name in ('feature_columns', 'list_columns'):  # flags give lists
     if name in values:
       values[name] = tuple(values[name])
-  return Config(**values)
+  return Config(**interactions.nested(values))
 
 
 def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]:
-  """MovieLens as CTR examples, or a CTR file with the declared columns; the model."""
+  """The examples of a CTR file with the declared columns, of an interactions or
+  sequence file as DIN's clicks, or of MovieLens; the model."""
   path = pathlib.Path(config.data_dir)
-  if not path.is_file() or path.name in movielens.ratings_file_names():
-    return (ctr.make_examples(movielens.load(path), split=config.split,
-                              test_fraction=config.resolved_test_fraction,
-                              history_length=config.history_length, seed=config.seed),
-            ctr_models.MODELS[config.model])
-  if config.client_column is None:
-    raise ValueError(f'{path} is a CTR file: declare its columns, at least --client_column '
-                     'and --feature_columns (and --label_column unless it is "label")')
-  spec = ctr_models.for_columns(config.model, config.feature_columns, config.list_columns)
-  columns = ctr_file.Columns(  # a table's columns share its vocabulary
-      config.label_column, config.client_column, config.feature_columns, config.list_columns,
-      config.list_separator, config.test_column,
-      tuple(indexing for indexing in spec.tables.values() if len(indexing) > 1))
-  examples = ctr_file.read(path, columns, split=config.split,
-                           test_fraction=config.resolved_test_fraction, seed=config.seed)
-  return examples, spec
+  if config.client_column is not None:
+    columns, spec = _with_model(ctr_file.Columns(
+        config.label_column, config.client_column, config.feature_columns,
+        config.list_columns, config.list_separator, config.test_column), config.model)
+    file = tables.file_of(path, CTR_FILE_SUFFIXES, 'CTR file')
+    return ctr_file.read(file, columns, split=config.split,
+                         test_fraction=config.resolved_test_fraction, seed=config.seed), spec
+  if (path.is_file() and path.suffix.lower() in CTR_FILE_SUFFIXES
+      and not config.interactions.declared):
+    raise ValueError(f'{path}: declare its columns: a CTR file\'s --client_column and '
+                     '--feature_columns (and --label_column unless it is "label"), or an '
+                     'interactions file\'s --user_column and --item_column')
+  sequences = user_items.sequences(path, config.interactions)
+  if sequences is not None:
+    columns, spec = _with_model(sequence_clicks.CTR_COLUMNS, config.model)
+    rows = sequence_clicks.din_rows(sequences, history_length=config.history_length,
+                                    seed=config.seed)
+    # Strings, as read back from the CTR file launch.sequence_clicks writes.
+    return ctr_file.from_frame(rows.astype(str), columns, path=path), spec
+  return (ctr.make_examples(movielens.load(path), split=config.split,
+                            test_fraction=config.resolved_test_fraction,
+                            history_length=config.history_length, seed=config.seed),
+          ctr_models.MODELS[config.model])
 
 
-class MovieLensCtr(click_model.ClickModel):
+def _with_model(columns: ctr_file.Columns, model: str
+                ) -> tuple[ctr_file.Columns, ctr_models.CtrModel]:
+  """The model over declared columns, and the columns with the vocabulary each of
+  its tables shares between them."""
+  spec = ctr_models.for_columns(model, columns.features, columns.list_features)
+  return dataclasses.replace(columns, shared_vocabularies=tuple(
+      indexing for indexing in spec.tables.values() if len(indexing) > 1)), spec
+
+
+class Task(click_model.ClickModel):
   """The task; reading the data and building examples happen once, here."""
 
-  NAME = 'movielens_ctr'
+  NAME = 'ctr'
   DEFAULT_ALGORITHM = 'fedavg'
   CLIENT_WEIGHTING = 'clients'  # FedSubAvg's paper: clients weigh equally
   # FedSubAvg's rating task: K = 50 clients per round, mini-batch SGD.
@@ -250,7 +282,7 @@ class MovieLensCtr(click_model.ClickModel):
   def evaluate(self, weights, part: str = 'eval') -> dict[str, float]:
     """Train loss, test AUC and test logloss of the global model."""
     if part != 'eval':
-      raise ValueError(f'movielens_ctr evaluates part "eval" only, got {part!r}')
+      raise ValueError(f'ctr evaluates part "eval" only, got {part!r}')
     # A fresh model each time: Keras swaps its Model classes to their graph (v1)
     # versions whenever one is built inside a graph, as TFF does tracing model_fn,
     # and predict then fails on a model built eagerly before that.
@@ -311,6 +343,3 @@ class MovieLensCtr(click_model.ClickModel):
     return centralized.train(
         epoch_of, epochs=epochs, eval_every=eval_every, on_epoch=on_epoch,
         evaluate=lambda: {f'eval/{k}': v for k, v in self._metrics(epoch_of.model).items()})
-
-
-Task = MovieLensCtr

@@ -1,13 +1,13 @@
 import numpy as np
 import pytest
 
-from tasks import movielens_next_item as task_lib
+from tasks import next_item as task_lib
 from tff_rec.training import optimizers
 
 
 @pytest.fixture
 def task(ml100k_dir):
-  return task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(ml100k_dir), batch_size=4))
+  return task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), batch_size=4))
 
 
 def _batches(dataset):
@@ -39,8 +39,8 @@ def test_client_dataset_is_full_batches_of_the_users_examples(task):
 
 
 def test_without_drop_remainder_every_example_trains(ml100k_dir):
-  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(ml100k_dir), batch_size=4,
-                                                    drop_remainder=False))
+  task = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), batch_size=4,
+                                       drop_remainder=False))
   client = next(c for c in task.train_client_ids
                 if (task.examples.user == int(c)).sum() % 4)  # has a partial batch
   rows = task.examples.user == int(client)
@@ -78,8 +78,8 @@ def test_users_are_split_into_train_validation_and_test_clients(task):
 
 
 def test_centralized_split_by_user_is_the_federated_users_split(ml100k_dir):
-  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(ml100k_dir),
-                                                    centralized_split='by_user'))
+  task = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir),
+                                       centralized_split='by_user'))
   split = task.centralized_split()
   for part in ('train', 'validation', 'test'):
     np.testing.assert_array_equal(getattr(split, part)['label'],
@@ -91,7 +91,7 @@ def test_centralized_split_by_user_is_the_federated_users_split(ml100k_dir):
 
 
 def test_log_q_correction_counts_the_training_labels(ml100k_dir):
-  task = task_lib.MovieLensNextItem(task_lib.Config(
+  task = task_lib.Task(task_lib.Config(
       data_dir=str(ml100k_dir), loss='batch_softmax', logq_correction=True))
   frequency = np.array(task.loss().label_frequency)
   labels = task.split.pooled('train')['label']
@@ -112,7 +112,7 @@ def test_bad_config(kwargs, message, ml100k_dir):
 
 
 def test_real_ml100k_task_sizes(real_ml100k):
-  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(real_ml100k)))
+  task = task_lib.Task(task_lib.Config(data_dir=str(real_ml100k)))
   assert len(task.train_client_ids) == 754  # 80% of 943 users
   assert task.vocab_size == 1682
   # Every user has >= 20 ratings; the cap keeps at most 300 examples per user.
@@ -126,8 +126,8 @@ def test_federated_global_softmax_beats_popularity_on_real_ml100k(real_ml100k, t
   from tff_rec.algorithms import baselines
   from tff_rec.training import loop
 
-  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(real_ml100k),
-                                                    loss='global_softmax'))
+  task = task_lib.Task(task_lib.Config(data_dir=str(real_ml100k),
+                                       loss='global_softmax'))
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       task.dataset_computation,
       baselines.build_process('fedavg', task.model_fn,
@@ -146,14 +146,14 @@ def test_a_sequence_file_gives_each_users_next_items_in_file_order(tmp_path):
   from tests import fixtures
   sequences = {u: [10 + (u + k) % 7 for k in range(6)] for u in range(1, 41)}
   root = fixtures.write_user_items(tmp_path / 'beauty', sequences)
-  task = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(root), batch_size=2))
+  task = task_lib.Task(task_lib.Config(data_dir=str(root), batch_size=2))
   assert task.vocab_size == 7  # items 10..16 -> 1..7
   assert len(task.train_client_ids) == 32  # 80% of 40 users, by sorted id
   first = task.client_examples(task.train_client_ids[0])  # user 1: items 11, 12, ..., 16
   np.testing.assert_array_equal(first['label'], [3, 4, 5, 6, 7])
   np.testing.assert_array_equal(first['context'][1][:3], [2, 3, 0])
-  by_file = task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(root / 'sequences.txt'),
-                                                       batch_size=2))
+  by_file = task_lib.Task(task_lib.Config(data_dir=str(root / 'sequences.txt'),
+                                          batch_size=2))
   np.testing.assert_array_equal(by_file.client_examples(task.train_client_ids[0])['label'],
                                 first['label'])
 
@@ -162,4 +162,4 @@ def test_a_directory_that_is_neither_names_both_formats(tmp_path):
   from tff_rec.data import tables
   (tmp_path / 'empty').mkdir()
   with pytest.raises(tables.DataFormatError, match='not a MovieLens directory.*sequence file'):
-    task_lib.MovieLensNextItem(task_lib.Config(data_dir=str(tmp_path / 'empty')))
+    task_lib.Task(task_lib.Config(data_dir=str(tmp_path / 'empty')))

@@ -117,10 +117,10 @@ def load(config: Config) -> leave_one_out.LeaveOneOut:
                                  f'{user_items.EXPECTED}') from None
 
 
-class MovieLensRanking(click_model.ClickModel):
+class Task(click_model.ClickModel):
   """The task; reading and splitting the data happen once, here."""
 
-  NAME = 'movielens_ranking'
+  NAME = 'loo_ranking'
   DEFAULT_ALGORITHM = 'fedmf'
   # The official ML-1M settings (60 clients = 1% of users, SGD 0.5, the server
   # adds the mean update); 10 clients is 1% of ML-100K's 943 users.
@@ -258,7 +258,7 @@ class MovieLensRanking(click_model.ClickModel):
   def _rank_metrics(self, part: str, users: np.ndarray, items: np.ndarray
                     ) -> dict[str, float]:
     if part not in self.data.held_out:
-      raise ValueError(f'movielens_ranking evaluates "validation" or "test", got {part!r}')
+      raise ValueError(f'loo_ranking evaluates "validation" or "test", got {part!r}')
     held_out, negatives = self.data.held_out[part], self.data.negatives[part]
     positive = np.einsum('ud,ud->u', users, items[held_out])
     negative = np.einsum('ud,ucd->uc', users, items[negatives])
@@ -305,6 +305,3 @@ class MovieLensRanking(click_model.ClickModel):
 
     return centralized.train(epoch_of, epochs=epochs, evaluate=evaluate,
                              eval_every=eval_every, on_epoch=on_epoch)
-
-
-Task = MovieLensRanking

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks import movielens_ctr as task_lib
+from tasks import ctr as task_lib
 from tff_rec import metrics
 from tff_rec.algorithms import api
 from tff_rec.algorithms import heat as heat_lib
 from tff_rec.algorithms import registry
+from tff_rec.data import sequence_clicks
 from tff_rec.runtime import inprocess
 from tff_rec.training import loop
 from tff_rec.training import optimizers
@@ -19,8 +20,8 @@ SERVER = optimizers.OptimizerConfig('sgd', 1.0)
 
 @pytest.fixture
 def lr_task(ml100k_dir):
-  return task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), model='lr',
-                                               local_steps=3, batch_size=8))
+  return task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), model='lr',
+                                       local_steps=3, batch_size=8))
 
 
 def _build(task, algorithm, *, client=SGD, server=SERVER, runtime='native', **options):
@@ -53,8 +54,8 @@ def test_heat_counts_the_clients_whose_training_rows_hold_each_movie(lr_task):
 
 
 def test_movielens_ratings_file_stands_for_its_folder(lr_task, ml100k_dir):
-  by_file = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir / 'u.data'),
-                                                  model='lr', batch_size=8))
+  by_file = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir / 'u.data'),
+                                          model='lr', batch_size=8))
   assert by_file.train_client_ids == lr_task.train_client_ids
   client = lr_task.train_client_ids[0]
   for column, values in lr_task.client_examples(client).items():
@@ -62,7 +63,7 @@ def test_movielens_ratings_file_stands_for_its_folder(lr_task, ml100k_dir):
 
 
 def test_padding_rows_have_no_heat(ml100k_dir):
-  task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), model='din'))
+  task = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), model='din'))
   assert heat_lib.heat(task, 'clients')[0]['movie'][0] == 0  # the history's padding
 
 
@@ -88,8 +89,8 @@ def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime):
 
 
 def test_rows_a_client_never_reads_get_exactly_zero_update(ml100k_dir, tff_runtime):
-  task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), model='din',
-                                               local_steps=4, batch_size=8))
+  task = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), model='din',
+                                       local_steps=4, batch_size=8))
   client = task.train_client_ids[3]
   features, _ = task.client_arguments(client, 0)
   delta, _ = _round(task, 'fedsubavg', [client])
@@ -176,8 +177,8 @@ def test_central_sgd_epochs_of_fixed_steps_lower_the_train_loss(lr_task):
 
 
 def test_users_with_no_training_example_are_skipped_and_counted(ml100k_dir):
-  task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(ml100k_dir), split='random',
-                                               test_fraction=0.97, seed=1))
+  task = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), split='random',
+                                       test_fraction=0.97, seed=1))
   assert task.clients_without_train > 0
   assert len(task.train_client_ids) == 30 - task.clients_without_train
   assert f'{task.clients_without_train} users with no training example skipped' in (
@@ -187,7 +188,7 @@ def test_users_with_no_training_example_are_skipped_and_counted(ml100k_dir):
 def test_din_on_a_ctr_file_embeds_the_item_and_its_history_in_one_table(tmp_path):
   path = tmp_path / 'clicks.csv'
   path.write_text('label,user,item,history\n1,u1,a,\n0,u1,b,a\n1,u2,c,"a,b"\n0,u2,a,c\n')
-  task = task_lib.MovieLensCtr(task_lib.Config(
+  task = task_lib.Task(task_lib.Config(
       data_dir=str(path), model='din', client_column='user', feature_columns=('user', 'item'),
       list_columns=('history',), test_fraction=0.5))
   (items,) = [t for t in task.tables if t.name == 'item']
@@ -202,8 +203,64 @@ def test_item_baselines_score_by_training_clicks_and_click_rate(tmp_path):
       f'{label},u{k},{item},0\n' for k, (item, label) in enumerate(
           [('a', 1)] + [('b', 1)] * 2 + [('b', 0)] * 4))
                   + '1,u0,a,1\n0,u1,b,1\n1,u2,b,1\n')
-  task = task_lib.MovieLensCtr(task_lib.Config(data_dir=str(path), client_column='user',
-                                               feature_columns=('item',), test_column='test'))
+  task = task_lib.Task(task_lib.Config(data_dir=str(path), client_column='user',
+                                       feature_columns=('item',), test_column='test'))
   popularity, click_rate = task.item_baselines('item')
   assert popularity == 0.25  # clicks a 1 < b 2: a+ loses to b-, b+ ties it
   assert click_rate == 0.75  # smoothed rates a 2/3 > b 3/8: a+ beats b-, b+ ties it
+
+
+def _same_examples(a, b) -> None:
+  for name in a.features:
+    np.testing.assert_array_equal(a.features[name], b.features[name], err_msg=name)
+  for field in ('labels', 'clients', 'is_test', 'user_ids'):
+    np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+  assert a.vocab_sizes == b.vocab_sizes
+
+
+def test_interactions_become_the_clicks_of_the_ctr_file_sequence_clicks_writes(tmp_path):
+  """A sequence file, and an interactions file of the same interactions, give the
+  examples of the CTR file launch.sequence_clicks writes of them: DIN's clicks."""
+  # Users in id order, as the interactions reader gives them (non-clicks are drawn
+  # user after user).
+  sequences = {3: [5, 16, 7, 8], 4: [2, 9, 5, 1, 16], 7: [8], 12: [1, 2, 3]}
+  (tmp_path / 'seq.txt').write_text(
+      ''.join(f'{u} {" ".join(map(str, items))}\n' for u, items in sequences.items()))
+  pairs = [(u, item, 100 - k) for u, items in sequences.items()  # times run backwards
+           for k, item in enumerate(reversed(items))]
+  (tmp_path / 'export.csv').write_text(  # rows not in time order
+      'user,item,time\n' + ''.join(f'{u},{i},{t}\n' for u, i, t in pairs))
+  rows = sequence_clicks.din_rows({u: np.asarray(s) for u, s in sequences.items()},
+                                  history_length=2, seed=5)
+  rows.to_csv(tmp_path / 'clicks.csv', index=False)
+  columns = sequence_clicks.CTR_COLUMNS
+  from_file = task_lib.read_examples(task_lib.make_config(
+      data_dir=str(tmp_path / 'clicks.csv'), model='din', history_length=2, seed=5,
+      client_column=columns.client, feature_columns=columns.features,
+      list_columns=columns.list_features, test_column=columns.test))[0]
+  assert from_file.labels.sum() == 9 and from_file.is_test.sum() == 6  # 3 + 2 + 4 clicks
+  for data_dir, declared in [('seq.txt', {}), ('export.csv', dict(
+      user_column='user', item_column='item', time_column='time'))]:
+    examples, spec = task_lib.read_examples(task_lib.make_config(
+        data_dir=str(tmp_path / data_dir), model='din', history_length=2, seed=5, **declared))
+    _same_examples(examples, from_file)
+    assert spec.tables['item'] == ('item', 'history')
+
+
+def test_a_csv_with_no_columns_declared_is_refused_naming_both_kinds_of_columns(tmp_path):
+  (tmp_path / 'export.csv').write_text('user,item\n1,2\n')
+  with pytest.raises(ValueError, match='--client_column.*--user_column and --item_column'):
+    task_lib.read_examples(task_lib.make_config(data_dir=str(tmp_path / 'export.csv')))
+
+
+def test_a_ctr_file_is_named_by_its_folder_unless_the_folder_holds_several(tmp_path):
+  (tmp_path / 'data').mkdir()
+  (tmp_path / 'data' / 'clicks.tsv').write_text('label\tuser\titem\n1\tu1\ta\n0\tu1\tb\n'
+                                                '1\tu2\tb\n0\tu2\ta\n')
+  columns = dict(client_column='user', feature_columns=('item',), test_fraction=0.5)
+  by_file, by_folder = (task_lib.read_examples(task_lib.make_config(data_dir=str(d), **columns))[0]
+                        for d in (tmp_path / 'data' / 'clicks.tsv', tmp_path / 'data'))
+  _same_examples(by_file, by_folder)
+  (tmp_path / 'data' / 'more.csv').write_text('label,user,item\n1,u1,a\n')
+  with pytest.raises(ValueError, match='expected one CTR file .*found clicks.tsv, more.csv'):
+    task_lib.read_examples(task_lib.make_config(data_dir=str(tmp_path / 'data'), **columns))

@@ -120,10 +120,10 @@ def _to_xy(example):
   return collections.OrderedDict(context=example['context']), example['label']
 
 
-class MovieLensNextItem:
+class Task:
   """The task; reading the data happens once, in the constructor."""
 
-  NAME = 'movielens_next_item'
+  NAME = 'next_item'
   DEFAULT_ALGORITHM = 'fedavg'
   # Trainer settings this task is tuned for (the flags override them).
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
@@ -345,6 +345,3 @@ class MovieLensNextItem:
         epochs=epochs, evaluate=evaluate_on('validation'),
         final_evaluate=evaluate_on('test'), eval_every=eval_every,
         on_epoch=on_epoch)
-
-
-Task = MovieLensNextItem

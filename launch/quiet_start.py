@@ -1,0 +1,66 @@
+"""TensorFlow loads for the launchers without the error lines that are not errors.
+
+TF 2.14's CUDA build registers its cuDNN, cuFFT and cuBLAS factories twice at
+import and logs an error for each (tensorflow/tensorflow#62075): three "E" lines
+at every start, GPU or not, that would teach users to ignore error lines.
+`install()` (the launch package does it) turns TF's INFO and WARNING logs off
+and, when TensorFlow is first imported, by whichever module, captures stderr
+for that import alone and passes on every line but those three. Launchers that
+never import TensorFlow (launch.worker) do not load it.
+"""
+
+import importlib.abc
+import importlib.machinery
+import os
+import re
+import sys
+import tempfile
+
+_DUPLICATE_REGISTRATION = re.compile(
+    r'Unable to register cu(DNN|FFT|BLAS) factory: Attempting to register factory for '
+    r'plugin cu\w+ when one has already been registered')
+
+
+class _Loader(importlib.abc.Loader):
+  """TensorFlow's own loader, its stderr filtered while it runs."""
+
+  def __init__(self, loader):
+    self._loader = loader
+
+  def create_module(self, spec):
+    return self._loader.create_module(spec)
+
+  def exec_module(self, module) -> None:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+      os.dup2(captured.fileno(), 2)
+      try:
+        self._loader.exec_module(module)
+      finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        captured.seek(0)
+        for line in captured.read().decode(errors='replace').splitlines(keepends=True):
+          if not _DUPLICATE_REGISTRATION.search(line):
+            sys.stderr.write(line)
+        sys.stderr.flush()
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+  """Finds `tensorflow` once, as the other finders do, and wraps its loader."""
+
+  def find_spec(self, name, path, target=None):
+    if name != 'tensorflow':
+      return None
+    sys.meta_path.remove(self)
+    spec = importlib.machinery.PathFinder.find_spec(name, path)
+    if spec is not None and spec.loader is not None:
+      spec.loader = _Loader(spec.loader)
+    return spec
+
+
+def install() -> None:
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # TF's INFO and WARNING lines
+  if 'tensorflow' not in sys.modules and not any(isinstance(f, _Finder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Finder())

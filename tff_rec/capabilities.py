@@ -1,0 +1,126 @@
+"""What a task can offer the algorithms, one Protocol each.
+
+A task is data, a model and evaluation (`Task`); the rest are the forms of
+its model and data that some algorithms need. The registry picks an
+algorithm's implementation by the model kinds a task satisfies
+(algorithms.api.MODEL_KINDS), and a builder refuses a task that lacks what it
+needs (algorithms.api.require), both by `isinstance` against these.
+"""
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Task(Protocol):
+  """Every task: what the trainer shows, runs and scores."""
+  NAME: str
+  DEFAULT_ALGORITHM: str
+  TRAIN_DEFAULTS: dict  # trainer settings it is tuned for (clients_per_round, optimizers)
+  EVAL_PARTS: tuple[str, str]  # (periodic, final) evaluation
+  PROGRESS: dict  # progress-line label -> metric
+
+  @property
+  def train_client_ids(self) -> list[str]: ...
+
+  def describe(self) -> str: ...
+
+  def evaluate(self, weights, part: str) -> dict[str, float]: ...
+
+
+@runtime_checkable
+class KerasModel(Protocol):
+  """A Keras model for tff.learning's clients, and their tf.data datasets."""
+
+  def model_fn(self): ...  # a tff.learning VariableModel
+
+  # tff.Computation: a client's arguments -> its dataset
+  dataset_computation: Any
+
+  def client_arguments(self, client_id: str, seed: int) -> tuple: ...
+
+
+@runtime_checkable
+class KerasBatches(Protocol):
+  """A Keras model's client batches as numpy arrays, for the project's client loop."""
+
+  def model_fn(self): ...
+
+  def client_batches(self, client_id: str, seed: int): ...  # sliced.Batches
+
+  @property
+  def batch_plan(self): ...  # sliced.Plan: the same batches its datasets hold
+
+
+@runtime_checkable
+class ClientExamples(Protocol):
+  """A client's examples as one table of per-example arrays (MetaUA's support and
+  query split them)."""
+
+  def client_examples(self, client_id: str) -> dict[str, np.ndarray]: ...
+
+  def model_input(self, examples: dict[str, np.ndarray]) -> tuple: ...  # (x, y)
+
+  @property
+  def batch_plan(self): ...
+
+  def keras_model(self): ...
+
+
+@runtime_checkable
+class FeatureHeat(Protocol):
+  """Declared embedding tables and the rows each client's data index: FedSubAvg's
+  feature heat."""
+
+  @property
+  def tables(self) -> tuple: ...  # models.tables.Table
+
+  def client_table_rows(self) -> dict[str, list[np.ndarray]]: ...
+
+  def client_sizes(self) -> list[int]: ...
+
+
+@runtime_checkable
+class KerasTables(Protocol):
+  """A Keras model with declared tables, which the table forms (FAIR's tiers,
+  CoLR's W + A B, SVD, top-k) train as a TableModel."""
+
+  def keras_model(self): ...
+
+  def loss(self): ...
+
+  @property
+  def input_spec(self): ...
+
+  @property
+  def tables(self) -> tuple: ...
+
+  def client_batches(self, client_id: str, seed: int): ...
+
+  @property
+  def batch_plan(self): ...
+
+
+@runtime_checkable
+class WeightTables(Protocol):
+  """A model of named weight tables (NeuMF) and its clients' sliced batches."""
+
+  def functional_model(self): ...  # models.table_model.TableModel
+
+  dataset_computation: Any  # tff.Computation: a client's arguments -> its sliced batches
+
+  def client_arguments(self, client_id: str, seed: int) -> tuple: ...
+
+
+@runtime_checkable
+class PrivateUsers(Protocol):
+  """A matrix factorization whose user vectors stay on their clients (FedMF)."""
+
+  initial_items: np.ndarray
+  initial_users: np.ndarray
+  mf_dataset_computation: Any  # tff.Computation: a client's rows -> its sliced batches
+
+  def client_rows(self, user: int, seed, epochs: int): ...
+
+  def user_index(self, client_id: str) -> int: ...

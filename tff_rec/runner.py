@@ -1,0 +1,111 @@
+"""One federated run: an algorithm built for a task, on a runtime, through the
+round loop. The trainer, the matrix and the Python API all run here, so the
+runtime is decided in one place (`runtime_for`) and every run checks that its
+aggregation took effect."""
+
+import dataclasses
+from typing import Callable, Sequence
+
+import tensorflow_federated as tff
+
+from tff_rec.algorithms import registry
+from tff_rec.runtime import inprocess
+from tff_rec.runtime import native
+from tff_rec.training import loop
+
+RUNTIMES = ('auto', 'native', 'inprocess')
+
+
+class AggregationNotVisible(RuntimeError):
+  """A round's metrics show nothing of the secure sum or DP asked for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Started:
+  """What a run built, before its first round."""
+  built: registry.Built
+  training: registry.Training  # its runtime resolved
+  kind: str  # the kind of model the algorithm trains (registry.kind_for)
+
+  def describe(self, name: str) -> str:
+    return (f'{name} on its {self.kind} model ({registry.implementations()[name][self.kind]}), '
+            f'{len(self.built.client_ids)} training clients, {self.training.runtime} runtime')
+
+
+@dataclasses.dataclass(frozen=True)
+class Recording:
+  """Where a run's state and metrics go: made once it has started, so a run
+  refused while building leaves nothing behind."""
+  checkpointing: loop.Checkpointing | None = None
+  release_managers: Sequence[tff.program.ReleaseManager] = ()
+
+
+def runtime_for(name: str, task, training: registry.Training) -> registry.Training:
+  """`training` with its runtime resolved: 'auto' is the one of TFF's native worker
+  and the in-process runtime that runs the algorithm fastest (both give the same
+  numbers; registry.fastest_runtime)."""
+  if training.runtime not in RUNTIMES:
+    raise ValueError(f'unknown runtime {training.runtime!r}; choose one of {RUNTIMES}')
+  if training.runtime != 'auto':
+    return training
+  return dataclasses.replace(training, runtime=registry.fastest_runtime(name, task, training))
+
+
+def context_for(training: registry.Training):
+  """The context a resolved runtime's rounds run in, with its default settings."""
+  return native.NativeRuntime() if training.runtime == 'native' else inprocess.Parallelism()
+
+
+def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *,
+        options: dict | None = None, context=None,
+        on_start: Callable[[Started], Recording | None] | None = None,
+        on_round: Callable[[int, dict[str, float]], None] | None = None):
+  """Algorithm `name` (with `options`) trained on `task`: (final state, the last
+  round's metrics, with the task's final evaluation).
+
+  `context` is the runtime's (a RemoteRuntime, an inprocess.Parallelism with its
+  own settings, or a nullcontext inside one already entered); by default the
+  resolved runtime's own. `on_start` sees what was built before the first round
+  and may return the run's Recording. Evaluation follows task.EVAL_PARTS, each part's
+  metrics prefixed by its name. After the first round, a run whose metrics show
+  nothing of its secure sum or DP raises AggregationNotVisible.
+  """
+  training = runtime_for(name, task, training)
+  kind = registry.kind_for(name, task)
+  with context if context is not None else context_for(training):
+    built = registry.build(name, task, training, **(options or {}))
+    recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
+    evaluate = built.evaluate or task.evaluate
+    periodic, final = task.EVAL_PARTS
+    return loop.run(
+        inprocess.for_runtime(built.process, training.runtime),
+        client_ids=built.client_ids, client_input=built.client_input, schedule=schedule,
+        evaluate=lambda w: _prefixed(periodic, evaluate(w, periodic)),
+        final_evaluate=lambda w: _prefixed(final, evaluate(w, final)),
+        checkpointing=recording.checkpointing, release_managers=recording.release_managers,
+        on_round=_checking_aggregation(training.aggregator, on_round))
+
+
+def _checking_aggregation(aggregator, on_round):
+  """`on_round`, after the first round has shown that the aggregation took effect
+  (its metrics hold the secure sum's bounds, the DP clip and noise of the
+  settings)."""
+  checked = []
+
+  def check_then(round_num: int, metrics: dict[str, float]) -> None:
+    if not checked:
+      missing = aggregator.missing_evidence(metrics)
+      if missing:
+        raise AggregationNotVisible(
+            f'--aggregator={aggregator.name} took no visible effect in round {round_num} '
+            f'({"; ".join(missing)})')
+      checked.append(round_num)
+    if on_round:
+      on_round(round_num, metrics)
+
+  return check_then
+
+
+def _prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
+  return {f'{prefix}/{k}': v for k, v in metrics.items()}
+
