@@ -41,6 +41,8 @@ def launch_once(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
     if done.returncode == native.WORKER_DIED_EXIT_CODE and attempt <= WORKER_RETRIES:
       print(f'the TFF worker died; resuming {out} from its checkpoint', flush=True)
       continue
+    if done.returncode == common.DIVERGED_EXIT_CODE and summary.exists():
+      break  # a result: the summary says where it diverged
     done.check_returncode()
   return json.loads(summary.read_text())
 

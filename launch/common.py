@@ -46,6 +46,8 @@ flags.DEFINE_string('output_dir', None, 'Where metrics, checkpoints and the '
                     'summary go; an interrupted run resumes from here.')
 
 FLAGS = flags.FLAGS
+# A launcher's exit status when its run diverged: it finished, and its summary says so.
+DIVERGED_EXIT_CODE = 3
 
 
 def run(main) -> None:

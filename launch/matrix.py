@@ -96,6 +96,14 @@ def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: s
     return {'status': 'N/A', 'reason': str(e).split('\n')[0][:300]}
   except runner.AggregationNotVisible as e:
     return {'status': 'FAIL', 'reason': str(e)}
+  except loop.Diverged as e:  # it ran: the table says where it stopped
+    missing = training.aggregator.missing_evidence(e.metrics)
+    if missing:
+      return {'status': 'FAIL', 'reason': f'diverged at round {e.round_num} before its '
+                                          f'aggregation showed: {"; ".join(missing)}'}
+    return {'status': 'OK', 'metric': dataset.metric, 'value': float('nan'),
+            'diverged_at_round': e.round_num, 'diverged': e.what,
+            'evidence': evidence(e.metrics), 'seconds': round(time.perf_counter() - started, 1)}
   except Exception as e:  # pylint: disable=broad-except  # a cell that should run and does not
     return {'status': 'FAIL', 'reason': f'{type(e).__name__}: {_last_line(e)}'}
   return {'status': 'OK', 'metric': dataset.metric, 'value': metrics[dataset.metric],
@@ -139,8 +147,9 @@ def _table(records: dict[str, dict], algorithms: list[str]) -> str:
       "algorithm's default settings). A cell is OK with the headline test metric after "
       'the last round (a smoke test: too few rounds to compare methods), N/A with the '
       "registry's reason, or FAIL with the error of a cell that should run and did not. "
-      'OK diverged: it ran, and its training loss became inf or NaN (seen with the DP '
-      "defaults' noise on 5 clients, and with FedSubAvg's correction on DCN's tables). "
+      'OK diverged: it ran, and stopped where its training loss or model became inf or NaN '
+      "(seen with the DP defaults' noise on 5 clients, and with FedSubAvg's correction on "
+      "DCN's tables). "
       "A secure or DP cell is OK only if its rounds' metrics show the aggregation's "
       "effect (the secure sum's bounds, the DP clip and noise equal to the settings; kept "
       'in its record). Columns: aggregator / runtime, '
@@ -162,7 +171,9 @@ def _table(records: dict[str, dict], algorithms: list[str]) -> str:
         if record is None or (record['status'] == 'OK'
                               and not _shows_effect(record, aggregator)):
           cells.append('not run')
-        elif record['status'] == 'OK' and _diverged(record):
+        elif record['status'] == 'OK' and 'diverged_at_round' in record:
+          cells.append(f"OK diverged at round {record['diverged_at_round']}")
+        elif record['status'] == 'OK' and _diverged(record):  # records from before the stop
           cells.append(f"OK diverged (train loss {record['train_loss']:.3g})")
         elif record['status'] == 'OK':
           cells.append(f"OK {record['value']:.3f}")

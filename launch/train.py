@@ -16,6 +16,8 @@ same flags), config.json and, at the end, summary.json (final metrics).
 Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
+import sys
+
 from absl import app
 from absl import flags
 
@@ -196,11 +198,37 @@ def main(argv):
     raise app.UsageError(str(e)) from None
   except runner.AggregationNotVisible as e:
     raise SystemExit(f'error: {e}: stopped') from None
+  except loop.Diverged as e:
+    _stop_diverged(e, out[0])
   if metrics:
     if target:
       metrics.update(progress.first_reached(out[0] / 'metrics.csv', 'round', target))
     outputs.write_json(out[0] / 'summary.json', metrics)
   print(f'done: {out[0] / "summary.json"}', flush=True)
+
+
+CURES = ('a lower --client_learning_rate or --server_learning_rate; with --aggregator=dp, '
+         'a lower --dp_noise_multiplier or a larger cohort; with FedSubAvg\'s correction '
+         '(--algorithm=fedsubavg, --stack=fedsubavg), FedAvg or a lower rate (the factor N / '
+         'heat is large where one client holds a row)')
+
+
+def _stop_diverged(diverged: loop.Diverged, out) -> None:
+  """Writes the summary of a run that diverged, says so, and exits non-zero."""
+  last = diverged.last_evaluation
+  outputs.write_json(out / 'summary.json', {
+      **diverged.metrics, 'diverged_at_round': diverged.round_num,
+      'diverged': diverged.what,
+      **({'last_finite_round': diverged.last_evaluated_round} if last else {}),
+      **{f'last_finite/{k}': v for k, v in last.items()}})
+  shown = ', '.join(f'{k} {v:.4g}' for k, v in sorted(last.items())
+                    if not k.startswith('memory/'))
+  print(f'error: {diverged}; stopped. '
+        + (f'Last finite evaluation (round {diverged.last_evaluated_round}): {shown}. '
+           if last else 'No evaluation was finite before it. ')
+        + f'What usually cures it: {CURES}. Summary: {out / "summary.json"}', file=sys.stderr,
+        flush=True)
+  raise SystemExit(common.DIVERGED_EXIT_CODE)
 
 
 if __name__ == '__main__':

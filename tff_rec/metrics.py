@@ -110,7 +110,9 @@ def auc(labels: np.ndarray, scores: np.ndarray) -> float:
 
 
 def logloss(labels: np.ndarray, logits: np.ndarray) -> float:
-  """Mean binary cross-entropy of click logits, computed stably."""
+  """Mean binary cross-entropy of click logits, computed stably; NaN, without a
+  warning, where a logit is infinite (a diverged model, which the loop reports)."""
   y = np.asarray(labels, np.float64).reshape(-1)
   z = np.asarray(logits, np.float64).reshape(-1)
-  return float(np.mean(np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))))
+  with np.errstate(invalid='ignore'):
+    return float(np.mean(np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))))

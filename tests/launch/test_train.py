@@ -343,3 +343,21 @@ def test_an_aggregation_that_shows_no_effect_stops_the_run(ml100k_dir, tmp_path)
   assert ('--aggregator=dp took no visible effect in round 1 (no dp_clip in the round\'s '
           "metrics; no dp_stddev in the round's metrics): stopped") in done.stderr
   assert not (tmp_path / 'ignored' / 'summary.json').exists()
+
+
+@pytest.mark.parametrize('runtime', ['native', 'inprocess'])
+def test_a_run_that_diverges_stops_at_that_round_and_says_so(runtime, ml100k_dir, tmp_path):
+  """Client SGD 20 on DCN: round 1 evaluates finite, round 2's loss overflows."""
+  out = tmp_path / 'out'
+  done = trainer.train_here(
+      '--task=ctr', '--model=dcn', f'--data_dir={ml100k_dir}', '--client_learning_rate=20',
+      '--rounds=3', '--eval_every=1', '--clients_per_round=5', f'--runtime={runtime}',
+      f'--output_dir={out}')
+  assert done.returncode == 3, done.stderr[-2000:]
+  assert 'round 1/3' in done.stdout and 'round 2/3' not in done.stdout
+  assert 'error: diverged at round 2: ' in done.stderr and '--client_learning_rate' in done.stderr
+  summary = json.loads((out / 'summary.json').read_text())
+  assert (summary['diverged_at_round'], summary['last_finite_round']) == (2, 1)
+  first = _rows(out)[0]
+  assert summary['last_finite/eval/test_auc'] == float(first['eval/test_auc'])
+  assert [r['round'] for r in _rows(out)] == ['1', '2']  # the diverged round is recorded

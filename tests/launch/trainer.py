@@ -40,17 +40,19 @@ def run_here(module: types.ModuleType, *args) -> subprocess.CompletedProcess:
   a process of it returns, for a run that needs no process of its own (one that
   is killed, or imports a user's module, does). Every flag is parsed afresh."""
   stdout, stderr = io.StringIO(), io.StringIO()
-  error = None
+  code, error = 0, ''
   flags.FLAGS.unparse_flags()
   try:
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
       module.main(flags.FLAGS([module.__name__, *args]))
-  except (flags.Error, app.UsageError, SystemExit) as e:
-    error = f'{e}\n'
+  except (flags.Error, app.UsageError) as e:
+    code, error = 1, f'{e}\n'
+  except SystemExit as e:  # as the process would exit: a status, or a message and 1
+    code, error = (e.code, '') if isinstance(e.code, int) else (1, f'{e.code}\n')
   finally:
     flags.FLAGS.unparse_flags()
-  return subprocess.CompletedProcess([module.__name__, *args], 0 if error is None else 1,
-                                     stdout.getvalue(), stderr.getvalue() + (error or ''))
+  return subprocess.CompletedProcess([module.__name__, *args], code, stdout.getvalue(),
+                                     stderr.getvalue() + error)
 
 
 train_here = functools.partial(run_here, launcher)

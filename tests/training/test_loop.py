@@ -107,3 +107,18 @@ def test_resumed_run_reaches_the_same_state_as_an_uninterrupted_one(tff_runtime,
   assert full_metrics['train/client_work/train/loss'] == (
       resumed_metrics['train/client_work/train/loss'])
   assert resumed_metrics['memory/rss_mb'] > 100
+
+
+@pytest.mark.parametrize('metrics, weights, what', [
+    ({loop.TRAIN_LOSS: 0.5, loop.TRAIN_EXAMPLES: 12.0}, [np.ones(3)], None),
+    ({loop.TRAIN_LOSS: float('nan'), loop.TRAIN_EXAMPLES: 12.0}, None, 'training loss is nan'),
+    ({loop.TRAIN_LOSS: float('inf')}, None, 'training loss is inf'),
+    ({loop.TRAIN_LOSS: 0.0, loop.TRAIN_EXAMPLES: 0.0}, None, 'no client trained an example'),
+    ({loop.TRAIN_LOSS: 0.5}, {'items': np.asarray([1.0, np.inf])}, 'weights are not finite'),
+    ({loop.TRAIN_LOSS: 0.5}, tff.learning.models.ModelWeights([np.ones(2)], [np.asarray(np.nan)]),
+     'weights are not finite'),
+])
+def test_divergence_is_a_non_finite_loss_or_model_or_a_round_that_trained_nothing(
+    metrics, weights, what):
+  found = loop._divergence(metrics, weights)  # pylint: disable=protected-access
+  assert (found is None) if what is None else (what in found)

@@ -13,6 +13,7 @@ import zlib
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.training import resources
@@ -25,6 +26,22 @@ EvaluateFn = Callable[[tff.learning.models.ModelWeights], Mapping[str, float]]
 # Where a round's client training loss is, in every process's metrics (tff.learning's
 # composed layout, which the project's own round follows: rounds.round_metrics).
 TRAIN_LOSS = 'train/client_work/train/loss'
+TRAIN_EXAMPLES = 'train/client_work/train/num_examples'
+
+
+class Diverged(ArithmeticError):
+  """The run stopped: its training loss or model became non-finite, or a round
+  trained no example (what tff.learning's clients report once the model is
+  non-finite: no examples and a loss of 0)."""
+
+  def __init__(self, round_num: int, what: str, metrics: dict[str, float],
+               last_evaluation: dict[str, float], last_evaluated_round: int | None):
+    super().__init__(f'diverged at round {round_num}: {what}')
+    self.round_num = round_num
+    self.what = what
+    self.metrics = metrics  # that round's, as released
+    self.last_evaluation = last_evaluation  # the last finite evaluation, {} if none
+    self.last_evaluated_round = last_evaluated_round
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +127,7 @@ def run(process: tff.learning.templates.LearningProcess, *,
   done = 0
   if checkpointing:
     state, done = checkpointing.load(state)
-  metrics = {}
+  metrics, evaluated, evaluated_round = {}, {}, None
   for round_num in range(done + 1, schedule.rounds + 1):
     started = time.perf_counter()
     cohort = sample_cohort(client_ids, schedule.clients_per_round,
@@ -122,10 +139,24 @@ def run(process: tff.learning.templates.LearningProcess, *,
     metrics = flatten_metrics(output.metrics, 'train/')
     metrics['train/round_seconds'] = time.perf_counter() - started
     last = round_num == schedule.rounds
-    if last or (schedule.eval_every and round_num % schedule.eval_every == 0):
-      metrics.update(evaluate(process.get_model_weights(state)))
+    evaluating = last or (schedule.eval_every and round_num % schedule.eval_every == 0)
+    weights = process.get_model_weights(state) if evaluating else None
+    what = _divergence(metrics, weights)
+    if what:
+      _release(release_managers, metrics, round_num)
+      raise Diverged(round_num, what, metrics, evaluated, evaluated_round)
+    if evaluating:
+      metrics.update(evaluate(weights))
     if last and final_evaluate:
-      metrics.update(final_evaluate(process.get_model_weights(state)))
+      metrics.update(final_evaluate(weights))
+    losses = [k for k, v in metrics.items() if k.endswith('loss') and not np.isfinite(v)]
+    if losses:  # a finite model whose outputs overflow
+      _release(release_managers, metrics, round_num)
+      raise Diverged(round_num, ', '.join(f'{k} is {metrics[k]}' for k in sorted(losses)),
+                     metrics, evaluated, evaluated_round)
+    if evaluating and all(np.isfinite(v) for v in metrics.values()):
+      evaluated = {k: v for k, v in metrics.items() if not k.startswith('train/')}
+      evaluated_round = round_num
     metrics.update(resources.memory_metrics())
     _release(release_managers, metrics, round_num)
     if checkpointing and (last or round_num % schedule.checkpoint_every == 0):
@@ -133,6 +164,27 @@ def run(process: tff.learning.templates.LearningProcess, *,
     if on_round:
       on_round(round_num, metrics)
   return state, metrics
+
+
+def _divergence(metrics: dict[str, float], weights) -> str | None:
+  """What shows that the run has diverged, or None: a non-finite training loss,
+  a round that trained no example, or (when given) non-finite model weights."""
+  if TRAIN_LOSS in metrics and not np.isfinite(metrics[TRAIN_LOSS]):
+    return f'the training loss is {metrics[TRAIN_LOSS]}'
+  if metrics.get(TRAIN_EXAMPLES, 1) == 0:
+    return ('no client trained an example (what tff.learning\'s clients report once the '
+            'model is no longer finite)')
+  if weights is not None and not all(
+      np.isfinite(np.sum(w)) for w in tf.nest.flatten(_arrays(weights))):
+    return "the model's weights are not finite"
+  return None
+
+
+def _arrays(weights):
+  """A model's weights as a nest of arrays (ModelWeights or any structure)."""
+  if isinstance(weights, tff.learning.models.ModelWeights):
+    return [weights.trainable, weights.non_trainable]
+  return weights
 
 
 def _release(managers, metrics: dict[str, float], round_num: int) -> None:
