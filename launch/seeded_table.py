@@ -100,10 +100,14 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
            f'{table.caption()}; seeds {seeds}; mean ± std over the seeds (sample std).', '',
            '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
   for row, runs in results.items():
-    diverged = sum(math.isnan(cell_records.recorded(r, LOSS, 0.0)) for r in runs)
-    if diverged:  # a NaN model scores zero: say what happened instead
+    stopped = sum('diverged_at_round' in r for r in runs)  # the trainer stopped them
+    nan = sum('diverged_at_round' not in r and math.isnan(cell_records.recorded(r, LOSS, 0.0))
+              for r in runs)  # runs from before it stopped a diverging run
+    if stopped or nan:  # a NaN model scores zero: say what happened instead
+      what = ' and '.join([*([f'training loss NaN in {nan}'] if nan else []),
+                           *([f'diverged in {stopped}'] if stopped else [])])
       lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * (len(header) - 1))
-                   + f' | training loss NaN in {diverged} of {len(runs)} seeds |')
+                   + f' | {what} of {len(runs)} seeds |')
       continue
     per_metric = [seed_stats.spread([r[m] for r in runs]) for m in table.metrics]
     versus = ['' if other == row else seed_stats.versus(

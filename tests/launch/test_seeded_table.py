@@ -26,6 +26,7 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
   _record(task, 'a_s0', **{'test/hr': 0.1, LOSS: 0.5})
   _record(task, 'a_s1', **{'test/hr': 0.3, LOSS: 0.4})
   _record(task, 'nan_s0', **{'test/hr': 0.0, LOSS: math.nan})
+  _record(task, 'nan_s1', **{LOSS: 0.0, 'diverged_at_round': 2})  # stopped: no test metric
   # A row may reuse another reproduction's record: NAME_sS, or NAME for seed 0.
   _record(tmp_path / 'other', 'paper', **{'test/hr': 0.2, LOSS: 0.3})
   _record(tmp_path / 'other', 'paper_s1', **{'test/hr': 0.4, LOSS: 0.3})
@@ -45,7 +46,7 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
                       'mean ± std over the seeds (sample std).')
   rows = lines[6:-1]
   assert rows == ['| A | 0.200 ± 0.141 | 0.100, 0.300 |',
-                  '| NaN | diverged | training loss NaN in 1 of 1 seeds |',
+                  '| NaN | diverged | training loss NaN in 1 and diverged in 1 of 2 seeds |',
                   '| Gone | not run | not run |',
                   '| P | 0.300 ± 0.141 | 0.200, 0.400 |',
                   '| S | 0.600 ± 0.141 | 0.500, 0.700 |']
