@@ -122,6 +122,16 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
       assert resumed[key] == value, key
 
 
+def test_an_inprocess_keras_run_prints_no_error_lines(ml100k_dir, tmp_path):
+  """TFF's compile of a Keras round for the in-process runtime logged grappler
+  errors (function_optimizer, fetch nodes) that were not errors."""
+  done = trainer.train('--task=ctr', '--model=dcn', f'--data_dir={ml100k_dir}', '--rounds=1',
+                       '--clients_per_round=5', '--runtime=inprocess',
+                       f'--output_dir={tmp_path / "out"}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert not re.search(r'^\S+ \S+: E |Traceback', done.stderr, re.M), done.stderr
+
+
 def test_inprocess_runtime_trains_to_the_native_numbers(ml100k_dir, tmp_path):
   flags = [f'--data_dir={ml100k_dir}', *FAST, '--rounds=2']
   summaries = {}
