@@ -3,6 +3,8 @@
 import ast
 import re
 
+import pytest
+
 from tests import conftest
 
 BUILD = (conftest.REPO / 'BUILD').read_text()
@@ -40,3 +42,11 @@ def test_listed_files_exist_and_build_parses():
   for path in LISTED:
     assert (conftest.REPO / path).is_file(), f'BUILD lists missing {path}'
   ast.parse(BUILD)  # Starlark here is a subset of Python syntax
+
+
+@pytest.mark.parametrize('ci, outcome', [('true', pytest.fail.Exception),
+                                         ('', pytest.skip.Exception)])
+def test_a_missing_real_dataset_fails_under_ci_and_skips_elsewhere(ci, outcome, monkeypatch):
+  monkeypatch.setenv('CI', ci)
+  with pytest.raises(outcome, match='real dataset no-such-dataset not found'):
+    conftest._real_data('no-such-dataset', 'u.data')  # pylint: disable=protected-access

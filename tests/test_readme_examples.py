@@ -45,7 +45,7 @@ def test_the_added_algorithm_trains_and_takes_its_option(example_registered, ml1
   before = built.process.get_model_weights(state).trainable
   output = built.process.next(state, [built.client_input(c, 1) for c in built.client_ids[:4]])
   after = built.process.get_model_weights(output.state).trainable
-  assert max(np.abs(a - b).max() for a, b in zip(after, before)) > 1e-4
+  assert max(np.abs(a - b).max() for a, b in zip(after, before, strict=True)) > 1e-4
   assert 'zeroing' in str(output.metrics['aggregator'])
   with pytest.raises(ValueError, match='registered already'):
     registry.register('fedavg_robust', example_registered)

@@ -35,7 +35,8 @@ def test_recovered_mean_is_the_weighted_mean_of_recovered_clients(tff_runtime):
       value_type, tff.TensorType(np.float32))
   output = process.next(process.initialize(), payloads, list(weights))
   expected = sum(w * tiers[t]['t'].recover(tables['t'])
-                 for w, t, (tables, _) in zip(weights, assignment, clients)) / weights.sum()
+                 for w, t, (tables, _) in zip(weights, assignment, clients, strict=True)
+                 ) / weights.sum()
   np.testing.assert_allclose(output.result['tiers']['t'], expected, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(output.result['dense'], weights @ np.arange(4) / weights.sum(),
                              rtol=1e-6)  # the rest of the update: the inner mean

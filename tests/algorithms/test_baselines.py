@@ -68,7 +68,7 @@ def _centralized_sgd_step(loss_name):
     loss += tf.add_n(model.losses) if model.losses else 0.0
   grads = tape.gradient(loss, model.trainable_weights)
   return [(w - LEARNING_RATE * tf.convert_to_tensor(g)).numpy()
-          for w, g in zip(model.trainable_weights, grads)]
+          for w, g in zip(model.trainable_weights, grads, strict=True)]
 
 
 @pytest.mark.parametrize('loss_name', ['global_softmax', 'hinge_spreadout'])
@@ -77,9 +77,9 @@ def test_fedsgd_round_equals_centralized_step_for_batch_insensitive_loss(
   initial = _keras_model(loss_name).get_weights()
   federated = _fedsgd_round(loss_name)
   central = _centralized_sgd_step(loss_name)
-  moved = max(np.abs(f - i).max() for f, i in zip(federated, initial))
+  moved = max(np.abs(f - i).max() for f, i in zip(federated, initial, strict=True))
   assert moved > 1e-3  # the step is not trivially zero
-  for f, c in zip(federated, central):
+  for f, c in zip(federated, central, strict=True):
     np.testing.assert_allclose(f, c, atol=1e-6, rtol=1e-5)
 
 
@@ -88,7 +88,7 @@ def test_fedsgd_round_differs_from_centralized_step_for_batch_softmax(
     tff_runtime, loss_name):
   federated = _fedsgd_round(loss_name)
   central = _centralized_sgd_step(loss_name)
-  gap = max(np.abs(f - c).max() for f, c in zip(federated, central))
+  gap = max(np.abs(f - c).max() for f, c in zip(federated, central, strict=True))
   assert gap > 1e-3
 
 
@@ -116,9 +116,47 @@ def test_one_client_fedavg_with_unit_server_sgd_is_local_sgd(tff_runtime):
   grads = tape.gradient(loss, model.trainable_weights)
   # The server adds (client - model) back to the model: float32 rounding of the
   # largest weights (|w| ~ 5) is a few 1e-7.
-  for f, w, g in zip(federated, model.trainable_weights, grads):
+  for f, w, g in zip(federated, model.trainable_weights, grads, strict=True):
     np.testing.assert_allclose(f, w - LEARNING_RATE * tf.convert_to_tensor(g), rtol=1e-6,
                                atol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "TFF 0.87's FedProx (tff.learning.algorithms.build_weighted_fed_prox) adds "
+    'mu (w0 - w) to the gradient, not mu (w - w0): its steps move away from the broadcast '
+    'model (checked: it equals this reference with the sign flipped). FedProx needs client '
+    'work of our own; strict, so the fix turns this into a pass to unmark'))
+def test_fedprox_client_steps_carry_the_proximal_term_of_its_strength(tff_runtime):
+  """One client, two batches, server SGD 1: FedProx's second step adds mu (w1 - w0)
+  to the gradient (the first is plain SGD: the term is zero at the broadcast
+  model). mu = 0 would give FedAvg's steps, which the reference tells apart."""
+  mu = 2.0
+
+  def model_fn():
+    return tff.learning.models.from_keras_model(
+        _keras_model('global_softmax'), loss=losses.GlobalSoftmax(), input_spec=INPUT_SPEC)
+
+  process = baselines.build_process(
+      'fedprox', model_fn, client_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE),
+      server_optimizer=optimizers.OptimizerConfig('sgd', 1.0), proximal_strength=mu)
+  context, label = CLIENTS[2]
+  half = len(label) // 2
+  dataset = tf.data.Dataset.from_tensor_slices(
+      (collections.OrderedDict(context=context), label)).batch(half)
+  state = process.next(process.initialize(), [dataset]).state
+  federated = [np.asarray(w) for w in process.get_model_weights(state).trainable]
+
+  model = _keras_model('global_softmax')
+  start = [w.numpy() for w in model.trainable_weights]
+  for rows in (slice(0, half), slice(half, None)):
+    with tf.GradientTape() as tape:
+      loss = losses.GlobalSoftmax()(label[rows], model({'context': context[rows]},
+                                                       training=True))
+    grads = tape.gradient(loss, model.trainable_weights)
+    for w, g, w0 in zip(model.trainable_weights, grads, start, strict=True):
+      w.assign(w - LEARNING_RATE * (tf.convert_to_tensor(g) + mu * (w - w0)))
+  for f, w in zip(federated, model.trainable_weights, strict=True):
+    np.testing.assert_allclose(f, w.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_iterator_client_loop_matches_tff_default_reduce_loop(tff_runtime):
@@ -140,7 +178,7 @@ def test_iterator_client_loop_matches_tff_default_reduce_loop(tff_runtime):
     weights[loop] = [np.asarray(w) for w in process.get_model_weights(state).trainable]
   reduce = weights[tff.learning.LoopImplementation.DATASET_REDUCE]
   iterator = weights[tff.learning.LoopImplementation.DATASET_ITERATOR]
-  for r, i in zip(reduce, iterator):
+  for r, i in zip(reduce, iterator, strict=True):
     np.testing.assert_allclose(i, r, rtol=1e-5, atol=1e-6)
 
 

@@ -56,7 +56,7 @@ def _tff_fedavg(task):
   @tf.function
   def predict_on_batch(model_weights, x, training=True):
     del training
-    w = collections.OrderedDict(zip(names, model_weights[0]))
+    w = collections.OrderedDict(zip(names, model_weights[0], strict=True))
     loss = model.loss(w, x, neumf.full_item_rows(w))
     return tf.fill([tf.shape(x['user'])[0]], loss)  # one row per example: weights by count
 
@@ -93,7 +93,7 @@ def test_fair_with_every_client_at_1x_is_tff_fedavg(user_items_dir, tff_runtime)
   expected = reference.get_model_weights(state).trainable
   moved = max(np.abs(weights[n] - task.functional_model().initial_weights[n]).max() for n in names)
   assert moved > 1e-2
-  for name, value in zip(names, expected):
+  for name, value in zip(names, expected, strict=True):
     np.testing.assert_allclose(weights[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
   assert outputs[0].metrics['client_work']['clients']['1x'] == 3
 

@@ -67,16 +67,16 @@ def test_meta_gradient_is_the_gradient_of_the_full_softmax_aggregation():
     tape.watch([rho, theta])
     alpha = tf.nn.softmax(tf.einsum('kgj,gj->kg', z, theta), axis=0)
     update = [tf.sigmoid(rho[g]) * tf.tensordot(alpha[:, g], u, axes=1)
-              for u, g in zip(reports['update'], GROUPS)]
+              for u, g in zip(reports['update'], GROUPS, strict=True)]
     _, weights = server.optimizer.next(state['optimizer'],
                                        [tf.constant(w) for w in state['weights']],
                                        [-u for u in update])
-    objective = tf.add_n([tf.reduce_sum(g * w) for g, w in zip(gradient, weights)])
+    objective = tf.add_n([tf.reduce_sum(g * w) for g, w in zip(gradient, weights, strict=True)])
   want = tape.gradient(objective, [rho, theta])
-  for g, w in zip(got, want):
+  for g, w in zip(got, want, strict=True):
     np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-6)
   # And the state's weights are that round's w_t.
-  for a, b in zip(after['weights'], weights):
+  for a, b in zip(after['weights'], weights, strict=True):
     np.testing.assert_allclose(np.asarray(a), b.numpy(), rtol=1e-6)
 
 
@@ -138,7 +138,7 @@ def test_fednova_normalises_each_update_by_its_local_steps():
   after, _ = server.step(state, reports, attributes, [np.zeros(s, np.float32) for s in SHAPES])
   shares = reports['support_count'] / reports['support_count'].sum()
   effective = (shares * reports['steps']).sum()
-  for w, before, u in zip(after['weights'], state['weights'], reports['update']):
+  for w, before, u in zip(after['weights'], state['weights'], reports['update'], strict=True):
     expected = before + np.tensordot(shares * effective / reports['steps'], u, axes=1)
     np.testing.assert_allclose(np.asarray(w), expected, rtol=1e-5, atol=1e-6)
 
@@ -182,7 +182,7 @@ def test_metaua_without_learning_is_fedadagrad_on_the_clients_data(ml100k_dir, t
                                          heat='examples')  # weighted by examples
   state, _ = _run(fedadagrad, ids, client_input)
   for got, want in zip(process.get_model_weights(meta_state).trainable,
-                       fedadagrad.get_model_weights(state).trainable):
+                       fedadagrad.get_model_weights(state).trainable, strict=True):
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-6)
 
 
@@ -212,7 +212,8 @@ def test_metaua_and_fednova_run_in_process_to_the_native_numbers(ml100k_dir, tff
   task = _ctr_task(ml100k_dir)
   states = {runtime: _run(*_build(task, name, runtime=runtime))[0]
             for runtime in ('native', 'inprocess')}
-  for a, b in zip(tf.nest.flatten(states['native']), tf.nest.flatten(states['inprocess'])):
+  for a, b in zip(tf.nest.flatten(states['native']), tf.nest.flatten(states['inprocess']),
+                  strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 

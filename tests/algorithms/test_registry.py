@@ -108,7 +108,7 @@ def test_fedavg_on_matrix_factorization_is_fedmf(ranking_dir):
   user, (rank, rows) = fedavg.client_input(fedavg.client_ids[3], 5)
   user2, (rank2, rows2) = fedmf.client_input(fedmf.client_ids[3], 5)
   assert (user, rank) == (user2, rank2)
-  for a, b in zip(rows, rows2):
+  for a, b in zip(rows, rows2, strict=True):
     np.testing.assert_array_equal(a, b)
 
 
@@ -196,7 +196,7 @@ def test_fair_runs_on_a_keras_model_with_declared_tables(ml100k_dir, tff_runtime
   # set_model_weights takes the same structure back: the start's weights restart it
   restarted = built.process.get_model_weights(built.process.set_model_weights(output.state,
                                                                               weights))
-  for a, b in zip(restarted.trainable, weights.trainable):
+  for a, b in zip(restarted.trainable, weights.trainable, strict=True):
     np.testing.assert_array_equal(a, b)
   with pytest.raises(registry.NotApplicable, match='FedHM cannot hold table age_x_movie'):
     registry.build('fedhm', task, registry.training(task, 'fedhm'), capacities='1x-2x')

@@ -156,7 +156,7 @@ def test_a_resumed_run_ends_in_the_state_of_an_uninterrupted_one(tff_runtime, tm
   straight = run(4, tmp_path / 'straight')
   run(2, tmp_path / 'resumed')
   resumed = run(4, tmp_path / 'resumed')
-  for a, b in zip(tf.nest.flatten(straight), tf.nest.flatten(resumed)):
+  for a, b in zip(tf.nest.flatten(straight), tf.nest.flatten(resumed), strict=True):
     np.testing.assert_array_equal(a, b)
   assert straight['clients']['visits'].sum() == 4 * 2
 

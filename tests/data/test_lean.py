@@ -13,7 +13,7 @@ def test_a_lean_dataset_gives_the_same_shuffled_batches_without_optimizations():
   plain = batches(tf.data.Dataset.range(11))
   slim = lean.lean(batches(tf.data.Dataset.range(11)))
   got = [b.numpy() for b in slim]
-  for a, b in zip([b.numpy() for b in plain], got):
+  for a, b in zip([b.numpy() for b in plain], got, strict=True):
     np.testing.assert_array_equal(a, b)
   assert len(got) == 6 and sorted(np.concatenate(got)) == sorted(list(range(0, 22, 2)) * 2)
   assert got[0].tolist() != [0, 2, 4, 6]  # shuffled

@@ -130,7 +130,7 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   assert json.loads((tmp_path / 'r' / 'config.json').read_text())['runtime'] == 'remote'
   # Both workers trained clients.
   after = [b.cpu_times().user for w in workers for b in w.binaries()]
-  assert all(a > b for a, b in zip(after, busy)), (busy, after)
+  assert all(a > b for a, b in zip(after, busy, strict=True)), (busy, after)
 
 
 def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(

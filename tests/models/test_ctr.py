@@ -53,7 +53,7 @@ def test_rows_outside_the_batch_and_padding_get_exactly_zero_gradient(name):
   grads = tape.gradient(loss, model.trainable_variables)
   declared = tables.of_keras(model, spec.tables)
   for variable, grad, table in zip(model.trainable_variables, grads,
-                                   tables.variable_tables(model, declared)):
+                                   tables.variable_tables(model, declared), strict=True):
     if table is None:
       continue
     used = np.unique(np.concatenate([batch[c].reshape(-1) for c in spec.tables[table]]))

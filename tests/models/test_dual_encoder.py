@@ -26,7 +26,7 @@ def test_output_is_cosine_of_bag_of_words_context_with_every_item():
 
 def test_same_seed_same_weights_other_seed_other_weights():
   a, b, c = _model(seed=1), _model(seed=1), _model(seed=2)
-  for wa, wb, wc in zip(a.get_weights(), b.get_weights(), c.get_weights()):
+  for wa, wb, wc in zip(a.get_weights(), b.get_weights(), c.get_weights(), strict=True):
     np.testing.assert_array_equal(wa, wb)
     if wa.std() > 0:
       assert not np.array_equal(wa, wc)

@@ -17,10 +17,11 @@ from tff_rec.training import optimizers
 def _assert_same(native_output, inprocess_output):
   """Equal to float rounding: clients are summed in another order (threads),
   which server Adam's 1/sqrt(v) amplifies for near-zero gradients."""
-  for a, b in zip(tf.nest.flatten(native_output.state), tf.nest.flatten(inprocess_output.state)):
+  for a, b in zip(tf.nest.flatten(native_output.state), tf.nest.flatten(inprocess_output.state),
+                  strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
   for a, b in zip(tf.nest.flatten(native_output.metrics),
-                  tf.nest.flatten(inprocess_output.metrics)):
+                  tf.nest.flatten(inprocess_output.metrics), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5)
 
 

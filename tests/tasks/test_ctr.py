@@ -36,7 +36,7 @@ def _round(task, algorithm, cohort, server=SERVER, **options):
   before = [np.array(v) for v in process.get_model_weights(state).trainable]
   output = process.next(state, [client_input(c, 7) for c in cohort])
   after = [np.array(v) for v in process.get_model_weights(output.state).trainable]
-  return [a - b for a, b in zip(after, before)], output.metrics
+  return [a - b for a, b in zip(after, before, strict=True)], output.metrics
 
 
 def test_heat_counts_the_clients_whose_training_rows_hold_each_movie(lr_task):
@@ -77,7 +77,7 @@ def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime):
   plain, _ = _round(lr_task, 'fedavg', cohort)
   corrected, round_metrics = _round(lr_task, 'fedsubavg', cohort)
   heat, _ = heat_lib.heat(lr_task, 'clients')
-  for table, a, b in zip(api.table_of_variable(lr_task), plain, corrected):
+  for table, a, b in zip(api.table_of_variable(lr_task), plain, corrected, strict=True):
     if table is None:
       np.testing.assert_allclose(b, a, rtol=1e-6)
     else:
@@ -94,7 +94,7 @@ def test_rows_a_client_never_reads_get_exactly_zero_update(ml100k_dir, tff_runti
   client = task.train_client_ids[3]
   features, _ = task.client_arguments(client, 0)
   delta, _ = _round(task, 'fedsubavg', [client])
-  for table, d in zip(api.table_of_variable(task), delta):
+  for table, d in zip(api.table_of_variable(task), delta, strict=True):
     if table is None:
       continue
     read = np.unique(np.concatenate([features[c].reshape(-1) for c in task.spec.tables[table]]))
@@ -135,7 +135,8 @@ def test_client_state_and_plain_rounds_run_in_process_to_the_native_numbers(
         inprocess.for_runtime(process, runtime), client_ids=ids, client_input=client_input,
         schedule=loop.Schedule(rounds=2, clients_per_round=6, eval_every=0),
         evaluate=lambda weights: {})
-  for a, b in zip(tf.nest.flatten(states['native']), tf.nest.flatten(states['inprocess'])):
+  for a, b in zip(tf.nest.flatten(states['native']), tf.nest.flatten(states['inprocess']),
+                  strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
@@ -151,7 +152,7 @@ def test_fedsubavg_runs_in_process_with_the_same_numbers(lr_task, tff_runtime):
   local = inprocess.InProcessLearningProcess(process)
   local_state = local.next(local.initialize(), inputs).state
   for a, b in zip(process.get_model_weights(native_state).trainable,
-                  local.get_model_weights(local_state).trainable):
+                  local.get_model_weights(local_state).trainable, strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 

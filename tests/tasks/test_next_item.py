@@ -20,12 +20,12 @@ def test_dataset_computation_builds_the_clients_own_dataset(task, tff_runtime):
   expected = task.client_dataset(client, 11)
   got, want = _batches(built), _batches(expected)
   assert len(got) == len(want) > 0
-  for (gc, gl), (wc, wl) in zip(got, want):
+  for (gc, gl), (wc, wl) in zip(got, want, strict=True):
     np.testing.assert_array_equal(gc, wc)
     np.testing.assert_array_equal(gl, wl)
   # Another seed shuffles differently.
   other = _batches(task.dataset_computation(*task.client_arguments(client, 12)))
-  assert any(not np.array_equal(a[1], b[1]) for a, b in zip(got, other))
+  assert any(not np.array_equal(a[1], b[1]) for a, b in zip(got, other, strict=True))
 
 
 def test_client_dataset_is_full_batches_of_the_users_examples(task):

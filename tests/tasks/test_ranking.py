@@ -111,7 +111,7 @@ def test_centralized_epoch_covers_every_train_interaction_once(user_items_dir):
   task = _task(user_items_dir, batch_size=5)
   batches = list(task.centralized_epoch(1).as_numpy_iterator())
   pairs = sorted(zip(np.concatenate([b['user'] for b in batches]).tolist(),
-                     np.concatenate([b['positive'] for b in batches]).tolist()))
+                     np.concatenate([b['positive'] for b in batches]).tolist(), strict=True))
   expected = sorted((u, int(i)) for u in range(8) for i in task.data.train.of(u))
   assert pairs == expected
 
@@ -146,7 +146,7 @@ def test_keras_neumf_computes_the_functional_margins_and_evaluates_from_model_we
   functional = task.functional_model().initial_weights
   names = neumf.keras_weight_names(model)
   assert names == list(functional)  # every weight, by the same names, in the same order
-  for name, variable in zip(names, model.trainable_variables):
+  for name, variable in zip(names, model.trainable_variables, strict=True):
     assert variable.shape == functional[name].shape, name
   model.set_weights([functional[n] for n in names])
   user, positives, negatives = task.client_arguments(task.train_client_ids[0], 3)
@@ -170,7 +170,7 @@ def test_keras_algorithms_train_the_keras_neumf(algorithm, user_items_dir, tff_r
   output = built.process.next(state, [built.client_input(c, 0) for c in built.client_ids[:4]])
   after = built.process.get_model_weights(output.state)
   moved = [np.abs(np.asarray(a) - np.asarray(b)).max()
-           for a, b in zip(after.trainable, before.trainable)]
+           for a, b in zip(after.trainable, before.trainable, strict=True)]
   assert max(moved) > 1e-4
   assert 0 <= task.evaluate(after)['ndcg_at_20'] <= 1
 

@@ -102,7 +102,7 @@ def test_resumed_run_reaches_the_same_state_as_an_uninterrupted_one(tff_runtime,
   assert seen == [3, 4]  # rounds 1-2 came from the checkpoint
   assert [key for key, _ in memory.values().items()] == [3, 4]
   for a, b in zip(process.get_model_weights(full_state).trainable,
-                  process.get_model_weights(resumed_state).trainable):
+                  process.get_model_weights(resumed_state).trainable, strict=True):
     np.testing.assert_array_equal(a, b)
   assert full_metrics['train/client_work/train/loss'] == (
       resumed_metrics['train/client_work/train/loss'])
