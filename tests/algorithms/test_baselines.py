@@ -121,15 +121,11 @@ def test_one_client_fedavg_with_unit_server_sgd_is_local_sgd(tff_runtime):
                                atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "TFF 0.87's FedProx (tff.learning.algorithms.build_weighted_fed_prox) adds "
-    'mu (w0 - w) to the gradient, not mu (w - w0): its steps move away from the broadcast '
-    'model (checked: it equals this reference with the sign flipped). FedProx needs client '
-    'work of our own; strict, so the fix turns this into a pass to unmark'))
 def test_fedprox_client_steps_carry_the_proximal_term_of_its_strength(tff_runtime):
   """One client, two batches, server SGD 1: FedProx's second step adds mu (w1 - w0)
   to the gradient (the first is plain SGD: the term is zero at the broadcast
-  model). mu = 0 would give FedAvg's steps, which the reference tells apart."""
+  model). mu = 0 would give FedAvg's steps, which the reference tells apart, and
+  TFF 0.87's own FedProx equals the reference with the sign of the term flipped."""
   mu = 2.0
 
   def model_fn():

@@ -15,6 +15,7 @@ from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import heat as heat_lib
 from tff_rec.algorithms import registry
 from tff_rec.training import optimizers
+from tff_rec.training import proximal
 
 ALGORITHMS = ('fedavg', 'fedsgd', 'fedprox')
 
@@ -51,11 +52,12 @@ def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.Var
     return tff.learning.algorithms.build_weighted_fed_avg(
         model_fn, client_optimizer_fn=client_optimizer.build(),
         client_weighting=client_weighting, **shared)
-  if algorithm == 'fedprox':
-    return tff.learning.algorithms.build_weighted_fed_prox(
-        model_fn, proximal_strength=proximal_strength,
-        client_optimizer_fn=client_optimizer.build(), client_weighting=client_weighting,
-        **shared)
+  if algorithm == 'fedprox':  # FedAvg's process, its client steps proximal (not TFF's: see
+    # training.proximal)
+    return tff.learning.algorithms.build_weighted_fed_avg(
+        model_fn, client_optimizer_fn=proximal.Proximal(client_optimizer.build(),
+                                                        proximal_strength),
+        client_weighting=client_weighting, **shared)
   if algorithm == 'fedsgd':
     return tff.learning.algorithms.build_fed_sgd(model_fn, **shared)
   raise ValueError(f'unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}')
