@@ -12,8 +12,10 @@ from tff_rec.algorithms import scaffold
 from tff_rec.data import sliced
 from tff_rec.runtime import inprocess
 
-ROWS = [np.array([0, 1]), np.array([1]), np.array([1]), np.array([0]), np.array([1])]
+ROWS = [np.array([0, 1]), np.array([1]), np.array([1]), np.array([0]), np.array([1]),
+        np.array([0])]
 STEPS, LR, SERVER_LR = 2, 0.2, 0.8
+IDLE = 5  # a client with no step this round (no batch): it keeps its variate
 
 
 def _model_fn():
@@ -25,13 +27,19 @@ def _model_fn():
       input_spec=(tf.TensorSpec([None], tf.int32), tf.TensorSpec([None, 1], tf.float32)))
 
 
-def _batches(rows):
-  """The client's rows, one batch, STEPS times: each step's loss is sum of w_r^2."""
+def _steps(client: int) -> int:
+  return 0 if client == IDLE else STEPS
+
+
+def _batches(client):
+  """The client's rows, one batch, its steps times: each step's loss is sum of w_r^2."""
+  rows = ROWS[client]
   columns = (rows.astype(np.int32), np.zeros([len(rows), 1], np.float32))
-  return sliced.Batches(columns, np.zeros(STEPS, np.int32), np.full(STEPS, len(rows), np.int32))
+  steps = _steps(client)
+  return sliced.Batches(columns, np.zeros(steps, np.int32), np.full(steps, len(rows), np.int32))
 
 
-BATCHES = sliced.tff_type(_batches(ROWS[0]))
+BATCHES = sliced.tff_type(_batches(0))
 
 
 def _reference(cohorts):
@@ -42,9 +50,9 @@ def _reference(cohorts):
     for i in cohort:
       mask = np.isin(np.arange(2), ROWS[i]).astype(float)
       y = x.copy()
-      for _ in range(STEPS):
+      for _ in range(_steps(i)):
         y -= LR * (2 * y * mask - controls[i] + c)
-      new = controls[i] - c + (x - y) / (STEPS * LR)
+      new = controls[i] - c + (x - y) / (STEPS * LR) if _steps(i) else controls[i]
       dys.append(y - x)
       dcs.append(new - controls[i])
       controls[i] = new
@@ -64,13 +72,13 @@ DP = dict(aggregation=tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixe
     ('native', {}), ('inprocess', {}), ('inprocess', SECURE), ('native', DP),
     ('inprocess', DP)])
 def test_rounds_match_the_reference(tff_runtime, runtime, aggregation):
-  cohorts = [[0, 1, 2], [0, 3, 4], [1, 3, 0]]
+  cohorts = [[0, 1, 2], [0, 3, IDLE], [1, 3, 0]]  # c is not 0 when the idle client joins
   process = inprocess.for_runtime(scaffold.build_process(
       _model_fn, BATCHES, num_clients=len(ROWS), client_learning_rate=LR,
       server_learning_rate=SERVER_LR, **aggregation), runtime)
   state = process.initialize()
   for cohort in cohorts:
-    output = process.next(state, [(i, _batches(ROWS[i])) for i in cohort])
+    output = process.next(state, [(i, _batches(i)) for i in cohort])
     state = output.state
   x, c, controls = _reference(cohorts)
   np.testing.assert_allclose(process.get_model_weights(state).trainable[0][:, 0], x, rtol=1e-5)
