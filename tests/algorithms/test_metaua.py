@@ -206,11 +206,15 @@ def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_que
   assert state['server']['meta']['theta_alpha'].shape == (layers, 2)
 
 
-@pytest.mark.parametrize('name', ['metaua', 'fednova'])
+@pytest.mark.parametrize('name, options', [
+    ('metaua', {}), ('fednova', {}),
+    # Attributes of each client's data: its weight follows it only if the in-process
+    # runtime keeps each client's outputs with that client.
+    ('metaua', dict(attributes=('num_samples', 'positive_rate')))])
 def test_metaua_and_fednova_run_in_process_to_the_native_numbers(ml100k_dir, tff_runtime,
-                                                                 name):
+                                                                 name, options):
   task = _ctr_task(ml100k_dir)
-  states = {runtime: _run(*_build(task, name, runtime=runtime))[0]
+  states = {runtime: _run(*_build(task, name, runtime=runtime, **options))[0]
             for runtime in ('native', 'inprocess')}
   for a, b in zip(tf.nest.flatten(states['native']), tf.nest.flatten(states['inprocess']),
                   strict=True):
