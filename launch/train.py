@@ -58,6 +58,10 @@ flags.DEFINE_float('server_adaptivity', None, "adagrad / adam server: Reddi et a
 flags.DEFINE_integer('eval_every', 10, 'Evaluate every N rounds (0: only after the last).',
                      lower_bound=0)
 flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower_bound=1)
+flags.DEFINE_integer('stop_after_round', None, 'Stop once this round is checkpointed (a '
+                     'multiple of --checkpoint_every), as an interruption would, e.g. to '
+                     'fit a job\'s time limit; the same command resumes the run.',
+                     lower_bound=1)
 flags.DEFINE_enum('runtime', 'auto', ['auto', 'native', 'inprocess', 'remote'],
                   "native: TFF's C++ worker (CPU). inprocess: the round's "
                   'MapReduceForm run in this process (custom ops, GPU). remote: TFF workers '
@@ -157,6 +161,10 @@ def main(argv):
         seed=task_config.seed)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
+  stop = FLAGS.stop_after_round
+  if stop is not None and (stop >= FLAGS.rounds or stop % FLAGS.checkpoint_every):
+    raise app.UsageError(f'--stop_after_round={stop} must be a multiple of --checkpoint_every'
+                         f'={FLAGS.checkpoint_every} below --rounds={FLAGS.rounds}')
   task = common.build_task(task_config)
   try:
     training = runner.runtime_for(name, task, training)
@@ -190,8 +198,8 @@ def main(argv):
   try:
     _, metrics = runner.run(
         task, name, training, schedule, options=options, context=_context(training),
-        on_start=start, on_round=progress.Progress(
-            FLAGS.rounds, 'round', {**task.PROGRESS, 'rss MB': 'memory/rss_mb'}))
+        on_start=start, on_round=_stopping_after(stop, progress.Progress(
+            FLAGS.rounds, 'round', {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})))
   except ValueError as e:
     if out:  # trained, then failed: not a usage error
       raise
@@ -200,11 +208,31 @@ def main(argv):
     raise SystemExit(f'error: {e}: stopped') from None
   except loop.Diverged as e:
     _stop_diverged(e, out[0])
+  except _Stopped:
+    print(f'stopped after round {stop} (--stop_after_round), its checkpoint saved: the same '
+          'command without that flag resumes', flush=True)
+    return
   if metrics:
     if target:
       metrics.update(progress.first_reached(out[0] / 'metrics.csv', 'round', target))
     outputs.write_json(out[0] / 'summary.json', metrics)
   print(f'done: {out[0] / "summary.json"}', flush=True)
+
+
+class _Stopped(Exception):
+  """--stop_after_round reached."""
+
+
+def _stopping_after(stop: int | None, on_round):
+  """`on_round`, then a stop once round `stop` is done (the loop has saved its
+  checkpoint before it calls on_round)."""
+
+  def then_stop(round_num: int, metrics: dict[str, float]) -> None:
+    on_round(round_num, metrics)
+    if round_num == stop:
+      raise _Stopped()
+
+  return then_stop
 
 
 CURES = ('a lower --client_learning_rate or --server_learning_rate; with --aggregator=dp, '

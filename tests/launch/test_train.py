@@ -3,7 +3,6 @@
 import csv
 import json
 import re
-import signal
 
 import numpy as np
 import pytest
@@ -29,6 +28,8 @@ from tests.launch.trainer import RANKING
      '<ctr|loo_ranking|next_item|ranking|goodreads_ranking|movielens_ctr|'
      'movielens_next_item|movielens_ranking>'),
     ('--rounds=0', 'flag --rounds=0: 0 is not a positive integer'),
+    ('--rounds=4 --checkpoint_every=2 --stop_after_round=3',
+     '--stop_after_round=3 must be a multiple of --checkpoint_every=2 below --rounds=4'),
     ('--clients_per_round=0', 'flag --clients_per_round=0'),
     ('--clients_per_round=25', '--clients_per_round=25 is larger than the 24 training '
      'clients; use at most 24'),
@@ -81,14 +82,13 @@ def _rows(out):
     return list(csv.DictReader(f))
 
 
-def _kill_after_round_2_and_resume(flags, out):
-  """Starts a 4-round run, kills it once round 2 is checkpointed, and runs it again."""
-  child = trainer.start(*flags, f'--output_dir={out}')
-  for line in child.stdout:
-    if line.startswith('round 2/4'):
-      break
-  child.send_signal(signal.SIGKILL)
-  child.wait()
+def _stop_after_round_2_and_resume(flags, out):
+  """Runs a 4-round run to its round-2 checkpoint (--stop_after_round: an
+  interruption at a known point), then the same command again."""
+  stopped = trainer.train_here(*flags, '--stop_after_round=2', f'--output_dir={out}')
+  assert stopped.returncode == 0, stopped.stderr[-3000:]
+  assert 'stopped after round 2' in stopped.stdout and 'round 3/4' not in stopped.stdout
+  assert not (out / 'summary.json').exists()
   done = trainer.train_here(*flags, f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'resumed from checkpoint at round 3' in done.stdout
@@ -110,7 +110,7 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   assert (whole / 'tensorboard').is_dir()
 
   cut = tmp_path / 'cut'
-  _kill_after_round_2_and_resume(flags, cut)
+  _stop_after_round_2_and_resume(flags, cut)
   assert [r['round'] for r in _rows(cut)] == ['1', '2', '3', '4']
   # Each start lists the machine it ran on: what a rerun's last digits depend on.
   starts = [json.loads((run / 'machines.json').read_text()) for run in (whole, cut)]
@@ -306,7 +306,7 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path, 
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((whole / 'summary.json').read_text())
   cut = tmp_path / 'cut'
-  _kill_after_round_2_and_resume(flags, cut)
+  _stop_after_round_2_and_resume(flags, cut)
   resumed = json.loads((cut / 'summary.json').read_text())
   for key in ('test/hr_at_10', 'validation/ndcg_at_10', 'train/client_work/train/loss',
               'train/aggregator/bytes_up'):
