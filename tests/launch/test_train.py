@@ -218,14 +218,15 @@ def test_ctr_fedsubavg_reports_rounds_to_target_and_submodel_bytes(ml100k_dir, t
       '--task=ctr', f'--data_dir={ml100k_dir}', '--algorithm=fedsubavg',
       '--model=lr', '--split=random', '--rounds=3', '--clients_per_round=10',
       '--eval_every=1', '--local_steps=5', '--batch_size=8',
-      '--client_learning_rate=0.5', '--target=eval/train_loss<=0.6925',
+      '--client_learning_rate=0.5', '--target=eval/train_loss<=0.67',
       f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((out / 'summary.json').read_text())
   losses = [float(r['eval/train_loss']) for r in _rows(out)]
-  reached = [r for r, loss in enumerate(losses, 1) if loss <= 0.6925]
+  reached = [r for r, loss in enumerate(losses, 1) if loss <= 0.67]
   assert summary['rounds_to_target'] == (reached[0] if reached else None)
-  assert summary['target'] == 'eval/train_loss<=0.6925'
+  assert summary['rounds_to_target'] > 1  # a target the first round does not meet
+  assert summary['target'] == 'eval/train_loss<=0.67'
   assert 0 < summary['train/aggregator/submodel_bytes'] < summary['train/aggregator/model_bytes']
   assert 0 <= summary['eval/test_auc'] <= 1
 

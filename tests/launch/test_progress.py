@@ -1,0 +1,19 @@
+"""Targets: parsed from the flag, and the first round that reached one, read back
+from a run's metrics.csv (a resumed run counts every round)."""
+
+import pytest
+
+from launch import progress
+
+
+@pytest.mark.parametrize('target, first', [
+    ('eval/train_loss<=0.66', 3),  # 0.70, 0.69, 0.65: round 3, though round 4 rises again
+    ('eval/test_auc>=0.6', 2),
+    ('eval/test_auc>=0.9', None),
+])
+def test_the_first_round_that_reached_the_target_counts(tmp_path, target, first):
+  csv = tmp_path / 'metrics.csv'  # round 2 evaluated nothing of the loss
+  csv.write_text('round,eval/train_loss,eval/test_auc\n1,0.70,0.55\n2,,0.61\n3,0.65,0.58\n'
+                 '4,0.67,0.62\n')
+  summary = progress.first_reached(csv, 'round', progress.parse_target(target))
+  assert summary == {'target': target, 'rounds_to_target': first}
