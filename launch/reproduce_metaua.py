@@ -342,6 +342,15 @@ def _beauty(task, clients: int, seeds: list[int], table2: dict) -> str:
       f'Paper (ML-1M): {PAPER["table2"]}.', '', '![test AUC by round](curves.png)', ''])
 
 
+def _floors(task) -> str:
+  """The item baselines on the table's split (its split has no seed)."""
+  popularity, click_rate = task.item_baselines('movie')
+  return ('Floors, no model (test AUC on the same split): popularity (the item\'s training '
+          f'clicks) {popularity:.3f}; the item\'s training click rate (add-one smoothed) '
+          f'{click_rate:.3f}. A row that does not beat {max(popularity, click_rate):.3f} '
+          'learns less than an item count.')
+
+
 def _movielens(task, clients: int, seeds: list[int], table2: dict) -> str:
   """Every table on MovieLens; their text."""
   _investigate(clients)
@@ -388,7 +397,8 @@ def _movielens(task, clients: int, seeds: list[int], table2: dict) -> str:
       'others train), FedAdagrad at the server.', '',
       f'## Table 2 (mean ± std over the seeds of {seeds} that ran)', '',
       "The paper's three rows first; variants and extra baselines below, labelled.", '',
-      *_table(METHODS, seeds), '', f'Paper (ML-1M): {PAPER["table2"]}.', '',
+      *_table(METHODS, seeds), '', _floors(task), '',
+      f'Paper (ML-1M): {PAPER["table2"]}.', '',
       '![test logloss by round](curves.png)', '',
       '## Why FedAvg hardly learns (seed 0)', '',
       'A centralized DCN on the same chronological split is the ceiling; the FedAvg rows '
