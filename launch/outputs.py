@@ -12,6 +12,8 @@ import tempfile
 
 from absl import app
 
+import tasks
+
 
 def copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
   temporary = target.with_suffix(target.suffix + '.tmp')
@@ -30,6 +32,8 @@ def output_dir(path: str, run_config: dict) -> pathlib.Path:
   saved = root / 'config.json'
   if saved.exists():
     previous = json.loads(saved.read_text())
+    if 'task' in previous:  # runs made before the tasks took their family names
+      previous['task'] = tasks.canonical(previous['task'])
     if previous != run_config:
       changed = sorted(k for k in set(previous) | set(run_config)
                        if previous.get(k) != run_config.get(k))
