@@ -195,9 +195,10 @@ def main(argv):
                                            key_fieldname='round'),
          tff.program.TensorBoardReleaseManager(str(out[0] / 'tensorboard'))])
 
+  context = _context(training)
   try:
     _, metrics = runner.run(
-        task, name, training, schedule, options=options, context=_context(training),
+        task, name, training, schedule, options=options, context=context,
         on_start=start, on_round=_stopping_after(stop, progress.Progress(
             FLAGS.rounds, 'round', {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})))
   except ValueError as e:
@@ -213,6 +214,9 @@ def main(argv):
           'command without that flag resumes', flush=True)
     return
   if metrics:
+    if isinstance(context, remote.RemoteRuntime):  # how the rounds were spread
+      metrics.update({f'remote/calls/{address}': float(calls)
+                      for address, calls in context.calls().items()})
     if target:
       metrics.update(progress.first_reached(out[0] / 'metrics.csv', 'round', target))
     outputs.write_json(out[0] / 'summary.json', metrics)

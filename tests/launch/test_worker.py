@@ -116,7 +116,6 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   flags = [f'--data_dir={request.getfixturevalue(data_fixture)}', *flags]
   native = trainer.train_here(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
   assert native.returncode == 0, native.stderr[-3000:]
-  busy = [b.cpu_times().user for w in workers for b in w.binaries()]
   remote = trainer.train_here(*flags, '--runtime=remote',
                               f'--workers={",".join(w.address for w in workers)}',
                               f'--output_dir={tmp_path / "r"}')
@@ -128,9 +127,9 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   for key in compared:
     assert got[key] == pytest.approx(expected[key], rel=1e-4, abs=1e-6), key
   assert json.loads((tmp_path / 'r' / 'config.json').read_text())['runtime'] == 'remote'
-  # Both workers trained clients.
-  after = [b.cpu_times().user for w in workers for b in w.binaries()]
-  assert all(a > b for a, b in zip(after, busy, strict=True)), (busy, after)
+  # Both workers ran a share of the rounds (each round's merge runs on one of them).
+  calls = [got[f'remote/calls/{w.address}'] for w in workers]
+  assert min(calls) >= 2, calls  # 2 rounds: a share of each at least
 
 
 def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(

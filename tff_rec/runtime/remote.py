@@ -50,6 +50,19 @@ def parse_addresses(addresses: Sequence[str]) -> list[str]:
   return list(addresses)
 
 
+class _CountingContext(tff.framework.AsyncExecutionContext):
+  """A worker's context that counts the calls it ran (each a share of a round's
+  clients, or the round's merge): what shows that the work was spread."""
+
+  def __init__(self, **arguments):
+    super().__init__(**arguments)
+    self.calls = 0
+
+  async def invoke(self, comp, arg):
+    self.calls += 1
+    return await super().invoke(comp, arg)
+
+
 class RemoteRuntime:
   """TFF's mergeable execution context over the workers at `addresses`.
 
@@ -62,6 +75,7 @@ class RemoteRuntime:
     self._connect_timeout_s = connect_timeout_s
     self._channels: list[grpc.Channel] = []
     self._context = None
+    self._counted = {}
     self._closed = threading.Event()
     self._watchdogs: list[threading.Thread] = []
 
@@ -80,7 +94,8 @@ class RemoteRuntime:
             'reachable from here?') from None
       stub = tff.framework.RemoteExecutorGrpcStub(channel)
       self._check_runs(address, stub)
-      contexts.append(tff.framework.AsyncExecutionContext(**native.context_arguments(stub)))
+      contexts.append(_CountingContext(**native.context_arguments(stub)))
+    self._counted = dict(zip(self._addresses, contexts, strict=True))
     self._context = tff.backends.native.create_mergeable_comp_execution_context(contexts)
     tff.framework.set_default_context(self._context)
     self._watchdogs = [threading.Thread(target=self._watch, args=(address, channel),
@@ -89,6 +104,10 @@ class RemoteRuntime:
     for watchdog in self._watchdogs:
       watchdog.start()
     return self
+
+  def calls(self) -> dict[str, int]:
+    """Computations each worker ran since install(), by address."""
+    return {address: context.calls for address, context in self._counted.items()}
 
   def _check_runs(self, address: str, stub) -> None:
     """Runs a trivial computation there: a worker of another TFF version fails
