@@ -21,27 +21,33 @@ def copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
   os.replace(temporary, target)
 
 
-def output_dir(path: str, run_config: dict) -> pathlib.Path:
-  """Creates --output_dir, or checks that the run there had the same config.
+def check_resumable(path: str, run_config: dict) -> None:
+  """A UsageError when --output_dir holds a run with another config: a run
+  resumes only under the flags it started with; anything else would mix two
+  experiments in one metrics file. Checked before anything is built."""
+  saved = pathlib.Path(path) / 'config.json'
+  if not saved.exists():
+    return
+  previous = json.loads(saved.read_text())
+  if 'task' in previous:  # runs made before the tasks took their family names
+    previous['task'] = tasks.canonical(previous['task'])
+  if previous != run_config:
+    changed = sorted(k for k in set(previous) | set(run_config)
+                     if previous.get(k) != run_config.get(k))
+    raise app.UsageError(
+        f'--output_dir={path} holds a run with other settings '
+        f'({", ".join(changed)}); resume it with the same flags or choose a '
+        'new --output_dir.')
 
-  A run resumes only under the flags it started with; anything else would
-  mix two experiments in one metrics file.
-  """
+
+def output_dir(path: str, run_config: dict) -> pathlib.Path:
+  """Creates --output_dir with its config.json, or checks that the run there had
+  the same config (check_resumable); records this start in machines.json."""
+  check_resumable(path, run_config)
   root = pathlib.Path(path)
   root.mkdir(parents=True, exist_ok=True)
   saved = root / 'config.json'
-  if saved.exists():
-    previous = json.loads(saved.read_text())
-    if 'task' in previous:  # runs made before the tasks took their family names
-      previous['task'] = tasks.canonical(previous['task'])
-    if previous != run_config:
-      changed = sorted(k for k in set(previous) | set(run_config)
-                       if previous.get(k) != run_config.get(k))
-      raise app.UsageError(
-          f'--output_dir={root} holds a run with other settings '
-          f'({", ".join(changed)}); resume it with the same flags or choose a '
-          'new --output_dir.')
-  else:
+  if not saved.exists():
     write_json(saved, run_config)
   starts = root / 'machines.json'
   write_json(starts, [*(json.loads(starts.read_text()) if starts.exists() else []),

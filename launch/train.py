@@ -170,6 +170,16 @@ def main(argv):
     training = runner.runtime_for(name, task, training)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
+  run_config = common.run_config(
+      task_config, algorithm=name, **options,
+      runtime='remote' if FLAGS.runtime == 'remote' else training.runtime,
+      **common.set_flags(PARALLELISM_FLAGS),
+      client_optimizer=training.client_optimizer.settings(),
+      server_optimizer=training.server_optimizer.settings(),
+      **(aggregator.settings() if aggregator.name != 'mean' else {}),
+      **({'stack': list(training.stack)} if training.stack else {}),
+      **vars(schedule))
+  outputs.check_resumable(FLAGS.output_dir, run_config)  # before the minutes of building
   out = []  # the output folder, once the run has started
 
   def start(started: runner.Started) -> runner.Recording:
@@ -177,15 +187,7 @@ def main(argv):
       schedule.validate(len(started.built.client_ids))
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
-    out.append(outputs.output_dir(FLAGS.output_dir, common.run_config(
-        task_config, algorithm=name, **options,
-        runtime='remote' if FLAGS.runtime == 'remote' else training.runtime,
-        **common.set_flags(PARALLELISM_FLAGS),
-        client_optimizer=training.client_optimizer.settings(),
-        server_optimizer=training.server_optimizer.settings(),
-        **(aggregator.settings() if aggregator.name != 'mean' else {}),
-        **({'stack': list(training.stack)} if training.stack else {}),
-        **vars(schedule))))
+    out.append(outputs.output_dir(FLAGS.output_dir, run_config))
     print(f'{FLAGS.task}: {task.describe()}; {started.describe(name)}; output in {out[0]}',
           flush=True)
     return runner.Recording(

@@ -52,17 +52,17 @@ def _task(kind: str, ranking_dir, user_items_dir):
 
 
 # Each builder of the registry's table (a kind of model) with each aggregator, on a
-# task of that kind; FedMF's round with stored and with reconstructed users.
+# task of that kind; FedMF's round with stored and with reconstructed users. One
+# case per kind and aggregator: the cases spread over the test processes.
+@pytest.mark.parametrize('aggregator', ['secure', 'dp'])
 @pytest.mark.parametrize('kind', ['keras', 'weight_tables', 'mf:stored', 'mf:reconstructed'])
-def test_every_declared_aggregator_is_in_every_built_process(kind, ranking_dir,
+def test_every_declared_aggregator_is_in_every_built_process(kind, aggregator, ranking_dir,
                                                              user_items_dir):
   task = _task(kind, ranking_dir, user_items_dir)
   built = []
   for name, algorithm in registry.algorithms().items():
     builder = algorithm.builders.get(kind.split(':')[0])
-    for aggregator in ('secure', 'dp'):
-      if aggregator not in algorithm.aggregators or builder is None:
-        continue
+    if aggregator in algorithm.aggregators and builder is not None:
       training = dataclasses.replace(registry.training(
           task, name, aggregator=inner.InnerAggregator(aggregator), client_optimizer='sgd',
           server_optimizer=algorithm.server_optimizer or 'sgd'), runtime='inprocess')
@@ -75,5 +75,12 @@ def test_every_declared_aggregator_is_in_every_built_process(kind, ranking_dir,
       in_measurements, in_state = SHOWN[aggregator]
       assert in_measurements in measured, (kind, name, aggregator)
       assert in_state is None or in_state in state, (kind, name, aggregator)
-      built.append((name, aggregator))
-  assert len(built) >= {'keras': 30, 'weight_tables': 26}.get(kind, 13), built
+      built.append(name)
+  assert len(built) >= BUILT[kind, aggregator], built
+
+
+# How many algorithms declare each aggregator on each kind of model, at least (DP
+# on FedMF's round has one fewer: scolr needs a cohort mean).
+BUILT = {('keras', 'secure'): 16, ('keras', 'dp'): 14, ('weight_tables', 'secure'): 13,
+         ('weight_tables', 'dp'): 13, ('mf:stored', 'secure'): 7, ('mf:stored', 'dp'): 6,
+         ('mf:reconstructed', 'secure'): 7, ('mf:reconstructed', 'dp'): 6}
