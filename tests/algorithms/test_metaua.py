@@ -207,10 +207,10 @@ def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_que
 
 
 @pytest.mark.parametrize('name, options', [
-    ('metaua', {}), ('fednova', {}),
-    # Attributes of each client's data: its weight follows it only if the in-process
-    # runtime keeps each client's outputs with that client.
-    ('metaua', dict(attributes=('num_samples', 'positive_rate')))])
+    ('fednova', {}),
+    # Attributes of each client's data too, passed with its input (and the default,
+    # computed in training).
+    ('metaua', dict(attributes=('local_loss', 'num_samples', 'positive_rate')))])
 def test_metaua_and_fednova_run_in_process_to_the_native_numbers(ml100k_dir, tff_runtime,
                                                                  name, options):
   task = _ctr_task(ml100k_dir)
