@@ -77,33 +77,43 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
     recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
     evaluate = built.evaluate or task.evaluate
     periodic, final = task.EVAL_PARTS
-    return loop.run(
-        inprocess.for_runtime(built.process, training.runtime),
-        client_ids=built.client_ids, client_input=built.client_input, schedule=schedule,
-        evaluate=lambda w: _prefixed(periodic, evaluate(w, periodic)),
-        final_evaluate=lambda w: _prefixed(final, evaluate(w, final)),
-        checkpointing=recording.checkpointing, release_managers=recording.release_managers,
-        on_round=_checking_aggregation(training.aggregator, on_round))
+    checking = _AggregationCheck(training.aggregator, on_round)
+    try:
+      return loop.run(
+          inprocess.for_runtime(built.process, training.runtime),
+          client_ids=built.client_ids, client_input=built.client_input, schedule=schedule,
+          evaluate=lambda w: _prefixed(periodic, evaluate(w, periodic)),
+          final_evaluate=lambda w: _prefixed(final, evaluate(w, final)),
+          checkpointing=recording.checkpointing,
+          release_managers=recording.release_managers, on_round=checking)
+    except loop.Diverged as e:  # a first round that diverged is checked all the same
+      if not checking.done:
+        checking.check(e.round_num, e.metrics)
+      raise
 
 
-def _checking_aggregation(aggregator, on_round):
-  """`on_round`, after the first round has shown that the aggregation took effect
-  (its metrics hold the secure sum's bounds, the DP clip and noise of the
-  settings)."""
-  checked = []
+class _AggregationCheck:
+  """An on_round that first checks, once, that the aggregation took effect (the
+  round's metrics hold the secure sum's bounds, the DP clip and noise of the
+  settings), then calls `on_round`."""
 
-  def check_then(round_num: int, metrics: dict[str, float]) -> None:
-    if not checked:
-      missing = aggregator.missing_evidence(metrics)
-      if missing:
-        raise AggregationNotVisible(
-            f'--aggregator={aggregator.name} took no visible effect in round {round_num} '
-            f'({"; ".join(missing)})')
-      checked.append(round_num)
-    if on_round:
-      on_round(round_num, metrics)
+  def __init__(self, aggregator, on_round):
+    self._aggregator, self._on_round = aggregator, on_round
+    self.done = False
 
-  return check_then
+  def check(self, round_num: int, metrics: dict[str, float]) -> None:
+    missing = self._aggregator.missing_evidence(metrics)
+    if missing:
+      raise AggregationNotVisible(
+          f'--aggregator={self._aggregator.name} took no visible effect in round {round_num} '
+          f'({"; ".join(missing)})')
+    self.done = True
+
+  def __call__(self, round_num: int, metrics: dict[str, float]) -> None:
+    if not self.done:
+      self.check(round_num, metrics)
+    if self._on_round:
+      self._on_round(round_num, metrics)
 
 
 def _prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
