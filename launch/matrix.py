@@ -17,9 +17,6 @@ goes to --output.
 """
 
 import contextlib
-import dataclasses
-import json
-import math
 import pathlib
 import time
 
@@ -27,6 +24,7 @@ from absl import app
 from absl import flags
 
 from launch import common
+from launch import matrix_table
 from launch import outputs
 from launch import progress
 import tasks  # pylint: disable=g-bad-import-order
@@ -37,36 +35,8 @@ from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
 from tff_rec.training import loop
 
-SHARED = pathlib.Path('../shared/data')
-
-
-@dataclasses.dataclass(frozen=True)
-class Dataset:
-  task: str
-  data_dir: str
-  metric: str  # headline, after the last round
-  config: dict = dataclasses.field(default_factory=dict)
-
-
-DATASETS = {
-    'ml100k_next_item': Dataset('next_item', 'ml-100k', 'test/recall_at_10'),
-    'ml100k_ranking': Dataset('loo_ranking', 'ml-100k', 'test/hr_at_10'),
-    'ml100k_ranking_recon': Dataset('loo_ranking', 'ml-100k', 'test/hr_at_10',
-                                    dict(user_state='reconstructed')),
-    'ml100k_ctr': Dataset('ctr', 'ml-100k', 'eval/test_auc'),
-    'ml100k_ctr_dcn': Dataset('ctr', 'ml-100k', 'eval/test_auc', dict(model='dcn')),
-    'ml100k_ctr_din': Dataset('ctr', 'ml-100k', 'eval/test_auc', dict(model='din')),
-    'goodreads100': Dataset('ranking', 'goodreads-100', 'test/ndcg_at_20',
-                            dict(local_epochs=1)),
-    'beauty_ranking': Dataset('ranking', 'amazon-beauty', 'test/ndcg_at_20',
-                              dict(local_epochs=1)),
-}
-CELLS = [('mean', 'native', ''), ('mean', 'inprocess', ''), ('secure', 'inprocess', ''),
-         ('dp', 'native', ''), ('mean', 'native', 'fedsubavg')]  # aggregator, runtime, stack
-CLIENTS_PER_ROUND = 5  # small: the matrix shows what runs, not how well
-
 flags.DEFINE_integer('rounds', 2, 'Rounds per cell.', lower_bound=1)
-flags.DEFINE_list('tasks', list(DATASETS), 'Dataset tasks (rows of the table).')
+flags.DEFINE_list('tasks', list(matrix_table.DATASETS), 'Dataset tasks (rows of the table).')
 flags.DEFINE_list('algorithms', None, 'Algorithms (default: every registered one).')
 flags.DEFINE_string('records', 'results/matrix/cells', 'Where each cell is recorded.')
 flags.DEFINE_string('output', 'results/matrix.md', 'The table.')
@@ -75,22 +45,19 @@ flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: rebuild the table from 
 FLAGS = flags.FLAGS
 
 
-def _cell_name(dataset: str, algorithm: str, aggregator: str, runtime: str, stack: str) -> str:
-  return f'{dataset}/{algorithm}-{aggregator}-{runtime}' + (f'-{stack}' if stack else '')
-
-
-def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: str,
-             stack: str) -> dict:
+def run_cell(task, dataset: matrix_table.Dataset, algorithm: str, aggregator: str,
+             runtime: str, stack: str) -> dict:
   """{'status': 'OK', metric, seconds, evidence} or {'status': 'N/A' or 'FAIL', 'reason'}."""
   training = registry.training(task, algorithm, aggregator=inner.InnerAggregator(aggregator),
                                runtime=runtime,
                                stack=(stack,) if stack else (),
-                               clients_per_round=CLIENTS_PER_ROUND)
+                               clients_per_round=matrix_table.CLIENTS_PER_ROUND)
   started = time.perf_counter()
   try:
     _, metrics = runner.run(  # inside main's NativeRuntime, for every cell
         task, algorithm, training, loop.Schedule(
-            rounds=FLAGS.rounds, clients_per_round=CLIENTS_PER_ROUND, eval_every=0, seed=0),
+            rounds=FLAGS.rounds, clients_per_round=matrix_table.CLIENTS_PER_ROUND,
+            eval_every=0, seed=0),
         context=contextlib.nullcontext())
   except (registry.NotApplicable, inprocess.NotMapReduceCompatibleError) as e:
     return {'status': 'N/A', 'reason': str(e).split('\n')[0][:300]}
@@ -123,89 +90,35 @@ def _last_line(error: Exception) -> str:
   return (lines[-1] if lines else '')[:300]
 
 
-def _shows_effect(record: dict, aggregator: str) -> bool:
-  """Whether an OK record of a secure or DP cell holds what showed the aggregation
-  took effect (records from before the matrix checked it do not: rerun them)."""
-  return aggregator == 'mean' or bool(record.get('evidence'))
-
-
-def _diverged(record: dict) -> bool:
-  return not all(math.isfinite(record[k]) for k in ('value', 'train_loss')
-                 if record.get(k) is not None)
-
-
-def _table(records: dict[str, dict], algorithms: list[str]) -> str:
-  lines = [
-      '# Every algorithm on every task',
-      '',
-      f'Built by `python -m launch.matrix --rounds={FLAGS.rounds}` from the records in '
-      f'`{FLAGS.records}` ({CLIENTS_PER_ROUND} clients a round, the task\'s and the '
-      "algorithm's default settings). A cell is OK with the headline test metric after "
-      'the last round (a smoke test: too few rounds to compare methods), N/A with the '
-      "registry's reason, or FAIL with the error of a cell that should run and did not. "
-      'OK diverged: it ran, and stopped where its training loss or model became inf or NaN '
-      "(seen with the DP defaults' noise on 5 clients, and with FedSubAvg's correction on "
-      "DCN's tables). "
-      "A secure or DP cell is OK only if its rounds' metrics show the aggregation's "
-      "effect (the secure sum's bounds, the DP clip and noise equal to the settings; kept "
-      'in its record). Columns: aggregator / runtime, '
-      'and mean / native with FedSubAvg stacked (--stack=fedsubavg).',
-      '']
-  for dataset in FLAGS.tasks:
-    spec = DATASETS[dataset]
-    settings = ''.join(f' --{k}={v}' for k, v in spec.config.items())
-    lines += [f'## {dataset} (`--task={spec.task} --data_dir=../shared/data/'
-              f'{spec.data_dir}{settings}`, {spec.metric})', '',
-              '| algorithm | ' + ' | '.join(f'{a} / {r}' + (f' + {k}' if k else '')
-                                            for a, r, k in CELLS) + ' |',
-              '|---|' + '---|' * len(CELLS)]
-    reasons = {}
-    for algorithm in algorithms:
-      cells = []
-      for aggregator, runtime, stack in CELLS:
-        record = records.get(_cell_name(dataset, algorithm, aggregator, runtime, stack))
-        if record is None or (record['status'] == 'OK'
-                              and not _shows_effect(record, aggregator)):
-          cells.append('not run')
-        elif record['status'] == 'OK' and 'diverged_at_round' in record:
-          cells.append(f"OK diverged at round {record['diverged_at_round']}")
-        elif record['status'] == 'OK' and _diverged(record):  # records from before the stop
-          cells.append(f"OK diverged (train loss {record['train_loss']:.3g})")
-        elif record['status'] == 'OK':
-          cells.append(f"OK {record['value']:.3f}")
-        else:
-          key = reasons.setdefault(record['reason'], len(reasons) + 1)
-          cells.append(f"{record['status']} [{key}]")
-      lines.append(f'| {algorithm} | ' + ' | '.join(cells) + ' |')
-    lines += [''] + [f'[{k}] {reason}' for reason, k in reasons.items()] + ['']
-  return '\n'.join(lines)
+def _to_run(records: dict[str, dict], dataset: str, algorithm: str, cell) -> bool:
+  """A cell not recorded, or recorded OK without what showed its aggregation."""
+  record = records.get(matrix_table.cell_name(dataset, algorithm, *cell))
+  return record is None or (record['status'] == 'OK'
+                            and not matrix_table.shows_effect(record, cell[0]))
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  common.check_choices('tasks', FLAGS.tasks, DATASETS)
+  common.check_choices('tasks', FLAGS.tasks, matrix_table.DATASETS)
   algorithms = FLAGS.algorithms or list(registry.algorithms())
   common.check_choices('algorithms', algorithms, registry.algorithms())
   root = pathlib.Path(FLAGS.records)
-  records = {str(p.relative_to(root).with_suffix('')): json.loads(p.read_text())
-             for p in root.glob('*/*.json')}
+  records = matrix_table.read_records(root)
   if FLAGS.only == 'all':
-    todo = [(d, a, *cell) for d in FLAGS.tasks for a in algorithms for cell in CELLS
-            if _cell_name(d, a, *cell) not in records
-            or (records[_cell_name(d, a, *cell)]['status'] == 'OK'
-                and not _shows_effect(records[_cell_name(d, a, *cell)], cell[0]))]
+    todo = [(d, a, *cell) for d in FLAGS.tasks for a in algorithms
+            for cell in matrix_table.CELLS if _to_run(records, d, a, cell)]
     show_progress = progress.Progress(len(todo), 'cell', {})
     runtime = native.NativeRuntime() if todo else contextlib.nullcontext()
     with runtime:
       loaded = {}
       for done, (dataset, algorithm, aggregator, runtime_name, stack) in enumerate(todo, 1):
-        spec = DATASETS[dataset]
+        spec = matrix_table.DATASETS[dataset]
         if dataset not in loaded:
           module = tasks.module(spec.task)
           loaded = {dataset: module.Task(module.make_config(
-              data_dir=str(SHARED / spec.data_dir), **spec.config))}
-        name = _cell_name(dataset, algorithm, aggregator, runtime_name, stack)
+              data_dir=str(matrix_table.SHARED / spec.data_dir), **spec.config))}
+        name = matrix_table.cell_name(dataset, algorithm, aggregator, runtime_name, stack)
         print(f'== {name}', flush=True)
         records[name] = run_cell(loaded[dataset], spec, algorithm, aggregator, runtime_name,
                                  stack)
@@ -214,7 +127,8 @@ def main(argv):
         (root / dataset).mkdir(parents=True, exist_ok=True)
         outputs.write_json(root / f'{name}.json', records[name])
         show_progress(done, {})
-  outputs.write_text(pathlib.Path(FLAGS.output), _table(records, algorithms))
+  outputs.write_text(pathlib.Path(FLAGS.output), matrix_table.table(
+      records, algorithms, FLAGS.tasks, rounds=FLAGS.rounds, records_dir=FLAGS.records))
   print(f'done: {FLAGS.output}', flush=True)
 
 

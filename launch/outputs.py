@@ -23,32 +23,54 @@ def copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
 
 def check_resumable(path: str, run_config: dict) -> None:
   """A UsageError when --output_dir holds a run with another config: a run
-  resumes only under the flags it started with; anything else would mix two
-  experiments in one metrics file. Checked before anything is built."""
-  saved = pathlib.Path(path) / 'config.json'
-  if not saved.exists():
+  resumes only under the flags it started with (anything else would mix two
+  experiments in one metrics file), except --rounds, which may grow to extend
+  a finished or interrupted run. Checked before anything is built."""
+  previous = _saved_config(pathlib.Path(path))
+  if previous is None or _extends(previous, run_config):
     return
+  changed = sorted(k for k in set(previous) | set(run_config)
+                   if previous.get(k) != run_config.get(k))
+  if changed:
+    grows = (f'; --rounds may only grow (this run recorded {previous["rounds"]})'
+             if 'rounds' in changed and len(changed) == 1 else '')
+    raise app.UsageError(
+        f'--output_dir={path} holds a run with other settings '
+        f'({", ".join(changed)}){grows}; resume it with the same flags or choose a '
+        'new --output_dir.')
+
+
+def _saved_config(root: pathlib.Path) -> dict | None:
+  saved = root / 'config.json'
+  if not saved.exists():
+    return None
   previous = json.loads(saved.read_text())
   if 'task' in previous:  # runs made before the tasks took their family names
     previous['task'] = tasks.canonical(previous['task'])
-  if previous != run_config:
-    changed = sorted(k for k in set(previous) | set(run_config)
-                     if previous.get(k) != run_config.get(k))
-    raise app.UsageError(
-        f'--output_dir={path} holds a run with other settings '
-        f'({", ".join(changed)}); resume it with the same flags or choose a '
-        'new --output_dir.')
+  return previous
+
+
+def _extends(previous: dict, run_config: dict) -> bool:
+  """Whether run_config is the saved run's with more rounds."""
+  rounds = previous.get('rounds')
+  return (rounds is not None and run_config.get('rounds', rounds) > rounds
+          and {**previous, 'rounds': run_config['rounds']} == run_config)
 
 
 def output_dir(path: str, run_config: dict) -> pathlib.Path:
   """Creates --output_dir with its config.json, or checks that the run there had
-  the same config (check_resumable); records this start in machines.json."""
+  the same config (check_resumable); records this start in machines.json. A run
+  extended by more --rounds records them, its earlier summary kept beside as
+  summary_at_round_<N>.json."""
   check_resumable(path, run_config)
   root = pathlib.Path(path)
   root.mkdir(parents=True, exist_ok=True)
-  saved = root / 'config.json'
-  if not saved.exists():
-    write_json(saved, run_config)
+  previous = _saved_config(root)
+  if previous is None or _extends(previous, run_config):
+    write_json(root / 'config.json', run_config)
+  summary = root / 'summary.json'
+  if previous is not None and _extends(previous, run_config) and summary.exists():
+    os.replace(summary, root / f'summary_at_round_{previous["rounds"]}.json')
   starts = root / 'machines.json'
   write_json(starts, [*(json.loads(starts.read_text()) if starts.exists() else []),
                       {'started': datetime.datetime.now(datetime.timezone.utc).isoformat(

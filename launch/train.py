@@ -39,7 +39,8 @@ from tff_rec.training import optimizers
 flags.DEFINE_enum('algorithm', None, sorted(registry.algorithms()),
                   "Learning algorithm (default: the task's; fedavg, or fedmf for "
                   'loo_ranking). `python -m launch.matrix` shows which run where.')
-flags.DEFINE_integer('rounds', 100, 'Training rounds.', lower_bound=1)
+flags.DEFINE_integer('rounds', 100, 'Training rounds. A run resumed with more extends it (the one '
+                     'setting a resume may change).', lower_bound=1)
 flags.DEFINE_integer('clients_per_round', None, "Clients sampled per round (default: "
                      "the task's; next_item 50, ranking 10).",
                      lower_bound=1)
@@ -191,7 +192,7 @@ def main(argv):
     print(f'{FLAGS.task}: {task.describe()}; {started.describe(name)}; output in {out[0]}',
           flush=True)
     return runner.Recording(
-        loop.Checkpointing(checkpoints.NumpyProgramStateManager(
+        _SayingWhatItSkips(checkpoints.NumpyProgramStateManager(
             out[0] / 'checkpoints', keep_total=2)),
         [tff.program.CSVFileReleaseManager(str(out[0] / 'metrics.csv'),
                                            key_fieldname='round'),
@@ -209,6 +210,8 @@ def main(argv):
     raise app.UsageError(str(e)) from None
   except runner.AggregationNotVisible as e:
     raise SystemExit(f'error: {e}: stopped') from None
+  except checkpoints.NoReadableCheckpointError as e:
+    raise SystemExit(f'error: {e}, or start afresh in a new --output_dir') from None
   except loop.Diverged as e:
     _stop_diverged(e, out[0])
   except _Stopped:
@@ -223,6 +226,17 @@ def main(argv):
       metrics.update(progress.first_reached(out[0] / 'metrics.csv', 'round', target))
     outputs.write_json(out[0] / 'summary.json', metrics)
   print(f'done: {out[0] / "summary.json"}', flush=True)
+
+
+class _SayingWhatItSkips(loop.Checkpointing):
+  """Checkpointing that says which unreadable checkpoints it passed over."""
+
+  def load(self, initial_state):
+    loaded = super().load(initial_state)
+    for path, why in self.manager.skipped:
+      print(f'checkpoint {path} is unreadable ({why}): set aside as {path.name}.unreadable; '
+            'resuming from the newest readable one', flush=True)
+    return loaded
 
 
 class _Stopped(Exception):

@@ -53,3 +53,38 @@ def test_mismatched_state_is_a_clear_error(tmp_path):
     _run(manager.load(1, other))
   with pytest.raises(checkpoints.CheckpointMismatchError, match='holds 4 arrays; the state has 1'):
     _run(manager.load(1, [np.zeros(1)]))
+
+
+def test_an_unreadable_latest_version_is_set_aside_for_the_newest_readable(tmp_path):
+  manager = checkpoints.NumpyProgramStateManager(tmp_path, keep_total=3)
+  for version in (2, 4, 6):
+    _run(manager.save(collections.OrderedDict(STATE, step=np.int64(version)), version))
+  cut = tmp_path / 'state_6.npz'
+  cut.write_bytes(cut.read_bytes()[:100])  # a copy cut short
+  flipped = bytearray((tmp_path / 'state_4.npz').read_bytes())
+  flipped[-200] ^= 0xFF  # one byte of the arrays: numpy alone would load it
+  (tmp_path / 'state_4.npz').write_bytes(bytes(flipped))
+  state, version = _run(manager.load_latest(STATE))
+  assert (version, int(state['step'])) == (2, 2)
+  assert [(p.name, why.split(':')[0]) for p, why in manager.skipped] == [
+      ('state_6.npz', 'BadZipFile'), ('state_4.npz', 'BadZipFile')]
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+      'state_2.npz', 'state_4.npz.unreadable', 'state_6.npz.unreadable']
+  _run(manager.save(STATE, 4))  # the run saves that version afresh
+
+
+def test_no_readable_version_names_the_folder(tmp_path):
+  manager = checkpoints.NumpyProgramStateManager(tmp_path)
+  _run(manager.save(STATE, 1))
+  (tmp_path / 'state_1.npz').write_bytes(b'')
+  with pytest.raises(checkpoints.NoReadableCheckpointError,
+                     match=f'no readable checkpoint in {tmp_path}: state_1.npz'):
+    _run(manager.load_latest(STATE))
+
+
+def test_another_runs_state_is_not_passed_over(tmp_path):
+  manager = checkpoints.NumpyProgramStateManager(tmp_path)
+  _run(manager.save(STATE, 1))
+  _run(manager.save([np.zeros(1)], 2))
+  with pytest.raises(checkpoints.CheckpointMismatchError):
+    _run(manager.load_latest(STATE))

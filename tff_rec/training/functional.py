@@ -62,7 +62,10 @@ def _loss_and_gradients(objective: Objective, weights, batch):
   return loss, tape.gradient(loss, weights)
 
 
-@tf.function(reduce_retracing=True)  # autograph: a loop over batches
+# Without autograph: it would convert every function the step calls (the
+# model's, the optimizer's, TFF's), which made tracing a client's loop take
+# seconds; the loops are written as the tf.while_loops autograph would make.
+@tf.function(reduce_retracing=True, autograph=False)
 def _loop(objective, optimizer, weights, batches, state, hook):
   def step(weights, state, loss_sum, count, batch):
     loss, grads = _loss_and_gradients(objective, weights, batch)
@@ -74,17 +77,24 @@ def _loop(objective, optimizer, weights, batches, state, hook):
     size = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
     return weights, state, loss_sum + loss * tf.cast(size, tf.float32), count + size
 
-  loss_sum = tf.constant(0.0)
-  count = tf.constant(0, tf.int64)
-  steps = tf.constant(0, tf.int64)
+  start = (weights, state, tf.constant(0.0), tf.constant(0, tf.int64))
   if isinstance(batches, sliced.Batches):
-    for s in tf.range(batches.steps()):
-      weights, state, loss_sum, count = step(weights, state, loss_sum, count, batches.batch(s))
-      steps += 1
-  else:
-    # iter(): autograph turns a loop over the dataset itself into a slow
-    # ReduceDataset op (see baselines.CLIENT_LOOP).
-    for batch in iter(batches):
-      weights, state, loss_sum, count = step(weights, state, loss_sum, count, batch)
-      steps += 1
-  return weights, state, loss_sum, count, steps
+    total = batches.steps()
+
+    def sliced_step(weights, state, loss_sum, count, s):
+      return (*step(weights, state, loss_sum, count, batches.batch(s)), s + 1)
+
+    *done, _ = tf.while_loop(lambda *values: values[-1] < total, sliced_step,
+                             (*start, tf.zeros_like(total)))
+    return (*done, tf.cast(total, tf.int64))
+  # The dataset's iterator, as autograph loops over iter(dataset) (a loop over the
+  # dataset itself becomes a slow ReduceDataset op; see baselines.CLIENT_LOOP).
+  iterator = iter(batches)
+  first = iterator.get_next_as_optional()
+
+  def dataset_step(optional, weights, state, loss_sum, count, steps):
+    done = step(weights, state, loss_sum, count, optional.get_value())
+    return (iterator.get_next_as_optional(), *done, steps + 1)
+
+  return tf.while_loop(lambda optional, *_: optional.has_value(), dataset_step,
+                       (first, *start, tf.constant(0, tf.int64)))[1:]
