@@ -16,6 +16,7 @@ same flags), config.json and, at the end, summary.json (final metrics).
 Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
+import dataclasses
 import sys
 
 from absl import app
@@ -34,28 +35,12 @@ from tff_rec.runtime import native
 from tff_rec.runtime import remote
 from tff_rec.training import checkpoints
 from tff_rec.training import loop
-from tff_rec.training import optimizers
 
 flags.DEFINE_enum('algorithm', None, sorted(registry.algorithms()),
                   "Learning algorithm (default: the task's; fedavg, or fedmf for "
                   'loo_ranking). `python -m launch.matrix` shows which run where.')
 flags.DEFINE_integer('rounds', 100, 'Training rounds. A run resumed with more extends it (the one '
                      'setting a resume may change).', lower_bound=1)
-flags.DEFINE_integer('clients_per_round', None, "Clients sampled per round (default: "
-                     "the task's; next_item 50, ranking 10).",
-                     lower_bound=1)
-flags.DEFINE_enum('client_optimizer', None, optimizers.OPTIMIZERS, "Client optimizer "
-                  "(default: the task's; sgd for movielens, fresh adam for goodreads).")
-flags.DEFINE_float('client_learning_rate', None, "Client learning rate (default: the "
-                   "task's; 0.1 / 1e-3).", lower_bound=0)
-flags.DEFINE_enum('server_optimizer', None, optimizers.OPTIMIZERS, "Server optimizer "
-                  "(default: the algorithm's or the task's; adam / sgd).")
-flags.DEFINE_float('server_learning_rate', None, "Server learning rate (default: the "
-                   "algorithm's or the task's; 0.01 / 1.0, which replaces the model by the "
-                   'mean).', lower_bound=0)
-flags.DEFINE_float('server_adaptivity', None, "adagrad / adam server: Reddi et al.'s tau, "
-                   'the epsilon and (adagrad) sqrt of the starting accumulator (default: '
-                   "TFF's; metaua 1e-3).", lower_bound=0)
 flags.DEFINE_integer('eval_every', 10, 'Evaluate every N rounds (0: only after the last).',
                      lower_bound=0)
 flags.DEFINE_integer('checkpoint_every', 10, 'Save state every N rounds.', lower_bound=1)
@@ -92,6 +77,28 @@ flags.DEFINE_list('stack', None, "Other methods' aggregation stacked on the algo
                   'on the FedAvg family, FAIR and CoLR).')
 OPTION_FIELDS = registry.option_fields()
 common.define_option_flags(OPTION_FIELDS)
+SETTING_FIELDS = {f.name: f for f in dataclasses.fields(registry.Settings)}
+
+
+def _with_defaults(field) -> str:
+  """A training setting's help with its defaults: the algorithms' that set their
+  own, else the task's."""
+  algorithms = [f'{name} {common.flag_value(value)}'
+                for name, algorithm in sorted(registry.algorithms().items())
+                if (value := {**algorithm.defaults, **(
+                    {'server_optimizer': algorithm.server_optimizer}
+                    if algorithm.server_optimizer else {})}.get(field.name)) is not None]
+  task_defaults = [f'{name} {common.flag_value(module.Task.TRAIN_DEFAULTS[field.name])}'
+                   for name, module in sorted(tasks.TASKS.items())
+                   if field.name in module.Task.TRAIN_DEFAULTS]
+  shown = '; '.join(x for x in ('algorithms: ' + ', '.join(algorithms) if algorithms else '',
+                                'tasks: ' + ', '.join(task_defaults) if task_defaults else '')
+                    if x)
+  return f"{field.metadata['help']} (default: {shown})" if shown else field.metadata['help']
+
+
+common.define_option_flags(SETTING_FIELDS, helps={
+    name: _with_defaults(field) for name, field in SETTING_FIELDS.items()})
 
 FLAGS = flags.FLAGS
 AGGREGATOR_FLAGS = {'secure_bound': 'secure', 'dp_noise_multiplier': 'dp', 'dp_clip': 'dp'}
@@ -154,7 +161,7 @@ def main(argv):
         task_class, name, aggregator=aggregator, stack=tuple(FLAGS.stack or ()),
         # remote workers run what TFF's native worker runs
         runtime='native' if FLAGS.runtime == 'remote' else FLAGS.runtime,
-        **common.set_flags([*task_class.TRAIN_DEFAULTS, 'server_adaptivity']))
+        **common.option_values(SETTING_FIELDS))
     registry.check_composition(name, training)
     schedule = loop.Schedule(
         rounds=FLAGS.rounds, clients_per_round=training.clients_per_round,

@@ -30,7 +30,8 @@ from tests.launch.trainer import RANKING
     ('--rounds=0', 'flag --rounds=0: 0 is not a positive integer'),
     ('--rounds=4 --checkpoint_every=2 --stop_after_round=3',
      '--stop_after_round=3 must be a multiple of --checkpoint_every=2 below --rounds=4'),
-    ('--clients_per_round=0', 'flag --clients_per_round=0'),
+    ('--clients_per_round=0', 'clients_per_round must be >= 1, got 0'),
+    ('--client_learning_rate=-1', 'client_learning_rate must be >= 0, got -1.0'),
     ('--clients_per_round=25', '--clients_per_round=25 is larger than the 24 training '
      'clients; use at most 24'),
     ('--threads=2', '--threads applies to --runtime=inprocess'),

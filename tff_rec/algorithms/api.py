@@ -1,5 +1,6 @@
 """The builders' vocabulary, shared by every algorithm module and the registry
-(which re-exports it): what a builder takes (Training), what it returns
+(which re-exports it): what a user sets (Settings), what a builder takes
+(Training, those settings resolved), what it returns
 (Built), how it refuses a task (NotApplicable), and the kinds of model a task
 offers.
 """
@@ -18,6 +19,42 @@ STACKABLE = ('fedsubavg',)  # methods whose aggregation stacks on another's
 
 class NotApplicable(ValueError):
   """The algorithm does not apply to this task or these settings; the message says why."""
+
+
+def _described(default, description: str, **metadata) -> dataclasses.Field:
+  return dataclasses.field(default=default, metadata={'help': description, **metadata})
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """The training settings a user may give any algorithm, as given: None takes
+  the algorithm's default, else the task's (registry.training resolves them into
+  a Training). The trainer's flags are these fields."""
+  clients_per_round: int | None = _described(None, 'Clients sampled per round.')
+  client_optimizer: str | None = _described(None, 'Client optimizer.',
+                                            choices=optimizers.OPTIMIZERS)
+  client_learning_rate: float | None = _described(None, 'Client learning rate.')
+  server_optimizer: str | None = _described(
+      None, 'Server optimizer (sgd at rate 1 replaces the model by the aggregate).',
+      choices=optimizers.OPTIMIZERS)
+  server_learning_rate: float | None = _described(None, 'Server learning rate.')
+  server_adaptivity: float | None = _described(
+      None, "adagrad / adam server: Reddi et al.'s tau, the epsilon and (adagrad) sqrt of the "
+      "starting accumulator; TFF's unless set.")
+
+  def __post_init__(self):
+    if self.clients_per_round is not None and self.clients_per_round < 1:
+      raise ValueError(f'clients_per_round must be >= 1, got {self.clients_per_round}')
+    for name in ('client_learning_rate', 'server_learning_rate', 'server_adaptivity'):
+      if (getattr(self, name) or 0) < 0:
+        raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}')
+    for name in ('client_optimizer', 'server_optimizer'):
+      if getattr(self, name) not in (None, *optimizers.OPTIMIZERS):
+        raise ValueError(f'unknown {name} {getattr(self, name)!r}; choose one of '
+                         f'{", ".join(optimizers.OPTIMIZERS)}')
+
+  def given(self) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,7 @@ from tff_rec.training import optimizers
 Built = api.Built
 NotApplicable = api.NotApplicable
 Training = api.Training
+Settings = api.Settings
 require = api.require
 STACKABLE = api.STACKABLE
 
@@ -211,16 +212,16 @@ def implementations() -> dict[str, dict[str, str]]:
 
 
 def training(task, name: str, *, aggregator: inner.InnerAggregator = inner.InnerAggregator(),
-             runtime: str = 'native', stack: tuple[str, ...] = (), **overrides) -> Training:
+             runtime: str = 'native', stack: tuple[str, ...] = (), **settings) -> Training:
   """The settings of algorithm `name` on `task`: the task's TRAIN_DEFAULTS, then the
-  algorithm's defaults, then `overrides` (clients_per_round, client_optimizer,
-  client_learning_rate, server_optimizer, server_learning_rate, server_adaptivity)."""
+  algorithm's defaults, then `settings` (fields of Settings; None takes the default)."""
+  given = Settings(**settings).given()
   algorithm = get(name)
   pinned = {'server_optimizer': algorithm.server_optimizer} if algorithm.server_optimizer else {}
-  setting = {**task.TRAIN_DEFAULTS, **pinned, **algorithm.defaults, **overrides}
+  setting = {**task.TRAIN_DEFAULTS, **pinned, **algorithm.defaults, **given}
   adaptivity = setting.get('server_adaptivity')
-  if 'server_adaptivity' not in overrides and setting['server_optimizer'] == 'sgd':
-    adaptivity = None  # a default tau of an adaptive server the overrides replaced by SGD
+  if 'server_adaptivity' not in given and setting['server_optimizer'] == 'sgd':
+    adaptivity = None  # a default tau of an adaptive server the settings replaced by SGD
   return Training(
       client_optimizer=optimizers.OptimizerConfig(setting['client_optimizer'],
                                                    setting['client_learning_rate']),
