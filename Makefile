@@ -9,7 +9,7 @@ RUN_DIR ?= runs/default
 GPU ?= 0  # 1: also TensorFlow 2.14's CUDA 11.8 libraries (requirements-gpu.txt)
 PYTEST_ARGS ?= -n auto --dist=worksteal  # one test process per core (pytest-xdist); idle ones take queued tests
 
-.PHONY: setup ops run test clean bazel-setup bazel-test
+.PHONY: setup ops run test clean bazel-setup bazel-test gpu-check
 
 GPU_STAMP := $(if $(filter 1,$(GPU)),$(VENV)/.installed-gpu)
 
@@ -20,9 +20,11 @@ $(VENV)/.installed-gpu: requirements-gpu.txt $(VENV)/.installed
 	touch $@
 
 # The hashed embedding op library (incremental: rebuilt when its sources change);
-# its CUDA build too where nvcc is on PATH.
+# its CUDA build too where TensorFlow's CUDA (11.8) is found. GPU=1 installs that
+# toolkit first where apt can (.ci/cuda_toolkit; elsewhere it says what to install).
 ops: $(VENV)/.installed $(GPU_STAMP)
-	TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m tff_rec.ops.build
+	$(if $(filter 1,$(GPU)),-.ci/cuda_toolkit)
+	TF_CPP_MIN_LOG_LEVEL=3 $(BIN)/python -m tff_rec.ops.build
 
 $(VENV)/.installed: requirements.txt setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; tff_rec needs Python 3.11 (TensorFlow Federated 0.87 supports < 3.12). Set PYTHON=/path/to/python3.11." >&2; exit 1; }
@@ -51,3 +53,17 @@ bazel-test: setup bazel-setup
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache tff_rec/ops/*.so
+
+# The op's CUDA kernels on a GPU, with nothing but nvcc (no TensorFlow, no
+# Python): the harness checks them against the CPU reference, then cuda_floor
+# times them against the floor of their access pattern (exit 1 past 1.1x).
+NVCC ?= nvcc
+NVCC_ARCH ?= -arch=native
+GPU_CHECK_DIR ?= /tmp/tff_rec_gpu_check
+gpu-check:
+	mkdir -p $(GPU_CHECK_DIR)
+	cd tff_rec/ops/cc && for program in cuda_harness cuda_floor; do \
+	  $(NVCC) -O3 $(NVCC_ARCH) -o $(GPU_CHECK_DIR)/$$program $$program.cu \
+	    -x cu hashed_embedding_kernels.cu.cc || exit 1; done
+	$(GPU_CHECK_DIR)/cuda_harness
+	$(GPU_CHECK_DIR)/cuda_floor

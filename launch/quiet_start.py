@@ -2,10 +2,13 @@
 
 TF 2.14's CUDA build registers its cuDNN, cuFFT and cuBLAS factories twice at
 import and logs an error for each (tensorflow/tensorflow#62075): three "E" lines
-at every start, GPU or not, that would teach users to ignore error lines.
+at every start, GPU or not, that would teach users to ignore error lines. Where
+CUDA's driver library is installed but no GPU is, TF's start of CUDA logs a
+fourth ("failed call to cuInit: CUDA_ERROR_NO_DEVICE"); the import lists the
+devices so that it happens, and is filtered, there.
 `install()` (the launch package does it) turns TF's INFO and WARNING logs off
 and, when TensorFlow is first imported, by whichever module, captures stderr
-for that import alone and passes on every line but those three. Launchers that
+for that import alone and passes on every line but those. Launchers that
 never import TensorFlow (launch.worker) do not load it.
 """
 
@@ -16,9 +19,12 @@ import re
 import sys
 import tempfile
 
-_DUPLICATE_REGISTRATION = re.compile(
+_NOT_ERRORS = re.compile(
     r'Unable to register cu(DNN|FFT|BLAS) factory: Attempting to register factory for '
-    r'plugin cu\w+ when one has already been registered')
+    r'plugin cu\w+ when one has already been registered'
+    # CUDA's driver library installed (e.g. with the toolkit the op's CUDA build
+    # needs) on a machine without a GPU: TF runs on CPU, as it should.
+    r'|failed call to cuInit: CUDA_ERROR_NO_DEVICE')
 
 
 class _Loader(importlib.abc.Loader):
@@ -37,12 +43,13 @@ class _Loader(importlib.abc.Loader):
       os.dup2(captured.fileno(), 2)
       try:
         self._loader.exec_module(module)
+        module.config.list_physical_devices()  # CUDA's start, whose log is filtered too
       finally:
         os.dup2(saved, 2)
         os.close(saved)
         captured.seek(0)
         for line in captured.read().decode(errors='replace').splitlines(keepends=True):
-          if not _DUPLICATE_REGISTRATION.search(line):
+          if not _NOT_ERRORS.search(line):
             sys.stderr.write(line)
         sys.stderr.flush()
 

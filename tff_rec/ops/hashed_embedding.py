@@ -12,6 +12,7 @@ import pathlib
 
 import tensorflow as tf
 
+from tff_rec.ops import cuda
 from tff_rec.ops import hashing
 
 MODES = ('element', 'chunk')
@@ -25,11 +26,22 @@ _log = logging.getLogger(__name__)
 @functools.cache
 def load_library():
   """The loaded op module, or None (logged once) if no library loads."""
+  return load_first(tuple(pathlib.Path(__file__).with_name(name) for name in LIBRARIES))
+
+
+def load_first(paths: tuple[pathlib.Path, ...]):
+  """The op module of the first of `paths` that may load (cuda.refusal) and
+  does, or None, logged."""
   errors = []
-  for name in LIBRARIES:
-    path = pathlib.Path(__file__).with_name(name)
+  for path in paths:
+    name = path.name
     if not path.exists():
       errors.append(f'{name}: not built')
+      continue
+    refused = cuda.refusal(path)
+    if refused:
+      _log.warning('not loading %s', refused)
+      errors.append(refused)
       continue
     try:
       module = tf.load_op_library(str(path))
