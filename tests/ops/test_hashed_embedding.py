@@ -50,6 +50,30 @@ def test_op_gradient_equals_composite_gradient(case):
   assert float(tf.reduce_sum(tf.abs(grads[0]))) > 100
 
 
+@pytest.mark.parametrize('case', CASES)
+def test_op_gradient_is_sparse_the_slots_read_with_their_signed_gradients(case):
+  """IndexedSlices of n x dim entries, not an m-float tensor: equal to the dense
+  reference after densifying (np.add.at over the reference slots)."""
+  m, dim, chunk = 100_003, 8, case['chunk_size'] or 0
+  memory = _memory(m)
+  ids = tf.constant([3, 70_000, 3, 12], tf.int64)  # a repeated id: repeated slots
+  weights = tf.constant(np.random.default_rng(2).normal(size=(4, dim)).astype(np.float32))
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(weights * he.hashed_embedding_lookup(
+        memory, ids, dim=dim, seed=7, impl='op', **case))
+  grad = tape.gradient(loss, memory)
+  assert isinstance(grad, tf.IndexedSlices)
+  assert grad.indices.shape == (4 * dim,) and int(grad.dense_shape[0]) == m
+  reference = np.zeros(m, np.float32)
+  for i, row in enumerate(ids.numpy()):
+    for col in range(dim):
+      slot, sign = hashing.locate_reference(int(row), col, dim=dim, chunk=chunk, m=m, seed=7)
+      assert (grad.indices[i * dim + col], grad.values[i * dim + col]) == (
+          slot, sign * weights[i, col])
+      np.add.at(reference, slot, sign * weights.numpy()[i, col])
+  np.testing.assert_array_equal(tf.convert_to_tensor(grad), reference)
+
+
 def test_op_gradient_inside_tf_function_and_with_edge_ids():
   memory = _memory(10)
   ids = tf.constant([0, 2**62 // 4, 2**63 // 4 - 1], tf.int64)  # keys up to ~2^63

@@ -1,9 +1,9 @@
 """The hashed embedding lookup: custom op (C++/CUDA) or pure-TF composite.
 
-Both give identical forward values; gradients agree to float rounding (the
-op sums colliding entries sequentially on CPU, in arbitrary order on GPU;
-the composite through unsorted_segment_sum). Graphs that run on TFF's native
-runtime must use the composite: its worker cannot load op libraries.
+Both give identical forward values and sparse gradients (IndexedSlices of the
+memory, a slot per element read; the op's values are each element's signed
+gradient, unsummed). Graphs that run on TFF's native runtime must use the
+composite: its worker cannot load op libraries.
 """
 
 import functools
@@ -64,11 +64,13 @@ def load_first(paths: tuple[pathlib.Path, ...]):
 
 def _lookup_gradient(module):
   def gradient(op, grad):
+    """IndexedSlices of the memory: each element's slot and signed gradient, so
+    an optimizer that takes them touches only the slots the step read."""
     memory_size = tf.size(op.inputs[0], out_type=tf.int64)
-    memory_grad = module.hashed_embedding_lookup_grad(
+    slots, values = module.hashed_embedding_lookup_grad(
         grad, op.inputs[1], memory_size, dim=op.get_attr('dim'),
         seed=op.get_attr('seed'), chunk=op.get_attr('chunk'))
-    return [memory_grad, None]
+    return [tf.IndexedSlices(values, slots, tf.reshape(memory_size, [1])), None]
   return gradient
 
 

@@ -1,6 +1,7 @@
 // CUDA kernels of the hashed embedding lookup and its gradient, written
 // against raw pointers so that cuda_harness.cu can test them without
-// TensorFlow. One thread per output element (id, col).
+// TensorFlow. One thread per output element (id, col); the gradient writes
+// each element's slot and signed value (no atomics, nothing m-sized).
 #include <cuda_runtime.h>
 
 #include "hashed_embedding.h"
@@ -30,13 +31,14 @@ __global__ void LookupKernel(const float* memory, uint64_t m, const Tid* ids,
 template <typename Tid>
 __global__ void LookupGradKernel(const float* grad, const Tid* ids, int64_t elements,
                                  int64_t dim, int64_t chunk, uint64_t m, HashParams p,
-                                 float* memory_grad) {
+                                 int64_t* slots, float* values) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        e < elements; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     uint64_t slot;
     float sign;
     Locate(p, static_cast<uint64_t>(ids[e / dim]), e % dim, dim, chunk, m, &slot, &sign);
-    atomicAdd(memory_grad + slot, sign * grad[e]);
+    slots[e] = static_cast<int64_t>(slot);
+    values[e] = sign * grad[e];
   }
 }
 
@@ -55,14 +57,12 @@ int LaunchLookupGpu(const float* memory, uint64_t m, const Tid* ids, int64_t n,
 
 template <typename Tid>
 int LaunchLookupGradGpu(const float* grad, const Tid* ids, int64_t n, int64_t dim,
-                        int64_t chunk, uint64_t m, const HashParams& p,
-                        float* memory_grad, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
-  cudaError_t error = cudaMemsetAsync(memory_grad, 0, m * sizeof(float), s);
+                        int64_t chunk, uint64_t m, const HashParams& p, int64_t* slots,
+                        float* values, void* stream) {
   const int64_t elements = n * dim;
-  if (error != cudaSuccess || elements == 0) return static_cast<int>(error);
-  LookupGradKernel<Tid><<<Blocks(elements), kThreads, 0, s>>>(
-      grad, ids, elements, dim, chunk, m, p, memory_grad);
+  if (elements == 0) return 0;
+  LookupGradKernel<Tid><<<Blocks(elements), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      grad, ids, elements, dim, chunk, m, p, slots, values);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -72,7 +72,7 @@ int LaunchLookupGradGpu(const float* grad, const Tid* ids, int64_t n, int64_t di
                                     void*);                                      \
   template int LaunchLookupGradGpu<Tid>(const float*, const Tid*, int64_t,       \
                                         int64_t, int64_t, uint64_t,              \
-                                        const HashParams&, float*, void*);
+                                        const HashParams&, int64_t*, float*, void*);
 INSTANTIATE(int32_t)
 INSTANTIATE(int64_t)
 #undef INSTANTIATE

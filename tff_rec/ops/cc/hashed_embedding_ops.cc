@@ -4,8 +4,6 @@
 #define EIGEN_USE_GPU
 #endif
 
-#include <algorithm>
-
 #include "hashed_embedding.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
@@ -47,7 +45,8 @@ REGISTER_OP("HashedEmbeddingLookupGrad")
     .Input("grad: float")
     .Input("ids: Tid")
     .Input("memory_size: int64")
-    .Output("memory_grad: float")
+    .Output("slots: int64")
+    .Output("values: float")
     .Attr("Tid: {int32, int64}")
     .Attr("dim: int >= 1")
     .Attr("seed: int")
@@ -55,12 +54,15 @@ REGISTER_OP("HashedEmbeddingLookupGrad")
     .SetShapeFn([](shape_inference::InferenceContext* c) {
       shape_inference::ShapeHandle size;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &size));
-      shape_inference::DimensionHandle m;
-      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(2, &m));
-      c->set_output(0, c->Vector(m));
+      shape_inference::DimensionHandle elements;
+      TF_RETURN_IF_ERROR(c->Multiply(c->NumElements(c->input(1)), c->Dim(c->input(0), 1),
+                                     &elements));
+      c->set_output(0, c->Vector(elements));
+      c->set_output(1, c->Vector(elements));
       return Status();
     })
-    .Doc("Gradient of HashedEmbeddingLookup with respect to memory.");
+    .Doc("Gradient of HashedEmbeddingLookup with respect to memory, as the slots and "
+         "values of IndexedSlices (a slot may repeat).");
 
 // The work of each device, behind one interface so that the op classes
 // below hold every check and allocation once.
@@ -83,9 +85,13 @@ struct CpuDevice {
   template <typename Tid>
   static Status LookupGrad(OpKernelContext* ctx, const float* grad, const Tid* ids,
                            int64_t n, int64_t dim, int64_t chunk, uint64_t m,
-                           const HashParams& p, float* memory_grad) {
-    std::fill(memory_grad, memory_grad + m, 0.0f);
-    LookupGradCpu<Tid>(grad, ids, n, dim, chunk, m, p, memory_grad);
+                           const HashParams& p, int64_t* slots, float* values) {
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    ::tensorflow::Shard(workers->NumThreads(), workers, n, /*cost_per_unit=*/20 * dim,
+                        [&](int64_t begin, int64_t end) {
+                          LookupGradCpu<Tid>(grad, ids, begin, end, dim, chunk, m, p,
+                                             slots, values);
+                        });
     return Status();
   }
 };
@@ -107,9 +113,9 @@ struct GpuDevice {
   template <typename Tid>
   static Status LookupGrad(OpKernelContext* ctx, const float* grad, const Tid* ids,
                            int64_t n, int64_t dim, int64_t chunk, uint64_t m,
-                           const HashParams& p, float* memory_grad) {
-    return Launched(LaunchLookupGradGpu<Tid>(grad, ids, n, dim, chunk, m, p,
-                                             memory_grad, Stream(ctx)));
+                           const HashParams& p, int64_t* slots, float* values) {
+    return Launched(LaunchLookupGradGpu<Tid>(grad, ids, n, dim, chunk, m, p, slots,
+                                             values, Stream(ctx)));
   }
 
  private:
@@ -201,12 +207,14 @@ class LookupGradOp : public HashedEmbeddingBase {
     OP_REQUIRES(ctx, grad.dims() == 2 && grad.dim_size(0) == n && grad.dim_size(1) == dim_,
                 InvalidArgument("grad must have shape [", n, ", ", dim_, "], got ",
                                 grad.shape().DebugString()));
-    Tensor* out = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m}), &out));
+    Tensor* slots = nullptr;
+    Tensor* values = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n * dim_}), &slots));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n * dim_}), &values));
     OP_REQUIRES_OK(ctx, Device::template LookupGrad<Tid>(
                             ctx, grad.flat<float>().data(), ids.flat<Tid>().data(), n,
                             dim_, chunk_, static_cast<uint64_t>(m), params_,
-                            out->flat<float>().data()));
+                            slots->flat<int64_t>().data(), values->flat<float>().data()));
   }
 };
 
