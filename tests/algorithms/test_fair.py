@@ -103,7 +103,7 @@ def test_native_composite_equals_inprocess_op(user_items_dir, tff_runtime):
   cohorts = [task.train_client_ids[:4], task.train_client_ids[3:8]]
   results = []
   for runtime in ('native', 'inprocess'):
-    process, _, client_input = _build(task, 'fair', runtime, capacities='1x-2x-4x')
+    process, _, client_input = _build(task, 'fair', runtime, capacities='1x-2x')
     if runtime == 'inprocess':
       process = inprocess.InProcessLearningProcess(process, threads=2)
     results.append(_run(process, client_input, cohorts))
