@@ -21,14 +21,15 @@ def copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
   os.replace(temporary, target)
 
 
-def check_resumable(path: str, run_config: dict) -> None:
-  """A UsageError when --output_dir holds a run with another config: a run
-  resumes only under the flags it started with (anything else would mix two
-  experiments in one metrics file), except --rounds, which may grow to extend
-  a finished or interrupted run. Checked before anything is built."""
+def check_resumable(path: str, run_config: dict) -> dict | None:
+  """The config of the run --output_dir holds (None: no run yet), or a UsageError
+  when it is another: a run resumes only under the flags it started with
+  (anything else would mix two experiments in one metrics file), except
+  --rounds, which may grow to extend a finished or interrupted run. Checked
+  before anything is built."""
   previous = _saved_config(pathlib.Path(path))
   if previous is None or _extends(previous, run_config):
-    return
+    return previous
   changed = sorted(k for k in set(previous) | set(run_config)
                    if previous.get(k) != run_config.get(k))
   if changed:
@@ -38,6 +39,7 @@ def check_resumable(path: str, run_config: dict) -> None:
         f'--output_dir={path} holds a run with other settings '
         f'({", ".join(changed)}){grows}; resume it with the same flags or choose a '
         'new --output_dir.')
+  return previous
 
 
 def _saved_config(root: pathlib.Path) -> dict | None:
@@ -62,14 +64,14 @@ def output_dir(path: str, run_config: dict) -> pathlib.Path:
   the same config (check_resumable); records this start in machines.json. A run
   extended by more --rounds records them, its earlier summary kept beside as
   summary_at_round_<N>.json."""
-  check_resumable(path, run_config)
+  previous = check_resumable(path, run_config)
+  extended = previous is not None and _extends(previous, run_config)
   root = pathlib.Path(path)
   root.mkdir(parents=True, exist_ok=True)
-  previous = _saved_config(root)
-  if previous is None or _extends(previous, run_config):
+  if previous is None or extended:
     write_json(root / 'config.json', run_config)
   summary = root / 'summary.json'
-  if previous is not None and _extends(previous, run_config) and summary.exists():
+  if extended and summary.exists():
     os.replace(summary, root / f'summary_at_round_{previous["rounds"]}.json')
   starts = root / 'machines.json'
   write_json(starts, [*(json.loads(starts.read_text()) if starts.exists() else []),

@@ -83,17 +83,14 @@ SETTING_FIELDS = {f.name: f for f in dataclasses.fields(registry.Settings)}
 def _with_defaults(field) -> str:
   """A training setting's help with its defaults: the algorithms' that set their
   own, else the task's."""
-  algorithms = [f'{name} {common.flag_value(value)}'
-                for name, algorithm in sorted(registry.algorithms().items())
-                if (value := {**algorithm.defaults, **(
-                    {'server_optimizer': algorithm.server_optimizer}
-                    if algorithm.server_optimizer else {})}.get(field.name)) is not None]
-  task_defaults = [f'{name} {common.flag_value(module.Task.TRAIN_DEFAULTS[field.name])}'
-                   for name, module in sorted(tasks.TASKS.items())
-                   if field.name in module.Task.TRAIN_DEFAULTS]
-  shown = '; '.join(x for x in ('algorithms: ' + ', '.join(algorithms) if algorithms else '',
-                                'tasks: ' + ', '.join(task_defaults) if task_defaults else '')
-                    if x)
+  def listed(label: str, owners: dict[str, dict]) -> list[str]:
+    values = [f'{name} {common.flag_value(settings[field.name])}'
+              for name, settings in sorted(owners.items()) if field.name in settings]
+    return [f'{label}: {", ".join(values)}'] if values else []
+
+  shown = '; '.join([
+      *listed('algorithms', {n: a.own_settings() for n, a in registry.algorithms().items()}),
+      *listed('tasks', {n: m.Task.TRAIN_DEFAULTS for n, m in tasks.TASKS.items()})])
   return f"{field.metadata['help']} (default: {shown})" if shown else field.metadata['help']
 
 

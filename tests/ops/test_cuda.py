@@ -53,10 +53,11 @@ def test_the_loader_passes_over_a_library_of_another_cuda(tmp_path, caplog):
 
 
 _REGISTERED = """
+import pathlib
 import sys
 from tensorflow.python.framework import kernels
 from tff_rec.ops import hashed_embedding
-assert hashed_embedding.load_first((hashed_embedding.pathlib.Path(sys.argv[1]),)) is not None
+assert hashed_embedding.load_first((pathlib.Path(sys.argv[1]),)) is not None
 for op in ('HashedEmbeddingLookup', 'HashedEmbeddingLookupGrad'):
   print(op, sorted({k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}))
 """

@@ -74,6 +74,12 @@ class Algorithm:
     if self.server_optimizer and self.server_optimizer not in optimizers.OPTIMIZERS:
       raise ValueError(f'unknown server optimizer {self.server_optimizer!r}')
 
+  def own_settings(self) -> dict[str, Any]:
+    """The training settings it sets over the task's: its server optimizer and its
+    defaults."""
+    pinned = {'server_optimizer': self.server_optimizer} if self.server_optimizer else {}
+    return {**pinned, **self.defaults}
+
 
 _REGISTERED: dict[str, Algorithm] = {}
 _LOADING = []  # non-empty once the built-in modules are (being) imported
@@ -216,9 +222,7 @@ def training(task, name: str, *, aggregator: inner.InnerAggregator = inner.Inner
   """The settings of algorithm `name` on `task`: the task's TRAIN_DEFAULTS, then the
   algorithm's defaults, then `settings` (fields of Settings; None takes the default)."""
   given = Settings(**settings).given()
-  algorithm = get(name)
-  pinned = {'server_optimizer': algorithm.server_optimizer} if algorithm.server_optimizer else {}
-  setting = {**task.TRAIN_DEFAULTS, **pinned, **algorithm.defaults, **given}
+  setting = {**task.TRAIN_DEFAULTS, **get(name).own_settings(), **given}
   adaptivity = setting.get('server_adaptivity')
   if 'server_adaptivity' not in given and setting['server_optimizer'] == 'sgd':
     adaptivity = None  # a default tau of an adaptive server the settings replaced by SGD

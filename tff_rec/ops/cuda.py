@@ -45,7 +45,8 @@ def find_nvcc(version: str, places: tuple[str, ...] | None = None
     home = os.environ.get('CUDA_HOME', '')
     places = tuple(p.format(cuda_home=home, version=version) for p in NVCC_PLACES
                    if home or '{cuda_home}' not in p)
-  candidates = [*places, *([shutil.which('nvcc')] if shutil.which('nvcc') else [])]
+  on_path = shutil.which('nvcc')
+  candidates = [*places, *([on_path] if on_path else [])]
   found = []
   for nvcc in dict.fromkeys(str(pathlib.Path(c).resolve()) for c in candidates
                             if pathlib.Path(c).is_file()):
