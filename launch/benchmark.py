@@ -24,6 +24,10 @@ fair_round: FAIR 1x-2x-4x-8x rounds (10 clients) on both runtimes, each in a
 remote: rounds of three workloads on the native runtime and on TFF workers
        (launch.worker) on loopback, 1 and 2 of them: clients per second and
        the per-round overhead of going remote.
+eval_memory: DIN (the CTR task's defaults otherwise) on MovieLens-100K and on Amazon
+       Beauty's interactions as DIN's clicks, 3 rounds then the task's
+       evaluation, on both runtimes, each in a fresh process: the peak resident
+       memory (trainer + its TFF worker) while training and while evaluating.
 client_memory: one Goodreads-100 client's training (FAIR's client step: a
        tier's item tables, NeuMF, fresh Adam, 1 epoch) at capacities 1x..16x,
        each in a fresh process that holds only that tier: the item tables'
@@ -52,6 +56,8 @@ flags.DEFINE_string('data_dir', '../shared/data/ml-100k', 'MovieLens 100K.')
 flags.DEFINE_integer('rounds', 5, 'Timed rounds per runtime (after 1 warm-up).')
 flags.DEFINE_integer('clients_per_round', 50, 'Cohort size.')
 flags.DEFINE_string('goodreads_dir', '../shared/data/goodreads-100', 'Goodreads-100.')
+flags.DEFINE_string('beauty_sequences', '../shared/data/amazon-beauty/Beauty.txt',
+                    "eval_memory: Amazon Beauty's sequence file (DIN's clicks are drawn from it).")
 flags.DEFINE_integer('synthetic_items', None, 'client_memory and fair_round: instead of '
                      'Goodreads-100, synthetic user-item lists over this many items (e.g. '
                      "1351679, FAIR's AmazonProduct-100), written to --synthetic_dir.",
@@ -105,7 +111,8 @@ def _op_case(impl: str, memory_size: int) -> dict:
 
 def _in_fresh_process(case: str) -> dict:
   done = subprocess.run([sys.executable, '-m', 'launch.benchmark', f'--_case={case}',
-                         f'--goodreads_dir={_goodreads_dir()}'],
+                         f'--goodreads_dir={_goodreads_dir()}', f'--data_dir={FLAGS.data_dir}',
+                         f'--beauty_sequences={FLAGS.beauty_sequences}'],
                         capture_output=True, text=True, check=True)
   return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -219,7 +226,7 @@ def _task(task_name: str, settings: dict):
   import tasks  # pylint: disable=g-import-not-at-top
   module = tasks.module(task_name)
   data_dir = FLAGS.goodreads_dir if task_name == 'ranking' else FLAGS.data_dir
-  return module.Task(module.make_config(data_dir=data_dir, **settings))
+  return module.Task(module.make_config(**{'data_dir': data_dir, **settings}))
 
 
 def _workload(task, runtime: str, algorithm: str, clients: int, trainer: dict, options: dict):
@@ -414,6 +421,8 @@ class _PeakRss:
     import psutil  # pylint: disable=g-import-not-at-top
     self._process, self._interval_s, self._children = psutil.Process(), interval_s, children
     self.start = self.peak = self._rss()
+    self.phase = None  # set by the caller: `peaks` holds each phase's peak
+    self.peaks: dict[str, int] = {}
     self._done = threading.Event()
     self._sampler = threading.Thread(target=self._sample, daemon=True)
 
@@ -424,7 +433,10 @@ class _PeakRss:
 
   def _sample(self):
     while not self._done.is_set():
-      self.peak = max(self.peak, self._rss())
+      rss, phase = self._rss(), self.phase
+      self.peak = max(self.peak, rss)
+      if phase is not None:
+        self.peaks[phase] = max(self.peaks.get(phase, 0), rss)
       time.sleep(self._interval_s)
 
   def __enter__(self) -> '_PeakRss':
@@ -504,6 +516,58 @@ def bench_fair_round() -> str:
           'warm-up, each runtime in a fresh process.\n\n' + '\n'.join(lines))
 
 
+EVAL_MEMORY_ROUNDS = 3
+
+
+def _eval_memory_case(dataset: str, runtime: str) -> dict:
+  """DIN trained EVAL_MEMORY_ROUNDS rounds through the runner (as launch.train
+  runs it), then evaluated: the peak resident memory of this process and its TFF
+  worker while training (the rounds before the first evaluation) and while
+  evaluating, sampled every 5 ms."""
+  from tff_rec import runner  # pylint: disable=g-import-not-at-top
+  from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
+  from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
+  data_dir = FLAGS.data_dir if dataset == 'movielens' else FLAGS.beauty_sequences
+  task = _task('ctr', dict(model='din', data_dir=data_dir))
+  evaluate = task.evaluate
+
+  def evaluate_in_its_phase(weights, part):
+    memory.phase = 'evaluation'
+    try:
+      return evaluate(weights, part)
+    finally:  # what evaluating left resident is not training's
+      memory.phase = None
+
+  task.evaluate = evaluate_in_its_phase
+  training = registry.training(task, 'fedavg', runtime=runtime)
+  schedule = loop.Schedule(EVAL_MEMORY_ROUNDS, training.clients_per_round,
+                           eval_every=EVAL_MEMORY_ROUNDS)
+  with _PeakRss(0.005, children=True) as memory:
+    memory.phase = 'training'
+    runner.run(task, 'fedavg', training, schedule)
+  return {'training_mb': memory.peaks['training'] / 2**20,
+          'evaluation_mb': memory.peaks['evaluation'] / 2**20,
+          'examples': len(task.examples.labels), 'clients': len(task.train_client_ids),
+          'clients_per_round': training.clients_per_round}
+
+
+def bench_eval_memory() -> str:
+  lines = ['| data | examples | runtime | peak MB training | peak MB evaluating | ratio |',
+           '|---|---|---|---|---|---|']
+  for dataset in ('movielens', 'beauty'):
+    for runtime in ('native', 'inprocess'):
+      r = _in_fresh_process(f'eval_memory:{dataset}:{runtime}')
+      lines.append(f'| {dataset} ({r["clients"]:,} clients) | {r["examples"]:,} | {runtime} | '
+                   f'{r["training_mb"]:.0f} | {r["evaluation_mb"]:.0f} | '
+                   f'{r["evaluation_mb"] / r["training_mb"]:.2f}x |')
+      print(lines[-1], flush=True)
+  return (f'DIN, FedAvg with the CTR task\'s defaults ({r["clients_per_round"]} clients a '
+          f'round), {EVAL_MEMORY_ROUNDS} rounds, then the evaluation (train loss, test AUC '
+          'and logloss over every example), each case in a fresh process. Peak resident '
+          'memory of the trainer and its TFF worker (native), sampled every 5 ms.\n\n'
+          + '\n'.join(lines))
+
+
 def bench_client_memory() -> str:
   lines = ['| capacity | item-table floats | item tables MB | measured peak growth MB (from '
            'before its tables; with tracing) | vs 1x | seconds for the epoch |',
@@ -528,6 +592,8 @@ def main(argv):
       print(json.dumps(_op_case(args[0], int(args[1]))))
     elif kind == 'fair_round':
       print(json.dumps(_fair_round_case(args[0])))
+    elif kind == 'eval_memory':
+      print(json.dumps(_eval_memory_case(*args)))
     else:
       print(json.dumps(_client_memory_case(int(args[0]))))
     return
@@ -543,6 +609,8 @@ def main(argv):
     sections.append('## Remote TFF workers on loopback vs native\n\n' + bench_remote())
   if 'fair_round' in FLAGS.what:
     sections.append('## A FAIR round: server and client memory\n\n' + bench_fair_round())
+  if 'eval_memory' in FLAGS.what:
+    sections.append('## Evaluation memory against training memory\n\n' + bench_eval_memory())
   if 'client_memory' in FLAGS.what:
     data = (f'{FLAGS.synthetic_items:,} synthetic items' if FLAGS.synthetic_items
             else 'Goodreads-100')
