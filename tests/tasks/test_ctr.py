@@ -168,6 +168,17 @@ def test_evaluation_is_exact_auc_and_logloss(lr_task, tff_runtime):
   assert values['train_loss'] == pytest.approx(np.log(2), abs=1e-3)  # initial logits ~0
 
 
+def test_logits_scored_in_chunks_are_every_row_in_order(lr_task, monkeypatch):
+  model = lr_task.keras_model()
+  rng = np.random.default_rng(0)
+  model.set_weights([rng.normal(size=w.shape) for w in model.get_weights()])
+  rows = lr_task.examples.rows(test=False)
+  whole = model(lr_task.examples.take(rows, lr_task.spec.columns)).numpy().reshape(-1)
+  monkeypatch.setattr(task_lib, 'EVAL_CHUNK_ROWS', 7)  # chunks that do not divide the rows
+  assert len(rows) % 7
+  np.testing.assert_allclose(lr_task.logits(model, rows), whole, rtol=1e-5, atol=1e-6)
+
+
 def test_central_sgd_epochs_of_fixed_steps_lower_the_train_loss(lr_task):
   seen = []
   final = lr_task.train_centralized(optimizers.OptimizerConfig('sgd', 0.5), epochs=4,
