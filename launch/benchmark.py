@@ -28,6 +28,11 @@ eval_memory: DIN (the CTR task's defaults otherwise) on MovieLens-100K and on Am
        Beauty's interactions as DIN's clicks, 3 rounds then the task's
        evaluation, on both runtimes, each in a fresh process: the peak resident
        memory (trainer + its TFF worker) while training and while evaluating.
+population: FedMF with stored users and CoLR r=4 on synthetic populations
+       of 10^4 and 10^6 users (power-law interaction counts over a 10^5-item
+       catalogue, seeded), 1,000 clients a round, on the in-process runtime,
+       each in a fresh process: seconds per round, the memory the population
+       takes, and the peak.
 client_memory: one Goodreads-100 client's training (FAIR's client step: a
        tier's item tables, NeuMF, fresh Adam, 1 epoch) at capacities 1x..16x,
        each in a fresh process that holds only that tier: the item tables'
@@ -112,7 +117,8 @@ def _op_case(impl: str, memory_size: int) -> dict:
 def _in_fresh_process(case: str) -> dict:
   done = subprocess.run([sys.executable, '-m', 'launch.benchmark', f'--_case={case}',
                          f'--goodreads_dir={_goodreads_dir()}', f'--data_dir={FLAGS.data_dir}',
-                         f'--beauty_sequences={FLAGS.beauty_sequences}'],
+                         f'--beauty_sequences={FLAGS.beauty_sequences}',
+                         f'--synthetic_dir={FLAGS.synthetic_dir}', f'--rounds={FLAGS.rounds}'],
                         capture_output=True, text=True, check=True)
   return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -568,6 +574,83 @@ def bench_eval_memory() -> str:
           + '\n'.join(lines))
 
 
+POPULATION_SIZES = (10**4, 10**6)
+POPULATION_ITEMS = 10**5
+POPULATION_CLIENTS = 1000
+POPULATION_ALGORITHMS = {'FedMF, stored users': ('fedmf', {}),
+                         'CoLR r=4, stored users': ('colr', dict(rank=4))}
+POPULATION_DIM = 64
+# Interaction counts: a Pareto tail from MIN_COUNT (mean about 3 x MIN_COUNT at
+# exponent 1.5), capped: a few heavy users, most with a handful of items.
+POPULATION_MIN_COUNT, POPULATION_MAX_COUNT, POPULATION_EXPONENT = 5, 2000, 1.5
+
+
+def synthetic_population(users: int, items: int, seed: int, root: pathlib.Path
+                         ) -> pathlib.Path:
+  """A sequence file (`uid item item ...`) of `users` users whose interaction
+  counts follow a power law, items drawn uniformly from `items`; written once."""
+  path = root / f'population_{users}_{items}_s{seed}.txt'
+  if path.exists():
+    return path
+  rng = np.random.default_rng(seed)
+  counts = np.minimum(POPULATION_MAX_COUNT, np.floor(
+      POPULATION_MIN_COUNT * (1 - rng.random(users)) ** (-1 / POPULATION_EXPONENT))
+                      ).astype(np.int64)
+  interactions = rng.integers(0, items, counts.sum())
+  interactions[:items] = np.arange(min(items, counts.sum()))  # every item in the catalogue
+  lines = (f'{u} {" ".join(map(str, chunk))}\n'
+           for u, chunk in enumerate(np.split(interactions, np.cumsum(counts)[:-1])))
+  root.mkdir(parents=True, exist_ok=True)
+  partial = path.with_suffix('.partial')
+  with partial.open('w') as f:
+    f.writelines(lines)
+  partial.rename(path)
+  return path
+
+
+def _population_case(users: int, algorithm: str) -> dict:
+  """One algorithm's rounds on a synthetic population, in this process: seconds
+  per round (FLAGS.rounds after a warm-up), resident memory before the task is
+  read, once it is built with the algorithm, and at its peak."""
+  import psutil  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
+  path = synthetic_population(users, POPULATION_ITEMS, 0, pathlib.Path(FLAGS.synthetic_dir))
+  name, options = POPULATION_ALGORITHMS[algorithm]
+  with _PeakRss(0.01) as memory, native.NativeRuntime():
+    started = time.perf_counter()
+    task = _task('loo_ranking', dict(data_dir=str(path), min_interactions=POPULATION_MIN_COUNT,
+                                     embedding_dim=POPULATION_DIM))
+    read_s = time.perf_counter() - started
+    process, _, cohorts = _workload(task, 'inprocess', name, POPULATION_CLIENTS, {}, options)
+    built_mb = psutil.Process().memory_info().rss / 2**20
+    seconds = _seconds_per_round(process, cohorts)
+  return {'users': len(task.data.user_ids), 'items': int(task.data.num_items),
+          'interactions': int(len(task.data.train.items)), 'read_s': read_s,
+          'seconds': seconds, 'start_mb': memory.start / 2**20, 'built_mb': built_mb,
+          'peak_mb': memory.peak / 2**20}
+
+
+def bench_population() -> str:
+  lines = ['| algorithm | users | train interactions | s / round | vs 10^4 | MB before '
+           'reading | MB built | MB peak | peak growth vs 10^4 | user vectors MB (N x '
+           f'{POPULATION_DIM} floats) | reading the data s |', '|---|---|---|---|---|---|---|---|---|---|---|']
+  for algorithm in POPULATION_ALGORITHMS:
+    results = {}
+    for users in POPULATION_SIZES:
+      r = results[users] = _in_fresh_process(f'population:{users}:{algorithm}')
+      small = results[POPULATION_SIZES[0]]
+      lines.append(
+          f'| {algorithm} | {r["users"]:,} | {r["interactions"]:,} | {r["seconds"]:.3f} | '
+          f'{r["seconds"] / small["seconds"]:.2f}x | {r["start_mb"]:.0f} | '
+          f'{r["built_mb"]:.0f} | {r["peak_mb"]:.0f} | '
+          f'{r["peak_mb"] - small["peak_mb"]:+.0f} MB | '
+          f'{r["users"] * POPULATION_DIM * 4 / 2**20:.0f} | {r["read_s"]:.0f} |')
+      print(lines[-1], flush=True)
+  return (f'{POPULATION_CLIENTS:,} clients a round, d={POPULATION_DIM}, in-process runtime, '
+          f'mean of {FLAGS.rounds} rounds after a warm-up; each case in a fresh process.\n\n'
+          + '\n'.join(lines))
+
+
 def bench_client_memory() -> str:
   lines = ['| capacity | item-table floats | item tables MB | measured peak growth MB (from '
            'before its tables; with tracing) | vs 1x | seconds for the epoch |',
@@ -592,6 +675,8 @@ def main(argv):
       print(json.dumps(_op_case(args[0], int(args[1]))))
     elif kind == 'fair_round':
       print(json.dumps(_fair_round_case(args[0])))
+    elif kind == 'population':
+      print(json.dumps(_population_case(int(args[0]), args[1])))
     elif kind == 'eval_memory':
       print(json.dumps(_eval_memory_case(*args)))
     else:
@@ -609,6 +694,8 @@ def main(argv):
     sections.append('## Remote TFF workers on loopback vs native\n\n' + bench_remote())
   if 'fair_round' in FLAGS.what:
     sections.append('## A FAIR round: server and client memory\n\n' + bench_fair_round())
+  if 'population' in FLAGS.what:
+    sections.append('## Populations of 10^4 and 10^6 users\n\n' + bench_population())
   if 'eval_memory' in FLAGS.what:
     sections.append('## Evaluation memory against training memory\n\n' + bench_eval_memory())
   if 'client_memory' in FLAGS.what:
