@@ -33,6 +33,10 @@ population: FedMF with stored users and CoLR r=4 on synthetic populations
        catalogue, seeded), 1,000 clients a round, on the in-process runtime,
        each in a fresh process: seconds per round, the memory the population
        takes, and the peak.
+soak: --soak_rounds rounds (1,000) of FedMF (in-process), FAIR 1x-2x (both
+       runtimes) and DCN FedAvg (native), each in a fresh process through the
+       runner as launch.train runs them: the resident memory of the trainer and
+       its TFF worker every 50 rounds, and its slope over the last half.
 client_memory: one Goodreads-100 client's training (FAIR's client step: a
        tier's item tables, NeuMF, fresh Adam, 1 epoch) at capacities 1x..16x,
        each in a fresh process that holds only that tier: the item tables'
@@ -70,6 +74,9 @@ flags.DEFINE_integer('synthetic_items', None, 'client_memory and fair_round: ins
 flags.DEFINE_string('synthetic_dir', '/tmp/tff_rec_synthetic', 'Where synthetic data go.')
 flags.DEFINE_multi_string('workload', None, 'runtimes: only the workloads whose name '
                           'contains one of these (e.g. --workload=DCN); default all.')
+flags.DEFINE_integer('soak_rounds', 1000, 'soak: rounds of each workload.', lower_bound=100)
+flags.DEFINE_multi_string('soak', None, 'soak: only the workloads whose name contains one '
+                          'of these.')
 flags.DEFINE_string('_case', None, 'Internal: run one case in this process, print JSON.')
 
 FLAGS = flags.FLAGS
@@ -118,7 +125,8 @@ def _in_fresh_process(case: str) -> dict:
   done = subprocess.run([sys.executable, '-m', 'launch.benchmark', f'--_case={case}',
                          f'--goodreads_dir={_goodreads_dir()}', f'--data_dir={FLAGS.data_dir}',
                          f'--beauty_sequences={FLAGS.beauty_sequences}',
-                         f'--synthetic_dir={FLAGS.synthetic_dir}', f'--rounds={FLAGS.rounds}'],
+                         f'--synthetic_dir={FLAGS.synthetic_dir}', f'--rounds={FLAGS.rounds}',
+                         f'--soak_rounds={FLAGS.soak_rounds}'],
                         capture_output=True, text=True, check=True)
   return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -651,6 +659,71 @@ def bench_population() -> str:
           + '\n'.join(lines))
 
 
+SOAK_EVERY = 50
+# name: (task, task settings, algorithm, clients a round, runtime, options), the
+# workloads of RUNTIME_WORKLOADS with the same settings.
+SOAK_WORKLOADS = {
+    'FedMF d=64 (CoLR), in-process': ('loo_ranking', dict(embedding_dim=64), 'fedmf', 60,
+                                      'inprocess', {}),
+    'FAIR 1x-2x, Goodreads-100, native': ('ranking', {}, 'fair', 10, 'native',
+                                          dict(capacities='1x-2x')),
+    'FAIR 1x-2x, Goodreads-100, in-process': ('ranking', {}, 'fair', 10, 'inprocess',
+                                              dict(capacities='1x-2x')),
+    'DCN FedAvg (MetaUA), native': ('ctr', _DCN, 'fedavg', 94, 'native', {}),
+}
+
+
+def _soak_case(workload: str) -> dict:
+  """FLAGS.soak_rounds rounds of one workload through the runner: resident MB of
+  this process and of its children (the TFF worker) every SOAK_EVERY rounds."""
+  import psutil  # pylint: disable=g-import-not-at-top
+  from tff_rec import runner  # pylint: disable=g-import-not-at-top
+  from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
+  from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
+  task_name, settings, name, clients, runtime, options = SOAK_WORKLOADS[workload]
+  task = _task(task_name, settings)
+  training = registry.training(task, name, runtime=runtime, clients_per_round=clients)
+  me, samples = psutil.Process(), []
+
+  def sample(round_num, unused_metrics):
+    if round_num % SOAK_EVERY == 0:
+      children = sum(c.memory_info().rss for c in me.children(recursive=True))
+      samples.append((round_num, me.memory_info().rss / 2**20, children / 2**20))
+
+  started = time.perf_counter()
+  # Evaluated once, after the last round: the rounds are what is soaked.
+  runner.run(task, name, training, loop.Schedule(FLAGS.soak_rounds, clients, eval_every=0),
+             options=options, on_round=sample)
+  return {'samples': samples, 'seconds': time.perf_counter() - started}
+
+
+def _slope(samples: list, column: int) -> float:
+  """MB a round over the last half of the rounds (least squares)."""
+  last = [s for s in samples if s[0] >= samples[-1][0] / 2]
+  return float(np.polyfit([s[0] for s in last], [s[column] for s in last], 1)[0])
+
+
+def bench_soak() -> str:
+  lines = ['| workload | rounds | s / round | trainer MB: first sample / last | trainer MB '
+           'a round (last half) | worker MB: first / last | worker MB a round (last half) |',
+           '|---|---|---|---|---|---|---|']
+  series = []
+  for workload in SOAK_WORKLOADS:
+    if FLAGS.soak and not any(w in workload for w in FLAGS.soak):
+      continue
+    r = _in_fresh_process(f'soak:{workload}')
+    samples = r['samples']
+    first, last = samples[0], samples[-1]
+    lines.append(f'| {workload} | {last[0]} | {r["seconds"] / last[0]:.2f} | '
+                 f'{first[1]:.0f} / {last[1]:.0f} | {_slope(samples, 1):+.4f} | '
+                 f'{first[2]:.0f} / {last[2]:.0f} | {_slope(samples, 2):+.4f} |')
+    series.append(f'{workload}: ' + ', '.join(f'{s[0]}: {s[1]:.0f}+{s[2]:.0f}'
+                                              for s in samples))
+    print(lines[-1], flush=True)
+  return ('Resident MB every 50 rounds (trainer + worker):\n\n'
+          + '\n'.join(f'- {s}' for s in series) + '\n\n' + '\n'.join(lines))
+
+
 def bench_client_memory() -> str:
   lines = ['| capacity | item-table floats | item tables MB | measured peak growth MB (from '
            'before its tables; with tracing) | vs 1x | seconds for the epoch |',
@@ -675,6 +748,8 @@ def main(argv):
       print(json.dumps(_op_case(args[0], int(args[1]))))
     elif kind == 'fair_round':
       print(json.dumps(_fair_round_case(args[0])))
+    elif kind == 'soak':
+      print(json.dumps(_soak_case(args[0])))
     elif kind == 'population':
       print(json.dumps(_population_case(int(args[0]), args[1])))
     elif kind == 'eval_memory':
@@ -694,6 +769,8 @@ def main(argv):
     sections.append('## Remote TFF workers on loopback vs native\n\n' + bench_remote())
   if 'fair_round' in FLAGS.what:
     sections.append('## A FAIR round: server and client memory\n\n' + bench_fair_round())
+  if 'soak' in FLAGS.what:
+    sections.append(f'## Soak: {FLAGS.soak_rounds} rounds\n\n' + bench_soak())
   if 'population' in FLAGS.what:
     sections.append('## Populations of 10^4 and 10^6 users\n\n' + bench_population())
   if 'eval_memory' in FLAGS.what:
