@@ -47,6 +47,7 @@ from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
 from tff_rec.training import optimizers
+from tff_rec.training import resources
 
 # The type of Config.interactions: a field of that name shadows the module.
 Interactions = interactions.Columns
@@ -117,6 +118,25 @@ def load(config: Config) -> leave_one_out.LeaveOneOut:
                                  f'{user_items.EXPECTED}') from None
 
 
+# Copies of each table a run holds at least: the initial table and the round's
+# state, and while a round writes the next state (rounds.RoundProcess); a
+# reconstructed user table only its initial one.
+TABLE_COPIES, RECONSTRUCTED_USER_COPIES = 3, 1
+
+
+def _check_tables_fit(num_users: int, num_items: int, config: Config) -> None:
+  """Refuses, before allocating, a population whose tables do not fit."""
+  user_copies = TABLE_COPIES if config.stored else RECONSTRUCTED_USER_COPIES
+  d = config.embedding_dim
+  refusal = resources.too_large(
+      4 * d * (num_users * user_copies + num_items * TABLE_COPIES),
+      f'{num_users} users x {d} floats x {user_copies} copies ({config.user_state} users) '
+      f'and {num_items} items x {d} floats x {TABLE_COPIES} copies')
+  if refusal:
+    raise ValueError(f'{refusal}; use a smaller --embedding_dim or fewer users'
+                     + ('' if user_copies == 1 else ', or --user_state=reconstructed'))
+
+
 class Task(click_model.ClickModel):
   """The task; reading and splitting the data happen once, here."""
 
@@ -133,6 +153,7 @@ class Task(click_model.ClickModel):
   def __init__(self, config: Config):
     self.config = config
     self.data = load(config)
+    _check_tables_fit(len(self.data.user_ids), self.data.num_items, config)
     self.initial_items = mf.initial_table(self.data.num_items, config.embedding_dim,
                                           config.seed)
     self.initial_users = mf.initial_table(len(self.data.user_ids), config.embedding_dim,

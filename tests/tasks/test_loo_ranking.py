@@ -10,6 +10,7 @@ from tff_rec.algorithms import registry
 from tff_rec.models import tables
 from tff_rec.training import loop
 from tff_rec.training import optimizers
+from tff_rec.training import resources
 
 SGD = optimizers.OptimizerConfig('sgd', 0.5)
 
@@ -217,3 +218,17 @@ def test_other_algorithms_train_the_keras_mf_whose_user_rows_only_their_client_m
 def test_min_interactions_below_a_three_item_split_is_refused_before_reading_data():
   with pytest.raises(ValueError, match=r'min_interactions must be >= 3 .*got 2'):
     task_lib.Config(data_dir='/nonexistent', min_interactions=2)
+
+
+def test_a_population_whose_tables_do_not_fit_is_refused_before_allocating(ranking_dir):
+  data = _task(ranking_dir).data
+  users, items = len(data.user_ids), data.num_items
+  half = resources.machine_memory() / 2
+  # Stored users keep 3 copies of their table: this dimension fits with 1, not with 3.
+  dim = int(half / 4 / (2 * users + 3 * items))
+  with pytest.raises(ValueError, match=rf'{users} users x {dim} floats x 3 copies \(stored '
+                     rf'users\) and {items} items x {dim} floats x 3 copies .*'
+                     r'--user_state=reconstructed'):
+    _task(ranking_dir, embedding_dim=dim)
+  with pytest.raises(ValueError, match=rf'{users} users x {2 * dim} floats x 1 copies'):
+    _task(ranking_dir, embedding_dim=2 * dim, user_state='reconstructed')

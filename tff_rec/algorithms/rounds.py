@@ -376,15 +376,17 @@ class RoundProcess:
       raise ValueError('a round whose clients keep state needs their initial states, and '
                        'only such a round takes them')
     self.round = round_
+    # Read-only views, never copies: N clients' states can be most of the memory
+    # (10^6 users x 64 floats), and next() copies before it writes.
     self.initial_client_states = (
         None if initial_client_states is None
-        else tf.nest.map_structure(lambda a: np.array(a, copy=True), initial_client_states))
+        else tf.nest.map_structure(_read_only, initial_client_states))
     self._runner = runner or FederatedRunner(round_)
 
   def initialize(self) -> State:
     state = self._runner.initialize()
     if self.initial_client_states is not None:
-      state['clients'] = tf.nest.map_structure(np.copy, self.initial_client_states)
+      state['clients'] = self.initial_client_states
     return state
 
   def next(self, state: State, client_inputs: Sequence[Any]
@@ -404,12 +406,13 @@ class RoundProcess:
     new_state, new_states, metrics = self._runner.run(
         {'server': state['server'], 'aggregator': state['aggregator']}, data, states)
     new_state = dict(new_state)
-    if stateful:
+    if stateful:  # a new array: the state passed in stays valid (a checkpoint may hold it)
       leaves = [np.array(a, copy=True) for a in tf.nest.flatten(clients)]
       for index, new in zip(indices, new_states):
         for leaf, value in zip(leaves, tf.nest.flatten(new)):
           leaf[index] = value
-      new_state['clients'] = tf.nest.pack_sequence_as(clients, leaves)
+      new_state['clients'] = tf.nest.pack_sequence_as(
+          clients, [_read_only(leaf) for leaf in leaves])
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
   def get_model_weights(self, state: State):
@@ -426,6 +429,12 @@ class RoundProcess:
       weights = {k: v for k, v in weights.items() if k != key}
     state['server'] = self._runner.set_model_weights(state['server'], weights)
     return state
+
+
+def _read_only(array) -> np.ndarray:
+  view = np.asarray(array).view()
+  view.flags.writeable = False
+  return view
 
 
 def compose(round_: Round, initial_client_states=None):

@@ -17,7 +17,6 @@ TFF's secure sum and DP mean wrap them.
 """
 
 import collections
-import os
 from typing import Callable
 
 import numpy as np
@@ -30,6 +29,7 @@ from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.training import functional
+from tff_rec.training import resources
 
 
 def _local_training(model, batches, x, server_control, client_control, learning_rate):
@@ -113,14 +113,12 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
 
 def _check_variates_fit(num_clients: int, parameters: int) -> None:
   """Refuses variates (float32, one model per client) above half this machine's memory."""
-  needed = 4 * num_clients * parameters
-  memory = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
-  if needed > memory / 2:
+  refusal = resources.too_large(4 * num_clients * parameters,
+                                f'{num_clients} clients x {parameters} parameters')
+  if refusal:
     raise api.NotApplicable(
         f'--algorithm=scaffold keeps a control variate of the whole model for each client: '
-        f'{num_clients} clients x {parameters} parameters take {needed / 2**30:.1f} GiB, more '
-        f'than half of this machine\'s {memory / 2**30:.0f} GiB; use fewer clients or a '
-        'smaller model')
+        f'{refusal}; use fewer clients or a smaller model')
 
 
 def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
