@@ -447,9 +447,10 @@ class _PeakRss:
 
   def _sample(self):
     while not self._done.is_set():
-      rss, phase = self._rss(), self.phase
+      phase = self.phase
+      rss = self._rss()
       self.peak = max(self.peak, rss)
-      if phase is not None:
+      if phase is not None and phase == self.phase:  # a sample across a change: neither's
         self.peaks[phase] = max(self.peaks.get(phase, 0), rss)
       time.sleep(self._interval_s)
 
@@ -597,15 +598,21 @@ def synthetic_population(users: int, items: int, seed: int, root: pathlib.Path
                          ) -> pathlib.Path:
   """A sequence file (`uid item item ...`) of `users` users whose interaction
   counts follow a power law, items drawn uniformly from `items`; written once."""
-  path = root / f'population_{users}_{items}_s{seed}.txt'
+  path = root / (f'population_{users}_{items}_s{seed}_{POPULATION_MIN_COUNT}_'
+                 f'{POPULATION_MAX_COUNT}_{POPULATION_EXPONENT}.txt')
   if path.exists():
     return path
   rng = np.random.default_rng(seed)
   counts = np.minimum(POPULATION_MAX_COUNT, np.floor(
       POPULATION_MIN_COUNT * (1 - rng.random(users)) ** (-1 / POPULATION_EXPONENT))
                       ).astype(np.int64)
+  if counts.sum() < items:
+    raise ValueError(f'{users} users hold {counts.sum()} interactions, fewer than the '
+                     f'{items} items of the catalogue')
   interactions = rng.integers(0, items, counts.sum())
-  interactions[:items] = np.arange(min(items, counts.sum()))  # every item in the catalogue
+  # Every item of the catalogue once, at random places: the tables have the same
+  # size whatever the population.
+  interactions[rng.choice(len(interactions), items, replace=False)] = np.arange(items)
   lines = (f'{u} {" ".join(map(str, chunk))}\n'
            for u, chunk in enumerate(np.split(interactions, np.cumsum(counts)[:-1])))
   root.mkdir(parents=True, exist_ok=True)
@@ -660,16 +667,12 @@ def bench_population() -> str:
 
 
 SOAK_EVERY = 50
-# name: (task, task settings, algorithm, clients a round, runtime, options), the
-# workloads of RUNTIME_WORKLOADS with the same settings.
+# name: (the RUNTIME_WORKLOADS entry it runs, runtime).
 SOAK_WORKLOADS = {
-    'FedMF d=64 (CoLR), in-process': ('loo_ranking', dict(embedding_dim=64), 'fedmf', 60,
-                                      'inprocess', {}),
-    'FAIR 1x-2x, Goodreads-100, native': ('ranking', {}, 'fair', 10, 'native',
-                                          dict(capacities='1x-2x')),
-    'FAIR 1x-2x, Goodreads-100, in-process': ('ranking', {}, 'fair', 10, 'inprocess',
-                                              dict(capacities='1x-2x')),
-    'DCN FedAvg (MetaUA), native': ('ctr', _DCN, 'fedavg', 94, 'native', {}),
+    'FedMF d=64 (CoLR), in-process': ('FedMF d=64, 2 epochs, batch 256 (CoLR)', 'inprocess'),
+    'FAIR 1x-2x, Goodreads-100, native': ('FAIR 1x-2x, Goodreads-100', 'native'),
+    'FAIR 1x-2x, Goodreads-100, in-process': ('FAIR 1x-2x, Goodreads-100', 'inprocess'),
+    'DCN FedAvg (MetaUA), native': ('DCN FedAvg, 3 epochs, batch 15 (MetaUA)', 'native'),
 }
 
 
@@ -680,13 +683,16 @@ def _soak_case(workload: str) -> dict:
   from tff_rec import runner  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
-  task_name, settings, name, clients, runtime, options = SOAK_WORKLOADS[workload]
+  runs, runtime = SOAK_WORKLOADS[workload]
+  task_name, settings, name, clients, trainer, options = RUNTIME_WORKLOADS[runs]
   task = _task(task_name, settings)
-  training = registry.training(task, name, runtime=runtime, clients_per_round=clients)
+  training = registry.training(task, name, runtime=runtime, clients_per_round=clients,
+                               **trainer)
   me, samples = psutil.Process(), []
 
   def sample(round_num, unused_metrics):
-    if round_num % SOAK_EVERY == 0:
+    # The last round is sampled after its evaluation: not a round's memory.
+    if round_num % SOAK_EVERY == 0 and round_num < FLAGS.soak_rounds:
       children = sum(c.memory_info().rss for c in me.children(recursive=True))
       samples.append((round_num, me.memory_info().rss / 2**20, children / 2**20))
 

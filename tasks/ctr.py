@@ -57,7 +57,8 @@ CTR_FILE_SUFFIXES = ('.csv', '.tsv')
 DEFAULT_TEST_FRACTION = {'chronological': 0.1, 'random': 0.2}
 EVAL_BATCH_SIZE = 8192
 # Rows scored per predict call: Keras' predict copies its whole input into a
-# dataset, so evaluating in chunks bounds that copy (benchmark: eval_memory).
+# dataset, so chunks bound that copy whatever the file's size (on MovieLens and
+# Beauty it is small beside the model either way: benchmark eval_memory).
 EVAL_CHUNK_ROWS = 8 * EVAL_BATCH_SIZE
 
 
@@ -283,7 +284,7 @@ class Task(click_model.ClickModel):
         model.predict(self.examples.take(rows[start:start + EVAL_CHUNK_ROWS],
                                          self.spec.columns),
                       batch_size=EVAL_BATCH_SIZE, verbose=0).reshape(-1)
-        for start in range(0, len(rows), EVAL_CHUNK_ROWS)] or [np.zeros(0, np.float32)])
+        for start in range(0, len(rows), EVAL_CHUNK_ROWS)])
 
   def evaluate(self, weights, part: str = 'eval') -> dict[str, float]:
     """Train loss, test AUC and test logloss of the global model."""

@@ -117,6 +117,16 @@ def test_each_client_gets_its_own_state_back_and_the_rest_stay(tff_runtime, runt
     rounds.RoundProcess(_round())
 
 
+def test_the_initial_client_states_are_shared_read_only_never_copied(tff_runtime):
+  initial = collections.OrderedDict(total=np.ones((NUM_CLIENTS, 2), np.float32),
+                                    visits=np.zeros(NUM_CLIENTS, np.int32))
+  state = rounds.compose(_round(), initial).initialize()
+  for name, array in state['clients'].items():
+    assert np.shares_memory(array, initial[name]) and not array.flags.writeable, name
+  state = rounds.compose(_round(), initial).next(state, [(3, 2.0)]).state
+  assert not state['clients']['total'].flags.writeable
+
+
 @pytest.mark.parametrize('runtime', RUNTIMES)
 def test_reports_reach_the_finalizer_stacked_in_cohort_order(tff_runtime, runtime):
   process = inprocess.for_runtime(rounds.compose(_round(stateful=False, report=True)),

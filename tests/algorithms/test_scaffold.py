@@ -1,6 +1,5 @@
 """Exact SCAFFOLD against a numpy reference on a quadratic with partial cohorts."""
 
-import os
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ from tff_rec.algorithms import api
 from tff_rec.algorithms import scaffold
 from tff_rec.data import sliced
 from tff_rec.runtime import inprocess
+from tff_rec.training import resources
 
 ROWS = [np.array([0, 1]), np.array([1]), np.array([1]), np.array([0]), np.array([1]),
         np.array([0])]
@@ -89,7 +89,7 @@ def test_rounds_match_the_reference(tff_runtime, runtime, aggregation):
 
 
 def test_variates_beyond_half_the_memory_are_refused_before_allocating():
-  memory = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+  memory = resources.machine_memory()
   with tf.Graph().as_default():
     parameters = sum(int(np.prod(v.shape)) for v in _model_fn().trainable_variables)
   clients = int(memory / 4 / parameters)  # variates of about the whole memory

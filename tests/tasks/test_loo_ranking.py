@@ -39,8 +39,12 @@ def test_client_rows_are_epochs_of_positives_and_fresh_unseen_negatives(ranking_
   np.testing.assert_array_equal(task.client_rows(4, seed=1, epochs=2)[1], items)
 
 
-def test_evaluation_ranks_each_held_out_item_among_its_own_negatives(ranking_dir):
+@pytest.mark.parametrize('block', [task_lib.RANK_BLOCK_USERS, 7])  # 7: blocks of users
+def test_evaluation_ranks_each_held_out_item_among_its_own_negatives(ranking_dir, block,
+                                                                     monkeypatch):
+  monkeypatch.setattr(task_lib, 'RANK_BLOCK_USERS', block)
   task = _task(ranking_dir, embedding_dim=3)
+  assert len(task.data.user_ids) % 7  # the last block of 7 is a partial one
   rng = np.random.default_rng(0)
   weights = {'items': rng.normal(size=(task.data.num_items, 3)),
              'users': rng.normal(size=(len(task.data.user_ids), 3))}
@@ -220,15 +224,22 @@ def test_min_interactions_below_a_three_item_split_is_refused_before_reading_dat
     task_lib.Config(data_dir='/nonexistent', min_interactions=2)
 
 
-def test_a_population_whose_tables_do_not_fit_is_refused_before_allocating(ranking_dir):
+def test_a_population_whose_tables_do_not_fit_is_refused_before_they_are_allocated(
+    ranking_dir, monkeypatch):
   data = _task(ranking_dir).data
   users, items = len(data.user_ids), data.num_items
+
+  def allocating(*unused_args):
+    raise AssertionError('a table was allocated before the check')
+
+  monkeypatch.setattr(task_lib.mf, 'initial_table', allocating)
   half = resources.machine_memory() / 2
   # Stored users keep 3 copies of their table: this dimension fits with 1, not with 3.
   dim = int(half / 4 / (2 * users + 3 * items))
-  with pytest.raises(ValueError, match=rf'{users} users x {dim} floats x 3 copies \(stored '
-                     rf'users\) and {items} items x {dim} floats x 3 copies .*'
-                     r'--user_state=reconstructed'):
+  with pytest.raises(ValueError, match=rf'{users} users x {dim} floats x 3 \(stored users\) '
+                     rf'and {items} items x {dim} floats x 3 .*--user_state=reconstructed'):
     _task(ranking_dir, embedding_dim=dim)
-  with pytest.raises(ValueError, match=rf'{users} users x {2 * dim} floats x 1 copies'):
+  with pytest.raises(AssertionError, match='allocated'):  # 1 copy of the users fits
+    _task(ranking_dir, embedding_dim=dim, user_state='reconstructed')
+  with pytest.raises(ValueError, match=rf'{users} users x {2 * dim} floats x 1 '):
     _task(ranking_dir, embedding_dim=2 * dim, user_state='reconstructed')

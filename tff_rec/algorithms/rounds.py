@@ -377,7 +377,8 @@ class RoundProcess:
                        'only such a round takes them')
     self.round = round_
     # Read-only views, never copies: N clients' states can be most of the memory
-    # (10^6 users x 64 floats), and next() copies before it writes.
+    # (10^6 users x 64 floats), and next() copies before it writes. The caller
+    # must not change the arrays it passed in.
     self.initial_client_states = (
         None if initial_client_states is None
         else tf.nest.map_structure(_read_only, initial_client_states))
@@ -425,7 +426,7 @@ class RoundProcess:
     key = self.round.clients_in_model
     state = dict(state)
     if key:
-      state['clients'] = np.asarray(weights[key], np.float32)
+      state['clients'] = _read_only(np.asarray(weights[key], np.float32))
       weights = {k: v for k, v in weights.items() if k != key}
     state['server'] = self._runner.set_model_weights(state['server'], weights)
     return state
