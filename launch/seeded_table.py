@@ -46,10 +46,17 @@ class Table:
   # Rows (e.g. 'popularity') every row is held against on the headline metric:
   # a column each, the difference where beyond the seeds' noise.
   versus: tuple[str, ...] = ()
+  # k > 0: the headline's mean over each run's last k evaluations, beside its final
+  # value, and what the versus columns hold (for a metric that swings between
+  # evaluations, one evaluation decides nothing).
+  last_k: int = 0
 
   def caption(self) -> str:
     settings = ' '.join(f'--{name}={value}' for name, value in self.task_settings)
     return ' '.join(filter(None, (f'`--task={self.task}`', settings, *self.args)))
+
+
+LAST_MEAN = 'mean of the last evaluations'  # the key `last_k` adds to a cell's results
 
 
 def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib.Path,
@@ -58,15 +65,19 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
   _, args, paper_record = table.rows[row]
   settings = [f'--{name}={value}' for name, value in table.task_settings]
   args = (*settings, *args, *table.args, f'--seed={seed}')
+  runs, name, records = f'{runs_dir}/{table.task}', f'{row}_s{seed}', str(records_dir / table.task)
   if paper_record:  # the paper reproduction's cell of this seed, where it ran
     record = pathlib.Path(paper_record)
-    names = [f'{record.name}_s{seed}', *([record.name] if seed == 0 else [])]
-    for name in names:
-      if (record.parent / name / 'summary.json').exists():
-        return cell_records.run_cell('', name, 'launch.train', *args, wanted=False,
-                               records_dir=str(record.parent))
-  return cell_records.run_cell(f'{runs_dir}/{table.task}', f'{row}_s{seed}', 'launch.train',
-                         *args, wanted=wanted, records_dir=str(records_dir / table.task))
+    for paper_name in [f'{record.name}_s{seed}', *([record.name] if seed == 0 else [])]:
+      if (record.parent / paper_name / 'summary.json').exists():
+        runs, name, records, wanted = '', paper_name, str(record.parent), False
+        break
+  result = cell_records.run_cell(runs, name, 'launch.train', *args, wanted=wanted,
+                                 records_dir=records)
+  if table.last_k and isinstance(result, dict):
+    curve = cell_records.read_curve(runs, name, table.metrics[0], records)
+    result = {**result, LAST_MEAN: float(curve[table.metrics[0]].tail(table.last_k).mean())}
+  return result
 
 
 def _popularity(table: Table, seed: int) -> dict[str, float]:
@@ -81,8 +92,9 @@ def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.
   """Runs the table's missing cells (if `wanted`); row -> its finished seeds' summaries."""
   common.FLAGS.task = table.task  # run_cell passes the task flags on to each run
   results = {}
-  if table.popularity is not None:
-    results['popularity'] = [_popularity(table, s) for s in seeds]
+  if table.popularity is not None:  # a score without rounds: its last mean is itself
+    results['popularity'] = [{**p, LAST_MEAN: p.get(table.metrics[0])}
+                             for p in (_popularity(table, s) for s in seeds)]
   for row in table.rows:
     results[row] = [r for r in (_cell(table, row, s, runs_dir, records_dir, wanted)
                                 for s in seeds) if isinstance(r, dict)]
@@ -92,12 +104,20 @@ def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.
 def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> list[str]:
   """The markdown lines of a table's collected results (`collect`)."""
   headline = table.metrics[0]
+  held = LAST_MEAN if table.last_k else headline  # what the versus columns compare
+  short = headline.split('/')[-1]
   labels = {'popularity': 'popularity', **{k: v[0] for k, v in table.rows.items()}}
-  header = [*(m.split('/')[-1] for m in table.metrics),
-            *(f'vs {labels[row]}' for row in table.versus),
-            'per seed (' + headline.split('/')[-1] + ')']
+  last = [f'{short}, mean of the last {table.last_k}'] if table.last_k else []
+  header = [short, *last, *(m.split('/')[-1] for m in table.metrics[1:]),
+            *(f'vs {labels[row]}' + (f' (mean of the last {table.last_k})' if last else '')
+              for row in table.versus),
+            'per seed (' + short + ')']
+  explained = (f' The mean of the last {table.last_k} evaluations of each run stands beside '
+               f'its final {short}: it swings between evaluations, so the comparisons read '
+               'that mean.' if table.last_k else '')
   lines = [f'## {table.title}', '',
-           f'{table.caption()}; seeds {seeds}; mean ± std over the seeds (sample std).', '',
+           f'{table.caption()}; seeds {seeds}; mean ± std over the seeds (sample std).'
+           + explained, '',
            '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
   for row, runs in results.items():
     stopped = sum('diverged_at_round' in r for r in runs)  # the trainer stopped them
@@ -109,9 +129,10 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
       lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * (len(header) - 1))
                    + f' | {what} of {len(runs)} seeds |')
       continue
-    per_metric = [seed_stats.spread([r[m] for r in runs]) for m in table.metrics]
+    shown = [headline, *([LAST_MEAN] if table.last_k else []), *table.metrics[1:]]
+    per_metric = [seed_stats.spread([r[m] for r in runs]) for m in shown]
     versus = ['' if other == row else seed_stats.versus(
-        [r[headline] for r in runs], [r[headline] for r in results.get(other, [])])
+        [r[held] for r in runs], [r[held] for r in results.get(other, [])])
               for other in table.versus]
     per_seed = ', '.join(f'{r[headline]:.3f}' for r in runs) or 'not run'
     lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric + versus) + f' | {per_seed} |')

@@ -104,3 +104,29 @@ def test_every_row_is_held_against_the_versus_rows_beyond_noise_only(tmp_path):
   assert lines[4] == '| method | hr | vs BASE | per seed (hr) |'
   assert [line.split(' | ')[2] for line in lines[6:-1]] == [
       '', 'within noise', '-0.105', 'one seed: no spread']
+
+
+def test_last_k_shows_the_mean_of_each_runs_last_evaluations_and_compares_it(tmp_path):
+  """A metric that swings: the final values favour one row, the last two
+  evaluations' means the other; the versus column reads the means."""
+  records = tmp_path / 'cells' / 'loo_ranking'
+  curves = {'base': ([0.1, 0.3, 0.5], [0.1, 0.3, 0.5]), 'swing': ([0.9, 0.9, 0.1],
+                                                                  [0.9, 0.9, 0.2])}
+  for row, seeds in curves.items():
+    for seed, curve in enumerate(seeds):
+      name = f'{row}_s{seed}'
+      _record(records, name, **{'test/hr': curve[-1], LOSS: 0.4})
+      (records / name / 'metrics.csv').write_text(
+          'round,test/hr\n1,\n' + ''.join(f'{r},{v}\n' for r, v in enumerate(curve, 2)))
+  table = seeded_table.Table(
+      'loo_ranking', 'T', ('test/hr',), {r: (r.upper(), (), None) for r in curves},
+      ('--rounds=3',), None, (('data_dir', 'd'),), versus=('base',), last_k=2)
+
+  lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), tmp_path / 'cells',
+                                wanted=False)
+
+  assert 'mean of the last 2 evaluations' in lines[2]
+  assert lines[4] == ('| method | hr | hr, mean of the last 2 | vs BASE (mean of the last 2) | '
+                      'per seed (hr) |')
+  assert lines[6] == '| BASE | 0.500 ± 0.000 | 0.400 ± 0.000 |  | 0.500, 0.500 |'
+  assert lines[7] == '| SWING | 0.150 ± 0.071 | 0.525 ± 0.035 | +0.125 | 0.100, 0.200 |'
