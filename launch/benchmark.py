@@ -24,6 +24,10 @@ fair_round: FAIR 1x-2x-4x-8x rounds (10 clients) on both runtimes, each in a
 remote: rounds of three workloads on the native runtime and on TFF workers
        (launch.worker) on loopback, 1 and 2 of them: clients per second and
        the per-round overhead of going remote.
+client_bytes: what a round hands the workers for its cohort, the clients'
+       examples against their index and seed with --client_data_dir (the
+       workers read the examples), for FedSubAvg LR and DCN FedAvg on one
+       loopback worker, and whether both end with the same weights.
 eval_memory: DIN (the CTR task's defaults otherwise) on MovieLens-100K and on Amazon
        Beauty's interactions as DIN's clicks, 3 rounds then the task's
        evaluation, on both runtimes, each in a fresh process: the peak resident
@@ -47,8 +51,10 @@ import json
 import os
 import pathlib
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -343,6 +349,58 @@ def bench_remote() -> str:
           f'are launch.worker processes on loopback, on the same {os.cpu_count()} cores as '
           'the trainer, so this shows the cost of going remote, not a speed-up.\n\n'
           + '\n'.join(lines))
+
+
+CLIENT_BYTES_WORKLOADS = ('FedSubAvg LR', 'DCN FedAvg, 3 epochs, batch 15 (MetaUA)')
+
+
+def _nbytes(value) -> int:
+  return sum(np.asarray(leaf).nbytes for leaf in tf.nest.flatten(value))
+
+
+def bench_client_bytes() -> str:
+  """What the trainer hands a round: its cohort's client data, with the examples
+  in memory and with --client_data_dir (each client's index and seed), beside
+  the model it broadcasts; the rounds checked equal on one loopback worker."""
+  from tff_rec.data import client_files  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import remote  # pylint: disable=g-import-not-at-top
+  lines = ['| workload | clients | client data a round: examples / files | model broadcast '
+           '(per worker) | s/round on 1 worker: examples / files | same weights after the '
+           'rounds |', '|---|---|---|---|---|---|']
+  workers = _loopback_workers(1)
+  try:
+    for name in CLIENT_BYTES_WORKLOADS:
+      task_name, settings, algorithm, clients, trainer, options = RUNTIME_WORKLOADS[name]
+      task = _task(task_name, settings)
+      sent, seconds, weights = [], [], []
+      for on_files in (False, True):
+        folder = pathlib.Path(tempfile.mkdtemp(dir=FLAGS.synthetic_dir))
+        built_task = client_files.ReadWhereTrained(task, folder) if on_files else task
+        with remote.RemoteRuntime([workers[0][0]]):
+          process, _, cohorts = _workload(built_task, 'native', algorithm, clients, trainer,
+                                          options)
+          sent.append(np.mean([_nbytes(cohort) for cohort in cohorts]))
+          state = process.initialize()
+          started = time.perf_counter()
+          for cohort in cohorts:
+            state = process.next(state, cohort).state
+          seconds.append((time.perf_counter() - started) / len(cohorts))
+          weights.append(process.get_model_weights(state).trainable)
+        shutil.rmtree(folder)
+      same = all(np.array_equal(a, b) for a, b in zip(*weights, strict=True))
+      lines.append(f'| {name} | {clients} | {sent[0] / 1024:,.1f} KB / {sent[1] / 1024:,.2f} '
+                   f'KB | {_nbytes(weights[0]) / 1024:,.1f} KB | {seconds[0]:.3f} / '
+                   f'{seconds[1]:.3f} | {"yes" if same else "NO"} |')
+      print(lines[-1], flush=True)
+  finally:
+    for _, process in workers:
+      process.terminate()
+      process.wait()
+  return (f'{FLAGS.rounds + 1} rounds of each workload on one launch.worker on loopback, '
+          'the same cohorts; client data: the bytes of the values the trainer passes a '
+          "round for its cohort (the clients' example arrays, or with --client_data_dir "
+          "their index and seed); the model: its trainable weights' bytes, which the "
+          'round sends each worker.\n\n' + '\n'.join(lines))
 
 
 def bench_round() -> str:
@@ -773,6 +831,9 @@ def main(argv):
     sections.append("## The papers' workloads: native vs in-process\n\n" + bench_runtimes())
   if 'remote' in FLAGS.what:
     sections.append('## Remote TFF workers on loopback vs native\n\n' + bench_remote())
+  if 'client_bytes' in FLAGS.what:
+    sections.append('## What a round sends: examples against client files\n\n'
+                    + bench_client_bytes())
   if 'fair_round' in FLAGS.what:
     sections.append('## A FAIR round: server and client memory\n\n' + bench_fair_round())
   if 'soak' in FLAGS.what:

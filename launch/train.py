@@ -30,6 +30,7 @@ import tensorflow_federated as tff
 from tff_rec import runner
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
+from tff_rec.data import client_files
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
 from tff_rec.runtime import remote
@@ -57,6 +58,11 @@ flags.DEFINE_enum('runtime', 'auto', ['auto', 'native', 'inprocess', 'remote'],
 flags.DEFINE_list('workers', None, '--runtime=remote: the workers, host:port,host:port '
                   '(each runs python -m launch.worker --port=PORT); each round\'s clients '
                   'are split across them.')
+flags.DEFINE_string('client_data_dir', None, "Write the clients' examples here once and let "
+                    'the client work read them: a round then sends each client its index '
+                    'and seed, not its examples. With --runtime=remote, a folder every worker '
+                    'reads at the same path. Tasks whose clients keep the same examples '
+                    "every round (ctr); tff.learning's algorithms on the Keras model.")
 flags.DEFINE_integer('threads', None, '--runtime=inprocess: shards of clients run at once '
                      '(default: one per core).', lower_bound=1)
 flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per TF call '
@@ -178,7 +184,7 @@ def main(argv):
   run_config = common.run_config(
       task_config, algorithm=name, **options,
       runtime='remote' if FLAGS.runtime == 'remote' else training.runtime,
-      **common.set_flags(PARALLELISM_FLAGS),
+      **common.set_flags((*PARALLELISM_FLAGS, 'client_data_dir')),
       client_optimizer=training.client_optimizer.settings(),
       server_optimizer=training.server_optimizer.settings(),
       **(aggregator.settings() if aggregator.name != 'mean' else {}),
@@ -206,7 +212,7 @@ def main(argv):
   try:
     _, metrics = runner.run(
         task, name, training, schedule, options=options, context=context,
-        on_start=start, on_round=_stopping_after(stop, progress.Progress(
+        client_data_dir=FLAGS.client_data_dir, on_start=start, on_round=_stopping_after(stop, progress.Progress(
             FLAGS.rounds, 'round', {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})))
   except ValueError as e:
     if out:  # trained, then failed: not a usage error
@@ -222,6 +228,11 @@ def main(argv):
     print(f'stopped after round {stop} (--stop_after_round), its checkpoint saved: the same '
           'command without that flag resumes', flush=True)
     return
+  except Exception as e:  # pylint: disable=broad-except
+    unreadable = FLAGS.client_data_dir and client_files.unreadable(e, FLAGS.client_data_dir)
+    if not unreadable:
+      raise
+    raise SystemExit(f'error: {unreadable}: stopped') from None
   if metrics:
     if isinstance(context, remote.RemoteRuntime):  # how the rounds were spread
       metrics.update({f'remote/calls/{address}': float(calls)

@@ -6,9 +6,12 @@ aggregation took effect."""
 import dataclasses
 from typing import Callable, Sequence
 
+import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.algorithms import registry
+from tff_rec.data import client_files
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
 from tff_rec.training import loop
@@ -57,7 +60,7 @@ def context_for(training: registry.Training):
 
 
 def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *,
-        options: dict | None = None, context=None,
+        options: dict | None = None, context=None, client_data_dir: str | None = None,
         on_start: Callable[[Started], Recording | None] | None = None,
         on_round: Callable[[int, dict[str, float]], None] | None = None):
   """Algorithm `name` (with `options`) trained on `task`: (final state, the last
@@ -65,7 +68,10 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
 
   `context` is the runtime's (a RemoteRuntime, an inprocess.Parallelism with its
   own settings, or a nullcontext inside one already entered); by default the
-  resolved runtime's own. `on_start` sees what was built before the first round
+  resolved runtime's own. With `client_data_dir`, the clients' examples are
+  written there once and read by the client work (client_files.ReadWhereTrained):
+  a round sends each client its index and seed. `on_start` sees what was built
+  before the first round
   and may return the run's Recording. Evaluation follows task.EVAL_PARTS, each part's
   metrics prefixed by its name. After the first round, a run whose metrics show
   nothing of its secure sum or DP raises AggregationNotVisible.
@@ -73,7 +79,11 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
   training = runtime_for(name, task, training)
   kind = registry.kind_for(name, task)
   with context if context is not None else context_for(training):
+    if client_data_dir:
+      task = client_files.ReadWhereTrained(task, client_data_dir)
     built = registry.build(name, task, training, **(options or {}))
+    if client_data_dir:
+      _check_sends_no_examples(name, built)
     recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
     evaluate = built.evaluate or task.evaluate
     periodic, final = task.EVAL_PARTS
@@ -90,6 +100,18 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
       if not checking.done:
         checking.check(e.round_num, e.metrics)
       raise
+
+
+def _check_sends_no_examples(name: str, built: registry.Built) -> None:
+  """Refuses an algorithm whose client input still holds examples (arrays):
+  its client work takes them from the trainer, not from the files."""
+  sample = built.client_input(built.client_ids[0], 0)
+  if any(np.size(leaf) > 1 for leaf in tf.nest.flatten(sample)):
+    raise registry.NotApplicable(
+        f'--algorithm={name} sends its clients\' examples from the trainer (its client '
+        "work takes them as arrays), so it cannot read them from --client_data_dir; "
+        "tff.learning's algorithms (fedavg, fedprox, fedadam, fedadagrad, fedsgd, "
+        'fedsubavg) on the Keras model can')
 
 
 class _AggregationCheck:

@@ -66,6 +66,16 @@ def test_a_run_without_an_output_dir_is_refused(ml100k_dir):
   assert '--output_dir is needed' in trainer.refusal(f'--data_dir={ml100k_dir}')
 
 
+def test_client_data_dir_is_refused_where_the_examples_cannot_stay_on_the_workers(
+    ml100k_dir, ranking_dir, tmp_path):
+  clients = f'--client_data_dir={tmp_path / "clients"}'
+  _assert_refused("--algorithm=metaua sends its clients' examples from the trainer", tmp_path,
+                  f'--data_dir={ml100k_dir}', '--task=ctr', '--model=lr', '--algorithm=metaua',
+                  clients)
+  _assert_refused('the loo_ranking task gives its clients other examples every round',
+                  tmp_path, f'--data_dir={ranking_dir}', '--task=loo_ranking', clients)
+
+
 def _assert_refused(message, tmp_path, *args):
   assert message in trainer.refusal(f'--output_dir={tmp_path / "out"}', *args)
   assert not (tmp_path / 'out' / 'metrics.csv').exists()

@@ -132,6 +132,37 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   assert min(calls) >= 2, calls  # 2 rounds: a share of each at least
 
 
+def test_workers_that_read_the_clients_examples_from_files_train_to_the_native_numbers(
+    workers, ml100k_dir, tmp_path):
+  """--client_data_dir: a round sends each client its index and seed; the workers
+  read the examples. A worker that sees other files there stops the run, naming
+  the folder."""
+  flags = [f'--data_dir={ml100k_dir}', '--task=ctr', '--algorithm=fedavg', '--model=lr',
+           '--rounds=2', '--clients_per_round=6', '--eval_every=2', '--batch_size=8']
+  native = trainer.train_here(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
+  assert native.returncode == 0, native.stderr[-3000:]
+  clients = tmp_path / 'clients'
+  remote = [*flags, '--runtime=remote', f'--workers={",".join(w.address for w in workers)}',
+            f'--client_data_dir={clients}']
+  done = trainer.train_here(*remote, f'--output_dir={tmp_path / "r"}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  expected, got = _summary(tmp_path / 'n'), _summary(tmp_path / 'r')
+  for key in ('eval/test_auc', 'eval/train_loss', 'train/client_work/train/loss'):
+    assert got[key] == expected[key], key
+  assert min(got[f'remote/calls/{w.address}'] for w in workers) >= 2
+  (clients / '0.tensors').unlink()  # what a worker without the files would see
+  stopped = trainer.train_here(*remote, '--clients_per_round=30',
+                               f'--output_dir={tmp_path / "missing"}')
+  assert stopped.returncode == 1
+  assert (f'error: a worker cannot read the client files: {clients}/0.tensors; No such '
+          'file or directory') in stopped.stderr
+  (clients / 'fingerprint').write_text('files of another dataset')  # another worker's files
+  stopped = trainer.train_here(*remote, f'--output_dir={tmp_path / "other"}')
+  assert stopped.returncode == 1
+  assert (f'error: a worker cannot read the client files: {clients} holds other client files '
+          'than the trainer wrote') in stopped.stderr
+
+
 def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
     workers, ml100k_dir, tmp_path):
   """The dual encoder's FedAvg: killed mid-run, restarted, resumed, it ends with
