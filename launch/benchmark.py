@@ -47,6 +47,7 @@ client_memory: one Goodreads-100 client's training (FAIR's client step: a
        floats against the measured peak resident memory growth while training.
 """
 
+import contextlib
 import json
 import os
 import pathlib
@@ -308,16 +309,23 @@ REMOTE_WORKLOADS = ('dual encoder FedAvg', 'FedSubAvg LR', 'FedMF d=64, 2 epochs
                     '(CoLR)')
 
 
-def _loopback_workers(count: int) -> list[tuple[str, subprocess.Popen]]:
-  """`count` launch.worker processes on free loopback ports, started."""
+@contextlib.contextmanager
+def _loopback_workers(count: int):
+  """`count` launch.worker processes on free loopback ports: their addresses;
+  stopped on leaving."""
   import portpicker  # pylint: disable=g-import-not-at-top
   workers = []
-  for _ in range(count):
-    port = portpicker.pick_unused_port()
-    workers.append((f'localhost:{port}', subprocess.Popen(
-        [sys.executable, '-m', 'launch.worker', f'--port={port}'],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
-  return workers
+  try:
+    for _ in range(count):
+      port = portpicker.pick_unused_port()
+      workers.append((f'localhost:{port}', subprocess.Popen(
+          [sys.executable, '-m', 'launch.worker', f'--port={port}'],
+          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+    yield [address for address, _ in workers]
+  finally:
+    for _, process in workers:
+      process.terminate()
+      process.wait()
 
 
 def bench_remote() -> str:
@@ -326,14 +334,13 @@ def bench_remote() -> str:
   lines = ['| workload | clients | native s/round | 1 worker s/round | 2 workers s/round | '
            'clients/s native / 1 / 2 workers | remote overhead s/round (1 worker) |',
            '|---|---|---|---|---|---|---|']
-  workers = _loopback_workers(2)
-  try:
+  with _loopback_workers(2) as workers:
     for name in REMOTE_WORKLOADS:
       task_name, settings, algorithm, clients, trainer, options = RUNTIME_WORKLOADS[name]
       task = _task(task_name, settings)
       seconds = []
       for runtime in (native.NativeRuntime(),
-                      *(remote.RemoteRuntime([a for a, _ in workers[:n]]) for n in (1, 2))):
+                      *(remote.RemoteRuntime(workers[:n]) for n in (1, 2))):
         with runtime:
           process, _, cohorts = _workload(task, 'native', algorithm, clients, trainer, options)
           seconds.append(_seconds_per_round(process, cohorts))
@@ -341,10 +348,6 @@ def bench_remote() -> str:
       lines.append(f'| {name} | {clients} | ' + ' | '.join(f'{s:.3f}' for s in seconds)
                    + f' | {rates} | {seconds[1] - seconds[0]:+.3f} |')
       print(lines[-1], flush=True)
-  finally:
-    for _, process in workers:
-      process.terminate()
-      process.wait()
   return (f'Mean of {FLAGS.rounds} rounds after a warm-up, the same cohorts; the workers '
           f'are launch.worker processes on loopback, on the same {os.cpu_count()} cores as '
           'the trainer, so this shows the cost of going remote, not a speed-up.\n\n'
@@ -367,8 +370,7 @@ def bench_client_bytes() -> str:
   lines = ['| workload | clients | client data a round: examples / files | model broadcast '
            '(per worker) | s/round on 1 worker: examples / files | same weights after the '
            'rounds |', '|---|---|---|---|---|---|']
-  workers = _loopback_workers(1)
-  try:
+  with _loopback_workers(1) as workers:
     for name in CLIENT_BYTES_WORKLOADS:
       task_name, settings, algorithm, clients, trainer, options = RUNTIME_WORKLOADS[name]
       task = _task(task_name, settings)
@@ -376,7 +378,7 @@ def bench_client_bytes() -> str:
       for on_files in (False, True):
         folder = pathlib.Path(tempfile.mkdtemp(dir=FLAGS.synthetic_dir))
         built_task = client_files.ReadWhereTrained(task, folder) if on_files else task
-        with remote.RemoteRuntime([workers[0][0]]):
+        with remote.RemoteRuntime(workers):
           process, _, cohorts = _workload(built_task, 'native', algorithm, clients, trainer,
                                           options)
           sent.append(np.mean([_nbytes(cohort) for cohort in cohorts]))
@@ -392,10 +394,6 @@ def bench_client_bytes() -> str:
                    f'KB | {_nbytes(weights[0]) / 1024:,.1f} KB | {seconds[0]:.3f} / '
                    f'{seconds[1]:.3f} | {"yes" if same else "NO"} |')
       print(lines[-1], flush=True)
-  finally:
-    for _, process in workers:
-      process.terminate()
-      process.wait()
   return (f'{FLAGS.rounds + 1} rounds of each workload on one launch.worker on loopback, '
           'the same cohorts; client data: the bytes of the values the trainer passes a '
           "round for its cohort (the clients' example arrays, or with --client_data_dir "
