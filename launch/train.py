@@ -30,7 +30,6 @@ import tensorflow_federated as tff
 from tff_rec import runner
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
-from tff_rec.data import client_files
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
 from tff_rec.runtime import remote
@@ -192,6 +191,7 @@ def main(argv):
       **vars(schedule))
   outputs.check_resumable(FLAGS.output_dir, run_config)  # before the minutes of building
   out = []  # the output folder, once the run has started
+  files = []  # where the clients' examples are, with --client_data_dir
 
   def start(started: runner.Started) -> runner.Recording:
     try:
@@ -199,6 +199,8 @@ def main(argv):
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
     out.append(outputs.output_dir(FLAGS.output_dir, run_config))
+    if started.files:
+      files.append(started.files)
     print(f'{FLAGS.task}: {task.describe()}; {started.describe(name)}; output in {out[0]}',
           flush=True)
     return runner.Recording(
@@ -229,7 +231,7 @@ def main(argv):
           'command without that flag resumes', flush=True)
     return
   except Exception as e:  # pylint: disable=broad-except
-    unreadable = FLAGS.client_data_dir and client_files.unreadable(e, FLAGS.client_data_dir)
+    unreadable = files and files[0].unreadable(e)  # a worker's error about them
     if not unreadable:
       raise
     raise SystemExit(f'error: {unreadable}: stopped') from None

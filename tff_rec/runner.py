@@ -29,6 +29,7 @@ class Started:
   built: registry.Built
   training: registry.Training  # its runtime resolved
   kind: str  # the kind of model the algorithm trains (registry.kind_for)
+  files: client_files.ClientFiles | None = None  # where the clients' examples are, if in files
 
   def describe(self, name: str) -> str:
     return (f'{name} on its {self.kind} model ({registry.implementations()[name][self.kind]}), '
@@ -79,12 +80,16 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
   training = runtime_for(name, task, training)
   kind = registry.kind_for(name, task)
   with context if context is not None else context_for(training):
+    files = None
     if client_data_dir:
       task = client_files.ReadWhereTrained(task, client_data_dir)
+      files = task.files
     built = registry.build(name, task, training, **(options or {}))
-    if client_data_dir:
+    if files:
       _check_sends_no_examples(name, built)
-    recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
+      files.write()  # once nothing refused the run
+    recording = (on_start(Started(built, training, kind, files)) if on_start else None
+                 ) or Recording()
     evaluate = built.evaluate or task.evaluate
     periodic, final = task.EVAL_PARTS
     checking = _AggregationCheck(training.aggregator, on_round)
@@ -106,7 +111,7 @@ def _check_sends_no_examples(name: str, built: registry.Built) -> None:
   """Refuses an algorithm whose client input still holds examples (arrays):
   its client work takes them from the trainer, not from the files."""
   sample = built.client_input(built.client_ids[0], 0)
-  if any(np.size(leaf) > 1 for leaf in tf.nest.flatten(sample)):
+  if any(np.ndim(leaf) > 0 for leaf in tf.nest.flatten(sample)):  # index and seed: scalars
     raise registry.NotApplicable(
         f'--algorithm={name} sends its clients\' examples from the trainer (its client '
         "work takes them as arrays), so it cannot read them from --client_data_dir; "

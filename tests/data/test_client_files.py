@@ -1,7 +1,6 @@
 """Clients' examples written once and read by the client work, from real files."""
 
 import collections
-import json
 
 import numpy as np
 import pytest
@@ -18,36 +17,61 @@ EXAMPLES = {'a': {'label': np.array([1.0, 0.0], np.float32),
             'b': {'label': np.zeros(0, np.float32), 'item': np.zeros((0, 2), np.int32)}}
 
 
+def _files(folder, examples=None):
+  examples = examples or EXAMPLES
+  return client_files.ClientFiles(folder, list(examples), examples.get)
+
+
 def test_each_client_reads_back_its_own_examples_by_index(tmp_path, tff_runtime):
-  client_files.write(tmp_path, list(EXAMPLES), EXAMPLES.get, 'toy')
-  read = client_files.reader(tmp_path, TYPES)  # the types in another order than the files
+  files = _files(tmp_path)
+  files.write()
+  read = files.reader(TYPES)  # the types in another order than the files' columns
   for index, examples in enumerate(EXAMPLES.values()):
     got = read(index)
     for name in TYPES:
       np.testing.assert_array_equal(got[name], examples[name])
 
 
-def test_files_of_another_source_are_refused_and_the_same_reused(tmp_path):
-  first = client_files.write(tmp_path, list(EXAMPLES), EXAMPLES.get, 'toy')
-  assert client_files.write(tmp_path, list(EXAMPLES), lambda c: 1 / 0, 'toy') == first
-  with pytest.raises(client_files.ClientFilesError, match=r'another dataset or task \(toy\)'):
-    client_files.write(tmp_path, list(EXAMPLES), EXAMPLES.get, 'other')
+def test_files_are_reused_only_for_the_very_same_examples(tmp_path):
+  _files(tmp_path).write()
+  written = (tmp_path / '0.tensors').stat().st_mtime_ns
+  _files(tmp_path).write()  # the same examples: nothing rewritten
+  assert (tmp_path / '0.tensors').stat().st_mtime_ns == written
+  changed = {**EXAMPLES, 'a': {**EXAMPLES['a'], 'label': np.array([0.0, 1.0], np.float32)}}
+  with pytest.raises(client_files.ClientFilesError, match='holds the client files of other '
+                     'examples'):
+    _files(tmp_path, changed).write()
+
+
+def test_a_folder_that_cannot_be_written_is_named(tmp_path):
+  (tmp_path / 'file').write_text('')
+  with pytest.raises(client_files.ClientFilesError,
+                     match=f'cannot write the client files under {tmp_path}/file/clients'):
+    _files(tmp_path / 'file' / 'clients').write()
 
 
 def test_a_reader_fails_naming_the_folder_where_the_files_differ_or_are_missing(
     tmp_path, tff_runtime):
-  client_files.write(tmp_path, list(EXAMPLES), EXAMPLES.get, 'toy')
-  read = client_files.reader(tmp_path, TYPES)
-  (tmp_path / client_files.FINGERPRINT).write_text('another dataset')  # what a worker sees
-  with pytest.raises(Exception, match=f'{tmp_path} holds other client files'):
+  files = _files(tmp_path / 'clients')
+  files.write()
+  read = files.reader(TYPES)
+  (tmp_path / 'clients' / client_files.FINGERPRINT).write_text('another dataset')
+  with pytest.raises(Exception, match='holds other client files') as raised:
     read(0)
-  with pytest.raises(client_files.ClientFilesError, match='holds no client files'):
-    client_files.reader(tmp_path / 'nowhere', TYPES)
+  assert files.unreadable(raised.value) == (
+      f'a worker cannot read the client files: {tmp_path}/clients/fingerprint: the folder '
+      'holds other client files than the trainer wrote '
+      f'({files.fingerprint[:12]}); give every worker the same files')
+  # Other errors, and other folders' files, are not this folder's.
+  assert files.unreadable(OSError(f'{tmp_path}/clients_old/0.tensors: gone')) is None
+  assert files.unreadable(ValueError(f'cannot create {tmp_path}/clients')) is None
 
 
 def test_the_ctr_task_reads_the_same_batches_from_files(ml100k_dir, tmp_path, tff_runtime):
   task = ctr.Task(ctr.make_config(data_dir=str(ml100k_dir), model='lr', batch_size=8))
   on_files = client_files.ReadWhereTrained(task, tmp_path / 'clients')
+  assert not (tmp_path / 'clients').exists()  # written once nothing refused the run
+  on_files.files.write()
   client = task.train_client_ids[3]
   from_files = list(on_files.dataset_computation(*on_files.client_arguments(client, 7)))
   in_memory = list(task.dataset_computation(*task.client_arguments(client, 7)))
@@ -56,13 +80,10 @@ def test_the_ctr_task_reads_the_same_batches_from_files(ml100k_dir, tmp_path, tf
     np.testing.assert_array_equal(y, y0)
     for name in x0:
       np.testing.assert_array_equal(x[name], x0[name])
-  manifest = json.loads((tmp_path / 'clients' / client_files.MANIFEST).read_text())
-  assert manifest['clients'] == task.train_client_ids
 
 
-def test_a_task_that_draws_examples_every_round_is_refused(ranking_dir, tmp_path):
+def test_a_task_whose_clients_get_other_examples_every_round_is_refused(ranking_dir,
+                                                                         tmp_path):
   task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir), embedding_dim=4))
-  with pytest.raises(client_files.ClientFilesError, match='other examples every round'):
+  with pytest.raises(client_files.ClientFilesError, match='not one fixed table of examples'):
     client_files.ReadWhereTrained(task, tmp_path)
-  assert not tmp_path.joinpath(client_files.MANIFEST).exists()
-

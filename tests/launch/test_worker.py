@@ -159,8 +159,8 @@ def test_workers_that_read_the_clients_examples_from_files_train_to_the_native_n
   (clients / 'fingerprint').write_text('files of another dataset')  # another worker's files
   stopped = trainer.train_here(*remote, f'--output_dir={tmp_path / "other"}')
   assert stopped.returncode == 1
-  assert (f'error: a worker cannot read the client files: {clients} holds other client files '
-          'than the trainer wrote') in stopped.stderr
+  assert (f'error: a worker cannot read the client files: {clients}/fingerprint: the folder '
+          'holds other client files than the trainer wrote') in stopped.stderr
 
 
 def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(

@@ -9,9 +9,13 @@ worker has no data backend for `tff.framework.Data` URIs, so the handle here
 is the client's index and the computation reads the file with TF ops.
 
 A file holds one client's columns, each `tf.io.serialize_tensor`ed, stacked
-into one serialized string vector. `fingerprint` (a hash of every file) is
-checked by every read, so a worker that sees another dataset under the same
-path fails, naming it.
+into one serialized string vector. The fingerprint is a hash of the examples
+(of every file's bytes), computed from the examples in memory at every start:
+files are reused only when it matches theirs, and every read on a worker
+checks the fingerprint file written with them, so a worker whose folder holds
+another dataset's files stops the run, naming the folder. (A worker's partial
+copy that kept the right fingerprint file is not detected until a file it lacks
+is read.)
 """
 
 import collections
@@ -30,101 +34,113 @@ FINGERPRINT = 'fingerprint'
 
 
 class ClientFilesError(ValueError):
-  """Client files that are missing, stale or of another dataset."""
+  """Client files that cannot be written, or are of other examples."""
 
 
-def write(folder: str | pathlib.Path, client_ids: Sequence[str],
-          examples_of: Callable[[str], dict[str, np.ndarray]], source: str) -> str:
-  """Writes every client's examples (`examples_of(client_id)`) under `folder`,
-  unless the same `source`'s (what they are of: the task and its settings) are
-  there already; their fingerprint."""
-  root = pathlib.Path(folder)
-  manifest = root / MANIFEST
-  if manifest.exists():
-    written = json.loads(manifest.read_text())
-    if written['source'] == source and written['clients'] == list(client_ids):
-      return written['fingerprint']
-    raise ClientFilesError(f'{root} holds the client files of another dataset or task '
-                           f'({written["source"]}); give an empty folder')
-  root.mkdir(parents=True, exist_ok=True)
-  digest, columns = hashlib.sha256(), None
-  for index, client_id in enumerate(client_ids):
-    examples = examples_of(client_id)
-    columns = columns or list(examples)
-    content = tf.io.serialize_tensor(tf.stack(
-        [tf.io.serialize_tensor(tf.constant(a)) for a in examples.values()])).numpy()
-    digest.update(content)
-    (root / f'{index}.tensors').write_bytes(content)
-  fingerprint = digest.hexdigest()
-  (root / FINGERPRINT).write_text(fingerprint)  # what each read checks, where it runs
-  partial = manifest.with_suffix('.partial')  # the manifest last: written means complete
-  partial.write_text(json.dumps({'source': source, 'clients': list(client_ids),
-                                 'columns': columns, 'fingerprint': fingerprint}))
-  partial.rename(manifest)
-  return fingerprint
+def _serialized(examples: dict[str, np.ndarray]) -> bytes:
+  return tf.io.serialize_tensor(tf.stack(
+      [tf.io.serialize_tensor(tf.constant(a)) for a in examples.values()])).numpy()
 
 
-def reader(folder: str | pathlib.Path, types: collections.OrderedDict) -> tff.Computation:
-  """client index (int32) -> that client's examples (`types`: name -> tff.TensorType),
-  read from `folder` where the computation runs, after checking that the files
-  there are the ones written here."""
-  root = pathlib.Path(folder).resolve()
-  if not (root / MANIFEST).exists():
-    raise ClientFilesError(f'{root} holds no client files ({MANIFEST} is missing)')
-  written = json.loads((root / MANIFEST).read_text())
-  missing = sorted(set(types) - set(written['columns']))
-  if missing:
-    raise ClientFilesError(f'{root}: the client files lack columns {missing}; give an empty '
-                           'folder to write them anew')
-  position = {name: k for k, name in enumerate(written['columns'])}
-  fingerprint = written['fingerprint']
+class ClientFiles:
+  """The files of `client_ids`' examples (`examples_of(client_id)`) under
+  `folder`: their fingerprint and column order at once, the files themselves
+  on `write()`. The path is made absolute here: every worker must read the
+  files at that path."""
 
-  @tff.tensorflow.computation(np.int32)
-  def read(index):
-    same = tf.debugging.assert_equal(
-        tf.io.read_file(f'{root}/{FINGERPRINT}'), fingerprint,
-        message=f'{root} holds other client files than the trainer wrote (fingerprint '
-                f'{fingerprint[:12]}); give every worker the same folder')
-    with tf.control_dependencies([same]):
-      path = tf.strings.join([str(root), '/', tf.strings.as_string(index), '.tensors'])
-      columns = tf.io.parse_tensor(tf.io.read_file(path), tf.string)
-    return collections.OrderedDict(
-        (name, tf.ensure_shape(tf.io.parse_tensor(columns[position[name]], t.dtype), t.shape))
-        for name, t in types.items())
+  def __init__(self, folder: str | pathlib.Path, client_ids: Sequence[str],
+               examples_of: Callable[[str], dict[str, np.ndarray]]):
+    self.root = pathlib.Path(folder).absolute()
+    self.client_ids, self._examples_of = list(client_ids), examples_of
+    digest = hashlib.sha256()
+    for client_id in self.client_ids:
+      digest.update(_serialized(examples_of(client_id)))
+    self.fingerprint = digest.hexdigest()
+    self.columns = list(examples_of(self.client_ids[0]))
 
-  return read
+  def write(self) -> None:
+    """Writes the files, or checks that the folder holds these very ones."""
+    manifest = self.root / MANIFEST
+    if manifest.exists():
+      written = json.loads(manifest.read_text())
+      if written['fingerprint'] != self.fingerprint:
+        raise ClientFilesError(
+            f'{self.root} holds the client files of other examples (fingerprint '
+            f'{written["fingerprint"][:12]}, these are {self.fingerprint[:12]}); give an '
+            'empty folder')
+      return
+    try:
+      self.root.mkdir(parents=True, exist_ok=True)
+      for index, client_id in enumerate(self.client_ids):
+        (self.root / f'{index}.tensors').write_bytes(
+            _serialized(self._examples_of(client_id)))
+      (self.root / FINGERPRINT).write_text(self.fingerprint)
+      partial = manifest.with_suffix('.partial')  # the manifest last: written means complete
+      partial.write_text(json.dumps({'clients': self.client_ids, 'columns': self.columns,
+                                     'fingerprint': self.fingerprint}))
+      partial.rename(manifest)
+    except OSError as e:
+      raise ClientFilesError(f'cannot write the client files under {self.root}: {e}') from None
 
+  def reader(self, types: collections.OrderedDict) -> tff.Computation:
+    """client index (int32) -> that client's examples (`types`: name -> tff.TensorType),
+    read from the folder where the computation runs, once it checked the
+    fingerprint file there."""
+    missing = sorted(set(types) - set(self.columns))
+    if missing:
+      raise ClientFilesError(f'the client files lack columns {missing}')
+    position = {name: k for k, name in enumerate(self.columns)}
+    root, fingerprint = str(self.root), self.fingerprint
 
-def unreadable(error: Exception, folder: str | pathlib.Path) -> str | None:
-  """What a worker said when it could not read the client files under `folder`
-  (it raised `error`, e.g. gRPC's from a remote worker); None for another error."""
-  found = re.search(rf'{re.escape(str(pathlib.Path(folder).resolve()))}[^\]\n"\\]*',
-                    str(error))
-  return None if found is None else f'a worker cannot read the client files: {found[0]}'
+    @tff.tensorflow.computation(np.int32)
+    def read(index):
+      same = tf.debugging.assert_equal(
+          tf.io.read_file(f'{root}/{FINGERPRINT}'), fingerprint,
+          message=f'{root}/{FINGERPRINT}: the folder holds other client files than the '
+                  f'trainer wrote ({fingerprint[:12]}); give every worker the same files')
+      with tf.control_dependencies([same]):
+        path = tf.strings.join([root, '/', tf.strings.as_string(index), '.tensors'])
+        columns = tf.io.parse_tensor(tf.io.read_file(path), tf.string)
+      return collections.OrderedDict(
+          (name, tf.ensure_shape(tf.io.parse_tensor(columns[position[name]], t.dtype),
+                                 t.shape))
+          for name, t in types.items())
+
+    return read
+
+  def unreadable(self, error: Exception) -> str | None:
+    """What a worker said when it could not read these files (it raised `error`,
+    e.g. gRPC's from a remote worker, naming a file of the folder); None for
+    any other error."""
+    found = re.search(rf'{re.escape(str(self.root))}/(\d+\.tensors|{FINGERPRINT})'
+                      r'[^\]\n"\\]*', str(error))
+    return None if found is None else f'a worker cannot read the client files: {found[0]}'
 
 
 class ReadWhereTrained:
-  """`task` with its clients' examples written under `folder` and read by the
-  client work: its dataset computation takes (client index, seed), and a
-  round's client arguments are those two numbers. The task's own dataset
-  computation makes the batches, so they are the same batches as in memory.
+  """`task` with its clients' examples in files (`ClientFiles`, written by
+  `files.write()`) and read by the client work: its dataset computation takes
+  (client index, seed), and a round's client arguments are those two numbers.
+  The task's own dataset computation makes the batches, so they are the same
+  batches as in memory.
 
-  Only for a task whose client arguments are (its fixed examples, seed): one
-  that draws a client's examples per round (sampled negatives) cannot have them
-  written once, and is refused."""
+  Only for a task whose client arguments are (its fixed examples as one table,
+  seed): one that draws a client's examples per round (sampled negatives), or
+  whose Keras algorithms read another form, is refused."""
 
   def __init__(self, task, folder: str | pathlib.Path):
     self._task = task
     ids = list(task.train_client_ids)
-    examples = getattr(task, 'client_examples', None)
-    if examples is None or not _fixed(task, ids[0]):
+    if (getattr(task, 'client_examples', None) is None
+        or hasattr(task, 'keras_dataset_computation') or not _fixed(task, ids[0])):
       raise ClientFilesError(
-          f'the {task.NAME} task gives its clients other examples every round, or none as '
-          'one table; its examples cannot be written once for the workers to read')
-    write(folder, ids, examples, f'{task.NAME} {getattr(task, "config", "")!r}')
-    examples_type = task.dataset_computation.type_signature.parameter[0]
-    read = reader(folder, collections.OrderedDict(tff.structure.iter_elements(examples_type)))
-    seed_type = task.dataset_computation.type_signature.parameter[1]
+          f"the {task.NAME} task's client arguments are not one fixed table of examples "
+          'and a seed (they change every round, or come in another form), so they '
+          'cannot be written once for the workers to read')
+    self.files = ClientFiles(folder, ids, task.client_examples)
+    examples_type, seed_type = task.dataset_computation.type_signature.parameter
+    read = self.files.reader(collections.OrderedDict(tff.structure.iter_elements(
+        examples_type)))
 
     @tff.tensorflow.computation(np.int32, seed_type)
     def dataset_computation(index, seed):

@@ -1,0 +1,22 @@
+"""tff_rec.runner: what it refuses before a run starts."""
+
+import numpy as np
+import pytest
+
+from tff_rec import runner
+from tff_rec.algorithms import registry
+
+
+@pytest.mark.parametrize('client_input, sends_examples', [
+    ((np.int32(3), np.int64(7)), False),  # index and seed
+    (((), np.zeros(1, np.int32)), True),  # a client of one example still ships it
+    ({'x': np.zeros((2, 3))}, True)])
+def test_with_client_files_only_a_clients_index_and_seed_may_be_sent(client_input,
+                                                                      sends_examples):
+  built = registry.Built(None, ['a'], lambda client_id, seed: client_input)
+  check = lambda: runner._check_sends_no_examples('x', built)  # pylint: disable=protected-access
+  if sends_examples:
+    with pytest.raises(registry.NotApplicable, match="--algorithm=x sends its clients' examples"):
+      check()
+  else:
+    check()
