@@ -77,6 +77,26 @@ def test_client_data_dir_is_refused_where_the_examples_cannot_stay_on_the_worker
                   tmp_path, f'--data_dir={ranking_dir}', '--task=loo_ranking', clients)
 
 
+def test_a_worker_without_the_client_files_or_with_others_stops_naming_them(
+    ml100k_dir, tmp_path):
+  clients = tmp_path / 'clients'
+  flags = [f'--data_dir={ml100k_dir}', '--task=ctr', '--model=lr', '--rounds=1',
+           '--clients_per_round=30', '--batch_size=8', '--runtime=native',
+           f'--client_data_dir={clients}']
+  done = trainer.train_here(*flags, f'--output_dir={tmp_path / "written"}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  (clients / '0.tensors').unlink()  # what a worker without the files would see
+  stopped = trainer.train_here(*flags, f'--output_dir={tmp_path / "missing"}')
+  assert stopped.returncode == 1
+  assert (f'error: a worker cannot read the client files: {clients}/0.tensors; No such '
+          'file or directory') in stopped.stderr
+  (clients / 'fingerprint').write_text('files of another dataset')  # another worker's files
+  stopped = trainer.train_here(*flags, f'--output_dir={tmp_path / "other"}')
+  assert stopped.returncode == 1
+  assert (f'error: a worker cannot read the client files: {clients}/fingerprint: the folder '
+          'holds other client files than the trainer wrote') in stopped.stderr
+
+
 def _assert_refused(message, tmp_path, *args):
   assert message in trainer.refusal(f'--output_dir={tmp_path / "out"}', *args)
   assert not (tmp_path / 'out' / 'metrics.csv').exists()

@@ -93,7 +93,9 @@ def _summary(out) -> dict:
 
 
 # One algorithm of each paper, on small data: (data fixture, flags). The dual
-# encoder's FedAvg is compared in the killed-worker test below.
+# encoder's FedAvg is compared in the killed-worker test below. FedSubAvg's
+# workers read its clients' examples from files (--client_data_dir, added by the
+# test): a round sends them only each client's index and seed.
 PAPERS = {
     'FedSubAvg LR': ('ml100k_dir', ['--task=ctr', '--algorithm=fedsubavg',
                                     '--model=lr', '--rounds=2', '--clients_per_round=6',
@@ -116,7 +118,8 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   flags = [f'--data_dir={request.getfixturevalue(data_fixture)}', *flags]
   native = trainer.train_here(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
   assert native.returncode == 0, native.stderr[-3000:]
-  remote = trainer.train_here(*flags, '--runtime=remote',
+  files = [f'--client_data_dir={tmp_path / "clients"}'] if 'FedSubAvg' in paper else []
+  remote = trainer.train_here(*flags, '--runtime=remote', *files,
                               f'--workers={",".join(w.address for w in workers)}',
                               f'--output_dir={tmp_path / "r"}')
   assert remote.returncode == 0, remote.stderr[-3000:]
@@ -126,41 +129,12 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   assert any(k.startswith(('test/', 'eval/')) for k in compared), compared
   for key in compared:
     assert got[key] == pytest.approx(expected[key], rel=1e-4, abs=1e-6), key
-  assert json.loads((tmp_path / 'r' / 'config.json').read_text())['runtime'] == 'remote'
+  config = json.loads((tmp_path / 'r' / 'config.json').read_text())
+  assert config['runtime'] == 'remote' and ('client_data_dir' in config) == bool(files)
+  assert (tmp_path / 'clients' / '0.tensors').exists() == bool(files)
   # Both workers ran a share of the rounds (each round's merge runs on one of them).
   calls = [got[f'remote/calls/{w.address}'] for w in workers]
   assert min(calls) >= 2, calls  # 2 rounds: a share of each at least
-
-
-def test_workers_that_read_the_clients_examples_from_files_train_to_the_native_numbers(
-    workers, ml100k_dir, tmp_path):
-  """--client_data_dir: a round sends each client its index and seed; the workers
-  read the examples. A worker that sees other files there stops the run, naming
-  the folder."""
-  flags = [f'--data_dir={ml100k_dir}', '--task=ctr', '--algorithm=fedavg', '--model=lr',
-           '--rounds=2', '--clients_per_round=6', '--eval_every=2', '--batch_size=8']
-  native = trainer.train_here(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
-  assert native.returncode == 0, native.stderr[-3000:]
-  clients = tmp_path / 'clients'
-  remote = [*flags, '--runtime=remote', f'--workers={",".join(w.address for w in workers)}',
-            f'--client_data_dir={clients}']
-  done = trainer.train_here(*remote, f'--output_dir={tmp_path / "r"}')
-  assert done.returncode == 0, done.stderr[-3000:]
-  expected, got = _summary(tmp_path / 'n'), _summary(tmp_path / 'r')
-  for key in ('eval/test_auc', 'eval/train_loss', 'train/client_work/train/loss'):
-    assert got[key] == expected[key], key
-  assert min(got[f'remote/calls/{w.address}'] for w in workers) >= 2
-  (clients / '0.tensors').unlink()  # what a worker without the files would see
-  stopped = trainer.train_here(*remote, '--clients_per_round=30',
-                               f'--output_dir={tmp_path / "missing"}')
-  assert stopped.returncode == 1
-  assert (f'error: a worker cannot read the client files: {clients}/0.tensors; No such '
-          'file or directory') in stopped.stderr
-  (clients / 'fingerprint').write_text('files of another dataset')  # another worker's files
-  stopped = trainer.train_here(*remote, f'--output_dir={tmp_path / "other"}')
-  assert stopped.returncode == 1
-  assert (f'error: a worker cannot read the client files: {clients}/fingerprint: the folder '
-          'holds other client files than the trainer wrote') in stopped.stderr
 
 
 def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
