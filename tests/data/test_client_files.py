@@ -4,9 +4,10 @@ import collections
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import ctr
+import tasks
 from tasks import loo_ranking
 from tff_rec.data import client_files
 
@@ -67,8 +68,11 @@ def test_a_reader_fails_naming_the_folder_where_the_files_differ_or_are_missing(
   assert files.unreadable(ValueError(f'cannot create {tmp_path}/clients')) is None
 
 
-def test_the_ctr_task_reads_the_same_batches_from_files(ml100k_dir, tmp_path, tff_runtime):
-  task = ctr.Task(ctr.make_config(data_dir=str(ml100k_dir), model='lr', batch_size=8))
+@pytest.mark.parametrize('task_name', ['ctr', 'next_item'])
+def test_a_task_reads_the_same_batches_from_files(task_name, ml100k_dir, tmp_path,
+                                                  tff_runtime):
+  module = tasks.module(task_name)
+  task = module.Task(module.make_config(data_dir=str(ml100k_dir), batch_size=8))
   on_files = client_files.ReadWhereTrained(task, tmp_path / 'clients')
   assert not (tmp_path / 'clients').exists()  # written once nothing refused the run
   on_files.files.write()
@@ -76,14 +80,13 @@ def test_the_ctr_task_reads_the_same_batches_from_files(ml100k_dir, tmp_path, tf
   from_files = list(on_files.dataset_computation(*on_files.client_arguments(client, 7)))
   in_memory = list(task.dataset_computation(*task.client_arguments(client, 7)))
   assert len(from_files) == len(in_memory) > 1
-  for (x, y), (x0, y0) in zip(from_files, in_memory, strict=True):
-    np.testing.assert_array_equal(y, y0)
-    for name in x0:
-      np.testing.assert_array_equal(x[name], x0[name])
+  for got, expected in zip(from_files, in_memory, strict=True):
+    for a, b in zip(tf.nest.flatten(got), tf.nest.flatten(expected), strict=True):
+      np.testing.assert_array_equal(a, b)
 
 
 def test_a_task_whose_clients_get_other_examples_every_round_is_refused(ranking_dir,
                                                                          tmp_path):
   task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir), embedding_dim=4))
-  with pytest.raises(client_files.ClientFilesError, match='not one fixed table of examples'):
+  with pytest.raises(client_files.ClientFilesError, match='not fixed arrays and a seed'):
     client_files.ReadWhereTrained(task, tmp_path)

@@ -73,7 +73,7 @@ def test_client_data_dir_is_refused_where_the_examples_cannot_stay_on_the_worker
                   f'--data_dir={ml100k_dir}', '--task=ctr', '--model=lr', '--algorithm=metaua',
                   clients)
   assert not (tmp_path / 'clients').exists()  # refused before anything was written
-  _assert_refused("the loo_ranking task's client arguments are not one fixed table",
+  _assert_refused("the loo_ranking task's client arguments are not fixed arrays and a seed",
                   tmp_path, f'--data_dir={ranking_dir}', '--task=loo_ranking', clients)
 
 

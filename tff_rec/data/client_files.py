@@ -23,7 +23,7 @@ import hashlib
 import json
 import pathlib
 import re
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -121,30 +121,37 @@ class ReadWhereTrained:
   """`task` with its clients' examples in files (`ClientFiles`, written by
   `files.write()`) and read by the client work: its dataset computation takes
   (client index, seed), and a round's client arguments are those two numbers.
-  The task's own dataset computation makes the batches, so they are the same
-  batches as in memory.
+  The task's own dataset computation makes the batches from what it reads, so
+  they are the same batches as in memory.
 
-  Only for a task whose client arguments are (its fixed examples as one table,
-  seed): one that draws a client's examples per round (sampled negatives), or
-  whose Keras algorithms read another form, is refused."""
+  Only for a task whose client arguments are fixed arrays (or tables of them)
+  and a seed, as the CTR and next-item tasks' are: one that draws a client's
+  examples per round (sampled negatives), or whose Keras algorithms read
+  another form, is refused."""
 
   def __init__(self, task, folder: str | pathlib.Path):
     self._task = task
     ids = list(task.train_client_ids)
-    if (getattr(task, 'client_examples', None) is None
-        or hasattr(task, 'keras_dataset_computation') or not _fixed(task, ids[0])):
+    if hasattr(task, 'keras_dataset_computation') or not _fixed(task, ids[0]):
       raise ClientFilesError(
-          f"the {task.NAME} task's client arguments are not one fixed table of examples "
-          'and a seed (they change every round, or come in another form), so they '
-          'cannot be written once for the workers to read')
-    self.files = ClientFiles(folder, ids, task.client_examples)
-    examples_type, seed_type = task.dataset_computation.type_signature.parameter
-    read = self.files.reader(collections.OrderedDict(tff.structure.iter_elements(
-        examples_type)))
+          f"the {task.NAME} task's client arguments are not fixed arrays and a seed (they "
+          'change every round, or come in another form), so they cannot be written once '
+          'for the workers to read')
+    self.files = ClientFiles(folder, ids,
+                             lambda client_id: _columns(task.client_arguments(client_id, 0)))
+    *fixed_types, (_, seed_type) = tff.structure.iter_elements(
+        task.dataset_computation.type_signature.parameter)
+    read = self.files.reader(collections.OrderedDict(
+        (name, t) for k, (_, part) in enumerate(fixed_types) for name, t in _typed(k, part)))
 
     @tff.tensorflow.computation(np.int32, seed_type)
     def dataset_computation(index, seed):
-      return task.dataset_computation(read(index), seed)
+      flat = read(index)
+      parts = [collections.OrderedDict((name, flat[f'{k}/{name}']) for name, _ in
+                                       tff.structure.iter_elements(part))
+               if isinstance(part, tff.StructType) else flat[str(k)]
+               for k, (_, part) in enumerate(fixed_types)]
+      return task.dataset_computation(*parts, seed)
 
     self.dataset_computation = dataset_computation
     self._index = {client_id: k for k, client_id in enumerate(ids)}
@@ -156,12 +163,31 @@ class ReadWhereTrained:
     return getattr(self._task, name)
 
 
+def _columns(arguments) -> dict[str, np.ndarray]:
+  """A client's arguments but the seed (the last), as named columns: 'k' for the
+  k-th if an array, 'k/name' for each array of the k-th if a table."""
+  columns = {}
+  for k, part in enumerate(arguments[:-1]):
+    if isinstance(part, Mapping):
+      columns.update({f'{k}/{name}': np.asarray(value) for name, value in part.items()})
+    else:
+      columns[str(k)] = np.asarray(part)
+  return columns
+
+
+def _typed(k: int, part) -> list[tuple[str, tff.Type]]:
+  """_columns' names with their types, from the k-th parameter's type."""
+  if isinstance(part, tff.StructType):
+    return [(f'{k}/{name}', t) for name, t in tff.structure.iter_elements(part)]
+  return [(str(k), part)]
+
+
 def _fixed(task, client_id: str) -> bool:
-  """Whether the client's arguments are (its examples, seed) whatever the seed."""
-  examples = task.client_examples(client_id)
-  for seed in (1, 2):
-    arguments = task.client_arguments(client_id, seed)
-    if len(arguments) != 2 or not isinstance(arguments[0], dict) or any(
-        not np.array_equal(arguments[0][k], examples.get(k)) for k in arguments[0]):
-      return False
-  return True
+  """Whether the client's arguments are fixed arrays whatever the seed, then the seed."""
+  first, second = (task.client_arguments(client_id, seed) for seed in (1, 2))
+  try:
+    a, b = _columns(first), _columns(second)
+  except (TypeError, ValueError):
+    return False
+  return (int(first[-1]) == 1 and int(second[-1]) == 2 and a.keys() == b.keys()
+          and all(np.array_equal(a[k], b[k]) for k in a))
