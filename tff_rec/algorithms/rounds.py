@@ -34,6 +34,7 @@ The round's metrics hold the aggregator's measurements under 'aggregator'
 
 import collections
 import dataclasses
+import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -75,10 +76,24 @@ class Round:
     return aggregation_process(self.aggregator, self.client_work)
 
 
+# client work -> {id(aggregator): (aggregator, its process)}: each creation traces
+# the factory's computations again (about 0.5 s), and a round's builder (for the
+# aggregate's type), the round, its runner and the in-process runtime all ask.
+_CREATED = weakref.WeakKeyDictionary()
+
+
 def aggregation_process(aggregator: Factory, client_work: tff.Computation
                         ) -> tff.templates.AggregationProcess:
   """The aggregator's process for what `client_work` sends (its update, and its
-  weight when the aggregator is weighted)."""
+  weight when the aggregator is weighted), created once per pair."""
+  created = _CREATED.setdefault(client_work, {})
+  if id(aggregator) not in created:
+    created[id(aggregator)] = (aggregator, _create(aggregator, client_work))
+  return created[id(aggregator)][1]
+
+
+def _create(aggregator: Factory, client_work: tff.Computation
+            ) -> tff.templates.AggregationProcess:
   output = client_work.type_signature.result
   if isinstance(aggregator, tff.aggregators.WeightedAggregationFactory):
     return aggregator.create(output[UPDATE], output[WEIGHT])
