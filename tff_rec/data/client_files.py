@@ -5,8 +5,9 @@ and seed instead of its examples: the TFF worker that trains the client reads
 `<folder>/<index>.tensors` inside the client's dataset computation. TFF 0.87's
 own means for data that materializes on the workers is a data descriptor (a
 computation that turns handles into datasets, run on the clients); its C++
-worker has no data backend for `tff.framework.Data` URIs, so the handle here
-is the client's index and the computation reads the file with TF ops.
+worker binary links no data backend that would resolve `tff.framework.Data`
+URIs, so the handle here is the client's index and the computation reads the
+file with TF ops.
 
 A file holds one client's columns, each `tf.io.serialize_tensor`ed, stacked
 into one serialized string vector. The fingerprint is a hash of the examples
