@@ -30,6 +30,7 @@ import tensorflow_federated as tff
 from tff_rec import runner
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
+from tff_rec.data import client_files
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
 from tff_rec.runtime import remote
@@ -192,7 +193,6 @@ def main(argv):
       **vars(schedule))
   outputs.check_resumable(FLAGS.output_dir, run_config)  # before the minutes of building
   out = []  # the output folder, once the run has started
-  files = []  # where the clients' examples are, with --client_data_dir
 
   def start(started: runner.Started) -> runner.Recording:
     try:
@@ -200,8 +200,6 @@ def main(argv):
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
     out.append(outputs.output_dir(FLAGS.output_dir, run_config))
-    if started.files:
-      files.append(started.files)
     print(f'{FLAGS.task}: {task.describe()}; {started.describe(name)}; output in {out[0]}',
           flush=True)
     return runner.Recording(
@@ -215,13 +213,14 @@ def main(argv):
   try:
     _, metrics = runner.run(
         task, name, training, schedule, options=options, context=context,
-        client_data_dir=FLAGS.client_data_dir, on_start=start, on_round=_stopping_after(stop, progress.Progress(
+        client_data_dir=FLAGS.client_data_dir, on_start=start,
+        on_round=_stopping_after(stop, progress.Progress(
             FLAGS.rounds, 'round', {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})))
   except ValueError as e:
     if out:  # trained, then failed: not a usage error
       raise
     raise app.UsageError(str(e)) from None
-  except runner.AggregationNotVisible as e:
+  except (runner.AggregationNotVisible, client_files.UnreadableClientFiles) as e:
     raise SystemExit(f'error: {e}: stopped') from None
   except checkpoints.NoReadableCheckpointError as e:
     raise SystemExit(f'error: {e}, or start afresh in a new --output_dir') from None
@@ -231,11 +230,6 @@ def main(argv):
     print(f'stopped after round {stop} (--stop_after_round), its checkpoint saved: the same '
           'command without that flag resumes', flush=True)
     return
-  except Exception as e:  # pylint: disable=broad-except
-    unreadable = files and files[0].unreadable(e)  # a worker's error about them
-    if not unreadable:
-      raise
-    raise SystemExit(f'error: {unreadable}: stopped') from None
   if metrics:
     if isinstance(context, remote.RemoteRuntime):  # how the rounds were spread
       metrics.update({f'remote/calls/{address}': float(calls)

@@ -29,7 +29,6 @@ class Started:
   built: registry.Built
   training: registry.Training  # its runtime resolved
   kind: str  # the kind of model the algorithm trains (registry.kind_for)
-  files: client_files.ClientFiles | None = None  # where the clients' examples are, if in files
 
   def describe(self, name: str) -> str:
     return (f'{name} on its {self.kind} model ({registry.implementations()[name][self.kind]}), '
@@ -71,11 +70,12 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
   own settings, or a nullcontext inside one already entered); by default the
   resolved runtime's own. With `client_data_dir`, the clients' examples are
   written there once and read by the client work (client_files.ReadWhereTrained):
-  a round sends each client its index and seed. `on_start` sees what was built
-  before the first round
-  and may return the run's Recording. Evaluation follows task.EVAL_PARTS, each part's
-  metrics prefixed by its name. After the first round, a run whose metrics show
-  nothing of its secure sum or DP raises AggregationNotVisible.
+  a round sends each client its index and seed, and a worker that cannot read
+  them raises UnreadableClientFiles. `on_start` sees what was built before the
+  first round and may return the run's Recording. Evaluation follows
+  task.EVAL_PARTS, each part's metrics prefixed by its name. After the first
+  round, a run whose metrics show nothing of its secure sum or DP raises
+  AggregationNotVisible.
   """
   training = runtime_for(name, task, training)
   kind = registry.kind_for(name, task)
@@ -88,8 +88,7 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
     if files:
       _check_sends_no_examples(name, built)
       files.write()  # once nothing refused the run
-    recording = (on_start(Started(built, training, kind, files)) if on_start else None
-                 ) or Recording()
+    recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
     evaluate = built.evaluate or task.evaluate
     periodic, final = task.EVAL_PARTS
     checking = _AggregationCheck(training.aggregator, on_round)
@@ -105,6 +104,11 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
       if not checking.done:
         checking.check(e.round_num, e.metrics)
       raise
+    except Exception as e:  # pylint: disable=broad-except
+      unreadable = files and files.unreadable(e)  # a worker's error naming their files
+      if not unreadable:
+        raise
+      raise client_files.UnreadableClientFiles(unreadable) from e
 
 
 def _check_sends_no_examples(name: str, built: registry.Built) -> None:

@@ -38,6 +38,10 @@ class ClientFilesError(ValueError):
   """Client files that cannot be written, or are of other examples."""
 
 
+class UnreadableClientFiles(RuntimeError):
+  """A worker could not read the client files (missing, or another dataset's)."""
+
+
 def _serialized(examples: dict[str, np.ndarray]) -> bytes:
   return tf.io.serialize_tensor(tf.stack(
       [tf.io.serialize_tensor(tf.constant(a)) for a in examples.values()])).numpy()
