@@ -57,11 +57,12 @@ class ClientFiles:
                examples_of: Callable[[str], dict[str, np.ndarray]]):
     self.root = pathlib.Path(folder).absolute()
     self.client_ids, self._examples_of = list(client_ids), examples_of
-    digest = hashlib.sha256()
+    digest, self.columns = hashlib.sha256(), None
     for client_id in self.client_ids:
-      digest.update(_serialized(examples_of(client_id)))
+      examples = examples_of(client_id)
+      self.columns = self.columns or list(examples)
+      digest.update(_serialized(examples))
     self.fingerprint = digest.hexdigest()
-    self.columns = list(examples_of(self.client_ids[0]))
 
   def write(self) -> None:
     """Writes the files, or checks that the folder holds these very ones."""
@@ -152,9 +153,9 @@ class ReadWhereTrained:
     @tff.tensorflow.computation(np.int32, seed_type)
     def dataset_computation(index, seed):
       flat = read(index)
-      parts = [collections.OrderedDict((name, flat[f'{k}/{name}']) for name, _ in
+      parts = [collections.OrderedDict((name, flat[_column(k, name)]) for name, _ in
                                        tff.structure.iter_elements(part))
-               if isinstance(part, tff.StructType) else flat[str(k)]
+               if isinstance(part, tff.StructType) else flat[_column(k)]
                for k, (_, part) in enumerate(fixed_types)]
       return task.dataset_computation(*parts, seed)
 
@@ -168,23 +169,27 @@ class ReadWhereTrained:
     return getattr(self._task, name)
 
 
+def _column(k: int, name: str | None = None) -> str:
+  """The column of a client's k-th argument (an array), or of its array `name` (a table)."""
+  return str(k) if name is None else f'{k}/{name}'
+
+
 def _columns(arguments) -> dict[str, np.ndarray]:
-  """A client's arguments but the seed (the last), as named columns: 'k' for the
-  k-th if an array, 'k/name' for each array of the k-th if a table."""
+  """A client's arguments but the seed (the last), as named columns (`_column`)."""
   columns = {}
   for k, part in enumerate(arguments[:-1]):
     if isinstance(part, Mapping):
-      columns.update({f'{k}/{name}': np.asarray(value) for name, value in part.items()})
+      columns.update({_column(k, name): np.asarray(value) for name, value in part.items()})
     else:
-      columns[str(k)] = np.asarray(part)
+      columns[_column(k)] = np.asarray(part)
   return columns
 
 
 def _typed(k: int, part) -> list[tuple[str, tff.Type]]:
   """_columns' names with their types, from the k-th parameter's type."""
   if isinstance(part, tff.StructType):
-    return [(f'{k}/{name}', t) for name, t in tff.structure.iter_elements(part)]
-  return [(str(k), part)]
+    return [(_column(k, name), t) for name, t in tff.structure.iter_elements(part)]
+  return [(_column(k), part)]
 
 
 def _fixed(task, client_id: str) -> bool:
