@@ -81,7 +81,8 @@ flags.DEFINE_integer('synthetic_items', None, 'client_memory and fair_round: ins
 flags.DEFINE_string('synthetic_dir', '/tmp/tff_rec_synthetic', 'Where synthetic data go.')
 flags.DEFINE_multi_string('workload', None, 'runtimes: only the workloads whose name '
                           'contains one of these (e.g. --workload=DCN); default all.')
-flags.DEFINE_integer('soak_rounds', 1000, 'soak: rounds of each workload.', lower_bound=100)
+flags.DEFINE_integer('soak_rounds', 1000, 'soak: rounds of each workload (at least 200: '
+                     'two samples in the last half).', lower_bound=200)
 flags.DEFINE_multi_string('soak', None, 'soak: only the workloads whose name contains one '
                           'of these.')
 flags.DEFINE_string('_case', None, 'Internal: run one case in this process, print JSON.')
@@ -683,8 +684,8 @@ def _population_case(users: int, algorithm: str) -> dict:
   """One algorithm's rounds on a synthetic population, in this process: seconds
   per round (FLAGS.rounds after a warm-up), resident memory before the task is
   read, once it is built with the algorithm, and at its peak."""
-  import psutil  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
+  from tff_rec.training import resources  # pylint: disable=g-import-not-at-top
   path = synthetic_population(users, POPULATION_ITEMS, 0, pathlib.Path(FLAGS.synthetic_dir))
   name, options = POPULATION_ALGORITHMS[algorithm]
   with _PeakRss(0.01) as memory, native.NativeRuntime():
@@ -693,7 +694,7 @@ def _population_case(users: int, algorithm: str) -> dict:
                                      embedding_dim=POPULATION_DIM))
     read_s = time.perf_counter() - started
     process, _, cohorts = _workload(task, 'inprocess', name, POPULATION_CLIENTS, {}, options)
-    built_mb = psutil.Process().memory_info().rss / 2**20
+    built_mb = resources.memory_metrics()['memory/rss_mb']
     seconds = _seconds_per_round(process, cohorts)
   return {'users': len(task.data.user_ids), 'items': int(task.data.num_items),
           'interactions': int(len(task.data.train.items)), 'read_s': read_s,
@@ -704,7 +705,7 @@ def _population_case(users: int, algorithm: str) -> dict:
 def bench_population() -> str:
   lines = ['| algorithm | users | train interactions | s / round | vs 10^4 | MB before '
            'reading | MB built | MB peak | peak growth vs 10^4 | user vectors MB (N x '
-           f'{POPULATION_DIM} floats) | reading the data s |', '|---|---|---|---|---|---|---|---|---|---|---|']
+           f'{POPULATION_DIM} floats) | reading the data s |', '|---' * 11 + '|']
   for algorithm in POPULATION_ALGORITHMS:
     results = {}
     for users in POPULATION_SIZES:
@@ -735,7 +736,6 @@ SOAK_WORKLOADS = {
 def _soak_case(workload: str) -> dict:
   """FLAGS.soak_rounds rounds of one workload through the runner: resident MB of
   this process and of its children (the TFF worker) every SOAK_EVERY rounds."""
-  import psutil  # pylint: disable=g-import-not-at-top
   from tff_rec import runner  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
@@ -744,13 +744,12 @@ def _soak_case(workload: str) -> dict:
   task = _task(task_name, settings)
   training = registry.training(task, name, runtime=runtime, clients_per_round=clients,
                                **trainer)
-  me, samples = psutil.Process(), []
+  samples = []
 
-  def sample(round_num, unused_metrics):
+  def sample(round_num, metrics):  # the round loop measured its memory (resources)
     # The last round is sampled after its evaluation: not a round's memory.
     if round_num % SOAK_EVERY == 0 and round_num < FLAGS.soak_rounds:
-      children = sum(c.memory_info().rss for c in me.children(recursive=True))
-      samples.append((round_num, me.memory_info().rss / 2**20, children / 2**20))
+      samples.append((round_num, metrics['memory/rss_mb'], metrics['memory/children_rss_mb']))
 
   started = time.perf_counter()
   # Evaluated once, after the last round: the rounds are what is soaked.
@@ -776,7 +775,7 @@ def bench_soak() -> str:
     r = _in_fresh_process(f'soak:{workload}')
     samples = r['samples']
     first, last = samples[0], samples[-1]
-    lines.append(f'| {workload} | {last[0]} | {r["seconds"] / last[0]:.2f} | '
+    lines.append(f'| {workload} | {FLAGS.soak_rounds} | {r["seconds"] / FLAGS.soak_rounds:.2f} | '
                  f'{first[1]:.0f} / {last[1]:.0f} | {_slope(samples, 1):+.4f} | '
                  f'{first[2]:.0f} / {last[2]:.0f} | {_slope(samples, 2):+.4f} |')
     series.append(f'{workload}: ' + ', '.join(f'{s[0]}: {s[1]:.0f}+{s[2]:.0f}'
