@@ -13,8 +13,13 @@ a non-click, each user's last pair the test), one file per seed under
 --runs_dir/data, so each seed draws its non-clicks too. Each method
 (CentralSGD, FedAvg, FedProx, SCAFFOLD, FedAdam, FedAdagrad, FedSubAvg) first
 runs --sweep_rounds at each learning rate of the grid, seed 0 (the paper
-tunes every method); the best (lowest train loss / best test AUC at the end)
-then runs --rounds for every seed, evaluated every --eval_every rounds. K
+tunes every method); a grid whose best rate is at its edge is extended past
+that edge (1, 3, 10, ...) until the best is inside it or the rate beyond
+diverges (MAX_EXTENSIONS at most). The best (lowest train loss / best
+validation AUC at the end) then runs --rounds for every seed, evaluated every
+--eval_every rounds. DIN's validation part is each user's last 10% of the
+training examples (the test part's rule): no rate, round or target is chosen
+on test. K
 clients per round, each I = LOCAL_STEPS batches of BATCH_SIZE; CentralSGD
 takes I steps of K x BATCH_SIZE examples per round.
 
@@ -23,8 +28,9 @@ Targets, per seed:
   rounds. CentralSGD is still falling there, so the target (and every ratio
   against it) depends on the run's length: a converged CentralSGD
   (--converged_rounds, seed 0) is shown beside it.
-* DIN: CentralSGD's best test AUC within the same rounds, less --auc_margin
-  (the paper fixes 0.6 on its data, about 0.05 below its CentralSGD).
+* DIN: CentralSGD's best validation AUC within the same rounds, less
+  --auc_margin (the paper fixes a test AUC of 0.6 on its data, about 0.05 below
+  its CentralSGD); rounds to target are read on validation too.
 
 Every run is a launch.train / launch.centralized cell under --runs_dir
 (resumable) and, once finished, is recorded in --results_dir/cells; a
@@ -81,8 +87,8 @@ SETTINGS = {
     'lr': dict(task=dict(model='lr', split='random'), metric='eval/train_loss',
                lower_is_better=True, rates=(0.3, 1.0, 3.0, 10.0), central_rates=(1.0, 3.0, 10.0),
                rounds=200, sweep_rounds=40, converged_rounds=3000),
-    'din': dict(task=dict(model='din', split='chronological'), metric='eval/test_auc',
-                lower_is_better=False, rates=(0.1, 0.3, 1.0), central_rates=(1.0, 3.0, 10.0),
+    'din': dict(task=dict(model='din', split='chronological', validation_fraction=0.1),
+                metric='eval/validation_auc', lower_is_better=False, rates=(0.1, 0.3, 1.0), central_rates=(1.0, 3.0, 10.0),
                 rounds=100, sweep_rounds=20, converged_rounds=400),
 }
 # Each dataset: its settings, and what they change of SETTINGS'.
@@ -108,11 +114,13 @@ PAPER = {'lr': 'MovieLens-1M LR: CentralSGD 180, FedAvg 170, FedProx 170, Scaffo
                 'FedAdam 16, FedSubAvg 53 rounds to test AUC 0.6'}
 LOCAL_STEPS = 10
 BATCH_SIZE = 16
+# Rates a sweep may add beyond its grid's edges, in all: each one costs a run.
+MAX_EXTENSIONS = 3
 
 
 # What each final run reports at its last round, as the table's rows.
-FINAL_METRICS = {'eval/train_loss': 'train loss', 'eval/test_logloss': 'test logloss',
-                 'eval/test_auc': 'test AUC'}
+FINAL_METRICS = {'eval/train_loss': 'train loss', 'eval/validation_auc': 'validation AUC',
+                 'eval/test_logloss': 'test logloss', 'eval/test_auc': 'test AUC'}
 
 
 def _dataset() -> dict:
@@ -131,11 +139,9 @@ def _task_values(setting: str, seed: int) -> dict:
              if FLAGS.dataset == 'beauty' else {})}
 
 
-def _run(setting: str, method: str, rate: float | None, rounds: int, eval_every: int,
+def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int,
          name: str, seed: int) -> str:
-  """Runs one cell (if neither recorded nor run, and its rate is known); its name."""
-  if rate is None:
-    return name
+  """Runs one cell (if neither recorded nor run); its name."""
   task_flags = common.flag_args(_task_values(setting, seed))
   if method == 'central':
     module, args = 'launch.centralized', (
@@ -163,7 +169,8 @@ def _records() -> str:
 def _curve(name: str, metric: str):
   """(steps, values) of a finished cell's evaluations; empty when it has none (not
   run, cut short, failed)."""
-  rows = cell_records.read_curve(FLAGS.runs_dir, name, metric, _records())
+  rows = None if name is None else cell_records.read_curve(FLAGS.runs_dir, name, metric,
+                                                          _records())
   if rows is None:
     return np.array([]), np.array([])
   step = 'epoch' if 'epoch' in rows else 'round'
@@ -173,6 +180,8 @@ def _curve(name: str, metric: str):
 def _final_value(name: str, metric: str) -> float | None:
   """The metric at the cell's end: NaN if it diverged, None if it has not run (or
   never evaluated it)."""
+  if name is None:
+    return None
   path = cell_records.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
   value = json.loads(path.read_text()).get(metric) if path.exists() else None
   return None if value is None else float(value)
@@ -195,21 +204,44 @@ def _rounds(setting: str, kind: str) -> int:
   return FLAGS[kind].value or _spec(setting)[kind]
 
 
-def _best_rate(setting: str, method: str) -> float | None:
-  """The grid's rate with the best metric after the sweep's rounds, seed 0; None
-  until every rate of the sweep has run."""
+def _beyond(rate: float, up: bool) -> float:
+  """The next rate of the 1, 3, 10, 30, ... ladder above (or below) `rate`."""
+  leading = rate / 10 ** np.floor(np.log10(rate))
+  factor = (3 if leading < 2 else 10 / 3) if up else (1 / 3 if leading > 2 else 0.3)
+  return float(f'{rate * factor:.3g}')
+
+
+def _sweep(setting: str, method: str) -> tuple[dict[float, float | None], float | None]:
+  """The sweep of one method, seed 0: every rate tried with its metric (None: not
+  run), and the best rate (None until the sweep is complete). A best rate at an
+  edge of the rates tried runs the rate beyond it, until the best is inside or
+  the rate beyond diverged (MAX_EXTENSIONS in all)."""
   spec = _spec(setting)
-  rates = spec['central_rates'] if method == 'central' else spec['rates']
-  sweep = _rounds(setting, 'sweep_rounds')
-  names = {r: _run(setting, method, r, sweep, sweep, f'sweep_{setting}_{method}_lr{r:g}_s0', 0)
-           for r in rates}
-  scores = {r: _final_value(name, spec['metric']) for r, name in names.items()}
-  if None in scores.values():
-    return None
   sign = 1 if spec['lower_is_better'] else -1
-  finite = {r: s for r, s in scores.items() if np.isfinite(s)}
-  # Every rate diverged: the smallest, whose finals show as diverged too.
-  return min(finite, key=lambda r: sign * finite[r]) if finite else min(rates)
+  sweep = _rounds(setting, 'sweep_rounds')
+  scores = {}
+
+  def score(rate: float) -> float | None:
+    name = _run(setting, method, rate, sweep, sweep, f'sweep_{setting}_{method}_lr{rate:g}_s0', 0)
+    scores[rate] = _final_value(name, spec['metric'])
+    return scores[rate]
+
+  grid = spec['central_rates'] if method == 'central' else spec['rates']
+  for rate in grid:
+    score(rate)
+  while True:
+    if None in scores.values():
+      return scores, None
+    finite = {r: s for r, s in scores.items() if np.isfinite(s)}
+    if not finite:  # every rate diverged: the smallest, whose finals show as diverged too
+      return scores, min(scores)
+    best = min(finite, key=lambda r: sign * finite[r])
+    edges = [up for up, end in ((True, max(scores)), (False, min(scores))) if best == end]
+    if not edges or len(scores) - len(grid) >= MAX_EXTENSIONS:
+      return scores, best
+    beyond = score(_beyond(best, edges[0]))
+    if beyond is not None and not np.isfinite(beyond):
+      return scores, best  # the rate past the edge diverges: the best is interior
 
 
 def _task(setting: str, seed: int) -> ctr.Task:
@@ -236,6 +268,32 @@ def _rounds_to(name: str, metric: str, target: float, lower: bool) -> float | No
   return float(reached.min()) if len(reached) else float('inf')
 
 
+def _at_best(name: str, metric: str) -> float | None:
+  """The cell's test AUC at the evaluation where `metric` was best (None: not run)."""
+  rows = None if name is None else cell_records.read_curve(FLAGS.runs_dir, name, metric,
+                                                          _records())
+  if rows is None or rows.empty:
+    return None
+  return float(rows['eval/test_auc'][rows[metric].idxmax()])
+
+
+def _against_floor(names: list[str], floor: list[float]) -> str:
+  """The seeds' final test AUC against the floor's over seeds: how far above or
+  below, or within noise (seed_stats.versus)."""
+  values = [v for name in names
+            if (v := _final_value(name, 'eval/test_auc')) is not None and np.isfinite(v)]
+  verdict = seed_stats.versus(values, list(floor))
+  if verdict.startswith(('+', '-')):
+    return f'{"above" if verdict.startswith("+") else "below"} ({verdict})'
+  return verdict
+
+
+def _grid(scores: dict[float, float | None], chosen: float | None) -> str:
+  """The rates a sweep tried, the chosen one in bold."""
+  return ', '.join(f'**{r:g}**' if r == chosen else f'{r:g}' + (' (not run)' * (s is None))
+                   for r, s in sorted(scores.items()))
+
+
 def _rounds_cell(rounds: list[float], total: int) -> str:
   """Rounds to target over seeds: mean ± std, or how many seeds never got there."""
   if not rounds:
@@ -248,10 +306,10 @@ def _rounds_cell(rounds: list[float], total: int) -> str:
 
 
 def _plot(path: pathlib.Path, setting: str, finals: dict[str, list[str]],
-          targets: list[float], click_rate_auc: float | None) -> None:
-  """Each column's (label -> cells) mean curve over its seeds (AUC: with the item
-  click-rate baseline)."""
-  metric = _spec(setting)['metric']
+          target: float | None, floor: float | None) -> None:
+  """Each column's (label -> cells) mean curve over its seeds: the setting's
+  metric with its target, or test AUC with the best item floor."""
+  metric = 'eval/test_auc' if floor is not None else _spec(setting)['metric']
   fig, ax = plots.figure()
   for label, names in finals.items():
     curves = [_curve(name, metric) for name in names]
@@ -260,9 +318,10 @@ def _plot(path: pathlib.Path, setting: str, finals: dict[str, list[str]],
       length = min(len(c[0]) for c in curves)
       ax.plot(curves[0][0][:length], np.mean([c[1][:length] for c in curves], axis=0),
               label=f'{label} ({len(curves)} seeds)')
-  ax.axhline(np.mean(targets), color='gray', linestyle=':', label='target (seed mean)')
-  if click_rate_auc is not None:
-    ax.axhline(click_rate_auc, color='black', linestyle='--', label='item click rate (no model)')
+  if target is not None:
+    ax.axhline(target, color='gray', linestyle=':', label='target (seed mean)')
+  if floor is not None:
+    ax.axhline(floor, color='black', linestyle='--', label='best item floor (no model)')
   plots.save(fig, ax, path, xlabel='round', ylabel=metric,
              title=f'{_dataset()["title"]}, {setting.upper()}: {metric} by round (seed mean)')
 
@@ -273,17 +332,20 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   if rounds == _rounds(setting, 'sweep_rounds'):
     raise app.UsageError('--rounds must differ from --sweep_rounds: a final run would be '
                          'compared with a sweep run evaluated only at its end')
-  rates = {m: _best_rate(setting, m) for m in METHODS}
+  sweeps = {m: _sweep(setting, m) for m in METHODS}
+  rates = {m: best for m, (_, best) in sweeps.items()}
   # column -> (label, method, rate): each method at its sweep's rate, then the
-  # setting's extra rates
+  # setting's extra rates (unless the sweep chose them)
   columns = {m: (label, m, rates[m]) for m, label in METHODS.items()}
   columns.update({f'{m}_lr{r:g}': (f'{METHODS[m]} at {r:g}', m, r)
-                  for m, r in spec.get('extra_rates', ())})
+                  for m, r in spec.get('extra_rates', ()) if r != rates[m]})
+  # None: a method whose sweep is incomplete has no final cells yet
   finals = {c: [_run(setting, m, r, rounds, FLAGS.eval_every, f'{setting}_{c}_s{s}', s)
-                for s in seeds] for c, (_, m, r) in columns.items()}
+                if r is not None else None for s in seeds] for c, (_, m, r) in columns.items()}
   converged_rounds = _rounds(setting, 'converged_rounds')
   converged = _run(setting, 'central', rates['central'], converged_rounds,
-                   max(1, converged_rounds // 50), f'{setting}_central_converged_s0', 0)
+                   max(1, converged_rounds // 50), f'{setting}_central_converged_s0', 0
+                   ) if rates['central'] is not None else None
   targets = {s: _target(setting, finals['central'][i]) for i, s in enumerate(seeds)}
   done = [s for s in seeds if targets[s] is not None]
   tasks = [_task(setting, s) for s in seeds]  # each seed's split (Beauty: its clicks)
@@ -297,24 +359,36 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       [r for s in done if (r := _rounds_to(finals[c][seeds.index(s)], spec['metric'],
                                            targets[s], lower)) is not None], rounds)
       for c in columns) + ' |']
+  validated = bool(spec['task'].get('validation_fraction'))
   for metric, label in FINAL_METRICS.items():
-    rows.append(f'| {label} at {rounds} | '
-                + ' | '.join(_final_cell(finals[c], metric) for c in columns) + ' |')
+    if validated or 'validation' not in metric:
+      rows.append(f'| {label} at {rounds} | '
+                  + ' | '.join(_final_cell(finals[c], metric) for c in columns) + ' |')
   best_label = 'lowest' if lower else 'best'
   rows.append(f'| {best_label} {FINAL_METRICS[spec["metric"]]} (any round, diverged seeds '
               'too) | ' + ' | '.join(seed_stats.spread(
                   [best(v) for name in finals[c] if len(v := _curve(name, spec['metric'])[1])],
                   digits=4) for c in columns) + ' |')
+  if validated:
+    rows.append(f'| test AUC at the best {FINAL_METRICS[spec["metric"]]} round | ' + ' | '.join(
+        seed_stats.spread([v for name in finals[c] if (v := _at_best(name, spec['metric']))
+                           is not None], digits=4) for c in columns) + ' |')
+  floor = None if lower else max((popularity, click_rate), key=np.mean)
+  if floor is not None:
+    rows.append(f'| test AUC at {rounds} against the best floor ({np.mean(floor):.3f}) | '
+                + ' | '.join(_against_floor(finals[c], floor) for c in columns) + ' |')
   _, converged_curve = _curve(converged, spec['metric'])
   converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '
                     f'{spec["metric"]} over {converged_rounds} rounds, seed 0)'
                     if len(converged_curve) else cell_records.NOT_RUN)
   rule = ("CentralSGD's lowest train loss within the same rounds (the paper's rule)" if lower
-          else f"CentralSGD's best test AUC within the same rounds, less {FLAGS.auc_margin:g}")
+          else f"CentralSGD's best {FINAL_METRICS[spec['metric']]} within the same rounds, "
+          f'less {FLAGS.auc_margin:g}, and rounds to reach it read on the same metric')
   if done:
     _plot(pathlib.Path(FLAGS.results_dir) / f'{setting}_curves.png', setting,
-          {columns[c][0]: names for c, names in finals.items()}, [targets[s] for s in done],
-          np.mean(click_rate) if not lower else None)
+          {columns[c][0]: names for c, names in finals.items()},
+          np.mean([targets[s] for s in done]) if lower else None,
+          None if floor is None else np.mean(floor))
   return [
       f'## {setting.upper()} ({spec["metric"]})', '',
       f'{tasks[0].describe()}. Feature heat dispersion: max n_m / min n_m over embedding rows '
@@ -330,6 +404,9 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       f'| learning rate (grid after {_rounds(setting, "sweep_rounds")} rounds, seed 0) | '
       + ' | '.join(f'{r:g}' if _final_value(finals[c][0], spec['metric']) is not None
                    else cell_records.NOT_RUN for c, (_, _, r) in columns.items()) + ' |',
+      '| rates tried (the chosen one in bold) | ' + ' | '.join(
+          _grid(sweeps[m][0], r) if c == m else 'extra' for c, (_, m, r) in columns.items())
+      + ' |',
       '', 'Item baselines, no model (test AUC, mean ± std over the seeds\' splits): '
       f'popularity, the item\'s clicks in the training examples, {seed_stats.spread(popularity)}; '
       f'the item\'s training click rate (add-one smoothed), {seed_stats.spread(click_rate)}. A '
@@ -360,7 +437,8 @@ def main(argv):
            f'{BATCH_SIZE} examples (one pass over its data if it holds fewer); CentralSGD: '
            f'{LOCAL_STEPS} steps of '
            f'{FLAGS.clients * BATCH_SIZE} pooled examples per round. Learning rates: the best '
-           'of a grid after a short run. Server: SGD 1.0 (FedAdam: Adam 0.01, FedAdagrad: '
+           'of a grid after a short run (seed 0; by train loss for LR, by validation AUC for '
+           'DIN), the grid extended past an edge that was best. Server: SGD 1.0 (FedAdam: Adam 0.01, FedAdagrad: '
            'Adagrad 0.1). Heat and weights: clients (the paper).', '']
   for setting in FLAGS.settings:
     lines += tabulate(setting, seeds)

@@ -251,8 +251,8 @@ def _at_rounds(curves: list, metric: str) -> list[str]:
 def _constant_logloss(task, part: str) -> float:
   """Test logloss of predicting every click with `part`'s click rate (the test's
   own rate is the best constant, which no model could know)."""
-  test = task.examples.labels[task.examples.rows(test=True)] > 0
-  rate = float(np.mean(task.examples.labels[task.examples.rows(test=part == 'test')] > 0))
+  test = task.examples.labels[task.examples.rows('test')] > 0
+  rate = float(np.mean(task.examples.labels[task.examples.rows(part)] > 0))
   return float(-np.mean(np.where(test, np.log(rate), np.log(1 - rate))))
 
 

@@ -78,6 +78,10 @@ class Config:
   test_fraction: float | None = setting.setting(
       None, "The test share: of each user's last examples (chronological) or of all "
       '(random); none: 0.1 chronological, 0.2 random.')
+  validation_fraction: float = setting.setting(
+      0.0, 'A validation part taken from the training examples by the test part\'s rule '
+      "(that share of each user's last training examples, or of all at random), evaluated "
+      'beside test to choose rates and rounds on; 0: none.')
   history_length: int = setting.setting(10, 'Clicked movies in the DIN history.')
   embedding_dim: int | None = setting.setting(
       None, "Embedding dimension (none: the model's, lr 1, dcn 4, din 18).")
@@ -113,6 +117,8 @@ class Config:
     for name in ('history_length', 'batch_size', 'local_epochs'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+    if not 0 <= self.validation_fraction < 1:
+      raise ValueError(f'validation_fraction must be in [0, 1), got {self.validation_fraction}')
     if self.embedding_stddev <= 0:
       raise ValueError(f'embedding_stddev must be > 0, got {self.embedding_stddev}')
     if self.local_steps < 0 or (self.embedding_dim is not None and self.embedding_dim < 1):
@@ -185,11 +191,14 @@ class Task(click_model.ClickModel):
   def __init__(self, config: Config):
     self.config = config
     self.examples, self.spec = read_examples(config)
+    if config.validation_fraction:
+      self.examples = self.examples.with_validation(config.split, config.validation_fraction,
+                                                    config.seed)
     ctr.check_ids(self.examples.take(slice(None), self.spec.columns),
                   self.examples.vocab_sizes)
     self.widths = {c: self.examples.features[c].shape[1] for c in self.spec.columns
                    if self.examples.features[c].ndim == 2}
-    self._train_rows = self.examples.client_rows(test=False)
+    self._train_rows = self.examples.client_rows('train')
     self._client_index = {str(self.examples.user_ids[k]): k for k in self._train_rows}
     self.clients_without_train = len(self.examples.user_ids) - len(self._train_rows)
 
@@ -206,8 +215,10 @@ class Task(click_model.ClickModel):
     skipped = (f' ({self.clients_without_train} users with no training example skipped)'
                if self.clients_without_train else '')
     split = f'marked by {c.test_column}' if c.test_column else f'{c.split} split'
-    return (f'{len(self._train_rows)} clients{skipped}, {int((~e.is_test).sum())} train / '
-            f'{int(e.is_test.sum())} test examples ({split}), click rate '
+    validation = (f'{len(e.rows("validation"))} validation / '
+                  if c.validation_fraction else '')
+    return (f'{len(self._train_rows)} clients{skipped}, {len(e.rows("train"))} train / '
+            f'{validation}{len(e.rows("test"))} test examples ({split}), click rate '
             f'{e.labels.mean():.3f}; model {c.model} (dim {self.dim}), feature / parameter '
             'heat dispersion {:.0f} / {:.0f}'.format(*self.heat_dispersion()))
 
@@ -287,7 +298,8 @@ class Task(click_model.ClickModel):
         for start in range(0, len(rows), EVAL_CHUNK_ROWS)])
 
   def evaluate(self, weights, part: str = 'eval') -> dict[str, float]:
-    """Train loss, test AUC and test logloss of the global model."""
+    """Train loss, test AUC and test logloss of the global model (and validation AUC
+    and logloss, with a validation part)."""
     if part != 'eval':
       raise ValueError(f'ctr evaluates part "eval" only, got {part!r}')
     # A fresh model each time: Keras swaps its Model classes to their graph (v1)
@@ -299,13 +311,16 @@ class Task(click_model.ClickModel):
 
   def _metrics(self, model: tf.keras.Model) -> dict[str, float]:
     values = {}
-    for name, test in (('train', False), ('test', True)):
-      rows = self.examples.rows(test)
+    parts = ('train', 'validation', 'test') if self.config.validation_fraction else (
+        'train', 'test')
+    for part in parts:
+      rows = self.examples.rows(part)
       logits, labels = self.logits(model, rows), self.examples.labels[rows]
-      values[f'{name}_loss' if name == 'train' else 'test_logloss'] = metrics.logloss(
-          labels, logits)
-      if test:
-        values['test_auc'] = metrics.auc(labels, logits)
+      if part == 'train':
+        values['train_loss'] = metrics.logloss(labels, logits)
+      else:
+        values[f'{part}_logloss'] = metrics.logloss(labels, logits)
+        values[f'{part}_auc'] = metrics.auc(labels, logits)
     return values
 
   def item_baselines(self, item: str) -> tuple[float, float]:
@@ -313,7 +328,7 @@ class Task(click_model.ClickModel):
     clicks among the training examples (popularity), and its training click
     rate, add-one smoothed."""
     e = self.examples
-    train, test = e.rows(test=False), e.rows(test=True)
+    train, test = e.rows('train'), e.rows('test')
     items = e.features[item]
     clicks = np.bincount(items[train], weights=e.labels[train], minlength=e.vocab_sizes[item])
     shown = np.bincount(items[train], minlength=e.vocab_sizes[item])
@@ -332,7 +347,7 @@ class Task(click_model.ClickModel):
     'epoch' is FedSubAvg's CentralSGD round: the examples of one federated
     round, drawn from everyone's data. Otherwise an epoch is one pass.
     """
-    rows = self.examples.rows(test=False)
+    rows = self.examples.rows('train')
     c = self.config
 
     def epoch_dataset(epoch: int) -> tf.data.Dataset:

@@ -55,6 +55,27 @@ def test_random_split_takes_an_exact_seeded_share():
   np.testing.assert_array_equal(first.is_test, again.is_test)
 
 
+def test_chronological_validation_is_each_clients_last_training_rows():
+  e = ctr.make_examples(_tiny(), test_fraction=0.2).with_validation('chronological', 0.2, 0)
+  np.testing.assert_array_equal(e.rows('test'), [4, 6])
+  np.testing.assert_array_equal(e.rows('validation'), [3])  # user 20 keeps its one row
+  np.testing.assert_array_equal(e.rows('train'), [0, 1, 2, 5])
+  assert {k: v.tolist() for k, v in e.client_rows().items()} == {0: [0, 1, 2], 1: [5]}
+
+
+def test_random_validation_is_a_seeded_share_of_the_training_rows():
+  e = ctr.make_examples(_tiny(), split='random', test_fraction=0.3, seed=4)
+  first, again = (e.with_validation('random', 0.5, 4) for _ in range(2))
+  np.testing.assert_array_equal(first.is_validation, again.is_validation)
+  validation, test = first.rows('validation'), first.rows('test')
+  assert len(validation) == 2 and not set(validation) & set(test)  # half of 5 train rows
+  assert sorted([*validation, *test, *first.rows('train')]) == list(range(7))
+  with pytest.raises(ValueError, match='validation fraction must be in'):
+    e.with_validation('random', 1.0, 4)
+  with pytest.raises(ValueError, match="unknown part 'dev'"):
+    e.rows('dev')
+
+
 def test_real_movielens_100k(real_ml100k):
   e = ctr.make_examples(movielens.load(real_ml100k))
   assert len(e.labels) == 100_000 and len(e.user_ids) == 943

@@ -162,17 +162,40 @@ def test_evaluation_is_exact_auc_and_logloss(lr_task, tff_runtime):
   values = lr_task.evaluate(weights)
   model = lr_task.keras_model()
   weights.assign_weights_to(model)
-  rows = lr_task.examples.rows(test=True)
+  rows = lr_task.examples.rows('test')
   logits = model(lr_task.examples.take(rows, lr_task.spec.columns)).numpy()
   assert values['test_auc'] == pytest.approx(metrics.auc(lr_task.examples.labels[rows], logits))
   assert values['train_loss'] == pytest.approx(np.log(2), abs=1e-3)  # initial logits ~0
+
+
+def test_a_validation_part_leaves_training_and_is_scored_beside_test(ml100k_dir):
+  plain = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), model='lr'))
+  task = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), model='lr',
+                                       validation_fraction=0.2))
+  e = task.examples
+  validation = e.rows('validation')
+  np.testing.assert_array_equal(e.rows('test'), plain.examples.rows('test'))
+  assert sum(task.client_sizes()) == sum(plain.client_sizes()) - len(validation)
+  assert f'{len(validation)} validation / ' in task.describe()
+  model = task.keras_model()
+  rng = np.random.default_rng(0)
+  model.set_weights([rng.normal(size=w.shape) for w in model.get_weights()])
+  values = task._metrics(model)
+  logits = task.logits(model, validation)
+  assert values['validation_auc'] == pytest.approx(metrics.auc(e.labels[validation], logits))
+  assert values['validation_logloss'] == pytest.approx(
+      metrics.logloss(e.labels[validation], logits))
+  assert values['validation_auc'] != pytest.approx(values['test_auc'])
+  assert 'validation_auc' not in plain._metrics(plain.keras_model())
+  with pytest.raises(ValueError, match=r'validation_fraction must be in \[0, 1\)'):
+    task_lib.Config(validation_fraction=1.0)
 
 
 def test_logits_scored_in_chunks_are_every_row_in_order(lr_task, monkeypatch):
   model = lr_task.keras_model()
   rng = np.random.default_rng(0)
   model.set_weights([rng.normal(size=w.shape) for w in model.get_weights()])
-  rows = lr_task.examples.rows(test=False)
+  rows = lr_task.examples.rows('train')
   whole = model(lr_task.examples.take(rows, lr_task.spec.columns)).numpy().reshape(-1)
   chunk = len(rows) // 3 + 1  # three chunks, the last one shorter
   monkeypatch.setattr(task_lib, 'EVAL_CHUNK_ROWS', chunk)

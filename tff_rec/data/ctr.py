@@ -12,7 +12,8 @@ table of vocabulary size V has rows 0..V-1 and row 0 is never a real value:
   gender_x_movie, age_x_movie: the crosses of FedSubAvg's MovieLens LR.
 Each user is a client; a split marks test examples per user: chronological
 (the last fraction of each user's examples, MetaUA) or random (a fraction of
-all examples drawn with a seed, FedSubAvg).
+all examples drawn with a seed, FedSubAvg). A validation part, when asked for,
+is carved from the training examples by the same rule (`with_validation`).
 """
 
 import dataclasses
@@ -23,6 +24,7 @@ import pandas as pd
 from tff_rec.data import movielens
 
 SPLITS = ('chronological', 'random')
+PARTS = ('train', 'validation', 'test')
 # MovieLens 1M's age codes (users.dat): each is the lower end of its bucket.
 AGE_BUCKETS = (1, 18, 25, 35, 45, 50, 56)
 SINGLE_FIELDS = ('user', 'movie', 'gender', 'age', 'occupation', 'zip')
@@ -39,20 +41,39 @@ class CtrExamples:
   is_test: np.ndarray  # [n] bool
   vocab_sizes: dict[str, int]  # per feature, including the padding id 0
   user_ids: np.ndarray  # the files' user ids, by client index
+  # [n] bool, rows carved from the training side; None: no validation part
+  is_validation: np.ndarray | None = None
 
-  def rows(self, test: bool) -> np.ndarray:
-    """Rows of the train (or test) part, grouped by client, in time order."""
-    return np.flatnonzero(self.is_test == test)
+  def rows(self, part: str) -> np.ndarray:
+    """Rows of one part (PARTS), grouped by client, in time order."""
+    validation = (np.zeros_like(self.is_test) if self.is_validation is None
+                  else self.is_validation)
+    marks = {'train': ~self.is_test & ~validation, 'validation': validation,
+             'test': self.is_test}
+    if part not in marks:
+      raise ValueError(f'unknown part {part!r}; choose one of {PARTS}')
+    return np.flatnonzero(marks[part])
 
-  def client_rows(self, test: bool = False) -> dict[int, np.ndarray]:
+  def client_rows(self, part: str = 'train') -> dict[int, np.ndarray]:
     """Client index -> its rows of one part (clients with none are absent)."""
-    rows = self.rows(test)
+    rows = self.rows(part)
     clients, starts = np.unique(self.clients[rows], return_index=True)
     return dict(zip(clients.tolist(), np.split(rows, starts[1:])))
 
   def take(self, rows: np.ndarray, columns=None) -> dict[str, np.ndarray]:
     """The chosen feature columns (all by default) of `rows`."""
     return {name: self.features[name][rows] for name in (columns or self.features)}
+
+  def with_validation(self, split: str, fraction: float, seed: int) -> 'CtrExamples':
+    """These examples with a validation part taken from the training rows by the
+    test part's rule (`test_rows`), so that settings are chosen without test data."""
+    if not 0 < fraction < 1:
+      raise ValueError(f'validation fraction must be in (0, 1), got {fraction}')
+    train = self.rows('train')
+    marks = np.zeros(len(self.labels), bool)
+    # A draw of its own: the random split's test draw used `seed`.
+    marks[train[test_rows(self.clients[train], split, fraction, [seed, 1])]] = True
+    return dataclasses.replace(self, is_validation=marks)
 
 
 def check_ids(features: dict[str, np.ndarray], vocab_sizes: dict[str, int]) -> None:
@@ -137,9 +158,9 @@ def _history(movies: np.ndarray, clicked: np.ndarray, clients: np.ndarray,
   return np.where(valid, padded[np.where(valid, positions, len(click_movies))], 0)
 
 
-def test_rows(clients: np.ndarray, split: str, fraction: float, seed: int) -> np.ndarray:
+def test_rows(clients: np.ndarray, split: str, fraction: float, seed) -> np.ndarray:
   """Test marks: each client's last ceil(fraction * n) rows (keeping >= 1 train
-  row), or a seeded random fraction of all rows."""
+  row; `clients` sorted), or a seeded random fraction of all rows."""
   if split == 'random':
     test = np.zeros(len(clients), bool)
     test[np.random.default_rng(seed).permutation(len(clients))[:round(fraction * len(clients))]] = True
