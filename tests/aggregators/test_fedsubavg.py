@@ -22,6 +22,7 @@ def test_feature_heat_counts_clients_or_their_weights_once_per_row():
 def test_corrections_and_dispersion():
   heat = np.array([1, 0, 2, 4.0])
   np.testing.assert_allclose(fedsubavg.corrections(heat, 4), [4, 1, 2, 1])
+  np.testing.assert_allclose(fedsubavg.corrections(heat, 4, bound=3), [3, 1, 2, 1])
   assert fedsubavg.dispersion(heat) == 4.0
 
 

@@ -72,20 +72,26 @@ def test_example_heat_refuses_capped_local_steps(lr_task):
     _build(lr_task, 'fedsubavg', heat='examples')
 
 
-def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime):
+@pytest.mark.parametrize('bound', [None, 4.0])
+def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime, bound):
   cohort = lr_task.train_client_ids[:6]
   plain, _ = _round(lr_task, 'fedavg', cohort)
-  corrected, round_metrics = _round(lr_task, 'fedsubavg', cohort)
+  corrected, round_metrics = _round(lr_task, 'fedsubavg', cohort, max_correction=bound)
   heat, _ = heat_lib.heat(lr_task, 'clients')
+  binds = []
   for table, a, b in zip(api.table_of_variable(lr_task), plain, corrected, strict=True):
     if table is None:
       np.testing.assert_allclose(b, a, rtol=1e-6)
     else:
       scale = np.where(heat[table] > 0, 30 / np.maximum(heat[table], 1), 1)
+      if bound is not None:
+        binds.append(scale.max() > bound)
+        scale = np.minimum(scale, bound)
       np.testing.assert_allclose(b, a * scale.reshape(-1, *[1] * (a.ndim - 1)),
                                  rtol=1e-5, atol=1e-8)
   assert 0 < round_metrics['aggregator']['submodel_bytes'] < round_metrics['aggregator'][
       'model_bytes']
+  assert bound is None or any(binds)  # the bound cut some rows' correction
 
 
 def test_rows_a_client_never_reads_get_exactly_zero_update(ml100k_dir, tff_runtime):
@@ -138,6 +144,16 @@ def test_client_state_and_plain_rounds_run_in_process_to_the_native_numbers(
   for a, b in zip(tf.nest.flatten(states['native']), tf.nest.flatten(states['inprocess']),
                   strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_max_correction_is_fedsubavgs_alone(lr_task):
+  with pytest.raises(registry.NotApplicable, match='--max_correction does not apply to '
+                     '--algorithm=fedavg'):
+    _build(lr_task, 'fedavg', max_correction=4.0)
+  with pytest.raises(registry.NotApplicable, match='max_correction must be >= 1'):
+    _build(lr_task, 'fedsubavg', max_correction=0.5)
+  with pytest.raises(ValueError, match='it needs the fedsubavg stack'):
+    registry.Training(max_correction=4.0)
 
 
 def test_fedadam_refuses_another_server_optimizer(lr_task):

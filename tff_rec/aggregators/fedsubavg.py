@@ -53,10 +53,20 @@ def feature_heat(client_rows: Iterable[np.ndarray], num_rows: int,
                      minlength=num_rows)
 
 
-def corrections(heat: np.ndarray, population: float) -> np.ndarray:
-  """N / n_m per row (float32); 1 for rows no client touches (they never move)."""
+def corrections(heat: np.ndarray, population: float, bound: float | None = None
+                ) -> np.ndarray:
+  """N / n_m per row (float32); 1 for rows no client touches (they never move).
+
+  `bound` caps the factor (ours, not the paper's): where one client holds a row,
+  N / n_m is N, and the mean over a cohort of K moves that row by N / K times
+  its holder's update (about 450 on Beauty's clicks), which diverges. A bound
+  of K moves such a row by at most its holders' summed updates.
+  """
   heat = np.asarray(heat, np.float64)
-  return np.where(heat > 0, population / np.maximum(heat, 1e-300), 1.0).astype(np.float32)
+  scales = np.where(heat > 0, population / np.maximum(heat, 1e-300), 1.0)
+  if bound is not None:
+    scales = np.minimum(scales, bound)
+  return scales.astype(np.float32)
 
 
 def scale_rows(update: tf.Tensor, scales: np.ndarray) -> tf.Tensor:

@@ -68,11 +68,17 @@ class Training:
   # Other methods' aggregation stacked on the algorithm's own: 'fedsubavg' scales
   # each table row's aggregate by N / its heat (FAIR, CoLR, the FedAvg family).
   stack: tuple[str, ...] = ()
+  # The bound on FedSubAvg's correction (the fedsubavg algorithm's max_correction,
+  # which its builder sets with the stack); None: the paper's N / n_m.
+  max_correction: float | None = None
 
   def __post_init__(self):
     unknown = sorted(set(self.stack) - set(STACKABLE))
     if unknown:
       raise ValueError(f'cannot stack {unknown}; stackable: {", ".join(STACKABLE)}')
+    if self.max_correction is not None and 'fedsubavg' not in self.stack:
+      raise ValueError('max_correction bounds FedSubAvg\'s correction; it needs the '
+                       'fedsubavg stack')
 
 
 @dataclasses.dataclass(frozen=True)

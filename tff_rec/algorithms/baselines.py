@@ -86,7 +86,7 @@ def model_aggregator_for(task, training, name: str, heat: str):
   if 'fedsubavg' not in training.stack:
     return fedsubavg.FedSubAvgFactory.measuring_only([t is not None for t in tables],
                                                      inner=inner)
-  scales = heat_lib.row_scales(task, name, heat)
+  scales = heat_lib.row_scales(task, name, heat, training.max_correction)
   return fedsubavg.FedSubAvgFactory([None if t is None else scales[t] for t in tables],
                                     inner=inner)
 

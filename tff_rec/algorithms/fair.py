@@ -223,7 +223,7 @@ def build(task, options: Options, training, *, name: str):
   table_scales = None
   if 'fedsubavg' in training.stack:  # clients weigh by examples here: so does the heat
     table_scales = {t: s for t, s in heat.row_scales(
-        task, name, 'examples').items() if t in model.tables}
+        task, name, 'examples', training.max_correction).items() if t in model.tables}
   process = rounds.compose(build_round(
       model, tiers, dataset_computation=batches_of,
       client_optimizer=training.client_optimizer.build(),

@@ -403,7 +403,7 @@ def build(task, options: Options, training, *, name: str):
       raise api.NotApplicable(
           '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
           'already averages each item over the clients that touched it')
-    item_scale = heat.row_scales(task, name, 'clients')[ITEM_TABLE]
+    item_scale = heat.row_scales(task, name, 'clients', training.max_correction)[ITEM_TABLE]
   epochs = c.local_epochs + config.reconstruction_epochs
   ids = list(task.train_client_ids)
   process = build_process(config, task.initial_items, task.mf_dataset_computation,

@@ -7,6 +7,8 @@ algorithms (`Training.stack`): FAIR's table update, CoLR's mean factor A (row
 scaling commutes with B), FedAdam's mean. Client weights go with the heat:
 'clients' (the paper: n_m counts clients, clients weigh equally) or
 'examples' (the official code: both count training examples).
+`max_correction` bounds the factor (ours: the paper's is unbounded, and
+diverges on data where one client holds a row).
 """
 
 import dataclasses
@@ -17,11 +19,26 @@ from tff_rec.algorithms import heat
 from tff_rec.algorithms import registry
 
 
+@dataclasses.dataclass(frozen=True)
+class Options(heat.WeightingOptions):
+  max_correction: float | None = dataclasses.field(default=None, metadata={'help': (
+      "A bound on each row's correction N / n_m (ours, not the paper's; none: the "
+      "paper's unbounded factor). A row one client holds is scaled by N, so one "
+      'round moves it by N / K times that client\'s update; a bound of K '
+      '(--clients_per_round) moves it by at most its holders\' summed updates.')})
+
+  def __post_init__(self):
+    super().__post_init__()
+    if self.max_correction is not None and self.max_correction < 1:
+      raise ValueError(f'max_correction must be >= 1, got {self.max_correction}')
+
+
 def stacked(build):
   """`build` (a FedAvg builder) with FedSubAvg's correction stacked on its aggregate."""
-  def build_stacked(task, options, training, *, name: str):
-    training = dataclasses.replace(training, stack=tuple(sorted({*training.stack,
-                                                                  'fedsubavg'})))
+  def build_stacked(task, options: Options, training, *, name: str):
+    training = dataclasses.replace(
+        training, stack=tuple(sorted({*training.stack, 'fedsubavg'})),
+        max_correction=options.max_correction)
     return build(task, options, training, name=name)
 
   build_stacked.__module__ = build.__module__
@@ -32,4 +49,4 @@ def stacked(build):
 registry.register('fedsubavg', registry.Algorithm(
     "FedSubAvg: each table row's mean update scaled by N / its feature heat",
     {kind: stacked(build) for kind, build in baselines.FEDAVG_BUILDERS.items()},
-    heat.WeightingOptions, aggregators=inner.NAMES, stacks=('fedsubavg',)))
+    Options, aggregators=inner.NAMES, stacks=('fedsubavg',)))

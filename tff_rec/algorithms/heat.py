@@ -30,8 +30,10 @@ def heat(task, mode: str) -> tuple[dict[str, np.ndarray], float]:
   return per_table, population
 
 
-def row_scales(task, name: str, mode: str) -> dict[str, np.ndarray]:
-  """N / n_m per row of each of the task's tables (1 where no client's data reach)."""
+def row_scales(task, name: str, mode: str, bound: float | None = None
+               ) -> dict[str, np.ndarray]:
+  """N / n_m per row of each of the task's tables (1 where no client's data reach),
+  at most `bound` (fedsubavg.corrections)."""
   api.require(task, name, capabilities.FeatureHeat, TABLES_WHY)
   if mode == 'examples' and getattr(task.config, 'local_steps', 0):
     # TFF weighs a client by the examples it processed, which local_steps caps:
@@ -40,7 +42,7 @@ def row_scales(task, name: str, mode: str) -> dict[str, np.ndarray]:
         'heat=examples weighs clients by the examples they train on, proportional to '
         'their data only without --local_steps; set --local_steps=0 or --heat=clients')
   rows, population = heat(task, mode)
-  return {table: fedsubavg.corrections(h, population) for table, h in rows.items()}
+  return {table: fedsubavg.corrections(h, population, bound) for table, h in rows.items()}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -160,8 +160,8 @@ def build(task, options, training, *, name: str):
   ids = list(task.train_client_ids)
   table_scales = None
   if 'fedsubavg' in training.stack:  # clients weigh by examples here: so does the heat
-    table_scales = {t: s for t, s in heat.row_scales(task, name, 'examples').items()
-                    if t in model.tables}
+    table_scales = {t: s for t, s in heat.row_scales(
+        task, name, 'examples', training.max_correction).items() if t in model.tables}
   try:
     local_rank = fedmf.local_ranks(options, name, len(ids), task.config.seed)
     process = rounds.compose(build_round(
