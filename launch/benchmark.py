@@ -48,6 +48,7 @@ client_memory: one Goodreads-100 client's training (FAIR's client step: a
 """
 
 import contextlib
+import dataclasses
 import json
 import os
 import pathlib
@@ -178,7 +179,9 @@ def bench_op() -> str:
 
 
 def _seconds_per_round(process, cohorts) -> float:
-  """Mean seconds of a round over cohorts[1:], after cohorts[0] as a warm-up."""
+  """Mean seconds of a round over cohorts[1:], after cohorts[0] as a warm-up (the
+  round benchmark's hand-built processes; registered workloads run through
+  `_run_rounds`, as the trainer runs them)."""
   state = process.initialize()
   state = process.next(state, cohorts[0]).state
   started = time.perf_counter()
@@ -218,7 +221,14 @@ def _client_batches(task, client: str, seed: int) -> list:
   return list(task.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed))
 
 
-def _floor_seconds(task, cohorts: list[list[str]]) -> float:
+def _cohorts(ids, clients: int) -> list[list[str]]:
+  """The cohorts of the rounds `_run_rounds` runs (the round loop's, seed 0)."""
+  from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
+  return [loop.sample_cohort(sorted(ids), clients, seed=0, round_num=r)
+          for r in range(1, FLAGS.rounds + 2)]
+
+
+def _floor_seconds(task, clients: int) -> float:
   """The floor of a Keras workload: mean seconds per round of the cohort's batches
   (built beforehand), trained one after the other by one tf.function SGD step on
   one Keras model: no TFF, no data pipeline, no per-client reset, one core."""
@@ -234,7 +244,7 @@ def _floor_seconds(task, cohorts: list[list[str]]) -> float:
 
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
   rounds = [[b for c in cohort for b in _client_batches(task, c, loop.client_seed(0, r, c))]
-            for r, cohort in enumerate(cohorts)]
+            for r, cohort in enumerate(_cohorts(task.train_client_ids, clients), start=1)]
   for batch in rounds[0]:
     step(*batch)
   started = time.perf_counter()
@@ -251,26 +261,39 @@ def _task(task_name: str, settings: dict):
   return module.Task(module.make_config(**{'data_dir': data_dir, **settings}))
 
 
-def _workload(task, runtime: str, algorithm: str, clients: int, trainer: dict, options: dict):
-  """(the process as `runtime` runs it, the cohorts' ids, their client inputs) of
-  FLAGS.rounds + 1 rounds, built as the trainer builds them (in a TFF context)."""
+@dataclasses.dataclass(frozen=True)
+class _Rounds:
+  seconds: float  # mean train/round_seconds of the rounds after the first (a warm-up)
+  built: object  # registry.Built
+  state: object  # the process state after the last round
+
+
+def _run_rounds(task, runtime: str, algorithm: str, clients: int, trainer: dict,
+                options: dict, *, context=None, client_data_dir=None,
+                on_start=None) -> _Rounds:
+  """FLAGS.rounds + 1 rounds of a workload, never evaluated, run as the trainer
+  runs them (runner.run: its build, runtime and round loop; a round's seconds
+  include making its clients' inputs)."""
+  from tff_rec import runner  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
-  from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
   training = registry.training(task, algorithm, runtime=runtime, clients_per_round=clients,
                                **trainer)
-  built = registry.build(algorithm, task, training, **options)
-  ids = sorted(built.client_ids)
-  cohort_ids = [loop.sample_cohort(ids, clients, seed=0, round_num=r)
-                for r in range(FLAGS.rounds + 1)]
-  cohorts = [[built.client_input(c, loop.client_seed(0, r, c)) for c in cohort]
-             for r, cohort in enumerate(cohort_ids)]
-  return inprocess.for_runtime(built.process, runtime), cohort_ids, cohorts
+  seconds, started = [], []
+
+  def start(run):
+    started.append(run)
+    if on_start:
+      on_start(run)
+
+  state, _ = runner.run(
+      task, algorithm, training, loop.Schedule(FLAGS.rounds + 1, clients, eval_every=None),
+      options=options, context=context, client_data_dir=client_data_dir, on_start=start,
+      on_round=lambda _, metrics: seconds.append(metrics['train/round_seconds']))
+  return _Rounds(float(np.mean(seconds[1:])), started[0].built, state)
 
 
 def bench_runtimes() -> str:
-  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
-
   lines = ['| workload | clients | native s/round | in-process s/round | floor s/round | '
            'in-process / native | in-process / floor |', '|---|---|---|---|---|---|---|']
   floors = {}
@@ -281,16 +304,12 @@ def bench_runtimes() -> str:
                          f'{list(RUNTIME_WORKLOADS)}')
   for name, (task_name, settings, algorithm, clients, trainer, options) in chosen.items():
     task = _task(task_name, settings)
-    seconds = {}
-    for runtime in ('native', 'inprocess'):
-      with native.NativeRuntime():  # builds and native rounds need TFF's context
-        process, cohort_ids, cohorts = _workload(task, runtime, algorithm, clients, trainer,
-                                                 options)
-        seconds[runtime] = _seconds_per_round(process, cohorts)
+    seconds = {runtime: _run_rounds(task, runtime, algorithm, clients, trainer, options).seconds
+               for runtime in ('native', 'inprocess')}
     # The same examples whatever the algorithm: one floor per task and cohort size.
     floor_key = (task_name, tuple(sorted(settings.items())), clients)
     if floor_key not in floors:
-      floors[floor_key] = (_floor_seconds(task, cohort_ids) if task_name in FLOOR_TASKS
+      floors[floor_key] = (_floor_seconds(task, clients) if task_name in FLOOR_TASKS
                            else None)
     floor = floors[floor_key]
     lines.append(f'| {name} | {clients} | {seconds["native"]:.3f} | '
@@ -300,6 +319,7 @@ def bench_runtimes() -> str:
                  + (f'{seconds["inprocess"] / floor:.2f}' if floor else '-') + ' |')
     print(lines[-1], flush=True)
   return (f'Mean of {FLAGS.rounds} rounds after a warm-up, the same cohorts on both runtimes, '
+          'run as launch.train runs them (a round includes making its clients\' inputs), '
           f'{os.cpu_count()} CPU cores. Floor: the same batches, built beforehand, through '
           'one tf.function SGD step on one Keras model, one after the other (no TFF, no '
           'data pipeline, one core); not measured for the weight-table models (FedMF, '
@@ -342,9 +362,8 @@ def bench_remote() -> str:
       seconds = []
       for runtime in (native.NativeRuntime(),
                       *(remote.RemoteRuntime(workers[:n]) for n in (1, 2))):
-        with runtime:
-          process, _, cohorts = _workload(task, 'native', algorithm, clients, trainer, options)
-          seconds.append(_seconds_per_round(process, cohorts))
+        seconds.append(_run_rounds(task, 'native', algorithm, clients, trainer, options,
+                                   context=runtime).seconds)
       rates = ' / '.join(f'{clients / s:.0f}' for s in seconds)
       lines.append(f'| {name} | {clients} | ' + ' | '.join(f'{s:.3f}' for s in seconds)
                    + f' | {rates} | {seconds[1] - seconds[0]:+.3f} |')
@@ -366,8 +385,9 @@ def bench_client_bytes() -> str:
   """What the trainer hands a round: its cohort's client data, with the examples
   in memory and with --client_data_dir (each client's index and seed), beside
   the model it broadcasts; the rounds checked equal on one loopback worker."""
-  from tff_rec.data import client_files  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import remote  # pylint: disable=g-import-not-at-top
+  from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
   lines = ['| workload | clients | client data a round: examples / files | model broadcast '
            '(per worker) | s/round on 1 worker: examples / files | same weights after the '
            'rounds |', '|---|---|---|---|---|---|']
@@ -378,25 +398,27 @@ def bench_client_bytes() -> str:
       sent, seconds, weights = [], [], []
       for on_files in (False, True):
         folder = pathlib.Path(tempfile.mkdtemp(dir=FLAGS.synthetic_dir))
-        built_task = client_files.ReadWhereTrained(task, folder) if on_files else task
-        with remote.RemoteRuntime(workers):
-          process, _, cohorts = _workload(built_task, 'native', algorithm, clients, trainer,
-                                          options)
-          sent.append(np.mean([_nbytes(cohort) for cohort in cohorts]))
-          state = process.initialize()
-          started = time.perf_counter()
-          for cohort in cohorts:
-            state = process.next(state, cohort).state
-          seconds.append((time.perf_counter() - started) / len(cohorts))
-          weights.append(process.get_model_weights(state).trainable)
+
+        def measure(run):  # what the rounds' cohorts are handed
+          sent.append(np.mean([_nbytes([run.built.client_input(c, loop.client_seed(0, r, c))
+                                        for c in cohort])
+                               for r, cohort in enumerate(_cohorts(run.built.client_ids,
+                                                                   clients), start=1)]))
+
+        rounds = _run_rounds(task, 'native', algorithm, clients, trainer, options,
+                             context=remote.RemoteRuntime(workers), on_start=measure,
+                             client_data_dir=str(folder) if on_files else None)
+        seconds.append(rounds.seconds)
+        with native.NativeRuntime():  # the run's own context is closed
+          weights.append(rounds.built.process.get_model_weights(rounds.state).trainable)
         shutil.rmtree(folder)
       same = all(np.array_equal(a, b) for a, b in zip(*weights, strict=True))
       lines.append(f'| {name} | {clients} | {sent[0] / 1024:,.1f} KB / {sent[1] / 1024:,.2f} '
                    f'KB | {_nbytes(weights[0]) / 1024:,.1f} KB | {seconds[0]:.3f} / '
                    f'{seconds[1]:.3f} | {"yes" if same else "NO"} |')
       print(lines[-1], flush=True)
-  return (f'{FLAGS.rounds + 1} rounds of each workload on one launch.worker on loopback, '
-          'the same cohorts; client data: the bytes of the values the trainer passes a '
+  return (f'{FLAGS.rounds + 1} rounds of each workload on one launch.worker on loopback '
+          '(seconds: the mean after the first), the same cohorts; client data: the bytes of the values the trainer passes a '
           "round for its cohort (the clients' example arrays, or with --client_data_dir "
           "their index and seed); the model: its trainable weights' bytes, which the "
           'round sends each worker.\n\n' + '\n'.join(lines))
@@ -565,11 +587,9 @@ def _fair_round_case(runtime: str) -> dict:
   """FAIR 1x-2x-4x-8x rounds on one runtime: seconds per round, and the peak
   resident memory of this process and its TFF worker (the server's side and,
   in-process, the clients' too), sampled every 10 ms."""
-  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   task = _task('ranking', dict(local_epochs=1))
-  with _PeakRss(0.01, children=True) as memory, native.NativeRuntime():
-    fair, _, cohorts = _workload(task, runtime, 'fair', FAIR_ROUND_CLIENTS, {}, FAIR_ROUND)
-    seconds = _seconds_per_round(fair, cohorts)
+  with _PeakRss(0.01, children=True) as memory:
+    seconds = _run_rounds(task, runtime, 'fair', FAIR_ROUND_CLIENTS, {}, FAIR_ROUND).seconds
   return {'seconds': seconds, 'peak_rss_mb': memory.peak / 2**20,
           'items': int(task.data.num_items)}
 
@@ -684,21 +704,22 @@ def _population_case(users: int, algorithm: str) -> dict:
   """One algorithm's rounds on a synthetic population, in this process: seconds
   per round (FLAGS.rounds after a warm-up), resident memory before the task is
   read, once it is built with the algorithm, and at its peak."""
-  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.training import resources  # pylint: disable=g-import-not-at-top
   path = synthetic_population(users, POPULATION_ITEMS, 0, pathlib.Path(FLAGS.synthetic_dir))
   name, options = POPULATION_ALGORITHMS[algorithm]
-  with _PeakRss(0.01) as memory, native.NativeRuntime():
+  built_mb = []
+  with _PeakRss(0.01) as memory:
     started = time.perf_counter()
     task = _task('loo_ranking', dict(data_dir=str(path), min_interactions=POPULATION_MIN_COUNT,
                                      embedding_dim=POPULATION_DIM))
     read_s = time.perf_counter() - started
-    process, _, cohorts = _workload(task, 'inprocess', name, POPULATION_CLIENTS, {}, options)
-    built_mb = resources.memory_metrics()['memory/rss_mb']
-    seconds = _seconds_per_round(process, cohorts)
+    seconds = _run_rounds(
+        task, 'inprocess', name, POPULATION_CLIENTS, {}, options,
+        on_start=lambda _: built_mb.append(resources.memory_metrics()['memory/rss_mb'])
+    ).seconds
   return {'users': len(task.data.user_ids), 'items': int(task.data.num_items),
           'interactions': int(len(task.data.train.items)), 'read_s': read_s,
-          'seconds': seconds, 'start_mb': memory.start / 2**20, 'built_mb': built_mb,
+          'seconds': seconds, 'start_mb': memory.start / 2**20, 'built_mb': built_mb[0],
           'peak_mb': memory.peak / 2**20}
 
 

@@ -75,19 +75,25 @@ def _client_dataset(client_id, seed):
           .shuffle(12, seed=seed).batch(4))
 
 
-def _run(process, rounds, checkpoint_dir, releases=()):
+def _run(process, rounds, checkpoint_dir, releases=(), eval_every=2):
   seen = []
   state, metrics = loop.run(
       process, client_ids=[str(i) for i in range(6)], client_input=_client_dataset,
-      schedule=loop.Schedule(rounds=rounds, clients_per_round=3, eval_every=2,
+      schedule=loop.Schedule(rounds=rounds, clients_per_round=3, eval_every=eval_every,
                              checkpoint_every=1, seed=5),
       evaluate=lambda w: {'validation/norm': float(np.linalg.norm(w.trainable[0]))},
       final_evaluate=lambda w: {'test/marker': 1.0},
       checkpointing=loop.Checkpointing(
           checkpoints.NumpyProgramStateManager(checkpoint_dir)),
       release_managers=releases,
-      on_round=lambda r, m: seen.append(r))
+      on_round=lambda r, m: seen.append((r, m) if eval_every is None else r))
   return state, metrics, seen
+
+
+def test_a_schedule_without_evaluation_evaluates_no_round(tff_runtime, tmp_path):
+  _, _, seen = _run(_process(), 2, tmp_path, eval_every=None)
+  assert [r for r, _ in seen] == [1, 2]
+  assert not [k for _, m in seen for k in m if k.startswith(('validation/', 'test/'))]
 
 
 def test_resumed_run_reaches_the_same_state_as_an_uninterrupted_one(tff_runtime, tmp_path):

@@ -48,7 +48,8 @@ class Diverged(ArithmeticError):
 class Schedule:
   rounds: int
   clients_per_round: int
-  eval_every: int = 10  # 0: evaluate after the last round only
+  # 0: evaluate after the last round only; None: never (a benchmark timing rounds)
+  eval_every: int | None = 10
   checkpoint_every: int = 10
   seed: int = 0
 
@@ -62,7 +63,7 @@ class Schedule:
       raise ValueError(f'clients_per_round={self.clients_per_round} is larger '
                        f'than the {num_clients} training clients; use at most '
                        f'{num_clients}')
-    if self.eval_every < 0 or self.checkpoint_every < 1:
+    if (self.eval_every or 0) < 0 or self.checkpoint_every < 1:
       raise ValueError('eval_every must be >= 0 and checkpoint_every >= 1, got '
                        f'{self.eval_every} and {self.checkpoint_every}')
 
@@ -139,7 +140,8 @@ def run(process: tff.learning.templates.LearningProcess, *,
     metrics = flatten_metrics(output.metrics, 'train/')
     metrics['train/round_seconds'] = time.perf_counter() - started
     last = round_num == schedule.rounds
-    evaluating = last or (schedule.eval_every and round_num % schedule.eval_every == 0)
+    evaluating = schedule.eval_every is not None and (
+        last or (schedule.eval_every and round_num % schedule.eval_every == 0))
     weights = process.get_model_weights(state) if evaluating else None
     what = _divergence(metrics, weights)
     if what:
@@ -147,7 +149,7 @@ def run(process: tff.learning.templates.LearningProcess, *,
       raise Diverged(round_num, what, metrics, evaluated, evaluated_round)
     if evaluating:
       metrics.update(evaluate(weights))
-    if last and final_evaluate:
+    if evaluating and last and final_evaluate:
       metrics.update(final_evaluate(weights))
     losses = [k for k, v in metrics.items() if k.endswith('loss') and not np.isfinite(v)]
     if losses:  # a finite model whose outputs overflow
