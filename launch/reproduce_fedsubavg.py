@@ -132,8 +132,10 @@ def _dataset() -> dict:
 
 
 def _spec(setting: str) -> dict:
-  """The setting as the dataset runs it."""
-  return {**SETTINGS[setting], **_dataset()['settings'][setting]}
+  """The setting as the dataset runs it (its task settings on top of the setting's)."""
+  changes = _dataset()['settings'][setting]
+  return {**SETTINGS[setting], **changes,
+          'task': {**SETTINGS[setting]['task'], **changes.get('task', {})}}
 
 
 def _task_values(setting: str, seed: int) -> dict:

@@ -17,10 +17,12 @@ Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
 import dataclasses
+import pathlib
 import sys
 
 from absl import app
 from absl import flags
+import pandas as pd
 
 from launch import common
 from launch import outputs
@@ -230,6 +232,10 @@ def main(argv):
     print(f'stopped after round {stop} (--stop_after_round), its checkpoint saved: the same '
           'command without that flag resumes', flush=True)
     return
+  if not metrics:  # every round was checkpointed before: cut before its summary
+    metrics = _last_round(out[0] / 'metrics.csv')
+    print('every round was already done; the summary is its last round\'s metrics',
+          flush=True)
   if metrics:
     if isinstance(context, remote.RemoteRuntime):  # how the rounds were spread
       metrics.update({f'remote/calls/{address}': float(calls)
@@ -253,6 +259,16 @@ class _SayingWhatItSkips(loop.Checkpointing):
 
 class _Stopped(Exception):
   """--stop_after_round reached."""
+
+
+def _last_round(path: pathlib.Path) -> dict[str, float]:
+  """The metrics the loop released for a run's last round (metrics.csv's last
+  row: released before that round's checkpoint, so it is there when the
+  checkpoint is), as the summary holds them."""
+  if not path.exists():
+    return {}
+  row = pd.read_csv(path).iloc[-1].drop('round')
+  return {k: float(v) for k, v in row.dropna().items()}
 
 
 def _stopping_after(stop: int | None, on_round):

@@ -45,3 +45,11 @@ def test_an_incomplete_sweep_chooses_nothing(monkeypatch):
   swept, chosen = _sweep(monkeypatch, {0.1: 0.6, 0.3: 0.7, 1.0: 0.8})  # 3 not run
   assert chosen is None and swept[3.0] is None
   assert reproduce._grid(swept, chosen) == '0.1, 0.3, 1, 3 (not run)'
+
+
+@pytest.mark.parametrize('dataset', list(reproduce.DATASETS))
+def test_every_dataset_runs_din_with_its_validation_part(monkeypatch, dataset):
+  monkeypatch.setattr(reproduce, '_dataset', lambda: reproduce.DATASETS[dataset])
+  task = reproduce._spec('din')['task']
+  assert task['validation_fraction'] == 0.1 and task['model'] == 'din'
+  assert reproduce._spec('din')['metric'] == 'eval/validation_auc'

@@ -154,6 +154,11 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   for key, value in summary.items():
     if not key.startswith(('memory/', 'train/round_seconds')):
       assert resumed[key] == value, key
+  # Cut after the last checkpoint, before the summary: the rerun writes it.
+  (whole / 'summary.json').unlink()
+  again = trainer.train_here(*flags, f'--output_dir={whole}')
+  assert again.returncode == 0 and 'every round was already done' in again.stdout
+  assert json.loads((whole / 'summary.json').read_text()) == pytest.approx(summary, rel=1e-12)
 
 
 def test_inprocess_runtime_trains_to_the_native_numbers(ml100k_dir, tmp_path):
