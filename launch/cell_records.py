@@ -200,6 +200,24 @@ def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = T
   return summary
 
 
+DERIVED_FILE = 'derived.json'
+
+
+def derived(records_dir, key: str, compute):
+  """A value a table shows that comes from the data, not from a run (a floor, the
+  data's description): `compute()` once, recorded under `key` in the records'
+  DERIVED_FILE, and read from there afterwards, so that a table rebuilds from its
+  records alone (launch.rebuild_tables). A JSON value: tuples come back as lists.
+  Delete the entry (or the file) to compute it again from the data."""
+  path = pathlib.Path(records_dir) / DERIVED_FILE
+  values = json.loads(path.read_text()) if path.exists() else {}
+  if key not in values:
+    values[key] = json.loads(json.dumps(compute()))  # the same value as read back later
+    path.parent.mkdir(parents=True, exist_ok=True)
+    outputs.write_json(path, values)
+  return values[key]
+
+
 def cell_file(runs_dir: str, name: str, file: str, records_dir: str | None = None
               ) -> pathlib.Path:
   """A cell's file: from its record when there is one, else from its run."""

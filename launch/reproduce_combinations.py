@@ -48,7 +48,8 @@ TABLES = {
                   'results/fair_goodreads/cells/fair_1x-2x'),
          'fair_fedsubavg': ('FAIR-HET 1x-2x + FedSubAvg', (
              '--algorithm=fair', '--capacities=1x-2x', '--stack=fedsubavg'), None)},
-        ('--rounds=50', '--eval_every=10', '--client_learning_rate=0.001'), ''),
+        ('--rounds=50', '--eval_every=10', '--client_learning_rate=0.001'), '',
+        versus=('popularity',)),
     'movielens': seeded_table.Table(
         'loo_ranking', 'ML-100K leave-one-out: CoLR with FedSubAvg\'s correction',
         ('test/hr_at_10', 'test/ndcg_at_10'),
@@ -65,10 +66,13 @@ TABLES = {
              '--algorithm=fedmf', '--server_learning_rate=0.1'), None),
          'fedsubavg_lr0.1': ('FedMF-64 + FedSubAvg, server lr 0.1', (
              '--algorithm=fedsubavg', '--server_learning_rate=0.1'), None),
+         'colr_lr0.1': ('CoLR r=4, server lr 0.1', (
+             '--algorithm=colr', '--rank=4', '--server_learning_rate=0.1'), None),
          'colr_fedsubavg_lr0.1': ('CoLR r=4 + FedSubAvg, server lr 0.1', (
              '--algorithm=colr', '--rank=4', '--stack=fedsubavg',
              '--server_learning_rate=0.1'), None)},
-        ('--rounds=1000', '--eval_every=100', '--checkpoint_every=100'), 'test'),
+        ('--rounds=1000', '--eval_every=100', '--checkpoint_every=100'), 'test',
+        versus=('popularity',)),
 }
 
 

@@ -120,10 +120,10 @@ def _cell(records: dict[str, str], name: str, module: str, *args: str) -> dict |
                          records_dir=records[name])
 
 
-def _federated_args(task, rates: str) -> tuple[str, ...]:
+def _federated_args(clients: int, rates: str) -> tuple[str, ...]:
   client, server = LEARNING_RATES[rates]
   return ('--algorithm=fedavg', f'--rounds={FLAGS.rounds}',
-          f'--clients_per_round={_cohort(task)}', f'--eval_every={FLAGS.eval_every}',
+          f'--clients_per_round={_cohort(clients)}', f'--eval_every={FLAGS.eval_every}',
           f'--client_learning_rate={client}', f'--server_learning_rate={server}')
 
 
@@ -132,8 +132,9 @@ def _central_args(split: str) -> tuple[str, ...]:
           f'--learning_rate={FLAGS.centralized_learning_rate}', '--eval_every=1')
 
 
-def _cohort(task) -> int:
-  return max(1, round(FLAGS.cohort_share * len(task.train_client_ids)))
+def _cohort(clients: int) -> int:
+  """The clients a round, of `clients` training users."""
+  return max(1, round(FLAGS.cohort_share * clients))
 
 
 @dataclasses.dataclass
@@ -146,7 +147,8 @@ class Results:
   records: dict[str, str]  # cell -> the folder of its record (or of its record to be)
 
 
-def run_all(task, seeds: list[int]) -> Results:
+def run_all(clients: int, seeds: list[int]) -> Results:
+  """Every cell of every seed, over `clients` training users."""
   federated = {loss: [] for loss in FLAGS.losses}
   central = {split: {loss: [] for loss in FLAGS.losses} for split in FLAGS.splits}
   probes = {name: [] for name in FLAGS.probes}
@@ -160,20 +162,20 @@ def run_all(task, seeds: list[int]) -> Results:
   for s in seeds:
     for loss in FLAGS.losses:
       add(federated[loss], cell(f'fed_{loss}_s{s}', 'launch.train', f'--loss={loss}',
-                                f'--seed={s}', *_federated_args(task, FLAGS.learning_rates)))
+                                f'--seed={s}', *_federated_args(clients, FLAGS.learning_rates)))
       for split in FLAGS.splits:
         add(central[split][loss], cell(f'central_{split}_{loss}_s{s}', 'launch.centralized',
                                        f'--loss={loss}', f'--seed={s}', *_central_args(split)))
     for name in FLAGS.probes:
       _, module, extra = PROBES[name]
       args = (_central_args('by_user') if module == 'launch.centralized'
-              else _federated_args(task, FLAGS.learning_rates))
+              else _federated_args(clients, FLAGS.learning_rates))
       add(probes[name], cell(f'probe_{name}_s{s}', module, '--loss=batch_softmax',
                              f'--seed={s}', *args, *extra))
   # The chosen rates' seed-0 run is the fed_ cell itself.
   rates = {(loss, r): cell(f'lr_{loss}_{r}_s0' if r != FLAGS.learning_rates else
                            f'fed_{loss}_s0', 'launch.train', f'--loss={loss}', '--seed=0',
-                           *_federated_args(task, r))
+                           *_federated_args(clients, r))
            for loss in FLAGS.losses for r in LEARNING_RATES} if FLAGS.rate_check else {}
   return Results(federated, central, probes, rates, records)
 
@@ -280,17 +282,29 @@ def main(argv):
   seeds = [int(s) for s in FLAGS.seeds]
   FLAGS.task = 'next_item'
   config = common.task_config()
-  task = next_item.Task(config)
-  results = run_all(task, seeds)
-  popularity = {'by_user': task.popularity(task.split.pooled('train'),
-                                           task.split.pooled('test'))}
+  # What the tables show of the data is derived once into this table's records
+  # (cells/derived.json), so that it rebuilds without the data: the task is
+  # built only for a value not derived yet.
+  task = functools.cache(lambda: next_item.Task(config))
+  derived = functools.partial(cell_records.derived, _records(FLAGS.results_dir))
+  clients = derived('train_clients', lambda: len(task().train_client_ids))
+  vocab_size = derived('vocab_size', lambda: task().vocab_size)
+
+  def by_user(part: str) -> dict[str, float]:
+    return derived(f'popularity_by_user_{part}', lambda: task().popularity(
+        task().split.pooled('train'), task().split.pooled(part)))
+
+  def by_example() -> dict[str, float]:
+    split = task().centralized_split()  # the task's default split, seed config.seed
+    return task().popularity(split.train, split.test)
+
+  results = run_all(clients, seeds)
+  popularity = {'by_user': by_user('test')}
   if 'by_example' in FLAGS.splits:
-    by_example = task.centralized_split()  # the task's default split, seed config.seed
-    popularity['by_example'] = task.popularity(by_example.train, by_example.test)
+    popularity['by_example'] = derived(f'popularity_by_example_s{config.seed}', by_example)
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
-  plot(out / 'recall_at_10.png', results, seeds, task.popularity(
-      task.split.pooled('train'), task.split.pooled('validation'))['recall_at_10'])
+  plot(out / 'recall_at_10.png', results, seeds, by_user('validation')['recall_at_10'])
   client, server = LEARNING_RATES[FLAGS.learning_rates]
   sections = []
   if FLAGS.rate_check:
@@ -325,7 +339,7 @@ plain BS.
   text = f"""# Federated dual encoder on {pathlib.Path(config.data_dir).name}: Table 2 of Ning et al.
 
 Built by `python -m launch.reproduce_dual_encoder` from the cell records in
-`cells/`. Global recall@k (%) of the label among all {task.vocab_size} items,
+`cells/`. Global recall@k (%) of the label among all {vocab_size} items,
 mean ± std over seeds {seeds} (each draws the model, cohorts and shuffles).
 C: centralized, F: federated (FedAvg). Drop = (C - F) / C at R@10, per seed.
 "F vs C" calls a difference real only when the means differ by more than the
@@ -335,8 +349,8 @@ often they are a training label.
 Settings: {config.data_dir}, batch {config.batch_size} (a client's last partial batch
 {remainder}), embedding dim {config.embedding_dim}, at most
 {config.examples.max_examples_per_user} examples per user, spreadout weight
-{config.spreadout_weight}. Federated: {FLAGS.rounds} rounds of {_cohort(task)} clients
-({FLAGS.cohort_share:.0%} of {len(task.train_client_ids)} training users; the paper's share
+{config.spreadout_weight}. Federated: {FLAGS.rounds} rounds of {_cohort(clients)} clients
+({FLAGS.cohort_share:.0%} of {clients} training users; the paper's share
 is 2%), 1 local epoch, client SGD {client:g}, server Adam {server:g}. Centralized:
 {FLAGS.epochs} epochs, Adam {FLAGS.centralized_learning_rate:g}.
 

@@ -26,6 +26,7 @@ has the most configurations.
 """
 
 import asyncio
+import functools
 import pathlib
 
 from absl import flags
@@ -104,7 +105,7 @@ def _federated(name: str, algorithm: str, *args: str, rounds: int | None = None
 def _configurations(task, schemes, algorithms=tuple(HETEROGENEOUS)
                     ) -> dict[str, tuple[str, str | None]]:
   """FedAvg, then each algorithm at each scheme it can run (FedHM not past 4x):
-  cell stem -> (algorithm, --capacities)."""
+  cell stem -> (algorithm, --capacities). `task` builds the task (see main)."""
   return {'fedavg': ('fedavg', None),
           **{f'{a}_{s}': (a, s) for s in schemes for a in algorithms
              if a != 'fedhm' or _fedhm_can_run(task, s)}}
@@ -200,13 +201,14 @@ def compression_probe(task, config, fedavg: str) -> list[str]:
   through a cx hashed table (project, then recover), no retraining: how much of
   what FedAvg learned a FAIR-HOM subspace can hold at all.
 
-  Needs FedAvg's checkpoint; the rows are kept in the records, so a table
-  rebuilt without the runs still has them.
+  Needs FedAvg's checkpoint (and the task, which `task` builds); the rows are
+  kept in the records, so a table rebuilt without the runs still has them.
   """
   kept = pathlib.Path(_records()) / 'compression_probe.md'
   saved = pathlib.Path(FLAGS.runs_dir) / fedavg / 'checkpoints'
   if not saved.exists():
     return kept.read_text().splitlines() if kept.exists() else ['(FedAvg has not run)']
+  task = task()
   with native.NativeRuntime():
     process = registry.build('fedavg', task, registry.Training(
         optimizers.OptimizerConfig('adam', FLAGS.learning_rate),
@@ -230,11 +232,17 @@ def compression_probe(task, config, fedavg: str) -> list[str]:
 
 
 def _fedhm_can_run(task, scheme: str) -> bool:
-  try:
-    capacities.low_rank_tiers(task.shape.table_shapes(), capacities.parse(scheme))
-    return True
-  except ValueError:
-    return False
+  """Whether FedHM's low-rank tiers fit the data's tables at `scheme`: derived
+  once into the records (`task` builds the task), as the table's cells follow."""
+
+  def fits() -> bool:
+    try:
+      capacities.low_rank_tiers(task().shape.table_shapes(), capacities.parse(scheme))
+      return True
+    except ValueError:
+      return False
+
+  return cell_records.derived(_records(), f'fedhm_can_run_{scheme}', fits)
 
 
 def _full_trn_clients(num_clients: int, fraction: float, seed: int) -> int:
@@ -268,6 +276,8 @@ def run_ablations(task, seeds: list[int]) -> tuple[dict[str, list[str]], dict[st
   its cells' names."""
   consistency = {stem: _seeded(stem, seeds) for stem in CONSISTENCY}
   table3_seeds = [TABLE3_SEED + s for s in seeds]
+  clients = cell_records.derived(_records(), 'train_clients',
+                                 lambda: len(task().train_client_ids))
   table3 = {f'{a}_{f}': _seeded(f'{a}_{f}', table3_seeds)
             for f in FULL_FRACTIONS for a in ('full_trn', 'fair')}
   for i, seed in enumerate(seeds):
@@ -277,7 +287,7 @@ def run_ablations(task, seeds: list[int]) -> tuple[dict[str, list[str]], dict[st
     for fraction in FULL_FRACTIONS:
       args = ('--capacities=1x-2x', f'--capacity_fractions={fraction},{1 - fraction:.2f}',
               '--capacity_assignment=random', f'--seed={TABLE3_SEED + seed}')
-      ones = _full_trn_clients(len(task.train_client_ids), fraction, TABLE3_SEED + seed)
+      ones = _full_trn_clients(clients, fraction, TABLE3_SEED + seed)
       _federated(table3[f'full_trn_{fraction}'][i], 'full_trn', *args,
                  f'--clients_per_round={min(10, ones)}')
       _federated(table3[f'fair_{fraction}'][i], 'fair', *args)
@@ -330,8 +340,12 @@ def main(argv):
   del argv
   FLAGS.task = 'ranking'  # the table's task, whatever --task says
   config = common.task_config()
-  task = ranking.Task(config)
-  popularity = task.popularity()
+  # What the table shows of the data is derived once into the records
+  # (cells/derived.json), so that it rebuilds without the data: the task is
+  # built only for a value not derived yet (or the compression probe).
+  task = functools.cache(lambda: ranking.Task(config))
+  popularity = cell_records.derived(_records(), 'popularity', lambda: task().popularity())
+  num_items = cell_records.derived(_records(), 'num_items', lambda: task().data.num_items)
   seeds = [int(s) for s in FLAGS.seeds]
   table2 = run_seeded(_table2_cells(task), seeds, FLAGS.rounds)
   run_central(seeds)
@@ -369,7 +383,7 @@ def main(argv):
   text = f"""# FAIR on Goodreads-100: Tables 2 and 3 of Desai et al.
 
 Test NDCG@20 of the server model over all items a user did not train on
-(99 users, {task.data.num_items:,} items). Each cell: final / best over the
+(99 users, {num_items:,} items). Each cell: final / best over the
 evaluations every {FLAGS.eval_every} rounds, each mean ± std over the seeds, then the
 paper's number.
 

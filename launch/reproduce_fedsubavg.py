@@ -39,6 +39,7 @@ the batches. Writes table.md and one curve plot per setting.
 """
 
 import fnmatch
+import functools
 import json
 import pathlib
 
@@ -51,6 +52,7 @@ from launch import clicks
 from launch import common
 from launch import outputs
 from launch import plots
+from launch import rate_sweep
 from launch import seed_stats
 from tasks import ctr
 
@@ -138,17 +140,26 @@ def _spec(setting: str) -> dict:
           'task': {**SETTINGS[setting]['task'], **changes.get('task', {})}}
 
 
-def _task_values(setting: str, seed: int) -> dict:
+def _task_values(setting: str, seed: int, write: bool = True) -> dict:
   """The task's settings for one seed's cells (Beauty: that seed's clicks)."""
-  return {**_spec(setting)['task'],
-          **(clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
-             if FLAGS.dataset == 'beauty' else {})}
+  return {**_spec(setting)['task'], **(_clicks(seed, write) if FLAGS.dataset == 'beauty' else {})}
+
+
+def _clicks(seed: int, write: bool) -> dict:
+  """ctr's settings for one seed's clicks. Without `write` the file is only named,
+  not made: a cell that will not run is checked against its record by the file's
+  name, and tabulating reads no data."""
+  if write:
+    return clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
+  name = f'{pathlib.Path(FLAGS.sequences).stem.lower()}_clicks_s{seed}.csv'  # clicks_task's
+  return dict(data_dir=str(pathlib.Path(FLAGS.runs_dir) / 'data' / name),
+              **clicks.CLICKS_FILE_COLUMNS)
 
 
 def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int,
          name: str, seed: int) -> str:
   """Runs one cell (if neither recorded nor run); its name."""
-  task_flags = common.flag_args(_task_values(setting, seed))
+  task_flags = common.flag_args(_task_values(setting, seed, _wanted(name)))
   if method == 'central':
     module, args = 'launch.centralized', (
         f'--batch_size={BATCH_SIZE * FLAGS.clients}', f'--steps_per_epoch={LOCAL_STEPS}',
@@ -191,7 +202,12 @@ def _final_value(name: str, metric: str) -> float | None:
   if name is None:
     return None
   path = cell_records.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
-  value = json.loads(path.read_text()).get(metric) if path.exists() else None
+  if not path.exists():
+    return None
+  summary = json.loads(path.read_text())
+  if 'diverged_at_round' in summary:  # the trainer stopped it: its metrics are not there
+    return float('nan')
+  value = summary.get(metric)
   return None if value is None else float(value)
 
 
@@ -212,49 +228,42 @@ def _rounds(setting: str, kind: str) -> int:
   return FLAGS[kind].value or _spec(setting)[kind]
 
 
-def _beyond(rate: float, up: bool) -> float:
-  """The next rate of the 1, 3, 10, 30, ... ladder above (or below) `rate`."""
-  leading = rate / 10 ** np.floor(np.log10(rate))
-  factor = (3 if leading < 2 else 10 / 3) if up else (1 / 3 if leading > 2 else 0.3)
-  return float(f'{rate * factor:.3g}')
-
-
 def _sweep(setting: str, method: str) -> tuple[dict[float, float | None], float | None]:
-  """The sweep of one method, seed 0: every rate tried with its metric (None: not
-  run), and the best rate (None until the sweep is complete). A best rate at an
-  edge of the rates tried runs the rate beyond it, until the best is inside or
-  the rate beyond diverged (MAX_EXTENSIONS in all)."""
+  """The sweep of one method, seed 0 (rate_sweep: a best rate at an edge of the
+  grid extends it): each rate tried with its metric, and the best rate."""
   spec = _spec(setting)
-  sign = 1 if spec['lower_is_better'] else -1
-  sweep = _rounds(setting, 'sweep_rounds')
-  scores = {}
+  rounds = _rounds(setting, 'sweep_rounds')
 
   def score(rate: float) -> float | None:
-    name = _run(setting, method, rate, sweep, sweep, f'sweep_{setting}_{method}_lr{rate:g}_s0', 0)
-    scores[rate] = _final_value(name, spec['metric'])
-    return scores[rate]
+    return _final_value(_run(setting, method, rate, rounds, rounds,
+                             f'sweep_{setting}_{method}_lr{rate:g}_s0', 0), spec['metric'])
 
-  grid = spec['central_rates'] if method == 'central' else spec['rates']
-  for rate in grid:
-    score(rate)
-  while True:
-    if None in scores.values():
-      return scores, None
-    finite = {r: s for r, s in scores.items() if np.isfinite(s)}
-    if not finite:  # every rate diverged: the smallest, whose finals show as diverged too
-      return scores, min(scores)
-    best = min(finite, key=lambda r: sign * finite[r])
-    edges = [up for up, end in ((True, max(scores)), (False, min(scores))) if best == end]
-    if not edges or len(scores) - len(grid) >= MAX_EXTENSIONS:
-      return scores, best
-    beyond = score(_beyond(best, edges[0]))
-    if beyond is not None and not np.isfinite(beyond):
-      return scores, best  # the rate past the edge diverges: the best is interior
+  return rate_sweep.sweep(spec['central_rates'] if method == 'central' else spec['rates'],
+                          score, lower_is_better=spec['lower_is_better'],
+                          max_extensions=MAX_EXTENSIONS)
 
 
+@functools.cache  # a seed's derived values share its task
 def _task(setting: str, seed: int) -> ctr.Task:
   return ctr.Task(ctr.make_config(**_task_values(setting, seed),
                                   seed=seed))
+
+
+def _derived(key: str, compute):
+  """A value the tables show that comes from the data: computed (by building a
+  task) only when the records lack it, so the tables rebuild without the data."""
+  return cell_records.derived(_records(), key, compute)
+
+
+def _describe(setting: str) -> str:
+  return _derived(f'{setting} s0 description', lambda: _task(setting, 0).describe())
+
+
+def _item_baselines(setting: str, seed: int) -> list[float]:
+  """The test AUC of the item floors (popularity, click rate) on one seed's split
+  (Beauty: its clicks)."""
+  return _derived(f'{setting} s{seed} item baselines',
+                  lambda: _task(setting, seed).item_baselines(_dataset()['item']))
 
 
 def _target(setting: str, central: str) -> float | None:
@@ -294,12 +303,6 @@ def _against_floor(names: list[str], floor: list[float]) -> str:
   if verdict.startswith(('+', '-')):
     return f'{"above" if verdict.startswith("+") else "below"} ({verdict})'
   return verdict
-
-
-def _grid(scores: dict[float, float | None], chosen: float | None) -> str:
-  """The rates a sweep tried, the chosen one in bold."""
-  return ', '.join(f'**{r:g}**' if r == chosen else f'{r:g}' + (' (not run)' * (s is None))
-                   for r, s in sorted(scores.items()))
 
 
 def _rounds_cell(rounds: list[float], total: int) -> str:
@@ -356,8 +359,7 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
                    ) if rates['central'] is not None else None
   targets = {s: _target(setting, finals['central'][i]) for i, s in enumerate(seeds)}
   done = [s for s in seeds if targets[s] is not None]
-  tasks = [_task(setting, s) for s in seeds]  # each seed's split (Beauty: its clicks)
-  popularity, click_rate = zip(*(task.item_baselines(_dataset()['item']) for task in tasks))
+  popularity, click_rate = zip(*(_item_baselines(setting, s) for s in seeds))
   lower = spec['lower_is_better']
   best = np.nanmin if lower else np.nanmax
   rows = ['| seeds run | ' + ' | '.join(
@@ -399,7 +401,7 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
           None if floor is None else np.mean(floor))
   return [
       f'## {setting.upper()} ({spec["metric"]})', '',
-      f'{tasks[0].describe()}. Feature heat dispersion: max n_m / min n_m over embedding rows '
+      f'{_describe(setting)}. Feature heat dispersion: max n_m / min n_m over embedding rows '
       "(the paper's Table 1; ML-1M there: 4,331); parameter: over all parameters.", '',
       f'Target, per seed: {rule}: '
       + (seed_stats.spread([targets[s] for s in done], digits=4) if done else cell_records.NOT_RUN)
@@ -413,7 +415,8 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       + ' | '.join(f'{r:g}' if _final_value(finals[c][0], spec['metric']) is not None
                    else cell_records.NOT_RUN for c, (_, _, r) in columns.items()) + ' |',
       '| rates tried (the chosen one in bold) | ' + ' | '.join(
-          _grid(sweeps[m][0], r) if c == m else 'extra' for c, (_, m, r) in columns.items())
+          rate_sweep.describe(sweeps[m][0], r) if c == m else 'extra'
+          for c, (_, m, r) in columns.items())
       + ' |',
       '', 'Item baselines, no model (test AUC, mean ± std over the seeds\' splits): '
       f'popularity, the item\'s clicks in the training examples, {seed_stats.spread(popularity)}; '

@@ -42,6 +42,7 @@ cells run first, then the ablation's, then the attributes'. Writes table.md,
 curves.png, fractions.png and meta_rates.png to --results_dir.
 """
 
+import functools
 import pathlib
 
 from absl import flags
@@ -147,9 +148,10 @@ META_RATES = (0.1, 0.5, 1.0, 4.0)
 PAPER_META_RATE = 2.0  # metaua's default: Table 2's cells run at it
 
 
-def _cohort(task, fraction: float) -> int:
+def _cohort(fraction: float) -> int:
   """Clients a round at `fraction` of the training clients."""
-  return max(1, round(fraction * len(task.train_client_ids)))
+  clients = _derived('s0 training clients', lambda: len(_task(0).train_client_ids))
+  return max(1, round(fraction * clients))
 
 
 def _fraction(name: str, fraction: float) -> str:
@@ -195,12 +197,21 @@ PAPER_ROWS = ('fedavg_examples', 'fedadagrad_examples', 'metaua')  # Table 2's
 BEAUTY_PROBES = ('metaua_none', 'metaua_none_no_query')  # Table 4's first rows
 
 
-def _data(seed: int) -> dict:
-  """The task's data settings for one seed's cells (Beauty: that seed's clicks)."""
-  return (clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
-          if FLAGS.dataset == 'beauty' else {})
+def _data(seed: int, write: bool = True) -> dict:
+  """The task's data settings for one seed's cells (Beauty: that seed's clicks).
+  Without `write` the clicks file is only named, not made: a cell that will not
+  run is checked against its record by the file's name, and tabulating reads no
+  data."""
+  if FLAGS.dataset != 'beauty':
+    return {}
+  if write:
+    return clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
+  name = f'{pathlib.Path(FLAGS.sequences).stem.lower()}_clicks_s{seed}.csv'  # clicks_task's
+  return dict(data_dir=str(pathlib.Path(FLAGS.runs_dir) / 'data' / name),
+              **clicks.CLICKS_FILE_COLUMNS)
 
 
+@functools.cache  # a seed's derived values share its task
 def _task(seed: int) -> ctr.Task:
   return ctr.Task(ctr.make_config(
       model='dcn', embedding_dim=4, seed=seed, **_data(seed)))
@@ -208,6 +219,21 @@ def _task(seed: int) -> ctr.Task:
 
 def _records() -> str:
   return str(pathlib.Path(FLAGS.results_dir) / 'cells')
+
+
+def _derived(key: str, compute):
+  """A value the tables show that comes from the data: computed (by building a
+  task) only when the records lack it, so the tables rebuild without the data."""
+  return cell_records.derived(_records(), key, compute)
+
+
+def _describe() -> str:
+  return _derived('s0 description', lambda: _task(0).describe())
+
+
+def _item_baselines(seed: int, item: str) -> list[float]:
+  """The test AUC of the item floors (popularity, click rate) on one seed's data."""
+  return _derived(f's{seed} item baselines', lambda: _task(seed).item_baselines(item))
 
 
 def _seeded(name: str, seed: int) -> str:
@@ -218,7 +244,7 @@ def _cell(name: str, algorithm: str, clients: int, *args: str, seed: int = 0) ->
   cell = _seeded(name, seed)
   wanted = not FLAGS.only or cell in FLAGS.only
   return cell_records.run_cell(
-      FLAGS.runs_dir, cell, 'launch.train', *TASK_ARGS, *common.flag_args(_data(seed)),
+      FLAGS.runs_dir, cell, 'launch.train', *TASK_ARGS, *common.flag_args(_data(seed, wanted)),
       f'--algorithm={algorithm}',
       f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
       f'--clients_per_round={clients}', *args, f'--seed={seed}', wanted=wanted,
@@ -248,12 +274,15 @@ def _at_rounds(curves: list, metric: str) -> list[str]:
           for r in TABLE_ROUNDS]
 
 
-def _constant_logloss(task, part: str) -> float:
+def _constant_logloss(part: str) -> float:
   """Test logloss of predicting every click with `part`'s click rate (the test's
   own rate is the best constant, which no model could know)."""
-  test = task.examples.labels[task.examples.rows('test')] > 0
-  rate = float(np.mean(task.examples.labels[task.examples.rows(part)] > 0))
-  return float(-np.mean(np.where(test, np.log(rate), np.log(1 - rate))))
+  def compute() -> float:
+    examples = _task(0).examples
+    test = examples.labels[examples.rows('test')] > 0
+    rate = float(np.mean(examples.labels[examples.rows(part)] > 0))
+    return float(-np.mean(np.where(test, np.log(rate), np.log(1 - rate))))
+  return _derived(f's0 constant logloss at the {part} click rate', compute)
 
 
 def _investigation_table() -> list[str]:
@@ -301,7 +330,7 @@ def _plot(path: pathlib.Path, cells: dict[str, str], metric: str, seeds, title: 
              title=f'{dataset}, DCNv2: {title}')
 
 
-def _beauty(task, clients: int, seeds: list[int], table2: dict) -> str:
+def _beauty(clients: int, seeds: list[int], table2: dict) -> str:
   """Table 2's paper rows on Beauty's clicks, at the paper's client rate and at
   MovieLens' fix; the table's text."""
   for client_rate in ((), (FIXED_CLIENT_LR,)):
@@ -316,16 +345,16 @@ def _beauty(task, clients: int, seeds: list[int], table2: dict) -> str:
   out.mkdir(parents=True, exist_ok=True)
   rows = {name: METHODS[name] for name in PAPER_ROWS}
   _plot(out / 'curves.png', rows, AUC, seeds, 'test AUC by round', "Amazon Beauty (DIN's clicks)")
-  popularity, click_rate = zip(*(_task(s).item_baselines('item') for s in seeds))
+  popularity, click_rate = zip(*(_item_baselines(s, 'item') for s in seeds))
   return '\n'.join([
       "# MetaUA on Amazon Beauty (DIN's clicks): Table 2's paper rows (Liu et al.)", '',
       'Built by `python -m launch.reproduce_metaua --dataset=beauty` from the cell records in '
       "`cells/`; results/README.md has the reading.", '',
-      f'{task.describe()}. Clicks in DIN\'s Amazon form: each interaction a click, an item '
+      f'{_describe()}. Clicks in DIN\'s Amazon form: each interaction a click, an item '
       'the user never had a sampled non-click, each user\'s last pair the test (one file per '
       f'seed). DCNv2 over user, item and history (embeddings of 4) as on MovieLens, '
       f'{clients} clients a round ({FLAGS.client_fraction:.2%}; the paper\'s 10% would be '
-      f'{_cohort(task, 0.1)} and its smallest share, 1%, {_cohort(task, 0.01)}: too slow '
+      f'{_cohort(0.1)} and its smallest share, 1%, {_cohort(0.01)}: too slow '
       f'here), {FLAGS.rounds} rounds, the MovieLens rows\' '
       'client, server and meta settings.', '',
       f'## Table 2 (mean ± std over the seeds of {seeds} that ran)', '',
@@ -342,16 +371,16 @@ def _beauty(task, clients: int, seeds: list[int], table2: dict) -> str:
       f'Paper (ML-1M): {PAPER["table2"]}.', '', '![test AUC by round](curves.png)', ''])
 
 
-def _floors(task) -> str:
+def _floors() -> str:
   """The item baselines on the table's split (its split has no seed)."""
-  popularity, click_rate = task.item_baselines('movie')
+  popularity, click_rate = _item_baselines(0, 'movie')
   return ('Floors, no model (test AUC on the same split): popularity (the item\'s training '
           f'clicks) {popularity:.3f}; the item\'s training click rate (add-one smoothed) '
           f'{click_rate:.3f}. A row that does not beat {max(popularity, click_rate):.3f} '
           'learns less than an item count.')
 
 
-def _movielens(task, clients: int, seeds: list[int], table2: dict) -> str:
+def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
   """Every table on MovieLens; their text."""
   _investigate(clients)
   for seed in seeds:  # the headline cells first, a seed at a time
@@ -369,7 +398,7 @@ def _movielens(task, clients: int, seeds: list[int], table2: dict) -> str:
     for fraction in FRACTIONS:
       for name in FRACTION_ROWS:
         algorithm, args = table2[name]
-        _cell(_fraction(name, fraction), algorithm, _cohort(task, fraction), *args, seed=seed)
+        _cell(_fraction(name, fraction), algorithm, _cohort(fraction), *args, seed=seed)
     for rate in META_RATES:
       _cell(_meta_rate(rate), 'metaua', clients, f'--meta_lr={rate:g}', seed=seed)
   fraction_rows = {_fraction(name, fraction) if fraction != FLAGS.client_fraction else name:
@@ -385,7 +414,7 @@ def _movielens(task, clients: int, seeds: list[int], table2: dict) -> str:
         "the paper's MetaUA's test logloss by meta SGD rate")
   return '\n'.join([
       '# MetaUA on MovieLens-100K CTR: Tables 2, 3 and 4 of Liu et al.', '',
-      f'{task.describe()}. DCNv2 (embeddings of 4), client SGD 0.01 on batches of 15 for 3 '
+      f'{_describe()}. DCNv2 (embeddings of 4), client SGD 0.01 on batches of 15 for 3 '
       f'local epochs, {clients} clients a round (10%), {FLAGS.rounds} rounds; test AUC and '
       'logloss of the global model on every user\'s last 10% of ratings. Servers: FedAvg '
       'SGD 1.0, FedAdagrad and MetaUA Adagrad 0.1, FedAdam Adam 0.01, both adaptive servers '
@@ -397,15 +426,15 @@ def _movielens(task, clients: int, seeds: list[int], table2: dict) -> str:
       'others train), FedAdagrad at the server.', '',
       f'## Table 2 (mean ± std over the seeds of {seeds} that ran)', '',
       "The paper's three rows first; variants and extra baselines below, labelled.", '',
-      *_table(METHODS, seeds), '', _floors(task), '',
+      *_table(METHODS, seeds), '', _floors(), '',
       f'Paper (ML-1M): {PAPER["table2"]}.', '',
       '![test logloss by round](curves.png)', '',
       '## Why FedAvg hardly learns (seed 0)', '',
       'A centralized DCN on the same chronological split is the ceiling; the FedAvg rows '
       '(clients weighted equally) change one thing each. Centralized cells are read per '
       f'epoch, federated per evaluation (every {FLAGS.eval_every} rounds). Constant '
-      f'predictors score test logloss {_constant_logloss(task, "train"):.3f} at the '
-      f'training click rate and {_constant_logloss(task, "test"):.3f} at the test\'s own '
+      f'predictors score test logloss {_constant_logloss("train"):.3f} at the '
+      f'training click rate and {_constant_logloss("test"):.3f} at the test\'s own '
       '(the best constant).', '',
       *_investigation_table(), '',
       '## Table 2 at client SGD 0.1 (the fix; mean ± std over the seeds of '
@@ -428,7 +457,7 @@ def _movielens(task, clients: int, seeds: list[int], table2: dict) -> str:
       *_table(META_LOSS, seeds), '',
       '## Figure 4: fewer clients a round (mean ± std over the seeds that ran)', '',
       f'The paper\'s MetaUA and FedAdagrad (n_k weights) with {FLAGS.rounds} rounds of '
-      + ', '.join(str(_cohort(task, f)) for f in (FLAGS.client_fraction, *FRACTIONS))
+      + ', '.join(str(_cohort(f)) for f in (FLAGS.client_fraction, *FRACTIONS))
       + ' clients; the paper trains longer at the smaller shares. The summed meta loss '
       '(eq. 1) shrinks with the cohort, and so does each meta step.', '',
       *_table(fraction_rows, seeds), '', '![test AUC by share of clients](fractions.png)', '',
@@ -447,8 +476,7 @@ def main(argv):
   if FLAGS.client_fraction is None:
     FLAGS.client_fraction = dataset['client_fraction']
   FLAGS.task = 'ctr'
-  task = _task(0)
-  clients = _cohort(task, FLAGS.client_fraction)
+  clients = _cohort(FLAGS.client_fraction)
   seeds = [int(s) for s in FLAGS.seeds]
   table2 = {  # cell -> (algorithm, args)
       'fedavg_examples': ('fedavg', PAPER_WEIGHTS),
@@ -459,7 +487,7 @@ def main(argv):
          for n in META_LOSS if n != 'metaua'},
       'fedadam': ('fedadam', SERVER_ARGS['fedadam']), 'fednova': ('fednova', ())}
   tabulate = _beauty if FLAGS.dataset == 'beauty' else _movielens
-  text = tabulate(task, clients, seeds, table2)
+  text = tabulate(clients, seeds, table2)
   outputs.write_text(pathlib.Path(FLAGS.results_dir) / 'table.md', text)
   print(text)
 

@@ -85,12 +85,19 @@ def _run(name: str, seed: int) -> dict | str:
                          records_dir=str(pathlib.Path(FLAGS.results_dir) / 'cells'))
 
 
-def _task_facts(cell: Cell, seed: int) -> tuple[int, float]:
-  """(the number of training clients, the popularity row's metric)."""
-  _use_task(cell, seed)
-  task = common.build_task(common.task_config())
-  values = task.popularity('test') if cell.task == 'loo_ranking' else task.popularity()
-  return len(task.train_client_ids), values[cell.metric.split('/')[-1]]
+def _task_facts(name: str, seed: int) -> list:
+  """[the number of training clients, the popularity row's metric]: derived
+  once into the records (cells/derived.json), so the table rebuilds without the data."""
+  cell = CELLS[name]
+
+  def compute() -> tuple[int, float]:
+    _use_task(cell, seed)
+    task = common.build_task(common.task_config())
+    values = task.popularity('test') if cell.task == 'loo_ranking' else task.popularity()
+    return len(task.train_client_ids), values[cell.metric.split('/')[-1]]
+
+  return cell_records.derived(str(pathlib.Path(FLAGS.results_dir) / 'cells'),
+                              f'task_facts_{name}_s{seed}', compute)
 
 
 def _cell_file(name: str, seed: int, file: str) -> pathlib.Path:
@@ -135,7 +142,7 @@ def main(argv):
         continue
       facts = _timing_and_memory(name, seed)
       config = json.loads(_cell_file(name, seed, 'config.json').read_text())
-      population, popularity = _task_facts(cell, seed)
+      population, popularity = _task_facts(name, seed)
       lines.append(
           f'| {cell.label} (seed {seed}) | {population} | {config["clients_per_round"]} | '
           f'{config["runtime"]} | {facts["seconds"]:.2f} | {_mb(facts["trainer_peak"])} / '

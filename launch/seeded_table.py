@@ -87,14 +87,22 @@ def _popularity(table: Table, seed: int) -> dict[str, float]:
   return {f'{table.popularity or "test"}/{k}': v for k, v in values.items()}
 
 
+def _popularity_key(table: Table, seed: int) -> str:
+  """The popularity row's key among a table's derived values (cell_records.derived)."""
+  settings = [f'--{name}={value}' for name, value in table.task_settings]
+  return ' '.join(['popularity', f'--task={table.task}', *settings,
+                   table.popularity or 'test', f'--seed={seed}'])
+
+
 def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.Path,
             wanted: bool) -> dict[str, list[dict]]:
   """Runs the table's missing cells (if `wanted`); row -> its finished seeds' summaries."""
   common.FLAGS.task = table.task  # run_cell passes the task flags on to each run
   results = {}
   if table.popularity is not None:  # a score without rounds: its last mean is itself
-    results['popularity'] = [{**p, LAST_MEAN: p.get(table.metrics[0])}
-                             for p in (_popularity(table, s) for s in seeds)]
+    results['popularity'] = [{**p, LAST_MEAN: p.get(table.metrics[0])} for p in (
+        cell_records.derived(records_dir, _popularity_key(table, s),
+                             lambda s=s: _popularity(table, s)) for s in seeds)]
   for row in table.rows:
     results[row] = [r for r in (_cell(table, row, s, runs_dir, records_dir, wanted)
                                 for s in seeds) if isinstance(r, dict)]

@@ -81,3 +81,17 @@ def test_a_shared_record_is_found_only_where_its_settings_match(tmp_path):
   assert cell_records.recorded_in(folders, 'c', '--epochs=3') == str(tmp_path / 'three')
   assert cell_records.recorded_in(folders, 'c', '--epochs=5') is None
   assert cell_records.recorded_in(folders, 'other', '--epochs=3') is None
+
+
+def test_a_derived_value_is_computed_once_and_read_back_as_json(tmp_path):
+  calls = []
+
+  def compute():
+    calls.append(1)
+    return (0.25, 'ten users')
+
+  first = cell_records.derived(tmp_path / 'cells', 'floors s0', compute)
+  again = cell_records.derived(tmp_path / 'cells', 'floors s0', compute)
+  assert first == again == [0.25, 'ten users'] and len(calls) == 1
+  assert json.loads((tmp_path / 'cells' / 'derived.json').read_text()) == {
+      'floors s0': [0.25, 'ten users']}

@@ -1,0 +1,155 @@
+r"""Rebuilds every committed results table from its records, without training or
+the datasets, and names each file that differs from the committed one.
+
+  python -m launch.rebuild_tables           # rebuild into a temporary folder, compare
+  python -m launch.rebuild_tables --write   # rebuild results/ in place
+  python -m launch.rebuild_tables --tables=colr_movielens,fair_goodreads
+
+Each table's script runs with --only=none on a copy of its results folder
+(records, and the values derived from the data in cells/derived.json:
+cell_records.derived). A table that does not rebuild byte for byte has drifted
+from its records; a derived.json the rebuild had to add to means a value the
+table shows was never recorded. TensorFlow and TFF are imported once and each
+script runs in a forked child: the scripts define flags of the same names.
+"""
+
+import dataclasses
+import filecmp
+import importlib
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+
+from absl import app
+from absl import flags
+
+from launch import common
+
+flags.DEFINE_bool('write', False, 'Rebuild the committed tables in place instead of '
+                  'comparing a rebuild with them.')
+flags.DEFINE_list('tables', None, 'Only these results folders (default: every one).')
+
+FLAGS = flags.FLAGS
+OWN_FLAGS = ('write', 'tables')
+RESULTS = pathlib.Path('results')
+_BEAUTY_NEXT_ITEM = ('--data_dir=../shared/data/amazon-beauty', '--nodrop_remainder',
+                     '--splits=by_user', '--probes=')
+
+
+@dataclasses.dataclass(frozen=True)
+class Rebuild:
+  folder: str  # under results/
+  module: str
+  args: tuple[str, ...] = ()
+
+
+# Each results folder's rebuild: the command its README gives, with --only=none.
+REBUILDS = (
+    Rebuild('fedsubavg_movielens', 'launch.reproduce_fedsubavg'),
+    Rebuild('fedsubavg_amazon_beauty', 'launch.reproduce_fedsubavg', ('--dataset=beauty',)),
+    Rebuild('metaua_movielens', 'launch.reproduce_metaua'),
+    Rebuild('metaua_amazon_beauty', 'launch.reproduce_metaua', ('--dataset=beauty',)),
+    Rebuild('colr_movielens', 'launch.reproduce_colr'),
+    Rebuild('colr_amazon_beauty', 'launch.reproduce_beauty'),
+    Rebuild('fair_goodreads', 'launch.reproduce_fair'),
+    Rebuild('fair_amazon_beauty', 'launch.reproduce_fair_beauty'),
+    Rebuild('scale_amazon_beauty', 'launch.reproduce_scale'),
+    Rebuild('combinations', 'launch.reproduce_combinations', ('--tables=goodreads',)),
+    Rebuild('combinations', 'launch.reproduce_combinations', ('--tables=movielens',)),
+    Rebuild('dual_encoder_ml100k', 'launch.reproduce_dual_encoder'),
+    Rebuild('dual_encoder_beauty', 'launch.reproduce_dual_encoder',
+            (*_BEAUTY_NEXT_ITEM, '--rounds=100', '--epochs=3')),
+    Rebuild('dual_encoder_beauty_10epochs', 'launch.reproduce_dual_encoder',
+            (*_BEAUTY_NEXT_ITEM, '--losses=global_softmax', '--rounds=100', '--epochs=10',
+             '--norate_check', '--shared_records=results/dual_encoder_beauty')),
+    Rebuild('dual_encoder_beauty_200rounds', 'launch.reproduce_dual_encoder',
+            (*_BEAUTY_NEXT_ITEM, '--losses=global_softmax,batch_softmax_spreadout',
+             '--rounds=200', '--epochs=10', '--norate_check',
+             '--shared_records=results/dual_encoder_beauty_10epochs')),
+)
+
+
+def _run_forked(module: str, argv: list[str], log: pathlib.Path) -> int:
+  """launch `module`'s main with `argv` in a forked child (its output in `log`);
+  its exit status."""
+  pid = os.fork()
+  if pid == 0:  # the child: never returns
+    code = 1
+    try:
+      with open(log, 'w') as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        sys.argv = [module, *argv]
+        for name in OWN_FLAGS:  # the script may define flags of these names
+          delattr(FLAGS, name)
+        common.run(importlib.import_module(module).main)
+        code = 0
+    except SystemExit as e:
+      code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:  # pylint: disable=broad-except
+      import traceback  # pylint: disable=g-import-not-at-top
+      traceback.print_exc()
+    finally:
+      os._exit(code)  # no atexit handlers, no parent's buffers flushed twice
+  _, status = os.waitpid(pid, 0)
+  return os.waitstatus_to_exitcode(status)
+
+
+def _differing(committed: pathlib.Path, rebuilt: pathlib.Path) -> list[str]:
+  """Files of either folder (recursively) that the other lacks or holds otherwise
+  (a rewritten file's bytes are compared: its time differs)."""
+  differing = []
+
+  def walk(compared: filecmp.dircmp, prefix: str) -> None:
+    differing.extend(prefix + name for name in
+                     (*compared.left_only, *compared.right_only, *compared.diff_files,
+                      *compared.funny_files))
+    for name, sub in compared.subdirs.items():
+      walk(sub, f'{prefix}{name}/')
+
+  filecmp.clear_cache()
+  walk(filecmp.dircmp(committed, rebuilt, ignore=[]), '')
+  return sorted(differing)
+
+
+def rebuild(chosen: list[Rebuild], write: bool) -> dict[str, list[str]]:
+  """Rebuilds each table (in place with `write`); folder -> its differing files."""
+  differences = {}
+  with tempfile.TemporaryDirectory() as scratch:
+    scratch = pathlib.Path(scratch)
+    for number, table in enumerate(chosen):
+      committed = RESULTS / table.folder
+      target = committed if write else scratch / table.folder
+      if not write and not target.exists():
+        shutil.copytree(committed, target)
+      log = scratch / f'{number}.log'
+      code = _run_forked(table.module, ['--only=none', f'--runs_dir={scratch / f"runs{number}"}',
+                                        f'--results_dir={target}', *table.args], log)
+      if code:
+        differences[table.folder] = [f'{table.module} exited {code}: {log.read_text()[-2000:]}']
+      elif not write:
+        differences[table.folder] = differences.get(table.folder, []) + _differing(committed,
+                                                                                  target)
+  return {folder: files for folder, files in differences.items() if files}
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  folders = {r.folder for r in REBUILDS}
+  common.check_choices('tables', FLAGS.tables or [], folders)
+  chosen = [r for r in REBUILDS if not FLAGS.tables or r.folder in FLAGS.tables]
+  differences = rebuild(chosen, FLAGS.write)
+  for folder, files in differences.items():
+    print(f'{folder}: ' + '; '.join(files), flush=True)
+  if differences:
+    raise SystemExit(f'{len(differences)} results folders do not rebuild from their records'
+                     + (' (see the errors above)' if FLAGS.write else ''))
+  print(f'rebuilt {len(chosen)} tables in place' if FLAGS.write else
+        f'all {len(chosen)} tables rebuild byte for byte from their records', flush=True)
+
+
+if __name__ == '__main__':
+  common.run(main)
