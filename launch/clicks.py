@@ -34,9 +34,14 @@ CLICKS_FILE_COLUMNS = dict(client_column=_COLUMNS.client, feature_columns=_COLUM
                            list_columns=_COLUMNS.list_features, test_column=_COLUMNS.test)
 
 
-def clicks_task(sequences: str | pathlib.Path, runs_dir: str, seed: int) -> dict:
-  """ctr's settings for one seed's clicks_file of `sequences`, kept
-  under runs_dir/data: each seed draws its own non-clicks."""
+def clicks_task(sequences: str | pathlib.Path, runs_dir: str, seed: int, *,
+                make: bool = True) -> dict:
+  """ctr's settings for one seed's clicks_file of `sequences`, kept under
+  runs_dir/data: each seed draws its own non-clicks. Without `make` the file is
+  named, not made (or checked): enough for a cell that will not run, whose record
+  is matched by the file's name, so a table rebuilds without the data."""
   name = f'{pathlib.Path(sequences).stem.lower()}_clicks_s{seed}.csv'
-  path = clicks_file(sequences, pathlib.Path(runs_dir) / 'data' / name, seed=seed)
+  path = pathlib.Path(runs_dir) / 'data' / name
+  if make:
+    clicks_file(sequences, path, seed=seed)
   return dict(data_dir=str(path), **CLICKS_FILE_COLUMNS)

@@ -140,20 +140,12 @@ def _spec(setting: str) -> dict:
           'task': {**SETTINGS[setting]['task'], **changes.get('task', {})}}
 
 
-def _task_values(setting: str, seed: int, write: bool = True) -> dict:
-  """The task's settings for one seed's cells (Beauty: that seed's clicks)."""
-  return {**_spec(setting)['task'], **(_clicks(seed, write) if FLAGS.dataset == 'beauty' else {})}
-
-
-def _clicks(seed: int, write: bool) -> dict:
-  """ctr's settings for one seed's clicks. Without `write` the file is only named,
-  not made: a cell that will not run is checked against its record by the file's
-  name, and tabulating reads no data."""
-  if write:
-    return clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
-  name = f'{pathlib.Path(FLAGS.sequences).stem.lower()}_clicks_s{seed}.csv'  # clicks_task's
-  return dict(data_dir=str(pathlib.Path(FLAGS.runs_dir) / 'data' / name),
-              **clicks.CLICKS_FILE_COLUMNS)
+def _task_values(setting: str, seed: int, make: bool = True) -> dict:
+  """The task's settings for one seed's cells (Beauty: that seed's clicks, made
+  only with `make`: clicks.clicks_task)."""
+  return {**_spec(setting)['task'],
+          **(clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed, make=make)
+             if FLAGS.dataset == 'beauty' else {})}
 
 
 def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int,

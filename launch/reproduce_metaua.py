@@ -197,18 +197,12 @@ PAPER_ROWS = ('fedavg_examples', 'fedadagrad_examples', 'metaua')  # Table 2's
 BEAUTY_PROBES = ('metaua_none', 'metaua_none_no_query')  # Table 4's first rows
 
 
-def _data(seed: int, write: bool = True) -> dict:
-  """The task's data settings for one seed's cells (Beauty: that seed's clicks).
-  Without `write` the clicks file is only named, not made: a cell that will not
-  run is checked against its record by the file's name, and tabulating reads no
-  data."""
+def _data(seed: int, make: bool = True) -> dict:
+  """The task's data settings for one seed's cells (Beauty: that seed's clicks,
+  made only with `make`: clicks.clicks_task)."""
   if FLAGS.dataset != 'beauty':
     return {}
-  if write:
-    return clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed)
-  name = f'{pathlib.Path(FLAGS.sequences).stem.lower()}_clicks_s{seed}.csv'  # clicks_task's
-  return dict(data_dir=str(pathlib.Path(FLAGS.runs_dir) / 'data' / name),
-              **clicks.CLICKS_FILE_COLUMNS)
+  return clicks.clicks_task(FLAGS.sequences, FLAGS.runs_dir, seed, make=make)
 
 
 @functools.cache  # a seed's derived values share its task
