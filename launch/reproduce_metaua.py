@@ -254,11 +254,11 @@ def _investigate(clients: int) -> None:
                       wanted=not FLAGS.only or name in FLAGS.only, records_dir=_records())
 
 
-def _curves(name: str, metric: str, seeds) -> list:
-  """The finished seeds' evaluations of `metric`."""
-  return [c for s in seeds
+def _curves(name: str, metric: str, seeds) -> dict[int, pd.DataFrame]:
+  """The finished seeds' evaluations of `metric`, by seed."""
+  return {s: c for s in seeds
           if (c := cell_records.read_curve(FLAGS.runs_dir, _seeded(name, s), metric, _records()))
-          is not None]
+          is not None}
 
 
 def _at_rounds(curves: list, metric: str) -> list[str]:
@@ -279,21 +279,55 @@ def _constant_logloss(part: str) -> float:
   return _derived(f's0 constant logloss at the {part} click rate', compute)
 
 
+def _item_floors(seeds) -> list[list[float]]:
+  """Popularity's and click rate's test AUC on each of `seeds`' data. MovieLens'
+  split has no seed: seed 0's values once per seed, so that a floor held exact
+  leaves only the row's spread to the noise rule."""
+  item, data = ('item', list(seeds)) if FLAGS.dataset == 'beauty' else ('movie', [0] * len(seeds))
+  return [list(f) for f in zip(*(_item_baselines(s, item) for s in data))] or [[], []]
+
+
+def _against_floor(finals: dict[int, float]) -> str:
+  """A row's test AUC by seed against the best item floor (the higher mean over
+  those seeds) on the same seeds' data: seed_stats.against_floor."""
+  if not finals:
+    return '-'
+  best = max(_item_floors(finals), key=np.mean)
+  return seed_stats.against_floor(list(finals.values()), best)
+
+
+def _floors(seeds, read: str) -> str:
+  """A table's caption: both floors on its seeds' data, and how its mark column
+  (`read`: which AUC of a row it judges) reads."""
+  popularity, click_rate = _item_floors(seeds)
+  if FLAGS.dataset == 'beauty':
+    popularity, click_rate = seed_stats.spread(popularity), seed_stats.spread(click_rate)
+    held = "mean ± std over the seeds' clicks; a row is judged on the seeds it ran"
+  else:
+    popularity, click_rate = f'{popularity[0]:.3f}', f'{click_rate[0]:.3f}'
+    held = 'one split for every seed, so held exact'
+  return (f'Floors, no model (test AUC, {held}): popularity (the item\'s training clicks) '
+          f'{popularity}; the item\'s training click rate (add-one smoothed) {click_rate}. '
+          f'Last column: the row\'s {read} against the higher of them, above or below by '
+          'the gap where it is beyond the seeds\' stds added, else within noise.')
+
+
 def _investigation_table() -> list[str]:
-  """Each investigation cell's best and last test AUC / logloss."""
-  lines = ['| cell | best AUC | best logloss | last AUC | last logloss |',
-           '|---|---|---|---|---|']
+  """Each investigation cell's best and last test AUC / logloss (seed 0)."""
+  lines = ['| cell | best AUC | best logloss | last AUC | last logloss | last AUC against the '
+           'best floor |', '|---|---|---|---|---|---|']
   for name, (label, _, _) in INVESTIGATION.items():
     step = {}
     for metric in (AUC, LOGLOSS):
       rows = cell_records.read_curve(FLAGS.runs_dir, name, metric, _records())
       step[metric] = rows[metric].to_numpy() if rows is not None else None
     if step[AUC] is None:
-      lines.append(f'| {label} | - | - | - | - |')
+      lines.append(f'| {label} | - | - | - | - | - |')
       continue
     lines.append(f'| {label} | {step[AUC].max():.3f} | {step[LOGLOSS].min():.3f} | '
-                 f'{step[AUC][-1]:.3f} | {step[LOGLOSS][-1]:.3f} |')
-  return lines
+                 f'{step[AUC][-1]:.3f} | {step[LOGLOSS][-1]:.3f} | '
+                 f'{_against_floor({0: step[AUC][-1]})} |')
+  return [*lines, '', _floors((0,), 'last AUC')]
 
 
 def _labels(cells: dict[str, tuple[str, tuple[str, ...]]]) -> dict[str, str]:
@@ -301,14 +335,21 @@ def _labels(cells: dict[str, tuple[str, tuple[str, ...]]]) -> dict[str, str]:
 
 
 def _table(cells: dict[str, str], seeds=(0,)) -> list[str]:
+  """Each cell's AUC and logloss at TABLE_ROUNDS, its last AUC against the best
+  floor, and the floors as the caption."""
   header = ' | '.join(str(r) for r in TABLE_ROUNDS)
-  lines = [f'| method | seeds | AUC at {header} | logloss at {header} |',
-           '|---|---|' + '---|' * (2 * len(TABLE_ROUNDS))]
+  last = f'AUC at {TABLE_ROUNDS[-1]}'
+  lines = [f'| method | seeds | AUC at {header} | logloss at {header} | {last} against the '
+           'best floor |', '|---|---|' + '---|' * (2 * len(TABLE_ROUNDS) + 1)]
   for name, label in cells.items():
     auc = _curves(name, AUC, seeds)
+    finals = {s: v for s, c in auc.items()
+              if (v := dict(zip(c['round'], c[AUC])).get(TABLE_ROUNDS[-1])) is not None}
     lines.append(f'| {label} | {len(auc)} | ' + ' | '.join(
-        _at_rounds(auc, AUC) + _at_rounds(_curves(name, LOGLOSS, seeds), LOGLOSS)) + ' |')
-  return lines
+        _at_rounds(list(auc.values()), AUC)
+        + _at_rounds(list(_curves(name, LOGLOSS, seeds).values()), LOGLOSS)
+        + [_against_floor(finals)]) + ' |')
+  return [*lines, '', _floors(seeds, last)]
 
 
 def _plot(path: pathlib.Path, cells: dict[str, str], metric: str, seeds, title: str,
@@ -316,7 +357,7 @@ def _plot(path: pathlib.Path, cells: dict[str, str], metric: str, seeds, title: 
   """Each cell's `metric` by round, the mean over its finished seeds."""
   fig, ax = plots.figure()
   for name, label in cells.items():
-    curves = [c.set_index('round')[metric] for c in _curves(name, metric, seeds)]
+    curves = [c.set_index('round')[metric] for c in _curves(name, metric, seeds).values()]
     if curves:
       mean = pd.concat(curves, axis=1).dropna().mean(axis=1)
       ax.plot(mean.index, mean, marker='.', label=f'{label} ({len(curves)} seeds)')
@@ -339,7 +380,6 @@ def _beauty(clients: int, seeds: list[int], table2: dict) -> str:
   out.mkdir(parents=True, exist_ok=True)
   rows = {name: METHODS[name] for name in PAPER_ROWS}
   _plot(out / 'curves.png', rows, AUC, seeds, 'test AUC by round', "Amazon Beauty (DIN's clicks)")
-  popularity, click_rate = zip(*(_item_baselines(s, 'item') for s in seeds))
   return '\n'.join([
       "# MetaUA on Amazon Beauty (DIN's clicks): Table 2's paper rows (Liu et al.)", '',
       'Built by `python -m launch.reproduce_metaua --dataset=beauty` from the cell records in '
@@ -358,20 +398,9 @@ def _beauty(clients: int, seeds: list[int], table2: dict) -> str:
       *_table({_fixed(name): label for name, label in rows.items()}, seeds), '',
       '## Why MetaUA does not learn here: its driver with both parts off (seed 0)', '',
       *_table({name: ABLATION[name][0] for name in BEAUTY_PROBES}), '',
-      'Item baselines, no model (test AUC, mean ± std over the seeds\' clicks): popularity '
-      f'(the item\'s training clicks) {seed_stats.spread(popularity)}; the item\'s training click '
-      f'rate (add-one smoothed) {seed_stats.spread(click_rate)}. A constant predictor scores test '
-      'logloss 0.693 (the click rate is 0.5 by construction).', '',
+      'A constant predictor scores test logloss 0.693 (the click rate is 0.5 by '
+      'construction).', '',
       f'Paper (ML-1M): {PAPER["table2"]}.', '', '![test AUC by round](curves.png)', ''])
-
-
-def _floors() -> str:
-  """The item baselines on the table's split (its split has no seed)."""
-  popularity, click_rate = _item_baselines(0, 'movie')
-  return ('Floors, no model (test AUC on the same split): popularity (the item\'s training '
-          f'clicks) {popularity:.3f}; the item\'s training click rate (add-one smoothed) '
-          f'{click_rate:.3f}. A row that does not beat {max(popularity, click_rate):.3f} '
-          'learns less than an item count.')
 
 
 def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
@@ -420,7 +449,7 @@ def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
       'others train), FedAdagrad at the server.', '',
       f'## Table 2 (mean ± std over the seeds of {seeds} that ran)', '',
       "The paper's three rows first; variants and extra baselines below, labelled.", '',
-      *_table(METHODS, seeds), '', _floors(), '',
+      *_table(METHODS, seeds), '',
       f'Paper (ML-1M): {PAPER["table2"]}.', '',
       '![test logloss by round](curves.png)', '',
       '## Why FedAvg hardly learns (seed 0)', '',

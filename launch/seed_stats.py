@@ -35,3 +35,13 @@ def versus(a: list[float], b: list[float], scale: float = 1.0, digits: int = 3) 
   if not beyond_noise(a, b):
     return 'within noise'
   return f'{scale * (np.mean(a) - np.mean(b)):+.{digits}f}'
+
+
+def against_floor(values: list[float], floor: list[float], digits: int = 3) -> str:
+  """A row's values over seeds against a no-model floor's over the same seeds
+  (a floor that does not vary with the seed: its value once per seed): 'above
+  (+d)' / 'below (-d)' where beyond noise, else versus's verdict."""
+  verdict = versus(values, floor, digits=digits)
+  if verdict.startswith(('+', '-')):
+    return f'{"above" if verdict.startswith("+") else "below"} ({verdict})'
+  return verdict

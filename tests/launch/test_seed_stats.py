@@ -20,3 +20,14 @@ def test_spread_is_mean_and_sample_std_of_the_seeds():
 ])
 def test_versus_calls_a_difference_real_only_beyond_both_stds(a, b, expected):
   assert seed_stats.versus(a, b) == expected
+
+
+@pytest.mark.parametrize('values, floor, expected', [
+    ([0.80, 0.81, 0.82], [0.75, 0.75, 0.75], 'above (+0.060)'),  # an exact floor: row's std only
+    ([0.70, 0.71, 0.72], [0.74, 0.75, 0.76], 'below (-0.040)'),  # gap 0.04 > stds 0.01 + 0.01
+    ([0.70, 0.75, 0.80], [0.74, 0.74, 0.74], 'within noise'),
+    ([0.8], [0.74], 'one seed: no spread'),
+    ([], [0.74], cell_records.NOT_RUN),
+])
+def test_against_floor_names_the_side_only_beyond_noise(values, floor, expected):
+  assert seed_stats.against_floor(values, floor) == expected
