@@ -251,18 +251,25 @@ def main(argv):
   def kb(result):
     return f'{result["kb_up"]:.1f}' if result else '-'
 
-  figure3 = ['| payload | FedMF d | up KB | HR / NDCG | CoLR r | up KB | '
-             'HR / NDCG (% of FedMF-64 HR) |', '|---|---|---|---|---|---|---|']
+  def vs_popularity(result):  # HR@10 against popularity's over the seeds (each draws its negatives)
+    return seed_stats.versus(result['hr'], popularity['hr']) if result else '-'
+
+  floor = f'Popularity (the floor): {_fmt(popularity)}; "vs popularity" on HR@10.'
+
+  figure3 = ['| payload | FedMF d | up KB | HR / NDCG | vs popularity | CoLR r | up KB | '
+             'HR / NDCG (% of FedMF-64 HR) | vs popularity |', '|---|' + '---|' * 8]
   for d, r in zip(DIMS, (*RANKS, None)):
-    colr = results.get(f'colr_r{r}') if r else None
-    figure3.append(f'| 1/{FULL_DIM // d} | {d} | {kb(results[f"fedmf_d{d}"])} | '
-                   f'{_fmt(results[f"fedmf_d{d}"])} | {r or "-"} | {kb(colr)} | '
-                   f'{_fmt(colr, base) if r else "-"} |')
-  figure4 = ['| r | up KB (CoLR / SVD / top-k) | CoLR | SVD | top-k |', '|---|---|---|---|---|']
+    fedmf_d, colr = results[f'fedmf_d{d}'], results.get(f'colr_r{r}') if r else None
+    figure3.append(f'| 1/{FULL_DIM // d} | {d} | {kb(fedmf_d)} | {_fmt(fedmf_d)} | '
+                   f'{vs_popularity(fedmf_d)} | {r or "-"} | {kb(colr)} | '
+                   f'{_fmt(colr, base) if r else "-"} | {vs_popularity(colr)} |')
+  figure4 = ['| r | up KB (CoLR / SVD / top-k) | CoLR | SVD | top-k | '
+             'vs popularity (CoLR / SVD / top-k) |', '|---|---|---|---|---|---|']
   for r in RANKS:
     row = [results[f'{a}_r{r}'] for a in COMPRESSIONS]
     figure4.append(f'| {r} | {" / ".join(kb(x) for x in row)} | '
-                   + ' | '.join(_fmt(x, base) for x in row) + ' |')
+                   + ' | '.join(_fmt(x, base) for x in row)
+                   + f' | {" / ".join(vs_popularity(x) for x in row)} |')
   table2 = ['| method | up + down KB per client | communication s / round (est.) | '
             'computation s / round (measured) |', '|---|---|---|---|']
   for name in ['fedmf_d64', *(f'{a}_r{r}' for a in COMPRESSIONS for r in RANKS)]:
@@ -271,19 +278,20 @@ def main(argv):
       moved = x['kb_up'] + x['kb_down']
       table2.append(f'| {name} | {moved:.0f} | {moved / 1024 * SECONDS_PER_MB:.3f} | '
                     f'{x["seconds"]:.3f} |')
-  table4 = ['| global rank R | mean up KB | HR / NDCG |', '|---|---|---|']
+  table4 = ['| global rank R | mean up KB | HR / NDCG | vs popularity |', '|---|---|---|---|']
   for big in GLOBAL_RANKS:
     x = results[f'scolr_R{big}']
-    table4.append(f'| {big} | {kb(x)} | {_fmt(x, base)} |')
-  secure_rows = ['| CoLR r = 4, reconstructed users, in-process | HR / NDCG | '
-                 'values clipped (upper / lower, all rounds and seeds) |', '|---|---|---|']
+    table4.append(f'| {big} | {kb(x)} | {_fmt(x, base)} | {vs_popularity(x)} |')
+  secure_rows = ['| CoLR r = 4, reconstructed users, in-process | HR / NDCG | vs popularity | '
+                 'values clipped (upper / lower, all rounds and seeds) |', '|---|---|---|---|']
   for label, cells in secure.items():
     frames = [f for f in map(_metrics, cells) if f is not None]
     counts = [c for c in SECURE_CLIPPED  # the plain sum clips nothing
               if frames and cell_records.recorded(frames[0], c, None) is not None]
     clipped = ' / '.join(f'{sum(cell_records.recorded(f, c).sum() for f in frames):.0f}'
                          for c in counts) or '-'
-    secure_rows.append(f'| {label} | {_fmt(_result(cells))} | {clipped} |')
+    run = _result(cells)
+    secure_rows.append(f'| {label} | {_fmt(run)} | {vs_popularity(run)} | {clipped} |')
   tf.get_logger().setLevel('ERROR')  # each client's training traces its own loss once
   errors = derived(f'additive_sum_errors_s{config.seed}', lambda: additive_sum_errors(task()))
   additive = ['| payloads summed elementwise (as secure aggregation does) | relative error |',
@@ -297,20 +305,26 @@ FedMF-64's HR. Client SGD 0.5 (each embedding row moves by the mean gradient
 of its batch occurrences, as the official code), {config.local_epochs} local epochs, batch
 {config.batch_size}, {config.num_negatives} negatives per positive, decay {config.l2}; the
 server adds the cohort's mean update. User vectors stored on their clients. Mean ± std over
-seeds {_seeds()}; a difference inside the seeds' spread is noise.
+seeds {_seeds()}; a difference inside the seeds' spread is noise. "vs popularity": a
+row's HR@10 against popularity's over the same seeds (each draws the evaluation
+negatives, so popularity has a spread too), the difference where beyond noise.
 
-| | HR@10 / NDCG@10 |
-|---|---|
-| popularity (items by training users) | {_fmt(popularity)} |
-| FedMF d = 64 | {_fmt(base)} |
+| | HR@10 / NDCG@10 | vs popularity |
+|---|---|---|
+| popularity (items by training users) | {_fmt(popularity)} | |
+| FedMF d = 64 | {_fmt(base)} | {vs_popularity(base)} |
 
 ## Figure 3: FedMF at smaller d against CoLR at d = 64, same payload
+
+{floor}
 
 {chr(10).join(figure3)}
 
 ![HR against payload](payload_hr.png)
 
 ## Figure 4: CoLR against SVD and top-k compression at the same budget
+
+{floor}
 
 {chr(10).join(figure4)}
 
@@ -326,9 +340,13 @@ one after another on 2 CPU cores, SVD and top-k included).
 
 ## Table 4: SCoLR, local ranks uniform in 1..R every round
 
+{floor}
+
 {chr(10).join(table4)}
 
 ## Secure aggregation
+
+{floor}
 
 {chr(10).join(secure_rows)}
 

@@ -189,11 +189,12 @@ def _values(runs: list[dict], key: str) -> list[float]:
   return [r[key] for r in runs]
 
 
-def drop_table(results: Results, split: str, popularity: dict[str, dict[str, float]]
-               ) -> str:
-  """Per loss: centralized and federated recall@k (%), and the R@10 drop."""
+def drop_table(results: Results, split: str, popularity: dict[str, list[dict]]) -> str:
+  """Per loss: centralized and federated recall@k (%), the R@10 drop, and each of C
+  and F at R@10 against its test set's popularity (`popularity`: part -> per seed)."""
   header = ['loss', *(f'C R@{k}' for k in KS), *(f'F R@{k}' for k in KS), 'drop R@10',
-            'F vs C at R@10']
+            'F vs C at R@10', 'C vs popularity at R@10', 'F vs popularity at R@10']
+  floors = [_values(popularity[part], 'recall_at_10') for part in (split, 'by_user')]
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
   for loss, label in _selected(LOSSES, FLAGS.losses):
     central, federated = results.central[split][loss], results.federated[loss]
@@ -204,17 +205,20 @@ def drop_table(results: Results, split: str, popularity: dict[str, dict[str, flo
     drops = [(c - f) / c for c, f in zip(c10, f10) if c]  # seed i against seed i
     cells.append(seed_stats.spread(drops, 100, 1) + '%' if drops else cell_records.NOT_RUN)
     cells.append(seed_stats.versus(f10, c10, 100, 2))
+    cells += [seed_stats.versus(runs, floor, 100, 2) for runs, floor in zip((c10, f10), floors)]
     lines.append('| ' + ' | '.join(cells) + ' |')
   lines.append('| popularity | ' + ' | '.join(
-      f'{100 * popularity[part][f"recall_at_{k}"]:.2f}' for part in (split, 'by_user')
-      for k in KS) + ' | | |')
+      seed_stats.spread(_values(popularity[part], f'recall_at_{k}'), 100, 2)
+      for part in (split, 'by_user') for k in KS) + ' | | | | |')
   return '\n'.join(lines)
 
 
-def probe_table(results: Results, popularity: dict[str, float]) -> str:
-  """Batch softmax with and without corrections, against plain BS of its kind."""
-  lines = ['| batch softmax | R@1 (%) | R@5 (%) | R@10 (%) | vs plain, R@10 |',
-           '|---|---|---|---|---|']
+def probe_table(results: Results, popularity: list[dict]) -> str:
+  """Batch softmax with and without corrections, against plain BS of its kind and
+  against popularity (per seed)."""
+  lines = ['| batch softmax | R@1 (%) | R@5 (%) | R@10 (%) | vs plain, R@10 | '
+           'vs popularity, R@10 |', '|---|---|---|---|---|---|']
+  floor = _values(popularity, 'recall_at_10')
   plain = {'launch.centralized': results.central['by_user']['batch_softmax'],
            'launch.train': results.federated['batch_softmax']}
   rows = [('centralized BS', 'launch.centralized', plain['launch.centralized'])]
@@ -228,13 +232,15 @@ def probe_table(results: Results, popularity: dict[str, float]) -> str:
     values = [seed_stats.spread(_values(runs, f'test/recall_at_{k}'), 100, 2) for k in KS]
     versus = ('' if runs is plain[module] else seed_stats.versus(
         _values(runs, 'test/recall_at_10'), _values(plain[module], 'test/recall_at_10'), 100, 2))
-    lines.append(f'| {label} | ' + ' | '.join(values) + f' | {versus} |')
+    floored = seed_stats.versus(_values(runs, 'test/recall_at_10'), floor, 100, 2)
+    lines.append(f'| {label} | ' + ' | '.join(values) + f' | {versus} | {floored} |')
   lines.append('| popularity | ' + ' | '.join(
-      f'{100 * popularity[f"recall_at_{k}"]:.2f}' for k in KS) + ' | |')
+      seed_stats.spread(_values(popularity, f'recall_at_{k}'), 100, 2) for k in KS) + ' | | |')
   return '\n'.join(lines)
 
 
-def rates_table(results: Results) -> str:
+def rates_table(results: Results, popularity: float) -> str:
+  """Seed 0's validation R@10 at each rate, and validation popularity's R@10."""
   lines = ['| loss | ' + ' | '.join(f'{name}: client SGD {c:g}, server Adam {s:g}'
                                     for name, (c, s) in LEARNING_RATES.items()) + ' |',
            '|---|' + '---|' * len(LEARNING_RATES)]
@@ -245,6 +251,8 @@ def rates_table(results: Results) -> str:
       cells.append(f'{100 * run["validation/recall_at_10"]:.2f}' if isinstance(run, dict)
                    else run)
     lines.append(f'| {label} | ' + ' | '.join(cells) + ' |')
+  lines.append('| popularity | ' + ' | '.join([f'{100 * popularity:.2f}'] * len(LEARNING_RATES))
+               + ' |')
   return '\n'.join(lines)
 
 
@@ -294,14 +302,19 @@ def main(argv):
     return derived(f'popularity_by_user_{part}', lambda: task().popularity(
         task().split.pooled('train'), task().split.pooled(part)))
 
-  def by_example() -> dict[str, float]:
-    split = task().centralized_split()  # the task's default split, seed config.seed
+  def by_example(seed: int) -> dict[str, float]:
+    split = next_item.Task(dataclasses.replace(  # the by-example split of that seed
+        config, seed=seed, centralized_split='by_example')).centralized_split()
     return task().popularity(split.train, split.test)
 
   results = run_all(clients, seeds)
-  popularity = {'by_user': by_user('test')}
+  # Popularity per seed, each seed's against the row's run of that seed: by user,
+  # every seed has the same split, so the floor is exact (one value repeated) and
+  # only the row's spread decides; by example, each seed splits anew.
+  popularity = {'by_user': [by_user('test')] * len(seeds)}
   if 'by_example' in FLAGS.splits:
-    popularity['by_example'] = derived(f'popularity_by_example_s{config.seed}', by_example)
+    popularity['by_example'] = [derived(f'popularity_by_example_s{s}',
+                                        functools.partial(by_example, s)) for s in seeds]
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
   plot(out / 'recall_at_10.png', results, seeds, by_user('validation')['recall_at_10'])
@@ -310,9 +323,10 @@ def main(argv):
   if FLAGS.rate_check:
     sections.append(f"""Learning rates ({FLAGS.learning_rates}): validation R@10 after {FLAGS.rounds} rounds at
 this cohort, seed 0, with the official run's rates and with ours (the README
-says which was chosen and why).
+says which was chosen and why); popularity's validation R@10 beside them (one
+seed: no spread to mark a row against it).
 
-{rates_table(results)}""")
+{rates_table(results, by_user('validation')['recall_at_10'])}""")
   if 'by_user' in FLAGS.splits:
     sections.append(f"""## {SPLITS['by_user']}
 
@@ -320,14 +334,14 @@ says which was chosen and why).
   if 'by_example' in FLAGS.splits:
     sections.append(f"""## {SPLITS['by_example']}
 
-C is scored on a different test set from F here (its popularity is the
-by-example split's, seed {config.seed}).
+C is scored on a different test set from F here, each seed's own split, so
+C's popularity is that split's, per seed (F's is the like-for-like one).
 
 {drop_table(results, 'by_example', popularity)}""")
   sections.append('Paper (MovieLens 1M): drop at R@10 27.22% (BS), 18.37% (BS+S), '
                   '6.46% (H+S),\n0.53% (GS).')
   if FLAGS.probes:
-    sections.append(f"""## Why batch softmax sits at popularity: its sampling bias
+    sections.append(f"""## Why centralized batch softmax sits at popularity: its sampling bias
 
 Batch softmax (no spreadout) on the like-for-like split, with tfrs's
 corrections; "vs plain" against the same kind (centralized or federated) of
@@ -343,8 +357,10 @@ Built by `python -m launch.reproduce_dual_encoder` from the cell records in
 mean ± std over seeds {seeds} (each draws the model, cohorts and shuffles).
 C: centralized, F: federated (FedAvg). Drop = (C - F) / C at R@10, per seed.
 "F vs C" calls a difference real only when the means differ by more than the
-two stds added (shown in points of R@10), otherwise "within noise". Popularity ranks items by how
-often they are a training label.
+two stds added (shown in points of R@10), otherwise "within noise"; "vs
+popularity" holds a row against popularity the same way. Popularity ranks items by how
+often they are a training label; on the like-for-like split it is exact (the same
+split for every seed: ± 0.00), so only the row's spread decides.
 
 Settings: {config.data_dir}, batch {config.batch_size} (a client's last partial batch
 {remainder}), embedding dim {config.embedding_dim}, at most

@@ -154,22 +154,34 @@ def _seeded(stem: str, seeds: list[int]) -> list[str]:
   return [f'{stem}_s{s}' for s in seeds]
 
 
+def _vs_popularity(names: list[str] | str, popularity: float, rounds: int | None = None,
+                   step: str = 'round') -> str:
+  """Final NDCG@20 over the seeds against popularity's, beyond noise or not. The
+  split has no seed, so popularity is exact: its value once per seed, and only the
+  cell's spread decides."""
+  if isinstance(names, str):  # the method cannot run
+    return names
+  final = over_seeds(names, _final, rounds or FLAGS.rounds, step)
+  return seed_stats.versus(final, [popularity] * len(final))
+
+
 def long_table(task, names: dict[str, list[str]], popularity: float) -> list[str]:
   """Final and best NDCG@20, mean ± std over seeds, and HET against HOM / FedAvg."""
   cells = _long_cells(task)
   last = {stem: over_seeds(names[stem], _final, FLAGS.long_rounds) for stem in names}
   best = {stem: over_seeds(names[stem], _peak, FLAGS.long_rounds) for stem in names}
   lines = ['| cell | seeds | final NDCG@20 | best NDCG@20 | final vs FedAvg | '
-           'HET vs HOM (final) |', '|---|---|---|---|---|---|',
-           f'| popularity | | {popularity:.3f} | | | |']
+           'HET vs HOM (final) | final vs popularity |', '|---|---|---|---|---|---|---|',
+           f'| popularity | | {popularity:.3f} | | | | |']
   for stem, (algorithm, scheme) in cells.items():
     label = HETEROGENEOUS.get(algorithm, 'FedAvg') + (f' {scheme}' if scheme else '')
     versus = '' if stem == 'fedavg' else seed_stats.versus(last[stem], last['fedavg'])
     het_hom = ''
     if algorithm == 'fair':
       het_hom = seed_stats.versus(last[stem], last[f'fair_hom_{scheme}'])
+    floored = _vs_popularity(names[stem], popularity, FLAGS.long_rounds)
     lines.append(f'| {label} | {len(last[stem])} | {seed_stats.spread(last[stem])} | '
-                 f'{seed_stats.spread(best[stem])} | {versus} | {het_hom} |')
+                 f'{seed_stats.spread(best[stem])} | {versus} | {het_hom} | {floored} |')
   return lines
 
 
@@ -302,7 +314,7 @@ def _by_seed(values: list[float]) -> str:
   return ' / '.join(f'{v:.3f}' for v in values)
 
 
-def table3_rows(table3: dict[str, list[str]]) -> list[str]:
+def table3_rows(table3: dict[str, list[str]], popularity: float) -> list[str]:
   final = {stem: over_seeds(names, _final, FLAGS.rounds) for stem, names in table3.items()}
   rows = ['| 1x users | ' + ' | '.join(f'{int(100 * f)}%' for f in FULL_FRACTIONS) + ' |',
           '|---|---|---|---|---|']
@@ -311,9 +323,13 @@ def table3_rows(table3: dict[str, list[str]]) -> list[str]:
              for i, f in enumerate(FULL_FRACTIONS)]
     rows.append(f'| {label} | ' + ' | '.join(cells) + ' |')
   gains = [seed_stats.versus(final[f'fair_{f}'], final[f'full_trn_{f}']) for f in FULL_FRACTIONS]
-  return [*rows, '| FAIR-HET vs FULL-TRN | ' + ' | '.join(gains) + ' |', '',
+  floors = [f'| {label} vs popularity | ' + ' | '.join(
+      _vs_popularity(table3[f'{algorithm}_{f}'], popularity) for f in FULL_FRACTIONS) + ' |'
+            for algorithm, label in (('full_trn', 'FULL-TRN'), ('fair', 'FAIR-HET'))]
+  return [*rows, '| FAIR-HET vs FULL-TRN | ' + ' | '.join(gains) + ' |', *floors, '',
           f'FedAvg at the same seeds (every user 1x): {seed_stats.spread(final["fedavg"])} '
-          f'({_by_seed(final["fedavg"])} by seed). FAIR-HET by seed: ' + '; '.join(
+          f'({_by_seed(final["fedavg"])} by seed; vs popularity: '
+          f'{_vs_popularity(table3["fedavg"], popularity)}). FAIR-HET by seed: ' + '; '.join(
               f'{int(100 * f)}% {_by_seed(final[f"fair_{f}"])}' for f in FULL_FRACTIONS) + '.']
 
 
@@ -322,9 +338,10 @@ def _swing(curve: pd.Series) -> float:
   return float(later.max() - later.min())
 
 
-def consistency_rows(consistency: dict[str, list[str]]) -> list[str]:
-  rows = ['| subspaces | final NDCG@20 | best NDCG@20 | swing | final vs consistent |',
-          '|---|---|---|---|---|']
+def consistency_rows(consistency: dict[str, list[str]], popularity: float) -> list[str]:
+  rows = ['| subspaces | final NDCG@20 | best NDCG@20 | swing | final vs consistent | '
+          'final vs popularity |', '|---|---|---|---|---|---|',
+          f'| popularity | {popularity:.3f} | | | | |']
   final = {stem: over_seeds(names, _final, FLAGS.rounds) for stem, names in consistency.items()}
   reference = f'fair_{CONSISTENCY_SCHEME}'
   for stem, label in CONSISTENCY.items():
@@ -332,7 +349,8 @@ def consistency_rows(consistency: dict[str, list[str]]) -> list[str]:
     versus = '' if stem == reference else seed_stats.versus(final[stem], final[reference])
     rows.append(f'| {label} | {seed_stats.spread(final[stem])} | '
                 f'{seed_stats.spread(over_seeds(names, _peak, FLAGS.rounds))} | '
-                f'{seed_stats.spread(over_seeds(names, _swing, FLAGS.rounds))} | {versus} |')
+                f'{seed_stats.spread(over_seeds(names, _swing, FLAGS.rounds))} | {versus} | '
+                f'{_vs_popularity(names, popularity)} |')
   return rows
 
 
@@ -345,15 +363,18 @@ def main(argv):
   # built only for a value not derived yet (or the compression probe).
   task = functools.cache(lambda: ranking.Task(config))
   popularity = cell_records.derived(_records(), 'popularity', lambda: task().popularity())
+  floor = popularity['ndcg_at_20']  # what every table's 'vs popularity' holds a cell against
   num_items = cell_records.derived(_records(), 'num_items', lambda: task().data.num_items)
   seeds = [int(s) for s in FLAGS.seeds]
   table2 = run_seeded(_table2_cells(task), seeds, FLAGS.rounds)
   run_central(seeds)
   consistency, table3 = run_ablations(task, seeds)
+  central = {rate: _seeded(_central_stem(float(rate)), seeds)
+             for rate in FLAGS.central_learning_rates}
   central_rows = [
       f'| central training, Adam {rate} (final / best epoch) | ' +
-      _cell(_seeded(_central_stem(float(rate)), seeds), PAPER_TABLE2['central'], FLAGS.epochs,
-            'epoch') + ' |' for rate in FLAGS.central_learning_rates]
+      _cell(names, PAPER_TABLE2['central'], FLAGS.epochs, 'epoch') + ' | ' +
+      _vs_popularity(names, floor, FLAGS.epochs, 'epoch') + ' |' for rate, names in central.items()]
   long_names = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_')
 
   results = pathlib.Path(FLAGS.results_dir)
@@ -362,17 +383,19 @@ def main(argv):
               {table2['fedavg'][0]: 'FedAvg',
                **{table2[f'{a}_{s}'][0]: f'{HETEROGENEOUS[a]} {s}'
                   for a in ('fair', 'fair_hom') for s in SCHEMES}},
-              popularity['ndcg_at_20'], 'Goodreads-100: FedAvg, FAIR-HET, FAIR-HOM')
+              floor, 'Goodreads-100: FedAvg, FAIR-HET, FAIR-HOM')
   plot_curves(results / 'consistency.png',
               {n: f'{label} s{seed}' for stem, label in CONSISTENCY.items()
                for seed, n in zip(seeds, consistency[stem])},
-              popularity['ndcg_at_20'], 'Goodreads-100: consistent vs inconsistent subspaces')
+              floor, 'Goodreads-100: consistent vs inconsistent subspaces')
 
   rows2 = ['| capacity | ' + ' | '.join(HETEROGENEOUS.values()) + ' |', '|---|---|---|---|']
+  floors2 = list(rows2)  # the same grid: each cell's final against popularity
   for i, scheme in enumerate(SCHEMES):
-    cells = [_cell(table2.get(f'{a}_{scheme}', cell_records.CANNOT_RUN), PAPER_TABLE2[a][i])
-             for a in HETEROGENEOUS]
+    names = [table2.get(f'{a}_{scheme}', cell_records.CANNOT_RUN) for a in HETEROGENEOUS]
+    cells = [_cell(n, PAPER_TABLE2[a][i]) for n, a in zip(names, HETEROGENEOUS)]
     rows2.append(f'| {scheme} | ' + ' | '.join(cells) + ' |')
+    floors2.append(f'| {scheme} | ' + ' | '.join(_vs_popularity(n, floor) for n in names) + ' |')
   bytes_rows = ['| run | MB down per round (10 clients) |', '|---|---|']
   for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES
                            if f'{a}_{s}' in table2)]:
@@ -385,7 +408,9 @@ def main(argv):
 Test NDCG@20 of the server model over all items a user did not train on
 (99 users, {num_items:,} items). Each cell: final / best over the
 evaluations every {FLAGS.eval_every} rounds, each mean ± std over the seeds, then the
-paper's number.
+paper's number. "vs popularity": the final against popularity, the difference where
+beyond the seeds' spread, else "within noise"; the split has no seed, so popularity
+is exact and only the cell's spread decides.
 
 Settings: NeuMF {config.factors} factors, {config.mlp_layers}-layer MLP, BPR with
 {config.num_negatives} negative(s), decay {config.l2}; batch {config.batch_size}; federated:
@@ -393,48 +418,57 @@ Settings: NeuMF {config.factors} factors, {config.mlp_layers}-layer MLP, BPR wit
 {FLAGS.learning_rate}, the server replaces the model by the (recovered) weighted mean;
 central: {FLAGS.epochs} epochs of Adam, evaluated after each. Seeds {seeds}.
 
-| | NDCG@20 |
-|---|---|
-| popularity (items by train users) | {popularity['ndcg_at_20']:.3f} |
+| | NDCG@20 | final vs popularity |
+|---|---|---|
+| popularity (items by train users) | {floor:.3f} | |
 {chr(10).join(central_rows)}
-| FedAvg | {_cell(table2['fedavg'], PAPER_TABLE2['fedavg'])} |
+| FedAvg | {_cell(table2['fedavg'], PAPER_TABLE2['fedavg'])} | {_vs_popularity(table2['fedavg'], floor)} |
 
 ## {FLAGS.long_rounds} rounds over seeds {seeds}
 
 Mean ± std over the seeds that finished; "vs" columns give the difference of
 the means where it exceeds the two stds added, else "within noise".
 
-{chr(10).join(long_table(task, long_names, popularity['ndcg_at_20']))}
+{chr(10).join(long_table(task, long_names, floor))}
 
 ## Table 2 ({FLAGS.rounds} rounds, seeds {seeds}): heterogeneous capacities (first half of users 1x, second half cx)
 
 {chr(10).join(rows2)}
 
+Final NDCG@20 against popularity ({floor:.3f}):
+
+{chr(10).join(floors2)}
+
 ## Table 3 ({FLAGS.rounds} rounds, seeds {[TABLE3_SEED + s for s in seeds]}): data loss (FULL-TRN) vs FAIR-HET, the rest of the users at 2x
 
 Final NDCG@20, mean ± std over the seeds (each draws its own 1x users), then
-the paper's number; the last row is FAIR-HET minus FULL-TRN where beyond noise.
+the paper's number; then FAIR-HET minus FULL-TRN, and each against popularity
+({floor:.3f}), where beyond noise.
 
-{chr(10).join(table3_rows(table3))}
+{chr(10).join(table3_rows(table3, floor))}
 
 ## Consistent vs inconsistent subspaces ({FLAGS.rounds} rounds, seeds {seeds})
 
 "Swing": the largest minus the smallest evaluation from round {SWING_FROM} on, per seed.
 
-{chr(10).join(consistency_rows(consistency))}
+{chr(10).join(consistency_rows(consistency, floor))}
 
 ## FAIR-HOM past the paper's capacities
 
-| capacity | FAIR-HOM |
-|---|---|
-{chr(10).join(f"| {s} | {_cell(table2[f'fair_hom_{s}'], 'not reported')} |" for s in HOM_BEYOND)}
+| capacity | FAIR-HOM | final vs popularity |
+|---|---|---|
+| popularity | {floor:.3f} | |
+{chr(10).join(f"| {s} | {_cell(table2[f'fair_hom_{s}'], 'not reported')} | "
+              f"{_vs_popularity(table2[f'fair_hom_{s}'], floor)} |" for s in HOM_BEYOND)}
 
 ## What a cx subspace can hold of FedAvg's model
 
 FedAvg's final item tables projected to a cx hashed memory and recovered
-(no retraining), then evaluated as they are:
+(no retraining), then evaluated as they are; popularity below them (one run,
+seed 0's: no spread to mark a row against it):
 
 {chr(10).join(compression_probe(task, config, table2['fedavg'][0]))}
+| popularity | {floor:.3f} |
 
 ## Communication (a real deployment's bytes: each client's own tier)
 
