@@ -74,6 +74,8 @@ REBUILDS = (
 def _run_forked(module: str, argv: list[str], log: pathlib.Path) -> int:
   """launch `module`'s main with `argv` in a forked child (its output in `log`);
   its exit status."""
+  sys.stdout.flush()  # else the child would print the parent's buffer again
+  sys.stderr.flush()
   pid = os.fork()
   if pid == 0:  # the child: never returns
     code = 1
@@ -88,11 +90,15 @@ def _run_forked(module: str, argv: list[str], log: pathlib.Path) -> int:
         code = 0
     except SystemExit as e:
       code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+      if isinstance(e.code, str):  # what the interpreter would have printed
+        print(e.code, file=sys.stderr)
     except BaseException:  # pylint: disable=broad-except
       import traceback  # pylint: disable=g-import-not-at-top
       traceback.print_exc()
     finally:
-      os._exit(code)  # no atexit handlers, no parent's buffers flushed twice
+      sys.stdout.flush()
+      sys.stderr.flush()
+      os._exit(code)  # no atexit handlers (the parent's TFF context is not the child's)
   _, status = os.waitpid(pid, 0)
   return os.waitstatus_to_exitcode(status)
 
@@ -115,23 +121,32 @@ def _differing(committed: pathlib.Path, rebuilt: pathlib.Path) -> list[str]:
 
 
 def rebuild(chosen: list[Rebuild], write: bool) -> dict[str, list[str]]:
-  """Rebuilds each table (in place with `write`); folder -> its differing files."""
+  """Rebuilds each table (in place with `write`); folder -> its differing files.
+
+  A folder is rebuilt from a copy of its records and READMEs alone, so a file the
+  rebuild no longer writes (e.g. the plot of rows since withdrawn) shows as stale.
+  """
   differences = {}
   with tempfile.TemporaryDirectory() as scratch:
     scratch = pathlib.Path(scratch)
-    for number, table in enumerate(chosen):
-      committed = RESULTS / table.folder
-      target = committed if write else scratch / table.folder
-      if not write and not target.exists():
-        shutil.copytree(committed, target)
-      log = scratch / f'{number}.log'
-      code = _run_forked(table.module, ['--only=none', f'--runs_dir={scratch / f"runs{number}"}',
-                                        f'--results_dir={target}', *table.args], log)
-      if code:
-        differences[table.folder] = [f'{table.module} exited {code}: {log.read_text()[-2000:]}']
-      elif not write:
-        differences[table.folder] = differences.get(table.folder, []) + _differing(committed,
-                                                                                  target)
+    folders = dict.fromkeys(table.folder for table in chosen)  # in order, once each
+    for folder in folders:
+      committed = RESULTS / folder
+      target = committed if write else scratch / folder
+      if not write:
+        shutil.copytree(committed, target, ignore=lambda path, names: [
+            name for name in names
+            if pathlib.Path(path) == committed and name not in ('cells', 'README.md')])
+      for number, table in enumerate(t for t in chosen if t.folder == folder):
+        log = scratch / f'{folder}_{number}.log'
+        runs = scratch / 'runs' / folder
+        code = _run_forked(table.module, ['--only=none', f'--runs_dir={runs}',
+                                          f'--results_dir={target}', *table.args], log)
+        if code:
+          differences.setdefault(folder, []).append(
+              f'{table.module} exited {code}: {log.read_text()[-2000:]}')
+      if not write and folder not in differences:
+        differences[folder] = _differing(committed, target)
   return {folder: files for folder, files in differences.items() if files}
 
 

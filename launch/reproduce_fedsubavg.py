@@ -287,10 +287,11 @@ def _at_best(name: str, metric: str) -> float | None:
 
 
 def _against_floor(names: list[str], floor: list[float]) -> str:
-  """The seeds' final test AUC against the floor's over the same seeds."""
-  return seed_stats.against_floor([
-      v for name in names
-      if (v := _final_value(name, 'eval/test_auc')) is not None and np.isfinite(v)], list(floor))
+  """The seeds' final test AUC against the floor's over the same seeds (names and
+  floor in seed order; a seed not run or diverged leaves both)."""
+  pairs = [(v, f) for name, f in zip(names, floor, strict=True)
+           if (v := _final_value(name, 'eval/test_auc')) is not None and np.isfinite(v)]
+  return seed_stats.against_floor([v for v, _ in pairs], [f for _, f in pairs])
 
 
 def _rounds_cell(rounds: list[float], total: int) -> str:

@@ -232,17 +232,18 @@ def main(argv):
     print(f'stopped after round {stop} (--stop_after_round), its checkpoint saved: the same '
           'command without that flag resumes', flush=True)
     return
-  if not metrics:  # every round was checkpointed before: cut before its summary
+  summary = out[0] / 'summary.json'
+  if not metrics and not summary.exists():  # every round checkpointed, cut before its summary
     metrics = _last_round(out[0] / 'metrics.csv')
     print('every round was already done; the summary is its last round\'s metrics',
           flush=True)
-  if metrics:
-    if isinstance(context, remote.RemoteRuntime):  # how the rounds were spread
-      metrics.update({f'remote/calls/{address}': float(calls)
-                      for address, calls in context.calls().items()})
+  elif metrics and isinstance(context, remote.RemoteRuntime):  # how the rounds were spread
+    metrics.update({f'remote/calls/{address}': float(calls)
+                    for address, calls in context.calls().items()})
+  if metrics:  # nothing when a finished run is run again: its summary stands
     if target:
       metrics.update(progress.first_reached(out[0] / 'metrics.csv', 'round', target))
-    outputs.write_json(out[0] / 'summary.json', metrics)
+    outputs.write_json(summary, metrics)
   print(f'done: {out[0] / "summary.json"}', flush=True)
 
 

@@ -45,6 +45,24 @@ def test_the_rows_read_as_a_ctr_file_with_their_own_test_pairs(tmp_path):
   np.testing.assert_array_equal(examples.labels, [1, 0] * 4)
 
 
+def test_a_validation_part_of_clicks_takes_each_users_last_whole_pairs(tmp_path):
+  path = tmp_path / 'clicks.csv'
+  sequences = {1: np.arange(1, 7), 2: np.arange(1, 4), 3: np.arange(1, 15),  # 5, 2, 13 pairs
+               4: np.arange(15, 18)}
+  sequence_clicks.din_rows(sequences, seed=0).to_csv(path, index=False)
+  examples = ctr_file.read(path, ctr_file.Columns(
+      'label', 'user', ('user', 'item'), ('history',), test='test',
+      shared_vocabularies=(('item', 'history'),))).with_validation('chronological', 0.1, 0)
+  validation = examples.client_rows('validation')
+  # 8 training rows: 0.8 rounds up to one pair; 2 rows: the pair stays for training;
+  # 24 rows: 2.4 rounds up to two pairs
+  assert {k: len(v) for k, v in validation.items()} == {0: 2, 2: 4}
+  for rows in validation.values():
+    np.testing.assert_array_equal(examples.labels[rows], [1, 0] * (len(rows) // 2))
+    train = examples.client_rows('train')[examples.clients[rows[0]]]
+    assert train.max() < rows.min()  # the last training rows
+
+
 @pytest.mark.parametrize('sequences, message', [
     ({1: np.array([4]), 2: np.array([5])}, 'no user has two interactions'),
     ({1: np.array([4, 5]), 2: np.array([5, 4])}, 'user 1 has every item of the catalogue'),

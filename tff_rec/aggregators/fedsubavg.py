@@ -59,8 +59,9 @@ def corrections(heat: np.ndarray, population: float, bound: float | None = None
 
   `bound` caps the factor (ours, not the paper's): where one client holds a row,
   N / n_m is N, and the mean over a cohort of K moves that row by N / K times
-  its holder's update (about 450 on Beauty's clicks), which diverges. A bound
-  of K moves such a row by at most its holders' summed updates.
+  its holder's update (about 450 on Beauty's clicks), which diverges. With heat
+  and weights counted in clients, a bound of K moves such a row by at most its
+  holders' summed updates.
   """
   heat = np.asarray(heat, np.float64)
   scales = np.where(heat > 0, population / np.maximum(heat, 1e-300), 1.0)

@@ -24,8 +24,8 @@ class Options(heat.WeightingOptions):
   max_correction: float | None = dataclasses.field(default=None, metadata={'help': (
       "A bound on each row's correction N / n_m (ours, not the paper's; none: the "
       "paper's unbounded factor). A row one client holds is scaled by N, so one "
-      'round moves it by N / K times that client\'s update; a bound of K '
-      '(--clients_per_round) moves it by at most its holders\' summed updates.')})
+      'round moves it by N / K times that client\'s update; with --heat=clients a bound '
+      'of K (--clients_per_round) moves it by at most its holders\' summed updates.')})
 
   def __post_init__(self):
     super().__post_init__()
@@ -38,7 +38,8 @@ def stacked(build):
   def build_stacked(task, options: Options, training, *, name: str):
     training = dataclasses.replace(
         training, stack=tuple(sorted({*training.stack, 'fedsubavg'})),
-        max_correction=options.max_correction)
+        max_correction=(training.max_correction if options.max_correction is None
+                        else options.max_correction))
     return build(task, options, training, name=name)
 
   build_stacked.__module__ = build.__module__

@@ -43,6 +43,9 @@ class CtrExamples:
   user_ids: np.ndarray  # the files' user ids, by client index
   # [n] bool, rows carved from the training side; None: no validation part
   is_validation: np.ndarray | None = None
+  # Whether the data marked the test rows (a file's test column; DIN's clicks: each
+  # user's last pair) rather than a split rule: they then come in units
+  test_marked: bool = False
 
   def rows(self, part: str) -> np.ndarray:
     """Rows of one part (PARTS), grouped by client, in time order."""
@@ -66,13 +69,28 @@ class CtrExamples:
 
   def with_validation(self, split: str, fraction: float, seed: int) -> 'CtrExamples':
     """These examples with a validation part taken from the training rows by the
-    test part's rule (`test_rows`), so that settings are chosen without test data."""
+    test part's rule (`test_rows`), so that settings are chosen without test data.
+
+    Test rows the data marked (`test_marked`) come in units (DIN's clicks: a click
+    and its sampled non-click), so each client's validation is then its last whole
+    units of its test's size (ceil(fraction x training rows / that) of them, one
+    left for training), never half a pair.
+    """
     if not 0 < fraction < 1:
       raise ValueError(f'validation fraction must be in (0, 1), got {fraction}')
     train = self.rows('train')
+    clients = self.clients[train]
+    if self.test_marked:
+      unit = np.bincount(self.clients[self.is_test], minlength=len(self.user_ids))[clients]
+      unit = np.maximum(unit, 1)
+      counts = np.bincount(clients, minlength=len(self.user_ids))[clients]
+      taken = np.minimum(unit * np.ceil(fraction * counts / unit), counts - unit)
+      position = np.arange(len(clients)) - np.searchsorted(clients, clients)
+      chosen = position >= counts - taken
+    else:  # a draw of its own: the random split's test draw used `seed`
+      chosen = test_rows(clients, split, fraction, [seed, 1])
     marks = np.zeros(len(self.labels), bool)
-    # A draw of its own: the random split's test draw used `seed`.
-    marks[train[test_rows(self.clients[train], split, fraction, [seed, 1])]] = True
+    marks[train[chosen]] = True
     return dataclasses.replace(self, is_validation=marks)
 
 

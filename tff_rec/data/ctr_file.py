@@ -116,7 +116,7 @@ def from_frame(frame: pd.DataFrame, columns: Columns, *, split: str = 'chronolog
   is_test = (tests[order] if columns.test
              else ctr.test_rows(clients, split, test_fraction, seed))
   return ctr.CtrExamples(features, (labels[order] > 0).astype(np.float32), clients, is_test,
-                         vocab_sizes, np.asarray(user_ids))
+                         vocab_sizes, np.asarray(user_ids), test_marked=bool(columns.test))
 
 
 def _numbers(frame: pd.DataFrame, column: str, role: str, path) -> np.ndarray:

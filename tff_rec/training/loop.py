@@ -115,7 +115,8 @@ def run(process: tff.learning.templates.LearningProcess, *,
   """Runs rounds 1..schedule.rounds (resuming after the latest checkpoint).
 
   Per round it releases the process metrics, `evaluate`'s metrics (every
-  `eval_every` rounds and after the last; prefixed by the caller), the round's
+  `eval_every` rounds and after the last; with `eval_every=None` never, nor
+  `final_evaluate`; prefixed by the caller), the round's
   wall time and the resident memory of this process and its TFF worker.
   `final_evaluate`'s metrics join the last round's release.
 
