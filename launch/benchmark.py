@@ -418,10 +418,11 @@ def bench_client_bytes() -> str:
                    f'{seconds[1]:.3f} | {"yes" if same else "NO"} |')
       print(lines[-1], flush=True)
   return (f'{FLAGS.rounds + 1} rounds of each workload on one launch.worker on loopback '
-          '(seconds: the mean after the first), the same cohorts; client data: the bytes of the values the trainer passes a '
-          "round for its cohort (the clients' example arrays, or with --client_data_dir "
-          "their index and seed); the model: its trainable weights' bytes, which the "
-          'round sends each worker.\n\n' + '\n'.join(lines))
+          '(seconds: the mean after the first), the same cohorts; client data: the bytes '
+          'of the values the trainer passes a round for its cohort (the clients\' example '
+          'arrays, or with --client_data_dir their index and seed); the model: its '
+          "trainable weights' bytes, which the round sends each worker.\n\n"
+          + '\n'.join(lines))
 
 
 def bench_round() -> str:

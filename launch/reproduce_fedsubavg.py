@@ -94,7 +94,8 @@ SETTINGS = {
                lower_is_better=True, rates=(0.3, 1.0, 3.0, 10.0), central_rates=(1.0, 3.0, 10.0),
                rounds=200, sweep_rounds=40, converged_rounds=3000),
     'din': dict(task=dict(model='din', split='chronological', validation_fraction=0.1),
-                metric='eval/validation_auc', lower_is_better=False, rates=(0.1, 0.3, 1.0), central_rates=(1.0, 3.0, 10.0),
+                metric='eval/validation_auc', lower_is_better=False, rates=(0.1, 0.3, 1.0),
+                central_rates=(1.0, 3.0, 10.0),
                 rounds=100, sweep_rounds=20, converged_rounds=400),
 }
 # Each dataset: its settings, and what they change of SETTINGS'.
@@ -177,11 +178,17 @@ def _records() -> str:
   return str(pathlib.Path(FLAGS.results_dir) / 'cells')
 
 
+def _evaluations(name: str | None, metric: str):
+  """The rows of a finished cell's metrics.csv where `metric` was evaluated; None
+  when it has none (no cell: its rate is not chosen yet; not run, cut short)."""
+  return (None if name is None
+          else cell_records.read_curve(FLAGS.runs_dir, name, metric, _records()))
+
+
 def _curve(name: str, metric: str):
   """(steps, values) of a finished cell's evaluations; empty when it has none (not
   run, cut short, failed)."""
-  rows = None if name is None else cell_records.read_curve(FLAGS.runs_dir, name, metric,
-                                                          _records())
+  rows = _evaluations(name, metric)
   if rows is None:
     return np.array([]), np.array([])
   step = 'epoch' if 'epoch' in rows else 'round'
@@ -279,8 +286,7 @@ def _rounds_to(name: str, metric: str, target: float, lower: bool) -> float | No
 
 def _at_best(name: str, metric: str) -> float | None:
   """The cell's test AUC at the evaluation where `metric` was best (None: not run)."""
-  rows = None if name is None else cell_records.read_curve(FLAGS.runs_dir, name, metric,
-                                                          _records())
+  rows = _evaluations(name, metric)
   if rows is None or rows.empty:
     return None
   return float(rows['eval/test_auc'][rows[metric].idxmax()])
@@ -437,8 +443,8 @@ def main(argv):
            f'{LOCAL_STEPS} steps of '
            f'{FLAGS.clients * BATCH_SIZE} pooled examples per round. Learning rates: the best '
            'of a grid after a short run (seed 0; by train loss for LR, by validation AUC for '
-           'DIN), the grid extended past an edge that was best. Server: SGD 1.0 (FedAdam: Adam 0.01, FedAdagrad: '
-           'Adagrad 0.1). Heat and weights: clients (the paper).', '']
+           'DIN), the grid extended past an edge that was best. Server: SGD 1.0 (FedAdam: '
+           'Adam 0.01, FedAdagrad: Adagrad 0.1). Heat and weights: clients (the paper).', '']
   for setting in FLAGS.settings:
     lines += tabulate(setting, seeds)
   path = results / ('table.md' if len(FLAGS.settings) == len(dataset['settings']) else

@@ -81,12 +81,10 @@ class CtrExamples:
     train = self.rows('train')
     clients = self.clients[train]
     if self.test_marked:
-      unit = np.bincount(self.clients[self.is_test], minlength=len(self.user_ids))[clients]
-      unit = np.maximum(unit, 1)
-      counts = np.bincount(clients, minlength=len(self.user_ids))[clients]
-      taken = np.minimum(unit * np.ceil(fraction * counts / unit), counts - unit)
-      position = np.arange(len(clients)) - np.searchsorted(clients, clients)
-      chosen = position >= counts - taken
+      unit = np.maximum(np.bincount(self.clients[self.is_test], minlength=len(self.user_ids)), 1)
+      counts = np.bincount(clients, minlength=len(self.user_ids))
+      chosen = _last_rows(clients, np.minimum(unit * np.ceil(fraction * counts / unit),
+                                              counts - unit))
     else:  # a draw of its own: the random split's test draw used `seed`
       chosen = test_rows(clients, split, fraction, [seed, 1])
     marks = np.zeros(len(self.labels), bool)
@@ -184,6 +182,11 @@ def test_rows(clients: np.ndarray, split: str, fraction: float, seed) -> np.ndar
     test[np.random.default_rng(seed).permutation(len(clients))[:round(fraction * len(clients))]] = True
     return test
   counts = np.bincount(clients)
-  per_client = np.minimum(np.ceil(fraction * counts), counts - 1).astype(int)
+  return _last_rows(clients, np.minimum(np.ceil(fraction * counts), counts - 1))
+
+
+def _last_rows(clients: np.ndarray, taken: np.ndarray) -> np.ndarray:
+  """Marks of each client's last taken[client] rows (`clients` sorted)."""
+  counts = np.bincount(clients, minlength=len(taken))
   position = np.arange(len(clients)) - np.searchsorted(clients, clients)
-  return position >= (counts - per_client)[clients]
+  return position >= (counts - taken)[clients]
