@@ -41,6 +41,9 @@ soak: --soak_rounds rounds (1,000) of FedMF (in-process), FAIR 1x-2x (both
        runtimes) and DCN FedAvg (native), each in a fresh process through the
        runner as launch.train runs them: the resident memory of the trainer and
        its TFF worker every 50 rounds, and its slope over the last half.
+lazy_adam: FAIR 1x-2x on Goodreads-100 (10 clients, in-process), dense Adam
+       against lazy_adam (rows and hashed slots a step read, moved in place),
+       alternated twice in one run: seconds per round and their ratio.
 client_memory: one Goodreads-100 client's training (FAIR's client step: a
        tier's item tables, NeuMF, fresh Adam, 1 epoch) at capacities 1x..16x,
        each in a fresh process that holds only that tier: the item tables'
@@ -65,9 +68,12 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+BENCHMARKS = ('op', 'round', 'runtimes', 'fair_round', 'remote', 'client_bytes', 'eval_memory',
+              'population', 'soak', 'lazy_adam', 'client_memory')
 flags.DEFINE_list('what', ['op', 'round', 'client_memory'],
-                  'Benchmarks to run: op, round, client_memory, runtimes, remote, '
-                  'fair_round.')
+                  f'Benchmarks to run, of: {", ".join(BENCHMARKS)} (see above).')
+flags.register_validator('what', lambda names: set(names) <= set(BENCHMARKS),
+                         f'--what takes names of {", ".join(BENCHMARKS)}')
 flags.DEFINE_string('output', None, 'Also write the markdown report here.')
 flags.DEFINE_string('data_dir', '../shared/data/ml-100k', 'MovieLens 100K.')
 flags.DEFINE_integer('rounds', 5, 'Timed rounds per runtime (after 1 warm-up).')
@@ -324,6 +330,20 @@ def bench_runtimes() -> str:
           'one tf.function SGD step on one Keras model, one after the other (no TFF, no '
           'data pipeline, one core); not measured for the weight-table models (FedMF, '
           'FAIR).\n\n' + '\n'.join(lines))
+
+
+def bench_lazy_adam() -> str:
+  task = _task('ranking', {})
+  optimizers = ('adam', 'lazy_adam')
+  lines = ['| pass | dense Adam s/round | lazy_adam s/round | dense / lazy |', '|---|---|---|---|']
+  for attempt in (1, 2):  # alternated: the machine's load falls on both alike
+    seconds = [_run_rounds(task, 'inprocess', 'fair', 10, dict(client_optimizer=name),
+                           dict(capacities='1x-2x')).seconds for name in optimizers]
+    lines.append(f'| {attempt} | {seconds[0]:.2f} | {seconds[1]:.2f} | '
+                 f'{seconds[0] / seconds[1]:.2f}x |')
+    print(lines[-1], flush=True)
+  return (f'Mean of {FLAGS.rounds} rounds after a warm-up, the same cohorts, run as '
+          f'launch.train runs them, {os.cpu_count()} CPU cores.\n\n' + '\n'.join(lines))
 
 
 REMOTE_WORKLOADS = ('dual encoder FedAvg', 'FedSubAvg LR', 'FedMF d=64, 2 epochs, batch 256 '
@@ -861,6 +881,8 @@ def main(argv):
     sections.append('## Populations of 10^4 and 10^6 users\n\n' + bench_population())
   if 'eval_memory' in FLAGS.what:
     sections.append('## Evaluation memory against training memory\n\n' + bench_eval_memory())
+  if 'lazy_adam' in FLAGS.what:
+    sections.append('## FAIR 1x-2x: dense Adam against lazy_adam\n\n' + bench_lazy_adam())
   if 'client_memory' in FLAGS.what:
     data = (f'{FLAGS.synthetic_items:,} synthetic items' if FLAGS.synthetic_items
             else 'Goodreads-100')

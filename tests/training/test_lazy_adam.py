@@ -65,8 +65,14 @@ def test_functional_training_hands_lazy_adam_the_sparse_gradient():
   def loss(weights, batch):
     return tf.reduce_sum(tf.square(tf.gather(weights['t'], batch['ids']) - 1.0))
 
+  original = table.numpy().copy()
   lazy, _, _, count, _ = functional.train(loss, lazy_adam.LazyAdam(LR), {'t': table},
                                           dataset)
+  # Rows are written in place into the loop's own copies: the caller's table and
+  # the optimizer's zero state are untouched, so a second client trains alike.
+  np.testing.assert_array_equal(table.numpy(), original)
+  again = functional.train(loss, lazy_adam.LazyAdam(LR), {'t': table}, dataset).weights
+  np.testing.assert_array_equal(again['t'].numpy(), lazy['t'].numpy())
   dense = functional.train(loss, tff.learning.optimizers.build_adam(LR), {'t': table},
                            dataset).weights
   untouched = [i for i in range(50) if i not in (3, 7, 9, 11)]
@@ -76,6 +82,27 @@ def test_functional_training_hands_lazy_adam_the_sparse_gradient():
   # and stays under LazyAdam; row 11, read only at the last step, moves the same.
   assert not np.allclose(lazy['t'].numpy()[9], dense['t'].numpy()[9])
   np.testing.assert_allclose(lazy['t'].numpy()[11], dense['t'].numpy()[11], rtol=1e-5)
+
+
+def test_in_place_steps_equal_the_copying_steps():
+  table = np.random.default_rng(2).normal(size=(8, 2)).astype(np.float32)
+  optimizer = lazy_adam.LazyAdam(LR)
+  grads = [tf.IndexedSlices(tf.constant([[0.5, -1.0], [2.0, 0.1], [0.3, 0.3]]),
+                            tf.constant([5, 1, 5]), tf.constant([8, 2])),
+           tf.IndexedSlices(tf.constant([[1.0, 1.0]]), tf.constant([1]), tf.constant([8, 2]))]
+
+  @tf.function
+  def steps(next_fn):
+    state = optimizer.initialize({'t': tf.TensorSpec([8, 2])})
+    state, weights = tf.nest.map_structure(lambda t: tf.raw_ops.DeepCopy(x=t),
+                                           (state, {'t': tf.constant(table)}))
+    for grad in grads:
+      state, weights = next_fn(state, weights, {'t': grad})
+    return weights['t'], state['accumulator']['t'], state['preconditioner']['t']
+
+  for copying, in_place in zip(steps(optimizer.next), steps(optimizer.next_in_place),
+                               strict=True):
+    np.testing.assert_array_equal(in_place.numpy(), copying.numpy())
 
 
 def test_bad_hyperparameters_are_refused():

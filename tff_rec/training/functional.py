@@ -73,10 +73,24 @@ def _loop(objective, optimizer, weights, batches, state, hook):
       grads = tf.nest.map_structure(tf.convert_to_tensor, grads)
     if hook:
       grads = hook(grads)
-    state, weights = optimizer.next(state, weights, grads)
+    if in_place:
+      # The forward pass reads the weights that next_in_place overwrites; a
+      # gradient need not depend on every read (a linear term's does not).
+      with tf.control_dependencies([loss]):
+        state, weights = optimizer.next_in_place(state, weights, grads)
+    else:
+      state, weights = optimizer.next(state, weights, grads)
     size = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
     return weights, state, loss_sum + loss * tf.cast(size, tf.float32), count + size
 
+  # An optimizer that writes rows in place (lazy_adam) gets its own copy of the
+  # weights and its state, once per client: the caller's (the server's model, a
+  # constant zero state) never change.
+  in_place = hasattr(optimizer, 'next_in_place')
+  if in_place:
+    # DeepCopy is stateful: never folded into a constant or merged with another copy.
+    weights, state = tf.nest.map_structure(lambda t: tf.raw_ops.DeepCopy(x=t),
+                                           (weights, state))
   start = (weights, state, tf.constant(0.0), tf.constant(0, tf.int64))
   if isinstance(batches, sliced.Batches):
     total = batches.steps()

@@ -9,6 +9,12 @@ It is our own because TF Addons is not a dependency and tff.learning's
 optimizers densify IndexedSlices. Only a client loop that hands it the
 IndexedSlices (training.functional) gains speed; tff.learning's Keras client
 work densifies them first.
+
+`next` returns new tensors, as a tff.learning optimizer must, so each step
+copies every table it touches (TF's scatter into a tensor copies it).
+`next_in_place` writes the touched rows into the given buffers instead; it is
+for a loop that owns them (training.functional copies them once per client,
+not once per step).
 """
 
 import collections
@@ -38,6 +44,14 @@ class LazyAdam(tff.learning.optimizers.Optimizer):
         preconditioner=tf.nest.map_structure(zeros, specs))
 
   def next(self, state, weights, gradients):
+    return self._next(state, weights, gradients, _scatter_copy)
+
+  def next_in_place(self, state, weights, gradients):
+    """`next`, but the touched rows of the weights and moments are written into
+    their buffers: the caller must own them (no other op reads them)."""
+    return self._next(state, weights, gradients, _scatter_in_place)
+
+  def _next(self, state, weights, gradients, scatter):
     step = state['step'] + 1
     beta_1, beta_2, epsilon = state['beta_1'], state['beta_2'], state['epsilon']
     t = tf.cast(step, tf.float32)
@@ -52,12 +66,9 @@ class LazyAdam(tff.learning.optimizers.Optimizer):
       if isinstance(g, tf.IndexedSlices):
         rows, at = tf.unique(g.indices)
         g = tf.math.unsorted_segment_sum(g.values, at, tf.shape(rows)[0])
-        index = rows[:, None]
         w_rows, m_rows, v_rows = adam(tf.gather(w, rows), tf.gather(m, rows),
                                       tf.gather(v, rows), g)
-        return (tf.tensor_scatter_nd_update(w, index, w_rows),
-                tf.tensor_scatter_nd_update(m, index, m_rows),
-                tf.tensor_scatter_nd_update(v, index, v_rows))
+        return scatter(w, rows, w_rows), scatter(m, rows, m_rows), scatter(v, rows, v_rows)
       return adam(w, m, v, g)
 
     flat = [update(w, m, v, g) for w, m, v, g in zip(
@@ -71,3 +82,13 @@ class LazyAdam(tff.learning.optimizers.Optimizer):
         preconditioner=tf.nest.pack_sequence_as(state['preconditioner'], [f[2] for f in flat]))
     return new_state, tf.nest.pack_sequence_as(weights, [f[0] for f in flat])
 
+
+def _scatter_copy(table, rows, values):
+  return tf.tensor_scatter_nd_update(table, rows[:, None], values)
+
+
+def _scatter_in_place(table, rows, values):
+  # InplaceUpdate writes into its input's buffer and returns it (TF's own
+  # inplace_ops.alias_inplace_update). Safe when every read of `table` runs first:
+  # the rows' reads feed `values`; the forward pass's, training.functional orders.
+  return tf.raw_ops.InplaceUpdate(x=table, i=tf.cast(rows, tf.int32), v=values)
