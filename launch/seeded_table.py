@@ -16,6 +16,7 @@ import numpy as np
 from launch import cell_records
 from launch import common
 from launch import outputs
+from launch import rate_sweep
 from launch import seed_stats
 import tasks
 
@@ -80,6 +81,14 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
   return result
 
 
+def seed_cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib.Path,
+              wanted: bool) -> dict | str:
+  """One row's run of one seed (run now if `wanted` and not recorded yet): its
+  summary, or cell_records.NOT_RUN / CANNOT_RUN."""
+  common.FLAGS.task = table.task  # run_cell passes the task flags on to each run
+  return _cell(table, row, seed, runs_dir, records_dir, wanted)
+
+
 def _popularity(table: Table, seed: int) -> dict[str, float]:
   module = tasks.module(table.task)
   task = module.Task(module.make_config(seed=seed, **dict(table.task_settings)))
@@ -94,6 +103,13 @@ def _popularity_key(table: Table, seed: int) -> str:
                    table.popularity or 'test', f'--seed={seed}'])
 
 
+def popularity(table: Table, seed: int, records_dir: pathlib.Path) -> dict[str, float]:
+  """The popularity row of `table` (its `popularity` part) for one seed, derived
+  once into the records (cell_records.derived)."""
+  return cell_records.derived(records_dir, _popularity_key(table, seed),
+                              lambda: _popularity(table, seed))
+
+
 def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.Path,
             wanted: bool) -> dict[str, list[dict]]:
   """Runs the table's missing cells (if `wanted`); row -> its finished seeds' summaries."""
@@ -101,8 +117,7 @@ def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.
   results = {}
   if table.popularity is not None:  # a score without rounds: its last mean is itself
     results['popularity'] = [{**p, LAST_MEAN: p.get(table.metrics[0])} for p in (
-        cell_records.derived(records_dir, _popularity_key(table, s),
-                             lambda s=s: _popularity(table, s)) for s in seeds)]
+        popularity(table, s, records_dir) for s in seeds)]
   for row in table.rows:
     results[row] = [r for r in (_cell(table, row, s, runs_dir, records_dir, wanted)
                                 for s in seeds) if isinstance(r, dict)]
@@ -178,3 +193,68 @@ def sweep_then_headline(heading: list[str], sweep: Table, metric: str,
       lines += tabulate(table, seeds, runs_dir, records, wanted)
   results_dir.mkdir(parents=True, exist_ok=True)
   outputs.write_text(results_dir / 'table.md', '\n'.join(lines))
+
+
+@dataclasses.dataclass(frozen=True)
+class Swept:
+  """A one-seed rate sweep: each rate tried with its run's summary (or NOT_RUN /
+  CANNOT_RUN) and score (None: not run; NaN: diverged), and the chosen rate."""
+  results: dict
+  scores: dict
+  chosen: float | None
+
+
+def score(result: dict | str, metric: str) -> float | None:
+  """A sweep run's score: None when it has not run, NaN when it diverged (the
+  trainer stopped it, or its training loss is NaN), else its final `metric`."""
+  if not isinstance(result, dict):
+    return None
+  if 'diverged_at_round' in result or math.isnan(cell_records.recorded(result, LOSS, 0.0)):
+    return math.nan
+  return float(result[metric])
+
+
+def sweep_rates(grid, run: Callable[[float], dict | str], metric: str, *,
+                max_extensions: int, lower_is_better: bool = False) -> Swept:
+  """Runs `run(rate)` (a cell's summary) at each rate of `grid`, extended past a
+  best edge (launch.rate_sweep), scored by its final `metric`."""
+  results = {}
+
+  def scored(rate):
+    results[rate] = run(rate)
+    return score(results[rate], metric)
+
+  scores, chosen = rate_sweep.sweep(grid, scored, lower_is_better=lower_is_better,
+                                    max_extensions=max_extensions)
+  return Swept(results, scores, chosen)
+
+
+def sweep_lines(swept: Swept, label: str, metrics: tuple[str, ...],
+                floor: dict[str, float] | None = None) -> list[str]:
+  """A sweep's rows, one a rate tried (the chosen one in bold), `label` naming the
+  method (e.g. 'FedAvg, client Adam'), after a popularity row (`floor`, if
+  given), then the rates tried."""
+  lines = ['| ' + label + ' | ' + ' | '.join(m.split('/')[-1] for m in metrics) + ' |',
+           '|---|' + '---|' * len(metrics)]
+  if floor is not None:
+    lines.append('| popularity | ' + ' | '.join(f'{floor[m]:.3f}' for m in metrics) + ' |')
+  for rate, result in sorted(swept.results.items()):
+    value = swept.scores[rate]
+    if value is None:
+      cells = ['not run'] * len(metrics)
+    elif math.isnan(value):
+      cells = ['diverged'] * len(metrics)
+    else:
+      cells = [f'{result[m]:.3f}' for m in metrics]
+    shown = f'**{rate:g}**' if rate == swept.chosen else f'{rate:g}'
+    lines.append(f'| {shown} | ' + ' | '.join(cells) + ' |')
+  if swept.chosen is None:
+    chosen = 'not chosen yet: the sweep is not complete'
+  elif all(math.isnan(v) for v in swept.scores.values()):
+    chosen = 'every rate diverged'
+  elif min(swept.scores) < swept.chosen < max(swept.scores):
+    chosen = f'{swept.chosen:g} wins, inside the rates tried'
+  else:
+    chosen = f'{swept.chosen:g} wins, at the edge of the rates tried (its extensions ran out)'
+  return [*lines, '', f'Rates tried: {rate_sweep.describe(swept.scores, swept.chosen)}; '
+          f'{chosen}.', '']

@@ -130,3 +130,41 @@ def test_last_k_shows_the_mean_of_each_runs_last_evaluations_and_compares_it(tmp
                       'per seed (hr) |')
   assert lines[6] == '| BASE | 0.500 ± 0.000 | 0.400 ± 0.000 |  | 0.500, 0.500 |'
   assert lines[7] == '| SWING | 0.150 ± 0.071 | 0.525 ± 0.035 | +0.125 | 0.100, 0.200 |'
+
+
+def test_a_sweep_run_scores_its_metric_nan_when_it_diverged_and_none_unrun():
+  assert seeded_table.score({'v': 0.3, LOSS: 0.4}, 'v') == 0.3
+  assert math.isnan(seeded_table.score({'v': 0.0, LOSS: math.nan}, 'v'))
+  assert math.isnan(seeded_table.score({LOSS: 0.1, 'diverged_at_round': 5}, 'v'))
+  assert seeded_table.score('not run', 'v') is None
+
+
+def test_a_rate_sweep_extends_past_a_winning_edge_and_renders_each_rate():
+  """The best of 0.1, 0.3 is the top: 1 is tried and diverges, so 0.3 is chosen,
+  inside the rates tried; the table shows every rate, the chosen one in bold."""
+  runs = {0.1: {'v': 0.5, 'w': 0.2, LOSS: 0.4}, 0.3: {'v': 0.6, 'w': 0.25, LOSS: 0.3},
+          1.0: {'v': 0.0, 'w': 0.0, LOSS: math.nan}}
+  asked = []
+
+  def run(rate):
+    asked.append(rate)
+    return runs[rate]
+
+  swept = seeded_table.sweep_rates((0.1, 0.3), run, 'v', max_extensions=2)
+
+  assert asked == [0.1, 0.3, 1.0] and swept.chosen == 0.3
+  assert seeded_table.sweep_lines(swept, 'M, lr', ('v', 'w'), {'v': 0.4, 'w': 0.1}) == [
+      '| M, lr | v | w |', '|---|---|---|', '| popularity | 0.400 | 0.100 |',
+      '| 0.1 | 0.500 | 0.200 |', '| **0.3** | 0.600 | 0.250 |', '| 1 | diverged | diverged |',
+      '', 'Rates tried: 0.1, **0.3**, 1; 0.3 wins, inside the rates tried.', '']
+
+
+def test_a_sweep_with_an_unrun_rate_chooses_nothing_yet():
+  swept = seeded_table.sweep_rates((0.1, 0.3), {0.1: {'v': 0.5, LOSS: 0.4}}.get, 'v',
+                                   max_extensions=2)
+
+  assert swept.chosen is None
+  lines = seeded_table.sweep_lines(swept, 'M', ('v',))
+  assert '| 0.3 | not run |' in lines
+  assert lines[-2] == ('Rates tried: 0.1, 0.3 (not run); not chosen yet: the sweep is not '
+                       'complete.')
