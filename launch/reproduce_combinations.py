@@ -12,8 +12,10 @@ with FedSubAvg's correction stacked on its recovered tables (`--stack=fedsubavg`
 movielens: CoLR's setting on ML-100K leave-one-out (1000 rounds of 10
 clients, d = 64, client SGD 0.5, stored user vectors): FedMF, FedMF +
 FedSubAvg, CoLR r = 4, CoLR r = 4 + FedSubAvg (the correction scales the rows
-of the mean A, which commutes with the shared basis B); and the last three at a
-tenth of the server learning rate.
+of the mean A, which commutes with the shared basis B), at the parts' server
+step 1; then each stacked row at the server step its sweep (seed 0, validation
+HR@10, SERVER_RATES extended past a winning edge) chooses, beside its part
+alone at that step.
 
 A part alone is the paper reproduction's own record where it ran with the
 same flags and seed (results/fair_goodreads, results/colr_movielens: seed 0
@@ -22,6 +24,7 @@ results/combinations/cells. Each seed draws the
 model, the cohorts and the negatives.
 """
 
+import dataclasses
 import pathlib
 
 from absl import app
@@ -50,47 +53,94 @@ TABLES = {
              '--algorithm=fair', '--capacities=1x-2x', '--stack=fedsubavg'), None)},
         ('--rounds=50', '--eval_every=10', '--client_learning_rate=0.001'), '',
         versus=('popularity',)),
-    'movielens': seeded_table.Table(
-        'loo_ranking', 'ML-100K leave-one-out: CoLR with FedSubAvg\'s correction',
-        ('test/hr_at_10', 'test/ndcg_at_10'),
-        {'fedmf': ('FedMF-64', ('--algorithm=fedmf', '--embedding_dim=64'),
-                   'results/colr_movielens/cells/fedmf_d64'),
-         'fedsubavg': ('FedMF-64 + FedSubAvg', ('--algorithm=fedsubavg',), None),
-         'colr': ('CoLR r=4', ('--algorithm=colr', '--rank=4'),
-                  'results/colr_movielens/cells/colr_r4'),
-         'colr_fedsubavg': ('CoLR r=4 + FedSubAvg', (
-             '--algorithm=colr', '--rank=4', '--stack=fedsubavg'), None),
-         # The correction multiplies a rare item's step by up to N / (n_m K) = 94
-         # here: the same at a tenth of the server step, with FedMF there too.
-         'fedmf_lr0.1': ('FedMF-64, server lr 0.1', (
-             '--algorithm=fedmf', '--server_learning_rate=0.1'), None),
-         'fedsubavg_lr0.1': ('FedMF-64 + FedSubAvg, server lr 0.1', (
-             '--algorithm=fedsubavg', '--server_learning_rate=0.1'), None),
-         'colr_lr0.1': ('CoLR r=4, server lr 0.1', (
-             '--algorithm=colr', '--rank=4', '--server_learning_rate=0.1'), None),
-         'colr_fedsubavg_lr0.1': ('CoLR r=4 + FedSubAvg, server lr 0.1', (
-             '--algorithm=colr', '--rank=4', '--stack=fedsubavg',
-             '--server_learning_rate=0.1'), None)},
-        ('--rounds=1000', '--eval_every=100', '--checkpoint_every=100'), 'test',
-        versus=('popularity',)),
 }
+
+
+# CoLR's setting on ML-100K: the parts alone and stacked at the parts' server
+# step (1.0, the paper's); then each stacked method at the server step its own
+# sweep chooses on validation, beside its part alone at that step.
+MOVIELENS = ('loo_ranking', "ML-100K leave-one-out: CoLR with FedSubAvg's correction",
+             ('--rounds=1000', '--eval_every=100', '--checkpoint_every=100'))
+PARTS = {'fedmf': ('FedMF-64', ('--algorithm=fedmf', '--embedding_dim=64'),
+                   'results/colr_movielens/cells/fedmf_d64'),
+         'colr': ('CoLR r=4', ('--algorithm=colr', '--rank=4'),
+                  'results/colr_movielens/cells/colr_r4')}
+STACKED = {'fedsubavg': ('FedMF-64 + FedSubAvg', ('--algorithm=fedsubavg',), 'fedmf'),
+           'colr_fedsubavg': ('CoLR r=4 + FedSubAvg', (
+               '--algorithm=colr', '--rank=4', '--stack=fedsubavg'), 'colr')}
+# The correction multiplies a rare item's step by up to N / (n_m K) = 94 here,
+# and every stacked row diverges at the parts' step 1.0: the server step is
+# swept below it, seed 0, on validation HR@10 (each user's second-to-last item),
+# extended past a winning edge (launch.rate_sweep).
+SERVER_RATES = (0.03, 0.1, 0.3)
+SWEEP_METRICS = ('validation/hr_at_10', 'validation/ndcg_at_10')
+MAX_EXTENSIONS = 2
+
+
+def _at(row: str, rate: float) -> str:
+  """The row of `row` at server step `rate` (the parts' own step, 1, is `row`)."""
+  return row if rate == 1 else f'{row}_lr{rate:g}'
+
+
+def _movielens_row(row: str, rate: float) -> tuple:
+  label, args, *_ = {**PARTS, **STACKED}[row]
+  if rate == 1:
+    return (label, args, PARTS[row][2] if row in PARTS else None)
+  return (f'{label}, server lr {rate:g}', (*args, f'--server_learning_rate={rate:g}'), None)
+
+
+def _movielens(seeds: list[int], runs_dir: str, records: pathlib.Path,
+               wanted: bool) -> list[str]:
+  """The server-step sweeps of the stacked rows, then the table over `seeds`."""
+  rows = {r: _movielens_row(r, 1) for row, (*_, part) in STACKED.items() for r in (part, row)}
+  base = seeded_table.Table(MOVIELENS[0], MOVIELENS[1], ('test/hr_at_10', 'test/ndcg_at_10'),
+                            rows, MOVIELENS[2], 'test', versus=('popularity',))
+  lines = [f'## {MOVIELENS[1]}: the stacked rows\' server step, validation, seed 0', '',
+           f'{base.caption()} --seed=0; validation HR@10 / NDCG@10 at the last round '
+           '(each user\'s second-to-last item; the test item untouched). The server step '
+           'each stacked row runs at below is the best here.', '']
+  floor = seeded_table.popularity(dataclasses.replace(base, popularity='validation'), 0,
+                                  records)
+  chosen = {}
+  for row, (label, *_) in STACKED.items():
+    def run(rate, row=row):
+      sweep = dataclasses.replace(base, rows={_at(row, rate): _movielens_row(row, rate)})
+      return seeded_table.seed_cell(sweep, _at(row, rate), 0, runs_dir, records, wanted)
+
+    swept = seeded_table.sweep_rates(SERVER_RATES, run, SWEEP_METRICS[0],
+                                     max_extensions=MAX_EXTENSIONS)
+    lines += seeded_table.sweep_lines(swept, f'{label}, server lr', SWEEP_METRICS, floor)
+    chosen[row] = swept.chosen
+  for row, rate in chosen.items():
+    if rate is not None and rate != 1:
+      part = STACKED[row][2]
+      rows.update({_at(part, rate): _movielens_row(part, rate),
+                   _at(row, rate): _movielens_row(row, rate)})
+  table = dataclasses.replace(base, rows=rows)
+  lines += seeded_table.tabulate(table, seeds, runs_dir, records, wanted)
+  if None in chosen.values():
+    lines += ['The rows at a stacked row\'s chosen server step wait for its whole sweep.', '']
+  return lines
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  common.check_choices('tables', FLAGS.tables, TABLES)
+  common.check_choices('tables', FLAGS.tables, [*TABLES, 'movielens'])
   seeds = [int(s) for s in FLAGS.seeds]
   lines = ['# Cross-paper combinations', '',
            'Built by `python -m launch.reproduce_combinations` from the cell records. '
            'See README.md here for the reading.', '']
+  records = pathlib.Path(FLAGS.results_dir) / 'cells'
   for name in FLAGS.tables:
-    lines += seeded_table.tabulate(TABLES[name], seeds, FLAGS.runs_dir,
-                                   pathlib.Path(FLAGS.results_dir) / 'cells',
-                                   wanted=FLAGS.only == 'all')
+    if name == 'movielens':
+      lines += _movielens(seeds, FLAGS.runs_dir, records, FLAGS.only == 'all')
+    else:
+      lines += seeded_table.tabulate(TABLES[name], seeds, FLAGS.runs_dir, records,
+                                     wanted=FLAGS.only == 'all')
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
-  path = out / ('table.md' if len(FLAGS.tables) == len(TABLES) else
+  path = out / ('table.md' if len(FLAGS.tables) == len(TABLES) + 1 else
                 f'table_{"_".join(FLAGS.tables)}.md')
   outputs.write_text(path, '\n'.join(lines))
   print(f'done: {path}', flush=True)
