@@ -6,6 +6,10 @@ r"""Reproduces the shape of CoLR's Figures 3 and 4, Tables 2 and 4 on MovieLens 
 Leave-one-out MovieLens ranking (loo_ranking), FedMF with stored user
 vectors, 10 clients a round, the task's official settings (SGD 0.5, 2 local
 epochs, batch 256, decay 5e-4, 4 negatives). Cells:
+* The client rate of the headline pair (FedMF-64, CoLR r = 4): SWEEP_RATES on
+  seed 0, scored on validation HR@10, extended past a winning edge
+  (launch.rate_sweep); where it differs from CLIENT_RATE, the pair over --seeds
+  at the chosen rates (every other cell runs at CLIENT_RATE).
 * Figure 3: FedMF at d = 1..64 against CoLR at d = 64, r = 1..32: test HR /
   NDCG against the payload a client uploads per round.
 * Figure 4: CoLR against SVD and top-k compression of the full update at the
@@ -42,6 +46,7 @@ from launch import common
 from launch import outputs
 from launch import plots
 from launch import seed_stats
+from launch import seeded_table
 from tasks import loo_ranking
 from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import fedmf
@@ -104,6 +109,44 @@ def _cell(name: str, algorithm: str, *args: str) -> list[str]:
         f'--checkpoint_every={FLAGS.eval_every}', *args, f'--seed={seed}',
         wanted=_wanted(cell), records_dir=_records())
   return cells
+
+
+# The client SGD rate every cell runs at (the paper's), and the rates tried
+# beside it for the headline pair (FedMF-64, CoLR r = 4): seed 0, validation
+# HR@10 (each user's second-to-last item) at the last round, extended past a
+# winning edge (launch.rate_sweep).
+CLIENT_RATE = 0.5
+SWEEP_RATES = (0.25, 0.5, 1.0)
+SWEEP_METRICS = ('validation/hr_at_10', 'validation/ndcg_at_10')
+MAX_EXTENSIONS = 2
+SWEPT = {'fedmf_d64': ('FedMF-64, client SGD', ('fedmf',)),
+         'colr_r4': ('CoLR r=4, client SGD', ('colr', '--rank=4'))}
+
+
+def _at(name: str, rate: float) -> str:
+  """The cell of configuration `name` at client rate `rate` (CLIENT_RATE's is `name`)."""
+  return name if rate == CLIENT_RATE else f'{name}_lr{rate:g}'
+
+
+def _at_rate(name: str, rate: float) -> tuple[str, ...]:
+  """_cell's algorithm and arguments of configuration `name` (of SWEPT) at `rate`."""
+  return (*SWEPT[name][1], *([f'--client_learning_rate={rate:g}'] if rate != CLIENT_RATE else []))
+
+
+def _sweep(name: str) -> seeded_table.Swept:
+  """The client rate sweep of configuration `name` (of SWEPT), seed 0 (the cell
+  of seed 0 of the configuration at that rate)."""
+  def run(rate):
+    cell = _at(name, rate)
+    algorithm, *args = _at_rate(name, rate)
+    return cell_records.run_cell(
+        FLAGS.runs_dir, cell, 'launch.train', f'--algorithm={algorithm}',
+        f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
+        f'--checkpoint_every={FLAGS.eval_every}', *args, '--seed=0',
+        wanted=_wanted(cell), records_dir=_records())
+
+  return seeded_table.sweep_rates(SWEEP_RATES, run, SWEEP_METRICS[0],
+                                  max_extensions=MAX_EXTENSIONS)
 
 
 def _metrics(name: str) -> pd.DataFrame | None:
@@ -223,6 +266,11 @@ def main(argv):
       dataclasses.replace(config, seed=seed)).popularity('test'))
             for seed in _seeds()]  # each seed draws the negatives
   popularity = dict(hr=[s['hr_at_10'] for s in scores], ndcg=[s['ndcg_at_10'] for s in scores])
+  sweeps = {name: _sweep(name) for name in SWEPT}
+  validation_floor = {f'validation/{k}': v for k, v in derived(
+      'popularity_validation_s0', lambda: task().popularity('validation')).items()}
+  sweep_lines = [line for name, swept in sweeps.items() for line in seeded_table.sweep_lines(
+      swept, SWEPT[name][0], SWEEP_METRICS, validation_floor)]
   cells = {'fedmf_d64': _cell('fedmf_d64', 'fedmf'), 'colr_r4': _cell('colr_r4', 'colr',
                                                                        '--rank=4')}
   for r in RANKS:
@@ -255,6 +303,24 @@ def main(argv):
     return seed_stats.versus(result['hr'], popularity['hr']) if result else '-'
 
   floor = f'Popularity (the floor): {_fmt(popularity)}; "vs popularity" on HR@10.'
+
+  chosen = {name: swept.chosen for name, swept in sweeps.items()}
+  if None in chosen.values():
+    sweep_note = 'The pair at the rates the sweeps choose waits for both sweeps.'
+  elif set(chosen.values()) == {CLIENT_RATE}:
+    sweep_note = f'Both sweeps choose {CLIENT_RATE:g}, the rate every cell here runs at.'
+  else:  # the pair at its chosen rates, over the seeds (seed 0: the sweep's cell)
+    pair = {name: _result(_cell(_at(name, rate), *_at_rate(name, rate)))
+            for name, rate in chosen.items()}
+    sweep_note = '\n'.join([
+        f'Every other cell here runs at client SGD {CLIENT_RATE:g}. The pair at the rates '
+        f'the sweeps choose, seeds {_seeds()}:', '',
+        '| | client SGD | HR@10 (% of FedMF-64 HR) / NDCG@10 | vs popularity |',
+        '|---|---|---|---|',
+        *(f'| {SWEPT[name][0].removesuffix(", client SGD")} | {rate:g} | '
+          f'{_fmt(pair[name], pair["fedmf_d64"] if name != "fedmf_d64" else None)} | '
+          f'{vs_popularity(pair[name])} |'
+          for name, rate in chosen.items())])
 
   figure3 = ['| payload | FedMF d | up KB | HR / NDCG | vs popularity | CoLR r | up KB | '
              'HR / NDCG (% of FedMF-64 HR) | vs popularity |', '|---|' + '---|' * 8]
@@ -313,6 +379,14 @@ negatives, so popularity has a spread too), the difference where beyond noise.
 |---|---|---|
 | popularity (items by training users) | {_fmt(popularity)} | |
 | FedMF d = 64 | {_fmt(base)} | {vs_popularity(base)} |
+
+## Client learning rate of the headline pair: validation, seed 0
+
+`--task=loo_ranking --rounds={FLAGS.rounds} --seed=0`; validation HR@10 / NDCG@10 (each
+user's second-to-last item; the test item untouched) after the last round.
+
+{chr(10).join(sweep_lines)}
+{sweep_note}
 
 ## Figure 3: FedMF at smaller d against CoLR at d = 64, same payload
 
