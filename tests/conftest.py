@@ -3,14 +3,15 @@ the reproduction scripts' flags."""
 
 import os
 import pathlib
+import sys
 
 from absl.testing import flagsaver
 import psutil
 import pytest
 
-import launch  # pylint: disable=unused-import  # loads TensorFlow first, quietly
+import launch  # pylint: disable=unused-import  # TensorFlow, whenever it loads, loads quietly
 from tests import fixtures
-from tff_rec.runtime import native
+from tff_rec.runtime import worker_binary
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / 'shared' / 'data'
@@ -18,7 +19,7 @@ SHARED_DATA = REPO.parent / 'shared' / 'data'
 
 def _is_live_worker(proc: psutil.Process) -> bool:
   try:
-    return proc.name() == native.WORKER_NAME and proc.status() != psutil.STATUS_ZOMBIE
+    return proc.name() == worker_binary.NAME and proc.status() != psutil.STATUS_ZOMBIE
   except psutil.NoSuchProcess:
     return False
 
@@ -38,14 +39,20 @@ def own_worker_processes() -> dict[int, psutil.Process]:
           if _is_live_worker(p)}
 
 
-# Computations need the `tff_runtime` fixture; TFF's own context is dropped at
-# import, in every process that loads this file (xdist's controller runs no
-# fixture, and TFF's context alive at its exit printed a traceback).
-native.drop_tff_default_context()
+def pytest_collection_finish(session):
+  """Computations need the `tff_runtime` fixture: TFF's own context, made when the
+  tests' imports load TFF, is dropped (alive at exit, it printed a traceback).
+  Nothing here loads TFF: xdist's controller, which imports no test, never pays
+  for TensorFlow."""
+  del session
+  if 'tensorflow_federated' in sys.modules:
+    from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
+    native.drop_tff_default_context()
 
 
 @pytest.fixture(scope='session')
 def _session_runtime():
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   with native.NativeRuntime() as runtime:
     yield runtime
 

@@ -12,10 +12,17 @@ from tests import conftest
 def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_path):
   del real_ml100k  # the matrix reads ../shared/data itself
   records, table = tmp_path / 'cells', tmp_path / 'matrix.md'
+  # A cell recorded by an earlier run is not run again (its record is kept as is).
+  recorded = records / 'ml100k_ctr' / 'fedsgd-mean-inprocess.json'
+  recorded.parent.mkdir(parents=True)
+  recorded.write_text(json.dumps({'status': 'OK', 'metric': 'eval/test_auc', 'value': 0.4321,
+                                  'train_loss': 0.69, 'evidence': {}, 'seconds': 1.0}))
   args = [sys.executable, '-m', 'launch.matrix', '--rounds=1', '--tasks=ml100k_ctr',
           '--algorithms=fedsgd,colr', f'--records={records}', f'--output={table}']
   done = subprocess.run(args, cwd=conftest.REPO, capture_output=True, text=True, timeout=900)
   assert done.returncode == 0, done.stderr[-3000:]
+  assert 'fedsgd-mean-inprocess' not in done.stdout and json.loads(recorded.read_text())[
+      'value'] == 0.4321
   cell = json.loads((records / 'ml100k_ctr' / 'fedsgd-mean-native.json').read_text())
   assert cell['status'] == 'OK' and 0.3 < cell['value'] < 0.7  # AUC after one round
   secure = json.loads((records / 'ml100k_ctr' / 'fedsgd-secure-inprocess.json').read_text())
@@ -28,6 +35,7 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
   text = table.read_text()
   row = re.search(r'\| fedsgd \| (.*) \|', text).group(1).split(' | ')
   assert row[0] == f"OK {cell['value']:.3f}" and all(c.startswith('OK') for c in row)
+  assert row[1] == 'OK 0.432'  # the recorded cell
   assert len(row) == 5 and '| mean / native + fedsubavg |' in text
   assert re.search(r'\| colr \| N/A \[1\] \| N/A \[1\] \| N/A \[1\] \| N/A \[1\] '
                    r'\| N/A \[1\] \|', text)

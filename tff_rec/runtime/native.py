@@ -20,6 +20,7 @@ import atexit
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,11 @@ def context_arguments(stub: tff.framework.RemoteExecutorGrpcStub) -> dict:
 def channel(address: str) -> grpc.Channel:
   """A gRPC channel to a TFF worker, with TFF's message size cap."""
   return grpc.insecure_channel(address, _GRPC_OPTIONS)
+
+
+def _accepts(port: int) -> bool:
+  with socket.socket() as probe:
+    return probe.connect_ex(('localhost', port)) == 0
 
 
 class WorkerStartError(RuntimeError):
@@ -131,16 +137,20 @@ class NativeRuntime:
          f'--max_concurrent_computation_calls={self._max_calls}'],
         stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
         preexec_fn=worker_binary.die_with_parent)
-    self._channel = channel(f'localhost:{port}')
-    stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
     deadline = time.monotonic() + self._start_timeout_s
-    while not stub.is_ready:
+    stub = None
+    # The channel is made once the port accepts: gRPC waits 1 s (its first
+    # reconnect backoff) after a refused connection, a second of every start.
+    while stub is None or not stub.is_ready:
       if self._process.poll() is not None or time.monotonic() > deadline:
         log = pathlib.Path(self._log.name).read_text(errors='replace')[-2000:]
         self.close()
         raise WorkerStartError(f'TFF worker on port {port} did not start; its '
                                f'log ends:\n{log}')
-      time.sleep(0.1)
+      if stub is None and _accepts(port):
+        self._channel = channel(f'localhost:{port}')
+        stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
+      time.sleep(0.01)
     threading.Thread(target=self._watch, args=(self._process,), daemon=True,
                      name='tff-worker-watchdog').start()
     return stub
