@@ -65,7 +65,7 @@ def _stored_round(config, clients=(0,), ranks=None, runtime='native'):
 def test_fedmf_round_is_one_sgd_step_on_items_and_user(tff_runtime, runtime):
   _, _, output = _stored_round(_config(), runtime=runtime)
   grad, user_grad = _one_step_gradient(USERS[0], DATA[0][1], DATA[0][2])
-  np.testing.assert_allclose(output.state['server']['items'], ITEMS - LR * grad, atol=1e-6)
+  np.testing.assert_allclose(output.state['server']['weights']['items'], ITEMS - LR * grad, atol=1e-6)
   np.testing.assert_allclose(output.state['clients'][0], USERS[0] - LR * user_grad, atol=1e-6)
   np.testing.assert_array_equal(output.state['clients'][1:], USERS[1:])  # not in the cohort
   np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * D * 4)
@@ -81,7 +81,7 @@ def test_colr_round_moves_items_by_the_gradient_projected_on_the_shared_basis(tf
   basis = factor_sum.correlated_basis(seed, rank, D).numpy()
   # A = -lr sqrt(r/d) G B^T from zero, and the server adds A B.
   expected = ITEMS - LR * np.sqrt(rank / D) * grad @ basis.T @ basis
-  np.testing.assert_allclose(output.state['server']['items'], expected, atol=1e-6)
+  np.testing.assert_allclose(output.state['server']['weights']['items'], expected, atol=1e-6)
   assert output.state['server']['round'] == 1
   np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * rank * 4)
 
@@ -90,7 +90,7 @@ def test_colr_round_moves_items_by_the_gradient_projected_on_the_shared_basis(tf
 def test_item_average_over_the_cohort_or_over_the_clients_that_touched_it(
     tff_runtime, average, touched_share):
   _, _, output = _stored_round(_config(item_average=average), clients=(0, 1))
-  moved = output.state['server']['items'] - ITEMS
+  moved = output.state['server']['weights']['items'] - ITEMS
   for client in (0, 1):
     grad, _ = _one_step_gradient(USERS[client], DATA[client][1], DATA[client][2])
     rows = sorted(set(DATA[client][1]))
@@ -101,12 +101,12 @@ def test_item_average_over_the_cohort_or_over_the_clients_that_touched_it(
 def test_scolr_clients_train_nested_columns_of_one_permutation(tff_runtime):
   # Two clients at local rank 1 of R = 3 train the same column: a rank-1 update.
   _, _, output = _stored_round(_config('scolr', 3), clients=(0, 1), ranks={0: 1, 1: 1})
-  moved = output.state['server']['items'] - ITEMS
+  moved = output.state['server']['weights']['items'] - ITEMS
   assert np.linalg.matrix_rank(moved, tol=1e-6) == 1
   np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * 4)
   _, _, output = _stored_round(_config('scolr', 3), clients=(0, 1), ranks={0: 1, 1: 3})
   np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * 4 * 2)  # mean of 1, 3
-  assert np.linalg.matrix_rank(output.state['server']['items'] - ITEMS, tol=1e-6) == 3
+  assert np.linalg.matrix_rank(output.state['server']['weights']['items'] - ITEMS, tol=1e-6) == 3
 
 
 @pytest.mark.parametrize('form, check', [
@@ -115,7 +115,7 @@ def test_scolr_clients_train_nested_columns_of_one_permutation(tff_runtime):
 ])
 def test_compressed_updates_stay_compressed_after_aggregation(tff_runtime, form, check):
   _, _, output = _stored_round(_config(form, 1), clients=(0, 1))
-  moved = output.state['server']['items'] - ITEMS
+  moved = output.state['server']['weights']['items'] - ITEMS
   assert np.abs(moved).max() > 0 and check(moved)
 
 
@@ -129,7 +129,7 @@ def test_reconstruction_round_is_mapreduce_and_runs_the_same_in_process(tff_runt
     in_process = local.next(local.initialize(), clients)
   finally:
     local.close()
-  items = [process.get_model_weights(output.state) for output in (native, in_process)]
+  items = [process.get_model_weights(output.state)['items'] for output in (native, in_process)]
   np.testing.assert_allclose(items[1], items[0], atol=1e-6)
   assert np.abs(items[0] - ITEMS).max() > 1e-4
 
@@ -140,7 +140,7 @@ def _colr_round(users: str, **factories):
     process = inprocess.for_runtime(fedmf.build_process(
         _config('colr', 2), ITEMS, _dataset_computation(1), USERS, **factories), 'inprocess')
     output = process.next(process.initialize(), [(c, (np.int32(2), DATA[c])) for c in (0, 1)])
-    return output.state['server']['items'], output.metrics
+    return output.state['server']['weights']['items'], output.metrics
   built = fedmf.build_process(_config('colr', 2, reconstruction_epochs=1), ITEMS,
                               _dataset_computation(2), **factories)
   process = inprocess.InProcessLearningProcess(built, threads=1)
@@ -149,7 +149,7 @@ def _colr_round(users: str, **factories):
         (USERS[c], np.int32(2), _rows(DATA[c][1], DATA[c][2], epochs=2)) for c in (0, 1)])
   finally:
     process.close()
-  return process.get_model_weights(output.state), output.metrics
+  return process.get_model_weights(output.state)['items'], output.metrics
 
 
 @pytest.mark.parametrize('users', ['stored', 'reconstructed'])

@@ -29,12 +29,15 @@ def test_the_mean_of_low_rank_factors_times_b_is_the_mean_of_the_updates():
   assert error > 0.5
 
 
-def test_column_mask_takes_the_first_local_rank_columns_of_a_shared_permutation():
-  masks = [item_updates.column_mask(_seed(5), 8, r).numpy() for r in (1, 3, 8)]
+def test_scolr_trains_the_first_local_rank_columns_of_a_shared_permutation():
+  scolr = item_updates.UpdateForm('scolr', 8)
+  masks = [item_updates.low_rank_columns(scolr, _seed(5), r).numpy() for r in (1, 3, 8)]
   assert [m.sum() for m in masks] == [1, 3, 8]
   assert (masks[0] <= masks[1]).all() and (masks[1] <= masks[2]).all()  # nested
-  other = item_updates.column_mask(_seed(6), 8, 3).numpy()
+  other = item_updates.low_rank_columns(scolr, _seed(6), 3).numpy()
   assert other.sum() == 3
+  colr = item_updates.low_rank_columns(item_updates.UpdateForm('colr', 8), _seed(5), 1)
+  assert colr.numpy().sum() == 8  # colr trains every column
 
 
 def test_svd_and_top_k_compressions():

@@ -135,7 +135,7 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
 
   aggregation = tier_recovery.TierRecoveryFactory(tiers, aggregator)
 
-  def step(weights, sums, mean):
+  def step(weights, sums, mean, _broadcast):
     target = collections.OrderedDict(mean['dense'])
     target.update(mean['tiers'])
     target = collections.OrderedDict((k, target[k]) for k in weights)
@@ -220,10 +220,7 @@ def build(task, options: Options, training, *, name: str):
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
   tier_of = dict(zip(ids, tier_of.tolist()))
-  table_scales = None
-  if 'fedsubavg' in training.stack:  # clients weigh by examples here: so does the heat
-    table_scales = {t: s for t, s in heat.row_scales(
-        task, name, 'examples', training.max_correction).items() if t in model.tables}
+  table_scales = heat.stacked_table_scales(task, name, training, model.tables)
   process = rounds.compose(build_round(
       model, tiers, dataset_computation=batches_of,
       client_optimizer=training.client_optimizer.build(),

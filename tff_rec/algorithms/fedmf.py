@@ -94,27 +94,6 @@ def reconstruct_user(config: FedMFConfig, items: tf.Tensor, user: tf.Tensor,
                           {'user': user}, batches).weights['user']
 
 
-@tf.function
-def _reconstruct_in_lockstep(items, users, item_ids, labels, mask, learning_rate, l2):
-  for step in tf.range(tf.shape(item_ids)[1]):
-    users -= learning_rate * mf.user_gradients(
-        users, tf.gather(items, item_ids[:, step]), labels[:, step], mask[:, step], l2)
-  return users
-
-
-def reconstruct_users(config: FedMFConfig, items: np.ndarray, users: np.ndarray,
-                      item_ids: np.ndarray, labels: np.ndarray, mask: np.ndarray
-                      ) -> np.ndarray:
-  """reconstruct_user for many users at once (evaluation): the same SGD steps,
-  users side by side. item_ids, labels, mask: [users, steps, batch]
-  (implicit.padded_batches)."""
-  return _reconstruct_in_lockstep(
-      tf.constant(items, tf.float32), tf.constant(users, tf.float32), tf.constant(item_ids),
-      tf.constant(labels), tf.constant(mask), tf.constant(config.client_learning_rate,
-                                                          tf.float32),
-      tf.constant(config.l2, tf.float32)).numpy()
-
-
 def client_training(config: FedMFConfig, items, seed, user, local_rank,
                     batches: sliced.Batches):
   """(payload, coverage, trained user, loss sum, count) of one client.
@@ -193,9 +172,10 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   `sum_factory` (default TFF's plain sum); `mean_factory` (e.g. TFF's DP mean)
   replaces the sum and the division by coverage with a mean over the cohort:
   the cohort average of the forms whose every client covers every entry (not
-  scolr's columns, not 'touched'). Model weights: {'items': W} and the users
-  (rounds.Round.clients_in_model) when stored, the item table alone when
-  reconstructed (a user's vector is reconstructed wherever it is needed).
+  scolr's columns, not 'touched'). Model weights: {'items': W}, and the users
+  (rounds.Round.clients_in_model) when stored (a reconstructed user's vector is
+  reconstructed wherever it is needed). The server adds the decoded mean update
+  times the server learning rate: SGD on its negation, exactly.
   """
   aggregation, averaged = _aggregation(config, sum_factory, mean_factory)
   stored = not config.reconstruction_epochs
@@ -206,17 +186,14 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
       ([] if stored else [('user', user_type)])
       + [('rank', np.int32), ('data', dataset_computation.type_signature.parameter)])
 
-  @tff.tensorflow.computation
-  def server_init():
-    return collections.OrderedDict(items=tf.constant(initial_items, tf.float32),
-                                   round=tf.constant(0, tf.int64))
+  server_optimizer = _sgd(config.server_learning_rate)  # adds the decoded mean update
+  server_init, get_model_weights, set_model_weights = rounds.server_model(
+      {ITEM_TABLE: initial_items}, server_optimizer, counts_rounds=True)
 
-  server_type = server_init.type_signature.result
-
-  @tff.tensorflow.computation(server_type)
+  @tff.tensorflow.computation(server_init.type_signature.result)
   def distributor(server):
-    return collections.OrderedDict(
-        items=server['items'], seed=factor_sum.round_seed(config.seed, server['round']))
+    return collections.OrderedDict(items=server['weights'][ITEM_TABLE],
+                                   seed=factor_sum.round_seed(config.seed, server['round']))
 
   def work(broadcast, client_data, user):
     payload, coverage, user, loss_sum, count = client_training(
@@ -239,10 +216,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
     client_work = tff.tensorflow.computation(
         lambda broadcast, client_data: work(broadcast, client_data, client_data['user']),
         distributor.type_signature.result, data_type)
-  @tff.tensorflow.computation(server_type, distributor.type_signature.result,
-                              client_work.type_signature.result['metrics'],
-                              rounds.aggregate_type(aggregation, client_work))
-  def finalizer(server, broadcast, sums, aggregate):
+
+  def step(_weights, sums, aggregate, broadcast):
     mean = (aggregate if averaged
             else aggregate['payload'] / tf.maximum(aggregate['coverage'], 1.0))
     if item_scale is not None:
@@ -252,24 +227,15 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
       update = tf.matmul(mean, factor_sum.correlated_basis(basis_seed, form.rank, config.dim))
     else:
       update = item_updates.compress(form, mean)  # svd / topk: the compressed download
-    server = collections.OrderedDict(
-        items=server['items'] + config.server_learning_rate * update,
-        round=server['round'] + 1)
     clients = tf.cast(tf.maximum(sums['clients'], 1), tf.float64)
-    return server, rounds.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
-        bytes_up=sums['bytes_up'] / clients,
-        bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
-        bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64)))
+    return {ITEM_TABLE: -update}, rounds.round_metrics(
+        sums['loss_sum'], sums['num_examples'], aggregator=dict(
+            bytes_up=sums['bytes_up'] / clients,
+            bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
+            bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64)))
 
-  @tff.tensorflow.computation(server_type)
-  def get_model_weights(server):
-    return collections.OrderedDict(items=server['items']) if stored else server['items']
-
-  @tff.tensorflow.computation(server_type, get_model_weights.type_signature.result)
-  def set_model_weights(server, weights):
-    return collections.OrderedDict(items=weights['items'] if stored else weights,
-                                   round=server['round'])
-
+  finalizer = rounds.optimizer_finalizer(server_init, distributor, client_work, aggregation,
+                                         server_optimizer, step)
   return rounds.Round(server_init, distributor, client_work, aggregation, finalizer,
                       get_model_weights, set_model_weights,
                       clients_in_model='users' if stored else None)
@@ -409,21 +375,19 @@ def build(task, options: Options, training, *, name: str):
   process = build_process(config, task.initial_items, task.mf_dataset_computation,
                           task.initial_users if stored else None, item_scale=item_scale,
                           **factories)
-  if stored:
-    def client_input(client_id: str, seed: int):
-      user = task.user_index(client_id)
-      return user, (np.int32(local_rank(user, seed)), task.client_rows(user, seed, epochs))
 
+  def client_input(client_id: str, seed: int):  # reconstructed: initial vector first
+    user = task.user_index(client_id)
+    data = (np.int32(local_rank(user, seed)), task.client_rows(user, seed, epochs))
+    return (user, data) if stored else (task.initial_users[user], *data)
+
+  if stored:
     return api.Built(process, ids, client_input)
 
-  def client_input(client_id: str, seed: int):  # pylint: disable=function-redefined
-    user = task.user_index(client_id)
-    return (task.initial_users[user], np.int32(local_rank(user, seed)),
-            task.client_rows(user, seed, epochs))
-
-  def evaluate(items, part: str):
-    users = reconstructed_users(task, config, np.asarray(items))
-    return task.evaluate({'items': np.asarray(items), 'users': users}, part)
+  def evaluate(weights, part: str):
+    items = np.asarray(weights[ITEM_TABLE])
+    return task.evaluate({'items': items, 'users': reconstructed_users(task, config, items)},
+                         part)
 
   return api.Built(process, ids, client_input, evaluate)
 
@@ -435,7 +399,8 @@ def build_fedavg(task, options: heat.WeightingOptions, training, *, name: str):
 
 
 def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndarray:
-  """Every user's vector reconstructed from its data with `items` frozen (evaluation)."""
+  """Every user's vector reconstructed from its data with `items` frozen (evaluation):
+  reconstruct_user's SGD steps, users side by side."""
   recon, seed = config.reconstruction_epochs, task.config.seed
   num_users = len(task.initial_users)
   vectors = []
@@ -444,8 +409,8 @@ def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndar
     (item_ids, labels), mask = implicit.padded_batches(
         [task.client_rows(u, [seed, EVAL_SEED_OFFSET, u], recon) for u in users],
         task.config.batch_size)
-    vectors.append(reconstruct_users(config, items, task.initial_users[users], item_ids,
-                                     labels, mask))
+    vectors.append(mf.fit_users(items, task.initial_users[users], item_ids, labels, mask,
+                                config.client_learning_rate, config.l2))
   return np.concatenate(vectors)
 
 

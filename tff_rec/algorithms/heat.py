@@ -45,6 +45,15 @@ def row_scales(task, name: str, mode: str, bound: float | None = None
   return {table: fedsubavg.corrections(h, population, bound) for table, h in rows.items()}
 
 
+def stacked_table_scales(task, name: str, training, table_names) -> dict | None:
+  """row_scales of `table_names` when FedSubAvg is stacked (training.stack), with
+  clients weighed by their examples (FAIR's and the table forms' rounds); else None."""
+  if 'fedsubavg' not in training.stack:
+    return None
+  scales = row_scales(task, name, 'examples', training.max_correction)
+  return {t: s for t, s in scales.items() if t in table_names}
+
+
 @dataclasses.dataclass(frozen=True)
 class WeightingOptions:
   heat: str | None = dataclasses.field(default=None, metadata={

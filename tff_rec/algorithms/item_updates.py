@@ -53,19 +53,14 @@ class UpdateForm:
     return max(1, num_items * self.rank // 2)
 
 
-def column_mask(seed: tf.Tensor, rank: int, local_rank: tf.Tensor) -> tf.Tensor:
-  """[rank] 1.0 for the first `local_rank` columns of a permutation drawn from `seed`."""
-  position = tf.argsort(tf.argsort(tf.random.stateless_uniform([rank], seed)))
-  return tf.cast(position < local_rank, tf.float32)
-
-
 def low_rank_columns(form: UpdateForm, permutation_seed: tf.Tensor, local_rank: tf.Tensor
                      ) -> tf.Tensor:
-  """[rank] the columns of A a client trains: scolr's first `local_rank` of the
-  round's permutation; every column for colr."""
-  if form.name == 'scolr':
-    return column_mask(permutation_seed, form.rank, local_rank)
-  return tf.ones([form.rank])
+  """[rank] 1.0 for the columns of A a client trains: scolr's first `local_rank` of
+  a permutation drawn from the round's `permutation_seed`; every column for colr."""
+  if form.name != 'scolr':
+    return tf.ones([form.rank])
+  position = tf.argsort(tf.argsort(tf.random.stateless_uniform([form.rank], permutation_seed)))
+  return tf.cast(position < local_rank, tf.float32)
 
 
 def low_rank_rows(table: tf.Tensor, factor: tf.Tensor, basis: tf.Tensor, columns: tf.Tensor,

@@ -97,10 +97,6 @@ class MetaUAConfig:
     return self.client_weighting or self.server_lr_scaling
 
 
-def _tensor_specs(values):
-  return [tf.TensorSpec(v.shape, v.dtype) for v in values]
-
-
 def _client_work(model, learning_rate: float, weights, train, support, query, *,
                  evaluates: bool = True):
   """One client's round: (report for the server, g_k). Without `evaluates`
@@ -316,7 +312,7 @@ def build_round(model_fn, batches_type: tff.Type, *, config: MetaUAConfig,
   def initialize():
     model = model_fn()
     weights = [tf.identity(v) for v in model.trainable_variables]
-    optimizer = server.optimizer.initialize(_tensor_specs(weights))
+    optimizer = server.optimizer.initialize([tf.TensorSpec(w.shape, w.dtype) for w in weights])
     zeros = [tf.zeros_like(w) for w in weights]
     attributes = len(config.attributes)
     return collections.OrderedDict(
@@ -341,7 +337,7 @@ def build_round(model_fn, batches_type: tff.Type, *, config: MetaUAConfig,
     server_state = {k: v for k, v in state.items() if k != 'non_trainable'}
     new_state, meta_metrics = step(server_state, reports, reports['attributes'],
                                    list(gradient))
-    new_state = _numpy(new_state)
+    new_state = tf.nest.map_structure(np.asarray, new_state)
     new_state['non_trainable'] = state['non_trainable']
     new_state = collections.OrderedDict((k, new_state[k]) for k in state)  # the type's order
     counts = reports['train_count']
@@ -354,16 +350,12 @@ def build_round(model_fn, batches_type: tff.Type, *, config: MetaUAConfig,
     if config.learns:  # the learned weights and step: MetaUA's aggregation
       metrics['client_work']['clients_without_query'] = float(
           (reports['query_count'] == 0).sum())
-      metrics['aggregator']['meta'] = _numpy(meta_metrics)
+      metrics['aggregator']['meta'] = tf.nest.map_structure(np.asarray, meta_metrics)
     return new_state, metrics
 
   get_model_weights, set_model_weights = rounds.keras_model_weights(server_type)
   return rounds.Round(initialize, distributor, client_work, tff.aggregators.SumFactory(),
                       finalizer, get_model_weights, set_model_weights)
-
-
-def _numpy(structure):
-  return tf.nest.map_structure(lambda t: np.asarray(t), structure)
 
 
 # The registry's side: MetaUA and FedNova on any task with a Keras model whose

@@ -142,16 +142,15 @@ def server_model(initial: Mapping[str, np.ndarray], optimizer: tff.learning.opti
 def optimizer_finalizer(initialize: tff.Computation, distributor: tff.Computation,
                         client_work: tff.Computation, aggregator: Factory,
                         optimizer: tff.learning.optimizers.Optimizer, step) -> tff.Computation:
-  """The finalizer of a server_model state: `step(weights, summed metrics, aggregate)
-  -> (pseudo-gradient, metrics)`, then the optimizer's step on the weights."""
+  """The finalizer of a server_model state: `step(weights, summed metrics, aggregate,
+  broadcast) -> (pseudo-gradient, metrics)`, then the optimizer's step on the weights."""
 
   @tff.tensorflow.computation(initialize.type_signature.result,
                               distributor.type_signature.result,
                               client_work.type_signature.result[METRICS],
                               aggregate_type(aggregator, client_work))
   def finalizer(server, broadcast, sums, aggregate):
-    del broadcast  # the server's own
-    pseudo_gradient, metrics = step(server['weights'], sums, aggregate)
+    pseudo_gradient, metrics = step(server['weights'], sums, aggregate, broadcast)
     server = collections.OrderedDict(server)  # pylint: disable=unsubscriptable-object
     server['optimizer'], server['weights'] = optimizer.next(
         server['optimizer'], server['weights'], pseudo_gradient)

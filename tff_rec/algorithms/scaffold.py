@@ -111,16 +111,6 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                       get_model_weights, set_model_weights)
 
 
-def _check_variates_fit(num_clients: int, parameters: int) -> None:
-  """Refuses variates (float32, one model per client) above half this machine's memory."""
-  refusal = resources.too_large(4 * num_clients * parameters,
-                                f'{num_clients} clients x {parameters} parameters')
-  if refusal:
-    raise api.NotApplicable(
-        f'--algorithm=scaffold keeps a control variate of the whole model for each client: '
-        f'{refusal}; use fewer clients or a smaller model')
-
-
 def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
                   client_learning_rate: float, server_learning_rate: float = 1.0,
                   **aggregation) -> rounds.RoundProcess:
@@ -132,7 +122,13 @@ def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
   """
   with tf.Graph().as_default():
     shapes = [v.shape for v in model_fn().trainable_variables]
-  _check_variates_fit(num_clients, sum(int(np.prod(s)) for s in shapes))
+  parameters = sum(int(np.prod(s)) for s in shapes)
+  refusal = resources.too_large(4 * num_clients * parameters,  # float32 variates
+                                f'{num_clients} clients x {parameters} parameters')
+  if refusal:
+    raise api.NotApplicable(
+        f'--algorithm=scaffold keeps a control variate of the whole model for each client: '
+        f'{refusal}; use fewer clients or a smaller model')
   round_ = build_round(
       model_fn, batches_type, client_learning_rate=client_learning_rate,
       server_learning_rate=server_learning_rate, num_clients=num_clients, **aggregation)

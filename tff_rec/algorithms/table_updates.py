@@ -56,8 +56,6 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
 
   table_scales: table name -> a scale per row of its mean update (FedSubAvg).
   """
-  if form.name not in ('colr', 'scolr', 'svd', 'topk'):
-    raise ValueError(f'unknown table update form {form.name!r}')
   aggregator = aggregator or tff.aggregators.MeanFactory()
   initial = collections.OrderedDict(
       (k, np.asarray(v, np.float32)) for k, v in model.initial_weights.items())
@@ -128,7 +126,7 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
   aggregation = (factor_sum.FactorSumFactory(form.rank, widths, seed, aggregator)
                  if form.columns else aggregator)
 
-  def step(weights, sums, mean):
+  def step(weights, sums, mean, _broadcast):
     update = collections.OrderedDict(mean['dense'])
     for name, table_mean in mean['tables'].items():
       if not form.columns:  # the server's download is compressed too (the official code)
@@ -158,10 +156,7 @@ def build(task, options, training, *, name: str):
     raise api.NotApplicable('--secure_sum_bound applies to the matrix-factorization tasks; '
                             'use --aggregator=secure --secure_bound=B')
   ids = list(task.train_client_ids)
-  table_scales = None
-  if 'fedsubavg' in training.stack:  # clients weigh by examples here: so does the heat
-    table_scales = {t: s for t, s in heat.row_scales(
-        task, name, 'examples', training.max_correction).items() if t in model.tables}
+  table_scales = heat.stacked_table_scales(task, name, training, model.tables)
   try:
     local_rank = fedmf.local_ranks(options, name, len(ids), task.config.seed)
     process = rounds.compose(build_round(

@@ -96,3 +96,22 @@ def user_gradients(users: tf.Tensor, item_rows: tf.Tensor, labels: tf.Tensor,
   error = (tf.sigmoid(tf.einsum('nd,nbd->nb', users, item_rows)) - labels) * mask
   gradient = tf.einsum('nb,nbd->nd', error, item_rows) + 2.0 * l2 * users * rows
   return tf.math.divide_no_nan(gradient, rows)
+
+
+@tf.function
+def _fit_in_lockstep(items, users, item_ids, labels, mask, learning_rate, l2):
+  for step in tf.range(tf.shape(item_ids)[1]):
+    users -= learning_rate * user_gradients(
+        users, tf.gather(items, item_ids[:, step]), labels[:, step], mask[:, step], l2)
+  return users
+
+
+def fit_users(items: np.ndarray, users: np.ndarray, item_ids: np.ndarray, labels: np.ndarray,
+              mask: np.ndarray, learning_rate: float, l2: float) -> np.ndarray:
+  """Many users' vectors fitted by SGD side by side, the item table frozen: step s
+  takes each user's batch s. item_ids, labels, mask: [users, steps, batch]
+  (implicit.padded_batches)."""
+  return _fit_in_lockstep(
+      tf.constant(items, tf.float32), tf.constant(users, tf.float32), tf.constant(item_ids),
+      tf.constant(labels), tf.constant(mask), tf.constant(learning_rate, tf.float32),
+      tf.constant(l2, tf.float32)).numpy()
