@@ -41,6 +41,9 @@ soak: --soak_rounds rounds (1,000) of FedMF (in-process), FAIR 1x-2x (both
        runtimes) and DCN FedAvg (native), each in a fresh process through the
        runner as launch.train runs them: the resident memory of the trainer and
        its TFF worker every 50 rounds, and its slope over the last half.
+native_start: the native runtime (a TFF worker binary on a free port) started and
+       closed 5 times in this process: seconds each. A start that waits out
+       gRPC's first reconnect backoff takes about 1 s; the binary needs 0.05 s.
 lazy_adam: FAIR 1x-2x on Goodreads-100 (10 clients, in-process), dense Adam
        against lazy_adam (rows and hashed slots a step read, moved in place),
        alternated twice in one run: seconds per round and their ratio.
@@ -69,7 +72,7 @@ import numpy as np
 import tensorflow as tf
 
 BENCHMARKS = ('op', 'round', 'runtimes', 'fair_round', 'remote', 'client_bytes', 'eval_memory',
-              'population', 'soak', 'lazy_adam', 'client_memory')
+              'population', 'soak', 'lazy_adam', 'client_memory', 'native_start')
 flags.DEFINE_list('what', ['op', 'round', 'client_memory'],
                   f'Benchmarks to run, of: {", ".join(BENCHMARKS)} (see above).')
 flags.register_validator('what', lambda names: set(names) <= set(BENCHMARKS),
@@ -330,6 +333,18 @@ def bench_runtimes() -> str:
           'one tf.function SGD step on one Keras model, one after the other (no TFF, no '
           'data pipeline, one core); not measured for the weight-table models (FedMF, '
           'FAIR).\n\n' + '\n'.join(lines))
+
+
+def bench_native_start(times: int = 5) -> str:
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
+  rows = []
+  for _ in range(times):
+    started = time.perf_counter()
+    runtime = native.NativeRuntime().install()
+    ready = time.perf_counter()
+    runtime.close()
+    rows.append(f'| {ready - started:.3f} | {time.perf_counter() - ready:.3f} |')
+  return '| start s | close s |\n|---|---|\n' + '\n'.join(rows)
 
 
 def bench_lazy_adam() -> str:
@@ -881,6 +896,8 @@ def main(argv):
     sections.append('## Populations of 10^4 and 10^6 users\n\n' + bench_population())
   if 'eval_memory' in FLAGS.what:
     sections.append('## Evaluation memory against training memory\n\n' + bench_eval_memory())
+  if 'native_start' in FLAGS.what:
+    sections.append('## The native runtime: start and close\n\n' + bench_native_start())
   if 'lazy_adam' in FLAGS.what:
     sections.append('## FAIR 1x-2x: dense Adam against lazy_adam\n\n' + bench_lazy_adam())
   if 'client_memory' in FLAGS.what:
