@@ -218,6 +218,9 @@ def main(argv):
         client_data_dir=FLAGS.client_data_dir, on_start=start,
         on_round=_stopping_after(stop, progress.Progress(
             FLAGS.rounds, 'round', {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})))
+  except checkpoints.CheckpointMismatchError as e:  # e.g. saved before the state's form changed
+    raise SystemExit(f'error: {e}; resume it with the code that wrote it, or start afresh '
+                     'in a new --output_dir') from None
   except ValueError as e:
     if out:  # trained, then failed: not a usage error
       raise

@@ -2,6 +2,8 @@
 
 import json
 
+import numpy as np
+
 from tests.launch import trainer
 
 
@@ -40,3 +42,22 @@ def test_a_run_extends_by_more_rounds_past_an_unreadable_checkpoint(ranking_dir,
   assert lost.returncode == 1
   assert f'no readable checkpoint in {out / "checkpoints"}: state_4.npz' in lost.stderr
   assert 'start afresh in a new --output_dir' in lost.stderr
+
+
+def test_a_checkpoint_of_another_state_stops_the_run_naming_it(ranking_dir, tmp_path):
+  """A readable checkpoint whose arrays do not fit the state (another version's form
+  of the same algorithm's state) stops the run with the cure, not a traceback."""
+  flags = [f'--data_dir={ranking_dir}', *trainer.RANKING, '--algorithm=colr', '--rank=2']
+  out = tmp_path / 'out'
+  short = trainer.train_here(*flags, '--rounds=2', f'--output_dir={out}')
+  assert short.returncode == 0, short.stderr[-3000:]
+  latest = out / 'checkpoints' / 'state_2.npz'
+  with np.load(latest) as saved:
+    leaves = [saved[f'leaf_{i}'] for i in range(len(saved.files))]
+  np.savez(latest, **{f'leaf_{i}': leaf for i, leaf in enumerate(leaves[:-1])})
+  stopped = trainer.train_here(*flags, f'--output_dir={out}')
+  assert stopped.returncode == 1
+  assert (f'error: {latest} holds {len(leaves) - 1} arrays; the state has {len(leaves)}: '
+          'it was saved by another model or algorithm; resume it with the code that wrote '
+          'it, or start afresh in a new --output_dir') in stopped.stderr
+  assert 'Traceback' not in stopped.stderr
