@@ -76,7 +76,7 @@ flags.DEFINE_integer('converged_rounds', None, "Rounds of the converged CentralS
 flags.DEFINE_integer('clients', 50, 'K: clients per round.', lower_bound=1)
 flags.DEFINE_integer('eval_every', None, "Evaluation period of the final runs (default: the "
                      "dataset's, MovieLens 2, Beauty 10).", lower_bound=1)
-flags.DEFINE_float('auc_margin', 0.02, 'DIN target: CentralSGD best test AUC minus this.')
+flags.DEFINE_float('auc_margin', 0.02, "DIN target: CentralSGD's best validation AUC minus this.")
 
 FLAGS = flags.FLAGS
 
