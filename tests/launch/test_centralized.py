@@ -1,21 +1,42 @@
-"""The centralized trainers from the command line: baselines, targets."""
+"""The centralized trainers from the command line: baselines, targets. The
+module's three commands run one after another in one process of
+launch.centralized (tests/launch/launchers.py)."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
+import pytest
 
-from tests import conftest
+from tests import fixtures
+from tests.launch import launchers
 
 
-def test_centralized_baseline_reports_validation_and_test(ml100k_dir, tmp_path):
-  out = tmp_path / 'out'
-  done = subprocess.run(
-      [sys.executable, '-m', 'launch.centralized', f'--data_dir={ml100k_dir}',
-       f'--output_dir={out}', '--epochs=2', '--batch_size=8', '--loss=batch_softmax',
-       '--centralized_split=by_user', '--remove_accidental_hits', '--logq_correction'],
-      cwd=conftest.REPO, capture_output=True, text=True, timeout=600)
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory) -> dict:
+  """name -> (what the command returned, its output folder)."""
+  data = tmp_path_factory.mktemp('data')
+  ml100k = fixtures.write_ml100k(data / 'ml-100k', fixtures.synthetic_ratings(30, 40), 30, 40)
+  user_items = fixtures.write_user_items(data / 'user-items',
+                                         *fixtures.synthetic_user_items(8, 40))
+  out = tmp_path_factory.mktemp('out')
+  commands = {
+      'next_item': [f'--data_dir={ml100k}', '--epochs=2', '--batch_size=8',
+                    '--loss=batch_softmax', '--centralized_split=by_user',
+                    '--remove_accidental_hits', '--logq_correction'],
+      'ranking': ['--task=ranking', f'--data_dir={user_items}', '--epochs=3',
+                  '--batch_size=8', '--factors=4', '--learning_rate=0.05', '--eval_every=0'],
+      'ctr': ['--task=ctr', f'--data_dir={ml100k}', '--epochs=3', '--batch_size=40',
+              '--steps_per_epoch=2', '--optimizer=sgd', '--learning_rate=0.5',
+              '--target=eval/train_loss<=0.675'],
+  }
+  done = launchers.run_in_one_process(
+      'launch.centralized', [[*args, f'--output_dir={out / name}'] for name, args
+                             in commands.items()])
+  return {name: (d, out / name) for name, d in zip(commands, done, strict=True)}
+
+
+def test_centralized_baseline_reports_validation_and_test(runs):
+  done, out = runs['next_item']
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'epoch 2/2' in done.stdout
   assert 'Traceback' not in done.stderr and 'Exception ignored' not in done.stderr
@@ -26,13 +47,8 @@ def test_centralized_baseline_reports_validation_and_test(ml100k_dir, tmp_path):
   assert (out / 'metrics.csv').read_text().count('\n') == 3  # header + 2 epochs
 
 
-def test_centralized_goodreads_reports_test_ndcg(user_items_dir, tmp_path):
-  out = tmp_path / 'out'
-  done = subprocess.run(
-      [sys.executable, '-m', 'launch.centralized', '--task=ranking',
-       f'--data_dir={user_items_dir}', f'--output_dir={out}', '--epochs=3', '--batch_size=8',
-       '--factors=4', '--learning_rate=0.05', '--eval_every=0'],
-      cwd=conftest.REPO, capture_output=True, text=True, timeout=600)
+def test_centralized_goodreads_reports_test_ndcg(runs):
+  done, out = runs['ranking']
   assert done.returncode == 0, done.stderr[-3000:]
   assert 'epoch 3/3' in done.stdout
   summary = json.loads((out / 'summary.json').read_text())
@@ -42,14 +58,8 @@ def test_centralized_goodreads_reports_test_ndcg(user_items_dir, tmp_path):
   assert (out / 'metrics.csv').read_text().count('\n') == 4
 
 
-def test_central_sgd_rounds_with_a_target(ml100k_dir, tmp_path):
-  out = tmp_path / 'out'
-  done = subprocess.run(
-      [sys.executable, '-m', 'launch.centralized', '--task=ctr',
-       f'--data_dir={ml100k_dir}', f'--output_dir={out}', '--epochs=3', '--batch_size=40',
-       '--steps_per_epoch=2', '--optimizer=sgd', '--learning_rate=0.5',
-       '--target=eval/train_loss<=0.675'],
-      cwd=conftest.REPO, capture_output=True, text=True, timeout=600)
+def test_central_sgd_rounds_with_a_target(runs):
+  done, out = runs['ctr']
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((out / 'summary.json').read_text())
   losses = pd.read_csv(out / 'metrics.csv').set_index('epoch')['eval/train_loss']

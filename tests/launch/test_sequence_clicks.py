@@ -1,15 +1,15 @@
 """launch.sequence_clicks: sequences in, a CTR file out (its main() in this
-process, as tests.launch.trainer runs the trainer's)."""
+process, as tests.launch.launchers runs it)."""
 
 import pandas as pd
 import pytest
 
 from launch import sequence_clicks
-from tests.launch import trainer
+from tests.launch import launchers
 
 
 def _run(*args):
-  return trainer.run_here(sequence_clicks, *args)
+  return launchers.run_here(sequence_clicks, *args)
 
 
 def test_sequences_become_a_ctr_file_and_an_existing_one_is_not_overwritten(tmp_path):

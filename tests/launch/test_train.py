@@ -105,8 +105,8 @@ def _assert_refused(message, tmp_path, *args):
 
 
 def test_data_dir_without_movielens_files(tmp_path):
-  done = trainer.train(f'--data_dir={tmp_path}', f'--output_dir={tmp_path / "out"}')
-  assert done.returncode != 0
+  done = trainer.train_here(f'--data_dir={tmp_path}', f'--output_dir={tmp_path / "out"}')
+  assert done.returncode == 1
   assert f'--data_dir={tmp_path}: {tmp_path}: not a MovieLens directory' in done.stderr
   assert 'launch.download' in done.stderr
 
