@@ -17,6 +17,7 @@ goes to --output.
 """
 
 import contextlib
+import os
 import pathlib
 import time
 
@@ -39,7 +40,7 @@ flags.DEFINE_integer('rounds', 2, 'Rounds per cell.', lower_bound=1)
 flags.DEFINE_list('tasks', list(matrix_table.DATASETS), 'Dataset tasks (rows of the table).')
 flags.DEFINE_list('algorithms', None, 'Algorithms (default: every registered one).')
 flags.DEFINE_string('records', 'results/matrix/cells', 'Where each cell is recorded.')
-flags.DEFINE_string('output', 'results/matrix.md', 'The table.')
+flags.DEFINE_string('output', 'results/matrix/table.md', 'The table.')
 flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: rebuild the table from the '
                   'records, running nothing.')
 FLAGS = flags.FLAGS
@@ -127,8 +128,10 @@ def main(argv):
         (root / dataset).mkdir(parents=True, exist_ok=True)
         outputs.write_json(root / f'{name}.json', records[name])
         show_progress(done, {})
-  outputs.write_text(pathlib.Path(FLAGS.output), matrix_table.table(
-      records, algorithms, FLAGS.tasks, rounds=FLAGS.rounds, records_dir=FLAGS.records))
+  output = pathlib.Path(FLAGS.output)
+  outputs.write_text(output, matrix_table.table(
+      records, algorithms, FLAGS.tasks, rounds=FLAGS.rounds,
+      records_dir=os.path.relpath(root, output.parent)))
   print(f'done: {FLAGS.output}', flush=True)
 
 

@@ -60,13 +60,15 @@ def _diverged(record: dict) -> bool:
 
 def table(records: dict[str, dict], algorithms: list[str], datasets: list[str], *,
           rounds: int, records_dir: str) -> str:
+  """The table's markdown; `records_dir` as seen from the table's folder (the
+  table names it, so a rebuild elsewhere writes the same bytes)."""
   lines = [
       '# Every algorithm on every task',
       '',
       f'Built by `python -m launch.matrix --rounds={rounds}` from the records in '
-      f'`{records_dir}` ({CLIENTS_PER_ROUND} clients a round, the task\'s and the '
-      "algorithm's default settings). A cell is OK with the headline test metric after "
-      'the last round (a smoke test: too few rounds to compare methods), N/A with the '
+      f'`{records_dir}` (relative to this file; {CLIENTS_PER_ROUND} clients a round, the '
+      "task's and the algorithm's default settings). A cell is OK with the headline test "
+      'metric after the last round (a smoke test: too few rounds to compare methods), N/A with the '
       "registry's reason, or FAIL with the error of a cell that should run and did not. "
       'OK diverged: it ran, and stopped where its training loss or model became inf or NaN '
       "(seen with the DP defaults' noise on 5 clients, and with FedSubAvg's correction on "

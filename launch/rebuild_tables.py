@@ -38,11 +38,18 @@ _BEAUTY_NEXT_ITEM = ('--data_dir=../shared/data/amazon-beauty', '--nodrop_remain
                      '--splits=by_user', '--probes=')
 
 
+# Where a reproduction script reads its records and writes its tables.
+_REPRODUCTION_PLACES = ('--runs_dir={runs}', '--results_dir={results}')
+
+
 @dataclasses.dataclass(frozen=True)
 class Rebuild:
   folder: str  # under results/
   module: str
   args: tuple[str, ...] = ()
+  # The flags that place its records and tables: {runs} and {results} (the folder
+  # rebuilt) filled in.
+  places: tuple[str, ...] = _REPRODUCTION_PLACES
 
 
 # Each results folder's rebuild: the command its README gives, with --only=none.
@@ -68,6 +75,8 @@ REBUILDS = (
             (*_BEAUTY_NEXT_ITEM, '--losses=global_softmax,batch_softmax_spreadout',
              '--rounds=200', '--epochs=10', '--norate_check',
              '--shared_records=results/dual_encoder_beauty_10epochs')),
+    Rebuild('matrix', 'launch.matrix', ('--rounds=2',),
+            places=('--records={results}/cells', '--output={results}/table.md')),
 )
 
 
@@ -140,8 +149,8 @@ def rebuild(chosen: list[Rebuild], write: bool) -> dict[str, list[str]]:
       for number, table in enumerate(t for t in chosen if t.folder == folder):
         log = scratch / f'{folder}_{number}.log'
         runs = scratch / 'runs' / folder
-        code = _run_forked(table.module, ['--only=none', f'--runs_dir={runs}',
-                                          f'--results_dir={target}', *table.args], log)
+        places = [place.format(runs=runs, results=target) for place in table.places]
+        code = _run_forked(table.module, ['--only=none', *places, *table.args], log)
         if code:
           differences.setdefault(folder, []).append(
               f'{table.module} exited {code}: {log.read_text()[-2000:]}')
