@@ -71,12 +71,6 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-BENCHMARKS = ('op', 'round', 'runtimes', 'fair_round', 'remote', 'client_bytes', 'eval_memory',
-              'population', 'soak', 'lazy_adam', 'client_memory', 'native_start')
-flags.DEFINE_list('what', ['op', 'round', 'client_memory'],
-                  f'Benchmarks to run, of: {", ".join(BENCHMARKS)} (see above).')
-flags.register_validator('what', lambda names: set(names) <= set(BENCHMARKS),
-                         f'--what takes names of {", ".join(BENCHMARKS)}')
 flags.DEFINE_string('output', None, 'Also write the markdown report here.')
 flags.DEFINE_string('data_dir', '../shared/data/ml-100k', 'MovieLens 100K.')
 flags.DEFINE_integer('rounds', 5, 'Timed rounds per runtime (after 1 warm-up).')
@@ -858,6 +852,36 @@ def bench_client_memory() -> str:
           'the tables).\n\n' + '\n'.join(lines))
 
 
+def _client_memory_heading() -> str:
+  data = (f'{FLAGS.synthetic_items:,} synthetic items' if FLAGS.synthetic_items
+          else 'Goodreads-100')
+  return f'FAIR client memory by capacity ({data}, CPU)'
+
+
+# Each benchmark by name: its report section's heading (some name their
+# settings) and what runs it, in the report's order.
+BENCHMARKS = {
+    'op': (lambda: 'Hashed embedding lookup: op vs composite (forward + backward, '
+           f'{NUM_IDS} ids, dim {DIM}, CPU)', bench_op),
+    'round': (lambda: 'Round time: in-process vs native', bench_round),
+    'runtimes': (lambda: "The papers' workloads: native vs in-process", bench_runtimes),
+    'remote': (lambda: 'Remote TFF workers on loopback vs native', bench_remote),
+    'client_bytes': (lambda: 'What a round sends: examples against client files',
+                     bench_client_bytes),
+    'fair_round': (lambda: 'A FAIR round: server and client memory', bench_fair_round),
+    'soak': (lambda: f'Soak: {FLAGS.soak_rounds} rounds', bench_soak),
+    'population': (lambda: 'Populations of 10^4 and 10^6 users', bench_population),
+    'eval_memory': (lambda: 'Evaluation memory against training memory', bench_eval_memory),
+    'native_start': (lambda: 'The native runtime: start and close', bench_native_start),
+    'lazy_adam': (lambda: 'FAIR 1x-2x: dense Adam against lazy_adam', bench_lazy_adam),
+    'client_memory': (_client_memory_heading, bench_client_memory),
+}
+flags.DEFINE_list('what', ['op', 'round', 'client_memory'],
+                  f'Benchmarks to run, of: {", ".join(BENCHMARKS)} (see above).')
+flags.register_validator('what', lambda names: set(names) <= set(BENCHMARKS),
+                         f'--what takes names of {", ".join(BENCHMARKS)}')
+
+
 def main(argv):
   del argv
   if FLAGS._case:  # pylint: disable=protected-access
@@ -875,36 +899,8 @@ def main(argv):
     else:
       print(json.dumps(_client_memory_case(int(args[0]))))
     return
-  sections = []
-  if 'op' in FLAGS.what:
-    sections.append('## Hashed embedding lookup: op vs composite (forward + backward, '
-                    f'{NUM_IDS} ids, dim {DIM}, CPU)\n\n' + bench_op())
-  if 'round' in FLAGS.what:
-    sections.append('## Round time: in-process vs native\n\n' + bench_round())
-  if 'runtimes' in FLAGS.what:
-    sections.append("## The papers' workloads: native vs in-process\n\n" + bench_runtimes())
-  if 'remote' in FLAGS.what:
-    sections.append('## Remote TFF workers on loopback vs native\n\n' + bench_remote())
-  if 'client_bytes' in FLAGS.what:
-    sections.append('## What a round sends: examples against client files\n\n'
-                    + bench_client_bytes())
-  if 'fair_round' in FLAGS.what:
-    sections.append('## A FAIR round: server and client memory\n\n' + bench_fair_round())
-  if 'soak' in FLAGS.what:
-    sections.append(f'## Soak: {FLAGS.soak_rounds} rounds\n\n' + bench_soak())
-  if 'population' in FLAGS.what:
-    sections.append('## Populations of 10^4 and 10^6 users\n\n' + bench_population())
-  if 'eval_memory' in FLAGS.what:
-    sections.append('## Evaluation memory against training memory\n\n' + bench_eval_memory())
-  if 'native_start' in FLAGS.what:
-    sections.append('## The native runtime: start and close\n\n' + bench_native_start())
-  if 'lazy_adam' in FLAGS.what:
-    sections.append('## FAIR 1x-2x: dense Adam against lazy_adam\n\n' + bench_lazy_adam())
-  if 'client_memory' in FLAGS.what:
-    data = (f'{FLAGS.synthetic_items:,} synthetic items' if FLAGS.synthetic_items
-            else 'Goodreads-100')
-    sections.append(f'## FAIR client memory by capacity ({data}, CPU)\n\n'
-                    + bench_client_memory())
+  sections = [f'## {heading()}\n\n{run()}' for name, (heading, run) in BENCHMARKS.items()
+              if name in FLAGS.what]
   report = '# Benchmarks\n\n' + '\n\n'.join(sections) + '\n'
   print(report)
   if FLAGS.output:
