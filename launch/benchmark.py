@@ -89,6 +89,12 @@ flags.DEFINE_integer('soak_rounds', 1000, 'soak: rounds of each workload (at lea
                      'two samples in the last half).', lower_bound=200)
 flags.DEFINE_multi_string('soak', None, 'soak: only the workloads whose name contains one '
                           'of these.')
+flags.DEFINE_multi_string('population', None, 'population: only the algorithms whose name '
+                          'contains one of these (e.g. --population=CoLR).')
+flags.DEFINE_integer('population_sittings', 1, 'population: run the sizes this many times '
+                     'in turn (10^4, 10^6, 10^4, ...); each 10^6 case is compared with the '
+                     '10^4 case just before it (this machine is shared: its speed drifts).',
+                     lower_bound=1)
 flags.DEFINE_string('_case', None, 'Internal: run one case in this process, print JSON.')
 
 FLAGS = flags.FLAGS
@@ -758,20 +764,24 @@ def bench_population() -> str:
            'reading | MB built | MB peak | peak growth vs 10^4 | user vectors MB (N x '
            f'{POPULATION_DIM} floats) | reading the data s |', '|---' * 11 + '|']
   for algorithm in POPULATION_ALGORITHMS:
-    results = {}
-    for users in POPULATION_SIZES:
-      r = results[users] = _in_fresh_process(f'population:{users}:{algorithm}')
-      small = results[POPULATION_SIZES[0]]
-      lines.append(
-          f'| {algorithm} | {r["users"]:,} | {r["interactions"]:,} | {r["seconds"]:.3f} | '
-          f'{r["seconds"] / small["seconds"]:.2f}x | {r["start_mb"]:.0f} | '
-          f'{r["built_mb"]:.0f} | {r["peak_mb"]:.0f} | '
-          f'{r["peak_mb"] - small["peak_mb"]:+.0f} MB | '
-          f'{r["users"] * POPULATION_DIM * 4 / 2**20:.0f} | {r["read_s"]:.0f} |')
-      print(lines[-1], flush=True)
+    if FLAGS.population and not any(a in algorithm for a in FLAGS.population):
+      continue
+    for _ in range(FLAGS.population_sittings):
+      results = {}
+      for users in POPULATION_SIZES:
+        r = results[users] = _in_fresh_process(f'population:{users}:{algorithm}')
+        small = results[POPULATION_SIZES[0]]
+        lines.append(
+            f'| {algorithm} | {r["users"]:,} | {r["interactions"]:,} | {r["seconds"]:.3f} | '
+            f'{r["seconds"] / small["seconds"]:.2f}x | {r["start_mb"]:.0f} | '
+            f'{r["built_mb"]:.0f} | {r["peak_mb"]:.0f} | '
+            f'{r["peak_mb"] - small["peak_mb"]:+.0f} MB | '
+            f'{r["users"] * POPULATION_DIM * 4 / 2**20:.0f} | {r["read_s"]:.0f} |')
+        print(lines[-1], flush=True)
   return (f'{POPULATION_CLIENTS:,} clients a round, d={POPULATION_DIM}, in-process runtime, '
-          f'mean of {FLAGS.rounds} rounds after a warm-up; each case in a fresh process.\n\n'
-          + '\n'.join(lines))
+          f'mean of {FLAGS.rounds} rounds after a warm-up; each case in a fresh process; '
+          f'the sizes in turn, {FLAGS.population_sittings} time(s), each row against the '
+          '10^4 row before it.\n\n' + '\n'.join(lines))
 
 
 SOAK_EVERY = 50
