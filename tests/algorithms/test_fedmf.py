@@ -65,7 +65,8 @@ def _stored_round(config, clients=(0,), ranks=None, runtime='native'):
 def test_fedmf_round_is_one_sgd_step_on_items_and_user(tff_runtime, runtime):
   _, _, output = _stored_round(_config(), runtime=runtime)
   grad, user_grad = _one_step_gradient(USERS[0], DATA[0][1], DATA[0][2])
-  np.testing.assert_allclose(output.state['server']['weights']['items'], ITEMS - LR * grad, atol=1e-6)
+  np.testing.assert_allclose(output.state['server']['weights']['items'], ITEMS - LR * grad,
+                             atol=1e-6)
   np.testing.assert_allclose(output.state['clients'][0], USERS[0] - LR * user_grad, atol=1e-6)
   np.testing.assert_array_equal(output.state['clients'][1:], USERS[1:])  # not in the cohort
   np.testing.assert_allclose(output.metrics['aggregator']['bytes_up'], N * D * 4)

@@ -7,9 +7,6 @@ import functools
 import subprocess
 import sys
 
-from absl import app
-from absl import flags
-
 # The trainer's flags, defined in this test process for its refusals (a launcher
 # that defines a flag of the same name cannot be imported into a test process).
 from launch import train as launcher
@@ -36,15 +33,9 @@ train_here = functools.partial(launchers.run_here, launcher)
 
 
 def refusal(*args) -> str:
-  """What the trainer says when it refuses `args`: its flag parsing and main(),
-  run in this process. A fresh process per case would import TF and TFF again
-  (about 6 s each); test_resume_refuses_other_flags checks the command line's
+  """What the trainer says when it refuses `args` (train_here: its flag parsing and
+  main(), run in this process). A fresh process per case would import TF and TFF
+  again (about 6 s each); test_resume_refuses_other_flags checks the command line's
   own exit."""
-  flags.FLAGS.unparse_flags()
-  try:
-    launcher.main(flags.FLAGS(['train', *args]))
-  except (flags.Error, app.UsageError) as e:
-    return str(e)
-  finally:
-    flags.FLAGS.unparse_flags()
-  return 'not refused: it trained'
+  done = train_here(*args)
+  return done.stderr if done.returncode else 'not refused: it trained'
