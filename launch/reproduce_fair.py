@@ -38,6 +38,7 @@ from launch import cell_records
 from launch import common
 from launch import outputs
 from launch import plots
+from launch import rate_sweep
 from launch import seed_stats
 from tasks import ranking
 from tff_rec.algorithms import capacities
@@ -72,7 +73,8 @@ flags.DEFINE_integer('eval_every', 10, 'Federated evaluation period.', lower_bou
 flags.DEFINE_integer('epochs', 10, 'Central training epochs.', lower_bound=1)
 flags.DEFINE_float('learning_rate', 1e-3, 'Client (and central) Adam learning rate.')
 flags.DEFINE_list('central_learning_rates', ['1e-3', '1e-4'], 'Central training runs at '
-                  'each of these Adam learning rates (it overfits within a few epochs).')
+                  'each of these Adam learning rates (it overfits within a few epochs) and '
+                  'at the one its validation sweep chooses from them.')
 flags.DEFINE_integer('long_rounds', 200, 'Rounds of the seeded table.', lower_bound=1)
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of the seeded table.')
 flags.DEFINE_list('only', None, 'Run only these cells (e.g. fedavg,fair_1x-2x), then '
@@ -307,12 +309,36 @@ def plot_curves(path: pathlib.Path, names: dict[str, str], popularity: float,
              legend_columns=2)
 
 
-def run_central(seeds: list[int]) -> None:
+VALIDATION_METRIC = 'validation/ndcg_at_20'
+MAX_EXTENSIONS = 3  # rates the central sweep may add past its grid's edges
+
+
+def _central_cell(name: str, rate: float, seed: int, *args: str) -> dict | str:
+  return _cell_run(name, 'launch.centralized', f'--epochs={FLAGS.epochs}',
+                   f'--learning_rate={rate:g}', '--eval_every=1', f'--seed={seed}', *args)
+
+
+def central_sweep() -> tuple[dict[float, float | None], float | None]:
+  """Central training's Adam rate on a validation split (each user's last train
+  items, --held_out=validation), seed 0: the --central_learning_rates grid,
+  extended past an edge that wins; scored by the mean of the last LAST_K
+  epochs' validation NDCG@20."""
+  def score(rate: float) -> float | None:
+    name = f'central_validation_lr{rate:g}_s0'
+    result = _central_cell(name, rate, 0, '--held_out=validation')
+    if not isinstance(result, dict):
+      return None
+    return _last_mean(cell_records.read_curve(FLAGS.runs_dir, name, VALIDATION_METRIC,
+                                              _records())[VALIDATION_METRIC])
+
+  return rate_sweep.sweep([float(r) for r in FLAGS.central_learning_rates], score,
+                          lower_is_better=False, max_extensions=MAX_EXTENSIONS)
+
+
+def run_central(seeds: list[int], rates: list[float]) -> None:
   for seed in seeds:
-    for rate in FLAGS.central_learning_rates:
-      _cell_run(f'{_central_stem(float(rate))}_s{seed}', 'launch.centralized',
-                f'--epochs={FLAGS.epochs}', f'--learning_rate={rate}', '--eval_every=1',
-                f'--seed={seed}')
+    for rate in rates:
+      _central_cell(f'{_central_stem(rate)}_s{seed}', rate, seed)
 
 
 def run_ablations(task, seeds: list[int]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
@@ -399,14 +425,23 @@ def main(argv):
   num_items = cell_records.derived(_records(), 'num_items', lambda: task().data.num_items)
   seeds = [int(s) for s in FLAGS.seeds]
   table2 = run_seeded(_table2_cells(task), seeds, FLAGS.rounds)
-  run_central(seeds)
+  sweep, chosen = central_sweep()
+  rates = sorted({float(r) for r in FLAGS.central_learning_rates} | {chosen} - {None},
+                 reverse=True)
+  run_central(seeds, rates)
   consistency, table3 = run_ablations(task, seeds)
-  central = {rate: _seeded(_central_stem(float(rate)), seeds)
-             for rate in FLAGS.central_learning_rates}
   central_rows = [
-      f'| central training, Adam {rate} (final / mean of the last {LAST_K} epochs) | ' +
-      _cell(names, PAPER_TABLE2['central'], FLAGS.epochs, 'epoch') + ' | ' +
-      _vs_popularity(names, floor, FLAGS.epochs, 'epoch') + ' |' for rate, names in central.items()]
+      f'| central training, Adam {rate:g}{" (chosen on validation)" * (rate == chosen)} '
+      f'(final / mean of the last {LAST_K} epochs) | '
+      + _cell(names, PAPER_TABLE2['central'], FLAGS.epochs, 'epoch') + ' | '
+      + _vs_popularity(names, floor, FLAGS.epochs, 'epoch') + ' |'
+      for rate in rates for names in [_seeded(_central_stem(rate), seeds)]]
+  central_sweep_line = (
+      f'Central training\'s Adam rate is chosen on validation NDCG@20 (each user\'s last '
+      f'train items held out, `--held_out=validation`; seed 0; the mean of the last {LAST_K} '
+      'epochs): ' + ', '.join(f'{"**" * (r == chosen)}{r:g}: '
+                               + ('not run' if v is None else f'{v:.3f}')
+                               + '**' * (r == chosen) for r, v in sorted(sweep.items())) + '.')
   long_names = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_')
   lazy = run_lazy(seeds)
 
@@ -451,6 +486,8 @@ Settings: NeuMF {config.factors} factors, {config.mlp_layers}-layer MLP, BPR wit
 {FLAGS.rounds} rounds of 10 clients, {config.local_epochs} local epochs with a fresh Adam
 {FLAGS.learning_rate}, the server replaces the model by the (recovered) weighted mean;
 central: {FLAGS.epochs} epochs of Adam, evaluated after each. Seeds {seeds}.
+
+{central_sweep_line}
 
 | | NDCG@20 | final vs popularity |
 |---|---|---|
