@@ -37,6 +37,9 @@ population: FedMF with stored users and CoLR r=4 on synthetic populations
        catalogue, seeded), 1,000 clients a round, on the in-process runtime,
        each in a fresh process: seconds per round, the memory the population
        takes, and the peak.
+population_memory: the same populations' ranking task built in a fresh process
+       per size: the resident memory while reading and splitting, once built,
+       and once glibc returned its freed heap; what the task's arrays hold.
 soak: --soak_rounds rounds (1,000) of FedMF (in-process), FAIR 1x-2x (both
        runtimes) and DCN FedAvg (native), each in a fresh process through the
        runner as launch.train runs them: the resident memory of the trainer and
@@ -53,8 +56,11 @@ client_memory: one Goodreads-100 client's training (FAIR's client step: a
        floats against the measured peak resident memory growth while training.
 """
 
+import collections
 import contextlib
+import ctypes
 import dataclasses
+import gc
 import json
 import os
 import pathlib
@@ -784,6 +790,73 @@ def bench_population() -> str:
           '10^4 row before it.\n\n' + '\n'.join(lines))
 
 
+def _held_bytes(obj, path: str, held: collections.Counter, seen: set, depth: int = 0) -> None:
+  """Adds to held[path] the bytes of the numpy arrays (and the containers, strings and
+  numbers) that `obj` reaches, each counted once, by attribute path (3 deep)."""
+  if id(obj) in seen:
+    return
+  seen.add(id(obj))
+  if isinstance(obj, np.ndarray):
+    base = obj if obj.base is None or not isinstance(obj.base, np.ndarray) else obj.base
+    if base is obj or id(base) not in seen:
+      seen.add(id(base))
+      held[path] += base.nbytes + sys.getsizeof(np.empty(0))
+    return
+  held[path] += sys.getsizeof(obj)
+  if isinstance(obj, dict):
+    children = [*obj.keys(), *obj.values()]
+  elif isinstance(obj, (list, tuple, set)):
+    children = list(obj)
+  elif hasattr(obj, '__dict__') and 'tensorflow' not in type(obj).__module__:
+    for name, value in vars(obj).items():
+      _held_bytes(value, f'{path}.{name}' if depth < 2 else path, held, seen, depth + 1)
+    return
+  else:
+    return
+  for child in children:
+    _held_bytes(child, path, held, seen, depth + 1)
+
+
+def _population_memory_case(users: int) -> dict:
+  """Resident memory while a synthetic population's ranking task is read and
+  split, once built, and once glibc returned its freed heap (malloc_trim); and
+  what the task's arrays hold, by attribute."""
+  from tff_rec.training import resources  # pylint: disable=g-import-not-at-top
+  path = synthetic_population(users, POPULATION_ITEMS, 0, pathlib.Path(FLAGS.synthetic_dir))
+  with _PeakRss(0.01) as memory:
+    task = _task('loo_ranking', dict(data_dir=str(path), min_interactions=POPULATION_MIN_COUNT,
+                                     embedding_dim=POPULATION_DIM))
+  built = resources.memory_metrics()['memory/rss_mb']
+  gc.collect()
+  try:  # glibc keeps freed small blocks resident until asked to return them
+    ctypes.CDLL('libc.so.6').malloc_trim(0)
+  except (OSError, AttributeError):  # not glibc: the last two columns then match
+    pass
+  held = collections.Counter()
+  _held_bytes(task, 'task', held, set())
+  return {'users': len(task.data.user_ids), 'start_mb': memory.start / 2**20,
+          'peak_mb': memory.peak / 2**20, 'built_mb': built,
+          'trimmed_mb': resources.memory_metrics()['memory/rss_mb'],
+          'held_mb': {k: v / 2**20 for k, v in held.most_common() if v >= 2**20}}
+
+
+def bench_population_memory() -> str:
+  lines = ['| users | MB before reading | MB peak while reading and splitting | MB built | MB '
+           'once the freed heap is returned | MB the task\'s arrays hold | of which (MB) |',
+           '|---' * 7 + '|']
+  for users in POPULATION_SIZES:
+    r = _in_fresh_process(f'population_memory:{users}')
+    parts = ', '.join(f'{k.removeprefix("task.")} {v:.0f}' for k, v in r['held_mb'].items())
+    lines.append(f'| {r["users"]:,} | {r["start_mb"]:.0f} | {r["peak_mb"]:.0f} | '
+                 f'{r["built_mb"]:.0f} | {r["trimmed_mb"]:.0f} | '
+                 f'{sum(r["held_mb"].values()):.0f} | {parts} |')
+    print(lines[-1], flush=True)
+  return ('The ranking task (leave-one-out) of the synthetic populations above, built in a '
+          'fresh process per size; "freed heap returned": after gc and glibc\'s '
+          'malloc_trim(0); the arrays: numpy arrays (and containers) the task reaches, each '
+          'counted once, by attribute (those of 1 MB or more).\n\n' + '\n'.join(lines))
+
+
 SOAK_EVERY = 50
 # name: (the RUNTIME_WORKLOADS entry it runs, runtime).
 SOAK_WORKLOADS = {
@@ -881,6 +954,8 @@ BENCHMARKS = {
     'fair_round': (lambda: 'A FAIR round: server and client memory', bench_fair_round),
     'soak': (lambda: f'Soak: {FLAGS.soak_rounds} rounds', bench_soak),
     'population': (lambda: 'Populations of 10^4 and 10^6 users', bench_population),
+    'population_memory': (lambda: 'Where the population memory goes',
+                          bench_population_memory),
     'eval_memory': (lambda: 'Evaluation memory against training memory', bench_eval_memory),
     'native_start': (lambda: 'The native runtime: start and close', bench_native_start),
     'lazy_adam': (lambda: 'FAIR 1x-2x: dense Adam against lazy_adam', bench_lazy_adam),
@@ -904,6 +979,8 @@ def main(argv):
       print(json.dumps(_soak_case(args[0])))
     elif kind == 'population':
       print(json.dumps(_population_case(int(args[0]), args[1])))
+    elif kind == 'population_memory':
+      print(json.dumps(_population_memory_case(int(args[0]))))
     elif kind == 'eval_memory':
       print(json.dumps(_eval_memory_case(*args)))
     else:
