@@ -239,6 +239,18 @@ def read_curve(runs_dir: str, name: str, metric: str, records_dir: str | None = 
   return rows.dropna(subset=[metric])
 
 
+def mean_of_last(runs_dir: str, name: str, metric: str, k: int,
+                 records_dir: str | None = None) -> float | None:
+  """The mean of a finished cell's last `k` evaluations of `metric` (a sweep's score:
+  one evaluation swings); NaN when the trainer stopped it diverged, None when it
+  has not finished."""
+  summary = cell_file(runs_dir, name, 'summary.json', records_dir)
+  if summary.exists() and 'diverged_at_round' in json.loads(summary.read_text()):
+    return math.nan
+  rows = read_curve(runs_dir, name, metric, records_dir)
+  return None if rows is None else float(rows[metric].tail(k).mean())
+
+
 # Metrics that records written before FAIR's, FedMF's and the table forms' rounds
 # took tff.learning's layout (rounds.round_metrics) hold under other names.
 EARLIER_NAMES = {

@@ -325,11 +325,9 @@ def central_sweep() -> tuple[dict[float, float | None], float | None]:
   epochs' validation NDCG@20."""
   def score(rate: float) -> float | None:
     name = f'central_validation_lr{rate:g}_s0'
-    result = _central_cell(name, rate, 0, '--held_out=validation')
-    if not isinstance(result, dict):
-      return None
-    return _last_mean(cell_records.read_curve(FLAGS.runs_dir, name, VALIDATION_METRIC,
-                                              _records())[VALIDATION_METRIC])
+    _central_cell(name, rate, 0, '--held_out=validation')
+    return cell_records.mean_of_last(FLAGS.runs_dir, name, VALIDATION_METRIC, LAST_K,
+                                     _records())
 
   return rate_sweep.sweep([float(r) for r in FLAGS.central_learning_rates], score,
                           lower_is_better=False, max_extensions=MAX_EXTENSIONS)

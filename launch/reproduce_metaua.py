@@ -49,7 +49,6 @@ curves.png, fractions.png and meta_rates.png to --results_dir.
 """
 
 import functools
-import json
 import pathlib
 
 from absl import flags
@@ -294,13 +293,7 @@ def _cell(name: str, algorithm: str, clients: int, *args: str, seed: int = 0,
 
 
 def _validation_score(cell: str, metric: str) -> float | None:
-  """The mean of a finished sweep cell's last LAST_K evaluations of `metric`: NaN
-  if it diverged, None if it has not run."""
-  summary = cell_records.cell_file(FLAGS.runs_dir, cell, 'summary.json', _records())
-  if summary.exists() and 'diverged_at_round' in json.loads(summary.read_text()):
-    return float('nan')
-  rows = cell_records.read_curve(FLAGS.runs_dir, cell, metric, _records())
-  return None if rows is None else float(rows[metric].to_numpy()[-LAST_K:].mean())
+  return cell_records.mean_of_last(FLAGS.runs_dir, cell, metric, LAST_K, _records())
 
 
 def _sweep(name: str, clients: int, table2: dict, rate: float) -> str:

@@ -2,6 +2,7 @@
 made with, and a record is found only where its settings match."""
 
 import json
+import math
 
 from absl import app
 import pytest
@@ -95,3 +96,13 @@ def test_a_derived_value_is_computed_once_and_read_back_as_json(tmp_path):
   assert first == again == [0.25, 'ten users'] and len(calls) == 1
   assert json.loads((tmp_path / 'cells' / 'derived.json').read_text()) == {
       'floors s0': [0.25, 'ten users']}
+
+
+def test_a_sweep_cell_scores_the_mean_of_its_last_evaluations_nan_if_it_diverged(tmp_path):
+  run = _finished_run(tmp_path / 'runs' / 'cell')
+  (run / 'metrics.csv').write_text('round,eval/auc\n1,0.1\n2,\n3,0.5\n4,0.7\n5,0.9\n')
+  score = cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3)
+  assert score == pytest.approx(0.7)  # rounds 3-5: a round without evaluation is not one
+  assert cell_records.mean_of_last(str(tmp_path / 'runs'), 'other', 'eval/auc', 3) is None
+  (run / 'summary.json').write_text(json.dumps({'diverged_at_round': 5}))
+  assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
