@@ -415,7 +415,8 @@ def bench_remote() -> str:
           + '\n'.join(lines))
 
 
-CLIENT_BYTES_WORKLOADS = ('FedSubAvg LR', 'DCN FedAvg, 3 epochs, batch 15 (MetaUA)')
+CLIENT_BYTES_WORKLOADS = ('FedSubAvg LR', 'DCN FedAvg, 3 epochs, batch 15 (MetaUA)', 'DCN MetaUA',
+                         'DCN FedNova')
 
 
 def _nbytes(value) -> int:
@@ -424,7 +425,8 @@ def _nbytes(value) -> int:
 
 def bench_client_bytes() -> str:
   """What the trainer hands a round: its cohort's client data, with the examples
-  in memory and with --client_data_dir (each client's index and seed), beside
+  in memory and with --client_data_dir (each client's index and seed; the
+  project's rounds also their batches' row numbers), beside
   the model it broadcasts; the rounds checked equal on one loopback worker."""
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import remote  # pylint: disable=g-import-not-at-top
@@ -461,7 +463,8 @@ def bench_client_bytes() -> str:
   return (f'{FLAGS.rounds + 1} rounds of each workload on one launch.worker on loopback '
           '(seconds: the mean after the first), the same cohorts; client data: the bytes '
           'of the values the trainer passes a round for its cohort (the clients\' example '
-          'arrays, or with --client_data_dir their index and seed); the model: its '
+          'arrays, or with --client_data_dir their index and seed, and for the project\'s '
+          'rounds their batches\' row numbers); the model: its '
           "trainable weights' bytes, which the round sends each worker.\n\n"
           + '\n'.join(lines))
 

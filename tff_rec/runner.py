@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.algorithms import registry
+from tff_rec.algorithms import rounds
 from tff_rec.data import client_files
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
@@ -80,13 +81,11 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
   training = runtime_for(name, task, training)
   kind = registry.kind_for(name, task)
   with context if context is not None else context_for(training):
+    built = registry.build(name, task, training, **(options or {}))
     files = None
     if client_data_dir:
-      task = client_files.ReadWhereTrained(task, client_data_dir)
-      files = task.files
-    built = registry.build(name, task, training, **(options or {}))
-    if files:
-      _check_sends_no_examples(name, built)
+      built, files = _reading_where_trained(name, task, training, options, built,
+                                            client_data_dir)
       files.write()  # once nothing refused the run
     recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
     evaluate = built.evaluate or task.evaluate
@@ -109,6 +108,30 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
       if not unreadable:
         raise
       raise client_files.UnreadableClientFiles(unreadable) from e
+
+
+def _reading_where_trained(name: str, task, training: registry.Training, options, built,
+                           folder: str) -> tuple[registry.Built, client_files.ClientFiles]:
+  """`built` with its clients' examples read from files under `folder` where
+  they train: the project's rounds through their batches
+  (client_files.BatchesWhereTrained); tff.learning's processes built again on
+  the task whose dataset computation reads them (client_files.ReadWhereTrained)."""
+  if rounds.round_of(built.process) is None:
+    reading = client_files.ReadWhereTrained(task, folder)
+    built = registry.build(name, reading, training, **(options or {}))
+    _check_sends_no_examples(name, built)
+    return built, reading.files
+  round_ = rounds.round_of(built.process)
+  try:
+    reading = client_files.BatchesWhereTrained(
+        folder, built.client_ids, built.client_input,
+        round_.client_work.type_signature.parameter[1])
+  except client_files.ClientFilesError as e:
+    raise registry.NotApplicable(f'--algorithm={name} cannot read its clients\' examples from '
+                                 f'--client_data_dir: {e}') from None
+  return dataclasses.replace(
+      built, process=rounds.with_client_data(built.process, reading.read),
+      client_input=reading.client_input), reading.files
 
 
 def _check_sends_no_examples(name: str, built: registry.Built) -> None:

@@ -36,7 +36,8 @@ def _batches(client):
   rows = ROWS[client]
   columns = (rows.astype(np.int32), np.zeros([len(rows), 1], np.float32))
   steps = _steps(client)
-  return sliced.Batches(columns, np.zeros(steps, np.int32), np.full(steps, len(rows), np.int32))
+  return sliced.Batches(columns, np.zeros(steps, np.int32), np.full(steps, len(rows), np.int32),
+                        np.arange(len(rows), dtype=np.int32))
 
 
 BATCHES = sliced.tff_type(_batches(0))

@@ -10,6 +10,7 @@ import tensorflow_federated as tff
 import tasks
 from tasks import loo_ranking
 from tff_rec.data import client_files
+from tff_rec.data import sliced
 
 TYPES = collections.OrderedDict(item=tff.TensorType(np.int32, [None, 2]),
                                 label=tff.TensorType(np.float32, [None]))
@@ -90,3 +91,39 @@ def test_a_task_whose_clients_get_other_examples_every_round_is_refused(ranking_
   task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir), embedding_dim=4))
   with pytest.raises(client_files.ClientFilesError, match='not fixed arrays and a seed'):
     client_files.ReadWhereTrained(task, tmp_path)
+
+
+def _client_input(client_id, seed):
+  """A project round's client input: (a client index, (shuffled training batches
+  and one in-order pass over the same examples, a few attributes))."""
+  examples = (collections.OrderedDict(item=EXAMPLES[client_id]['item']),
+              EXAMPLES[client_id]['label'][:, None])
+  plan = sliced.Plan(1, epochs=2)
+  return (np.int32(seed), ([plan.batches(examples, seed), sliced.in_order(examples, 1)],
+                           np.ones(3, np.float32)))
+
+
+def test_a_rounds_batches_are_read_back_where_the_client_trains(tmp_path, tff_runtime):
+  data_type = tff.types.to_type([[sliced.tff_type(b) for b in _client_input('a', 0)[1][0]],
+                                 tff.TensorType(np.float32, [3])])
+  reading = client_files.BatchesWhereTrained(tmp_path, list(EXAMPLES), _client_input,
+                                             data_type)
+  reading.files.write()
+  for client_id in EXAMPLES:
+    sent = reading.client_input(client_id, 5)
+    batches = _client_input(client_id, 5)[1][0]
+    for handle, expected in zip(sent[1][0], batches):
+      assert np.ndim(handle.columns) == 0  # the index, not the examples
+      np.testing.assert_array_equal(handle.rows, expected.rows)
+    got = reading.read(sent[1])
+    for read, expected in zip(got[0], batches):
+      for a, b in zip(tf.nest.flatten(read), tf.nest.flatten(expected)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_batches_of_examples_drawn_every_round_are_refused(tmp_path):
+  def drawn(client_id, seed):  # sampled negatives: other examples every round
+    return sliced.in_order(collections.OrderedDict(item=np.full(3, seed, np.int32)), 2)
+
+  with pytest.raises(client_files.ClientFilesError, match='change every round'):
+    client_files.BatchesWhereTrained(tmp_path, ['a'], drawn, sliced.tff_type(drawn('a', 0)))

@@ -69,14 +69,15 @@ def test_a_run_without_an_output_dir_is_refused(ml100k_dir):
 
 
 def test_client_data_dir_is_refused_where_the_examples_cannot_stay_on_the_workers(
-    ml100k_dir, ranking_dir, tmp_path):
+    ranking_dir, user_items_dir, tmp_path):
   clients = f'--client_data_dir={tmp_path / "clients"}'
-  _assert_refused("--algorithm=metaua sends its clients' examples from the trainer", tmp_path,
-                  f'--data_dir={ml100k_dir}', '--task=ctr', '--model=lr', '--algorithm=metaua',
-                  clients)
+  _assert_refused("--algorithm=fedmf cannot read its clients' examples from --client_data_dir: "
+                  "its clients' input holds no batches of examples", tmp_path,
+                  f'--data_dir={ranking_dir}', '--task=loo_ranking', '--algorithm=fedmf', clients)
+  _assert_refused("the ranking task's client arguments are not fixed arrays and a seed",
+                  tmp_path, f'--data_dir={user_items_dir}', '--task=ranking',
+                  '--algorithm=fedprox', clients)  # tff.learning's, on sampled negatives
   assert not (tmp_path / 'clients').exists()  # refused before anything was written
-  _assert_refused("the loo_ranking task's client arguments are not fixed arrays and a seed",
-                  tmp_path, f'--data_dir={ranking_dir}', '--task=loo_ranking', clients)
 
 
 def test_a_worker_without_the_client_files_or_with_others_stops_naming_them(

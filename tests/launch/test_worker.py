@@ -93,9 +93,11 @@ def _summary(out) -> dict:
 
 
 # One algorithm of each paper, on small data: (data fixture, flags). The dual
-# encoder's FedAvg is compared in the killed-worker test below. FedSubAvg's
-# workers read its clients' examples from files (--client_data_dir, added by the
-# test): a round sends them only each client's index and seed.
+# encoder's FedAvg is compared in the killed-worker test below. FedSubAvg's and
+# MetaUA's workers read their clients' examples from files (--client_data_dir,
+# added by the test): a round sends each client its index and seed
+# (tff.learning's FedSubAvg) or its index and batches' row numbers (MetaUA, the
+# project's round).
 PAPERS = {
     'FedSubAvg LR': ('ml100k_dir', ['--task=ctr', '--algorithm=fedsubavg',
                                     '--model=lr', '--rounds=2', '--clients_per_round=6',
@@ -112,13 +114,17 @@ PAPERS = {
 }
 
 
+READ_ON_WORKERS = ('FedSubAvg LR', 'MetaUA LR')
+
+
 @pytest.mark.parametrize('paper', PAPERS)
 def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_path):
   data_fixture, flags = PAPERS[paper]
   flags = [f'--data_dir={request.getfixturevalue(data_fixture)}', *flags]
   native = trainer.train_here(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}')
   assert native.returncode == 0, native.stderr[-3000:]
-  files = [f'--client_data_dir={tmp_path / "clients"}'] if 'FedSubAvg' in paper else []
+  files = ([f'--client_data_dir={tmp_path / "clients"}'] if paper in READ_ON_WORKERS
+           else [])
   remote = trainer.train_here(*flags, '--runtime=remote', *files,
                               f'--workers={",".join(w.address for w in workers)}',
                               f'--output_dir={tmp_path / "r"}')

@@ -55,7 +55,7 @@ def test_a_keras_model_and_a_loss_of_tensors_take_the_same_steps():
     return tf.reduce_mean((batch['x'] @ weights['w'] - batch['y']) ** 2)
 
   batches = sliced.Batches(collections.OrderedDict(x=tf.constant(X), y=tf.constant(Y)),
-                           tf.constant([0, 2, 4]), tf.constant([2, 4, 5]))
+                           tf.constant([0, 2, 4]), tf.constant([2, 4, 5]), tf.range(5))
   for data in (_dataset(), batches):
     trained = functional.train(loss, sgd, {'w': START[0]}, data)
     np.testing.assert_allclose(trained.weights['w'], expected, rtol=1e-6)

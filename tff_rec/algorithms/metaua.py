@@ -450,14 +450,14 @@ def split_client(task, client_id: str, index: int, seed: int, query_fraction: fl
   query = min(int(round(query_fraction * count)), count - 1)
   in_query = np.zeros(count, bool)
   in_query[np.random.default_rng([task.config.seed, index]).permutation(count)[:query]] = True
-  support = collections.OrderedDict((k, v[~in_query]) for k, v in examples.items())
-  held = collections.OrderedDict((k, v[in_query]) for k, v in examples.items())
-  distinct = sum(len(np.unique(v[v != 0])) for k, v in support.items() if k != 'label')
-  plan, support_input = task.batch_plan, task.model_input(support)
-  batches = (plan.batches(support_input, seed),
-             sliced.in_order(support_input, plan.batch_size),
-             sliced.in_order(task.model_input(held), plan.batch_size))
-  return batches, np.array([len(support['label']), support['label'].mean(), distinct],
+  support, held = np.flatnonzero(~in_query), np.flatnonzero(in_query)
+  distinct = sum(len(np.unique(v[support][v[support] != 0]))
+                 for k, v in examples.items() if k != 'label')
+  plan, columns = task.batch_plan, task.model_input(examples)  # the three share them
+  batches = (plan.batches(columns, seed, support),
+             sliced.in_order(columns, plan.batch_size, support),
+             sliced.in_order(columns, plan.batch_size, held))
+  return batches, np.array([len(support), examples['label'][support].mean(), distinct],
                            np.float32)
 
 

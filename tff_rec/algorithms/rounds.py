@@ -452,6 +452,10 @@ def _read_only(array) -> np.ndarray:
   return view
 
 
+# A LearningProcess compose made -> its round, for with_client_data.
+_ROUND_OF = weakref.WeakKeyDictionary()
+
+
 def compose(round_: Round, initial_client_states=None):
   """The round's process: a tff LearningProcess when no client keeps state and no
   report comes back, else a RoundProcess."""
@@ -459,5 +463,32 @@ def compose(round_: Round, initial_client_states=None):
     return RoundProcess(round_, initial_client_states)
   if initial_client_states is not None:
     raise ValueError('initial client states given for a round whose clients keep none')
-  return _learning_process(round_)
+  process = _learning_process(round_)
+  _ROUND_OF[process] = round_
+  return process
 
+
+def round_of(process) -> Round | None:
+  """The round a process of `compose` runs (None: not one of the project's rounds)."""
+  return process.round if isinstance(process, RoundProcess) else _ROUND_OF.get(process)
+
+
+def with_client_data(process, client_data: tff.Computation):
+  """The process of compose (round_of) whose clients receive what `client_data`
+  (a TF computation, run where the client trains) makes their data from, as
+  tff.simulation.compose_dataset_computation_with_learning_process does for
+  tff.learning's processes (e.g. a client's examples read from a file there)."""
+  round_ = round_of(process)
+  work = round_.client_work
+  broadcast_type, _, *state_type = work.type_signature.parameter
+  raw_type = client_data.type_signature.parameter
+  if state_type:
+    @tff.tensorflow.computation(broadcast_type, raw_type, state_type[0])
+    def reading_work(broadcast, raw, state):
+      return work(broadcast, client_data(raw), state)
+  else:
+    @tff.tensorflow.computation(broadcast_type, raw_type)
+    def reading_work(broadcast, raw):
+      return work(broadcast, client_data(raw))
+  reading = dataclasses.replace(round_, client_work=reading_work)
+  return compose(reading, getattr(process, 'initial_client_states', None))

@@ -9,6 +9,12 @@ worker binary links no data backend that would resolve `tff.framework.Data`
 URIs, so the handle here is the client's index and the computation reads the
 file with TF ops.
 
+Two kinds of client work read them: tff.learning's, through the task's
+dataset computation (ReadWhereTrained: a round sends each client its index and
+seed), and the project's rounds, through the sliced.Batches of their clients'
+input (BatchesWhereTrained: its index and the batches' row numbers, which
+numpy drew on the trainer).
+
 A file holds one client's columns, each `tf.io.serialize_tensor`ed, stacked
 into one serialized string vector. The fingerprint is a hash of the examples
 (of every file's bytes), computed from the examples in memory at every start:
@@ -24,11 +30,13 @@ import hashlib
 import json
 import pathlib
 import re
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+
+from tff_rec.data import sliced
 
 MANIFEST = 'manifest.json'
 FINGERPRINT = 'fingerprint'
@@ -121,6 +129,112 @@ class ClientFiles:
     found = re.search(rf'{re.escape(str(self.root))}/(\d+\.tensors|{FINGERPRINT})'
                       r'[^\]\n"\\]*', str(error))
     return None if found is None else f'a worker cannot read the client files: {found[0]}'
+
+
+class BatchesWhereTrained:
+  """The project's rounds (tff_rec.algorithms.rounds) with their clients'
+  examples in files: a client's input holds sliced.Batches whose columns are
+  the client's examples, fixed, and the round's order as row numbers; here
+  each Batches' columns become the client's index (`client_input`), and
+  `read` (a TF computation, run where the client trains) makes the Batches
+  again from the client's file. So a round sends each client its index and
+  E epochs of row numbers, not its examples.
+
+  For inputs whose every Batches holds the same columns whatever the seed;
+  others (sampled negatives drawn every round) are refused."""
+
+  def __init__(self, folder: str | pathlib.Path, client_ids: Sequence[str],
+               client_input: Callable[[str, int], Any], data_type: tff.Type):
+    ids = list(client_ids)
+    columns = [_shared_columns(client_input(ids[0], seed)) for seed in (1, 2)]
+    if columns[0] is None:
+      raise ClientFilesError("its clients' input holds no batches of examples (sliced."
+                             'Batches) to write once for the workers to read')
+    if not _equal(*columns):
+      raise ClientFilesError(
+          "the clients' examples change every round (e.g. sampled negatives), so they "
+          'cannot be written once for the workers to read')
+    self._input, self._index = client_input, {c: k for k, c in enumerate(ids)}
+    structure = columns[0]
+    self.files = ClientFiles(folder, ids, lambda client_id: _flat(
+        _shared_columns(client_input(client_id, 0))))
+    read = self.files.reader(collections.OrderedDict(
+        (name, tff.TensorType(v.dtype, [None, *v.shape[1:]]))
+        for name, v in _flat(structure).items()))
+    self.handle_type = _with_handles(data_type)
+
+    @tff.tensorflow.computation(self.handle_type)
+    def read_batches(handles):
+      # A lone Batches parameter arrives as a tff Struct: its Python containers back.
+      handles = tff.types.type_to_py_container(handles, self.handle_type)
+      index = _batches(handles)[0].columns
+      examples = read(index)
+      columns = tf.nest.pack_sequence_as(structure, [examples[k] for k in _flat(structure)])
+      return _map_batches(lambda b: b._replace(columns=columns), handles)
+
+    self.read = read_batches
+
+  def client_input(self, client_id: str, seed: int):
+    """The client's input with each Batches' columns replaced by its index."""
+    index = np.int32(self._index[client_id])
+    return _map_batches(lambda b: b._replace(columns=index), self._input(client_id, seed))
+
+
+def _map_batches(fn, value):
+  """`value` with fn applied to each sliced.Batches in it (through tuples, lists
+  and dicts)."""
+  if isinstance(value, sliced.Batches):
+    return fn(value)
+  if isinstance(value, Mapping):
+    return type(value)((k, _map_batches(fn, v)) for k, v in value.items())
+  if isinstance(value, tuple) and hasattr(value, '_fields'):
+    return type(value)(*(_map_batches(fn, v) for v in value))
+  if isinstance(value, (list, tuple)):
+    return type(value)(_map_batches(fn, v) for v in value)
+  return value
+
+
+def _batches(value) -> list[sliced.Batches]:
+  found = []
+  _map_batches(found.append, value)
+  return found
+
+
+def _shared_columns(client_input):
+  """The columns every Batches of a client's input holds (None: no Batches);
+  ClientFilesError if they differ."""
+  found = _batches(client_input)
+  if not found:
+    return None
+  if not all(_equal(found[0].columns, b.columns) for b in found[1:]):
+    raise ClientFilesError("the batches of a client's input hold different examples, so "
+                           'they cannot be read from one file per client')
+  return found[0].columns
+
+
+def _flat(columns) -> dict[str, np.ndarray]:
+  return {str(k): np.asarray(v) for k, v in enumerate(tf.nest.flatten(columns))}
+
+
+def _equal(a, b) -> bool:
+  a, b = _flat(a), _flat(b)
+  return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def _with_handles(data_type: tff.Type) -> tff.Type:
+  """`data_type` with each Batches' columns an int32 client index."""
+  if isinstance(data_type, tff.StructWithPythonType):
+    container = data_type.python_container
+    elements = list(tff.structure.iter_elements(data_type))
+    if container is sliced.Batches:
+      elements = [(name, tff.TensorType(np.int32) if name == 'columns' else t)
+                  for name, t in elements]
+    else:
+      elements = [(name, _with_handles(t)) for name, t in elements]
+    return tff.StructWithPythonType(elements, container)
+  if isinstance(data_type, tff.StructType):
+    return tff.StructType([(n, _with_handles(t)) for n, t in tff.structure.iter_elements(data_type)])
+  return data_type
 
 
 class ReadWhereTrained:

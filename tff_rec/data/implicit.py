@@ -36,7 +36,7 @@ def epoch_batches(columns: dict[str, tf.Tensor], epochs: int, batch_size: int
   ends = tf.minimum(starts + batch_size, tf.reshape(
       tf.broadcast_to(epoch_starts + per_epoch, [epochs, tf.size(starts) // epochs]), [-1]))
   return sliced.Batches(collections.OrderedDict(
-      (k, tf.convert_to_tensor(v)) for k, v in columns.items()), starts, ends)
+      (k, tf.convert_to_tensor(v)) for k, v in columns.items()), starts, ends, tf.range(rows))
 
 
 def padded_batches(users_rows: list[tuple[np.ndarray, ...]], batch_size: int

@@ -1,4 +1,4 @@
-"""A client's batches as row ranges of its columns, for loops over tf.range.
+"""A client's batches as row ranges of its examples, for loops over tf.range.
 
 Inside a TF graph a tf.data iterator costs 3-9 ms per client on this machine
 (its dataset functions are instantiated at each iterator), against under 1 ms
@@ -10,7 +10,10 @@ tff.learning's client work needs datasets (`Plan.dataset`, `as_dataset`).
 `Plan` describes a task's training batches once, for both: as a tf.data
 pipeline (tff.learning's clients) and as Batches whose order numpy draws from
 the round's client seed (the project's clients; shuffled before they reach
-the client, so the client's graph only slices).
+the client, so the client's graph only gathers). Batches hold the client's
+examples once and the order as row numbers: a round sends E epochs of row
+numbers rather than E copies of the examples, and the examples themselves are
+fixed, so a worker can read them from files (client_files).
 """
 
 import collections
@@ -27,45 +30,52 @@ FULL_SHUFFLE = 1 << 16  # tf.data's shuffle buffer holding any client's examples
 
 
 class Batches(NamedTuple):
-  """Batch s is rows [starts[s], ends[s]) of every column. A NamedTuple: TFF
-  keeps it as it passes between computations."""
-  columns: Any  # a structure (e.g. an OrderedDict, or Keras's (x, y)) of [rows, ...]
+  """Batch s is the examples rows[starts[s]:ends[s]] of every column. A
+  NamedTuple: TFF keeps it as it passes between computations."""
+  columns: Any  # a structure (e.g. an OrderedDict, or Keras's (x, y)) of [examples, ...]
   starts: tf.Tensor  # [steps] int32
   ends: tf.Tensor  # [steps] int32
+  rows: tf.Tensor  # [ends[-1]] int32: the examples of the batches, one after another
 
   def steps(self) -> tf.Tensor:
     return tf.size(self.starts)
 
   def batch(self, step: tf.Tensor):
-    start, end = self.starts[step], self.ends[step]
-    return tf.nest.map_structure(lambda v: v[start:end], self.columns)
+    rows = self.rows[self.starts[step]:self.ends[step]]
+    return tf.nest.map_structure(lambda v: tf.gather(v, rows), self.columns)
 
   def first_rows(self, column: str) -> tf.Tensor:
     """Each batch's first value of `column`."""
-    return tf.gather(self.columns[column], self.starts)
+    return tf.gather(self.columns[column], tf.gather(self.rows, self.starts))
 
   def where(self, keep: tf.Tensor) -> 'Batches':
     """The batches whose `keep` ([steps] bool) is true, in order."""
-    return Batches(self.columns, tf.boolean_mask(self.starts, keep),
-                   tf.boolean_mask(self.ends, keep))
+    return self._replace(starts=tf.boolean_mask(self.starts, keep),
+                         ends=tf.boolean_mask(self.ends, keep))
 
   def as_dataset(self) -> tf.data.Dataset:
     return lean.lean(tf.data.Dataset.from_tensor_slices((self.starts, self.ends)).map(
-        lambda start, end: tf.nest.map_structure(lambda v: v[start:end], self.columns)))
+        lambda start, end: tf.nest.map_structure(
+            lambda v: tf.gather(v, self.rows[start:end]), self.columns)))
 
 
 def tff_type(batches: Batches):
   """The TFF type of Batches like `batches` (numpy), of any number of rows and steps."""
   columns = tf.nest.map_structure(
       lambda v: tff.TensorType(v.dtype, [None, *v.shape[1:]]), batches.columns)
-  steps = tff.TensorType(np.int32, [None])
-  return tff.types.to_type(Batches(columns, steps, steps))
+  rows = tff.TensorType(np.int32, [None])
+  return tff.types.to_type(Batches(columns, rows, rows, rows))
 
 
-def in_order(columns, batch_size: int) -> Batches:
-  """One pass over numpy `columns`, in order, the last batch partial."""
+def in_order(columns, batch_size: int, rows: np.ndarray | None = None) -> Batches:
+  """One pass over numpy `columns` (over their `rows`, by default all), in order,
+  the last batch partial."""
   columns = tf.nest.map_structure(np.asarray, columns)
-  return _batched(columns, len(tf.nest.flatten(columns)[0]), batch_size)
+  return _batched(columns, _all_rows(columns) if rows is None else rows, batch_size)
+
+
+def _all_rows(columns) -> np.ndarray:
+  return np.arange(len(tf.nest.flatten(columns)[0]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,26 +97,26 @@ class Plan:
                .batch(self.batch_size, drop_remainder=self.drop_remainder))
     return batched.take(self.steps) if self.steps else batched
 
-  def batches(self, columns, seed: int) -> Batches:
-    """The batches of numpy `columns` (a structure of arrays of equal rows),
-    shuffled by numpy from `seed`: the rows of every batch, in order."""
-    rows = len(tf.nest.flatten(columns)[0])
+  def batches(self, columns, seed: int, rows: np.ndarray | None = None) -> Batches:
+    """The batches of numpy `columns` (a structure of arrays of equal length; of
+    their `rows`, by default all), shuffled by numpy from `seed`."""
+    rows = _all_rows(columns) if rows is None else np.asarray(rows)
     rng = np.random.default_rng(seed)
-    order = np.concatenate([_shuffled(rows, self.buffer, rng) for _ in range(self.epochs)]
+    order = np.concatenate([_shuffled(len(rows), self.buffer, rng) for _ in range(self.epochs)]
                            or [np.zeros(0, np.int64)])
     size = len(order)
     if self.drop_remainder:
       size -= size % self.batch_size
     if self.steps:
       size = min(size, self.steps * self.batch_size)
-    order = order[:size]
-    return _batched(tf.nest.map_structure(lambda v: np.asarray(v)[order], columns), size,
+    return _batched(tf.nest.map_structure(np.asarray, columns), rows[order[:size]],
                     self.batch_size)
 
 
-def _batched(columns, rows: int, batch_size: int) -> Batches:
-  starts = np.arange(0, rows, batch_size, dtype=np.int32)
-  return Batches(columns, starts, np.minimum(starts + batch_size, rows).astype(np.int32))
+def _batched(columns, rows: np.ndarray, batch_size: int) -> Batches:
+  starts = np.arange(0, len(rows), batch_size, dtype=np.int32)
+  return Batches(columns, starts, np.minimum(starts + batch_size, len(rows)).astype(np.int32),
+                 rows.astype(np.int32))
 
 
 def _shuffled(rows: int, buffer: int, rng: np.random.Generator) -> np.ndarray:
