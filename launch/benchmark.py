@@ -233,7 +233,7 @@ def _client_batches(task, client: str, seed: int) -> list:
     examples = {'context': arguments[0], 'label': arguments[1]}
   else:  # click models: (examples, seed)
     examples = arguments[0]
-  return list(task.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed))
+  return list(task.batches(examples, seed=seed))
 
 
 def _cohorts(ids, clients: int) -> list[list[str]]:
@@ -510,8 +510,8 @@ def bench_round() -> str:
   # one tf.function with a plain SGD step (no TFF, no per-client reset).
   model = task.keras_model()
   loss_fn, optimizer = task.loss(), tf.keras.optimizers.SGD(0.1)
-  datasets = [[task.batches(tf.data.Dataset.from_tensor_slices(
-      {'context': c, 'label': l}), seed=s) for c, l, s in cohort] for cohort in cohorts]
+  datasets = [[task.batches({'context': c, 'label': l}, seed=s) for c, l, s in cohort]
+              for cohort in cohorts]
 
   @tf.function
   def train(dataset):

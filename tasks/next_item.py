@@ -190,7 +190,7 @@ class Task:
 
   def client_dataset(self, client_id: str, seed: int) -> tf.data.Dataset:
     """One training client's examples: shuffled, E epochs, full batches only."""
-    return self.batches(self.train_data.create_tf_dataset_for_client(client_id), seed=seed)
+    return self.batches(self.client_examples(client_id), seed=seed)
 
   @functools.cached_property
   def tables(self) -> tuple[tables_lib.Table, ...]:
@@ -225,9 +225,11 @@ class Task:
     return sliced.Plan(c.batch_size, c.local_epochs, drop_remainder=c.drop_remainder,
                        buffer=c.shuffle_buffer)
 
-  def batches(self, dataset: tf.data.Dataset, *, seed) -> tf.data.Dataset:
-    """Training batches of example dicts, shuffled by TF (tff.learning's clients)."""
-    return self.batch_plan.dataset(dataset, seed).map(_to_xy)
+  def batches(self, examples, *, seed) -> tf.data.Dataset:
+    """Training batches of a client's examples (a dict of arrays or tensors),
+    shuffled by TF (tff.learning's clients); sliced in Keras's (x, y) form, not
+    mapped to it (click_model.ClickModel.batches says why)."""
+    return self.batch_plan.dataset(tf.data.Dataset.from_tensor_slices(_to_xy(examples)), seed)
 
   def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
     """The client's training batches in a round, shuffled by numpy from `seed`
@@ -262,7 +264,7 @@ class Task:
                                 tff.TensorType(np.int32, [None]), np.int64)
     def build(context, label, seed):
       examples = {'context': context, 'label': label}
-      return lean.lean(self.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed))
+      return lean.lean(self.batches(examples, seed=seed))
 
     return build
 

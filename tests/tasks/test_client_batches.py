@@ -29,7 +29,7 @@ def _tf_batches(task, client, seed):
   arguments = task.client_arguments(client, seed)
   examples = ({'context': arguments[0], 'label': arguments[1]} if len(arguments) == 3
               else arguments[0])
-  return task.batches(tf.data.Dataset.from_tensor_slices(examples), seed=seed)
+  return task.batches(examples, seed=seed)
 
 
 @pytest.mark.parametrize('name', ['ctr', 'next_item', 'ranking'])
