@@ -13,10 +13,10 @@ average over the cohort, an item row held by ~3 of 1,000 clients moves by
 local epoch), so the model stays at chance after 100 rounds
 (results/scale_amazon_beauty). Both rows here therefore average each item over
 the clients that touched it (`--item_average=touched`, the official CoLR
-code's average), and the client learning rate is picked on validation HR@10 at
-round 100 from CoLR r = 4's sweep (seed 0, recorded like every cell). FedMF-64
-and CoLR r = 4 then run at that rate over --seeds; the popularity row ranks
-items by their number of training users.
+code's average), and each method's client learning rate is picked on
+validation HR@10 at round 100 from its own sweep (seed 0, recorded like every
+cell). FedMF-64 and CoLR r = 4 then run at their rates over --seeds; the
+popularity row ranks items by their number of training users.
 
 Cells run through launch.train under --runs_dir (resumable) and are recorded in
 --results_dir/cells; a recorded cell is not run again. Writes table.md.
@@ -28,6 +28,7 @@ from absl import app
 from absl import flags
 
 from launch import common
+from launch import outputs
 from launch import seeded_table
 
 seeded_table.define_flags('runs/beauty', 'results/colr_amazon_beauty')
@@ -45,44 +46,68 @@ def _rate(rate: float) -> str:
   return f'{rate:g}'
 
 
-def _sweep_row(rate: float) -> str:
-  return f'colr_lr{_rate(rate)}'
+METHODS = {'colr': ('CoLR r=4', ('--algorithm=colr', '--rank=4')),
+           'fedmf': ('FedMF-64', ('--algorithm=fedmf',))}
+# The rate FedMF-64's headline cells first ran at (CoLR's, before FedMF had a
+# sweep of its own): its cells at that rate keep their names.
+FIRST_RATE = 1.0
 
 
-SWEEP = seeded_table.Table(
-    'loo_ranking', 'Client learning rate: CoLR r = 4, validation, seed 0',
-    (SWEEP_METRIC, 'validation/ndcg_at_10'),
-    {_sweep_row(r): (f'CoLR r=4, client SGD {_rate(r)}', (
-        '--algorithm=colr', '--rank=4', f'--client_learning_rate={_rate(r)}'), None)
-     for r in SWEEP_RATES},
-    ARGS, 'validation', BEAUTY)
+def _sweep_row(method: str, rate: float) -> str:
+  return f'{method}_lr{_rate(rate)}'
 
 
-def headline(rate: float, records: pathlib.Path) -> seeded_table.Table:
-  """FedMF-64 and CoLR r = 4 at `rate`; CoLR's seed 0 is the sweep's cell."""
-  rate_flag = f'--client_learning_rate={_rate(rate)}'
-  sweep_cell = records / SWEEP.task / f'{_sweep_row(rate)}_s0'
+def sweep(method: str) -> seeded_table.Table:
+  label, args = METHODS[method]
   return seeded_table.Table(
-      'loo_ranking', f'FedMF-64 against CoLR r = 4 at client SGD {_rate(rate)}',
-      METRICS,
-      {'fedmf': ('FedMF-64', ('--algorithm=fedmf', rate_flag), None),
-       'colr': ('CoLR r=4', ('--algorithm=colr', '--rank=4', rate_flag), sweep_cell)},
-      ARGS, 'test', BEAUTY, versus=('fedmf', 'popularity'))
+      'loo_ranking', f'Client learning rate: {label}, validation, seed 0',
+      (SWEEP_METRIC, 'validation/ndcg_at_10'),
+      {_sweep_row(method, r): (f'{label}, client SGD {_rate(r)}',
+                               (*args, f'--client_learning_rate={_rate(r)}'), None)
+       for r in SWEEP_RATES},
+      ARGS, 'validation', BEAUTY)
+
+
+def headline(rates: dict[str, float], records: pathlib.Path) -> seeded_table.Table:
+  """FedMF-64 and CoLR r = 4, each at its rate; CoLR's seed 0 is its sweep's cell."""
+  def row(method):
+    label, args = METHODS[method]
+    rate = rates[method]
+    name = method if method == 'colr' or rate == FIRST_RATE else _sweep_row(method, rate)
+    seed0 = (records / 'loo_ranking' / f'{_sweep_row(method, rate)}_s0' if method == 'colr'
+             else None)
+    return name, (f'{label} (client SGD {_rate(rate)})',
+                  (*args, f'--client_learning_rate={_rate(rate)}'), seed0)
+
+  return seeded_table.Table(
+      'loo_ranking', 'FedMF-64 against CoLR r = 4, each at its validated rate', METRICS,
+      dict(row(m) for m in ('fedmf', 'colr')), ARGS, 'test', BEAUTY,
+      versus=(row('fedmf')[0], 'popularity'))
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  rates = {_sweep_row(r): r for r in SWEEP_RATES}
-  records = pathlib.Path(FLAGS.results_dir) / 'cells'
-  seeded_table.sweep_then_headline(
-      ["# CoLR's headline on Amazon Beauty", '',
-       'Built by `python -m launch.reproduce_beauty` from the cell records. '
-       'See README.md here for the reading.', ''],
-      SWEEP, SWEEP_METRIC, lambda row: (headline(rates[row], records),),
-      [int(s) for s in FLAGS.seeds], FLAGS.runs_dir, pathlib.Path(FLAGS.results_dir),
-      FLAGS.only == 'all')
-  print(f'done: {pathlib.Path(FLAGS.results_dir) / "table.md"}', flush=True)
+  results_dir = pathlib.Path(FLAGS.results_dir)
+  records, wanted = results_dir / 'cells', FLAGS.only == 'all'
+  lines = ["# CoLR's headline on Amazon Beauty", '',
+           'Built by `python -m launch.reproduce_beauty` from the cell records. '
+           'See README.md here for the reading.', '']
+  rates = {}
+  for method in METHODS:
+    table = sweep(method)
+    results = seeded_table.collect(table, [0], FLAGS.runs_dir, records, wanted)
+    lines += seeded_table.render(table, [0], results)
+    best = seeded_table.best_row(table, results, SWEEP_METRIC)
+    rates[method] = None if best is None else float(best.split('_lr')[1])
+  if None in rates.values():
+    lines.append('The headline rows wait for both sweeps.')
+  else:
+    lines += seeded_table.tabulate(headline(rates, records), [int(s) for s in FLAGS.seeds],
+                                   FLAGS.runs_dir, records, wanted)
+  results_dir.mkdir(parents=True, exist_ok=True)
+  outputs.write_text(results_dir / 'table.md', '\n'.join(lines))
+  print(f'done: {results_dir / "table.md"}', flush=True)
 
 
 if __name__ == '__main__':
