@@ -165,7 +165,8 @@ LAST_K = 5  # evaluations averaged by the sweeps and the investigation table
 # Table 2's paper rows, and its baselines with clients weighted equally, again at
 # each one's client learning rate chosen on validation (cell NAME_clrR): a grid
 # from the paper's 0.01 up, extended past an edge by rate_sweep.
-FIXED_ROWS = ('fedavg_examples', 'fedadagrad_examples', 'metaua', 'fedavg', 'fedadagrad')
+FIXED_ROWS = ('fedavg_examples', 'fedadagrad_examples', 'metaua', 'metaua_mean', 'fedavg',
+              'fedadagrad')
 CLIENT_RATES = (0.01, 0.03, 0.1, 0.3)
 PAPER_CLIENT_RATE = 0.01
 MAX_EXTENSIONS = 3  # rates a sweep may add past its grid's edges: each one a run
@@ -436,11 +437,17 @@ def _choices_table(sweeps: dict, meta_losses: tuple) -> list[str]:
   return lines
 
 
-def _ablation_tables(full: str, chosen: str | None, seeds) -> list[str]:
-  """Tables 4 and 3 with the meta loss of Table 2's MetaUA cell `full`."""
+def _ablation_tables(full: str, chosen: str | None, seeds, own_rate: float | None
+                     ) -> list[str]:
+  """Tables 4 and 3 with the meta loss of Table 2's MetaUA cell `full`, whose own
+  client rate sweep (if it had one) chose `own_rate`."""
   how = ('chosen on validation' if full == chosen else
          'the earlier choice, made on test; not the form validation chooses')
-  heading = f'meta loss: {META_LOSS[full]}, {how}; mean ± std over the seeds that ran'
+  rate = f'client SGD {PAPER_CLIENT_RATE:g}, the paper\'s'
+  if own_rate not in (None, PAPER_CLIENT_RATE):
+    rate += f' (its own validation sweep above chooses {own_rate:g}; not rerun at it)'
+  heading = (f'meta loss: {META_LOSS[full]}, {how}; {rate}; mean ± std over the seeds '
+             'that ran')
   return [f'## Table 4: ablation ({heading})', '',
           *_table({**_labels(_ablation(full)),
                    'fedadagrad_examples': 'reference: Table 2\'s FedAdagrad'}, seeds),
@@ -614,7 +621,8 @@ def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
       '0.01.', '',
       *_table({_fixed(name, rate): f'{METHODS[name]}, client SGD {rate:g}'
                for name, (_, rate) in sweeps.items() if rate is not None}, seeds), '',
-      *[line for full in fulls for line in _ablation_tables(full, meta_losses[1], seeds)],
+      *[line for full in fulls for line in _ablation_tables(
+          full, meta_losses[1], seeds, sweeps.get(full, (None, None))[1])],
       "## The meta loss's scale (mean ± std over the seeds that ran)", '',
       'How round t\'s query losses add up to the meta loss: the paper\'s eq. 1 sums over every '
       'query example of the cohort, so its gradient (and each meta step at a fixed meta '
