@@ -6,10 +6,10 @@ r"""Reproduces the shape of CoLR's Figures 3 and 4, Tables 2 and 4 on MovieLens 
 Leave-one-out MovieLens ranking (loo_ranking), FedMF with stored user
 vectors, 10 clients a round, the task's official settings (SGD 0.5, 2 local
 epochs, batch 256, decay 5e-4, 4 negatives). Cells:
-* The client rate of the headline pair (FedMF-64, CoLR r = 4): SWEEP_RATES on
-  seed 0, scored on validation HR@10, extended past a winning edge
-  (launch.rate_sweep); where it differs from CLIENT_RATE, the pair over --seeds
-  at the chosen rates (every other cell runs at CLIENT_RATE).
+* Every configuration's client rate: SWEEP_RATES on seed 0, scored on
+  validation HR@10, extended past a winning edge (launch.rate_sweep); the
+  configuration's seeds then run at its chosen rate (the secure sum's cell at
+  the plain sum's).
 * Figure 3: FedMF at d = 1..64 against CoLR at d = 64, r = 1..32: test HR /
   NDCG against the payload a client uploads per round.
 * Figure 4: CoLR against SVD and top-k compression of the full update at the
@@ -111,16 +111,26 @@ def _cell(name: str, algorithm: str, *args: str) -> list[str]:
   return cells
 
 
-# The client SGD rate every cell runs at (the paper's), and the rates tried
-# beside it for the headline pair (FedMF-64, CoLR r = 4): seed 0, validation
-# HR@10 (each user's second-to-last item) at the last round, extended past a
-# winning edge (launch.rate_sweep).
+# The paper's client SGD rate (a configuration's cell at it is NAME, at another
+# rate NAME_lrRATE), and the rates every configuration tries on seed 0, scored by
+# validation HR@10 (each user's second-to-last item) at the last round, extended
+# past a winning edge (launch.rate_sweep).
 CLIENT_RATE = 0.5
-SWEEP_RATES = (0.25, 0.5, 1.0)
-SWEEP_METRICS = ('validation/hr_at_10', 'validation/ndcg_at_10')
+SWEEP_RATES = (0.5, 1.0)
+SWEEP_METRIC = 'validation/hr_at_10'
 MAX_EXTENSIONS = 2
-SWEPT = {'fedmf_d64': ('FedMF-64, client SGD', ('fedmf',)),
-         'colr_r4': ('CoLR r=4, client SGD', ('colr', '--rank=4'))}
+SECURE_ARGS = (f'--rank={SECURE_RANK}', '--user_state=reconstructed', '--runtime=inprocess')
+
+
+def _configurations() -> dict[str, tuple[str, ...]]:
+  """Every configuration whose rate is swept: name -> (algorithm, *arguments)."""
+  configurations = {f'fedmf_d{d}': ('fedmf', f'--embedding_dim={d}') for d in RANKS}
+  configurations['fedmf_d64'] = ('fedmf',)
+  for algorithm in COMPRESSIONS:
+    configurations.update({f'{algorithm}_r{r}': (algorithm, f'--rank={r}') for r in RANKS})
+  configurations.update({f'scolr_R{big}': ('scolr', f'--rank={big}') for big in GLOBAL_RANKS})
+  configurations['colr_recon_plain'] = ('colr', *SECURE_ARGS)
+  return configurations
 
 
 def _at(name: str, rate: float) -> str:
@@ -128,25 +138,47 @@ def _at(name: str, rate: float) -> str:
   return name if rate == CLIENT_RATE else f'{name}_lr{rate:g}'
 
 
-def _at_rate(name: str, rate: float) -> tuple[str, ...]:
-  """_cell's algorithm and arguments of configuration `name` (of SWEPT) at `rate`."""
-  return (*SWEPT[name][1], *([f'--client_learning_rate={rate:g}'] if rate != CLIENT_RATE else []))
+def _rate_args(rate: float) -> tuple[str, ...]:
+  return (f'--client_learning_rate={rate:g}',) if rate != CLIENT_RATE else ()
 
 
-def _sweep(name: str) -> seeded_table.Swept:
-  """The client rate sweep of configuration `name` (of SWEPT), seed 0 (the cell
-  of seed 0 of the configuration at that rate)."""
+def _sweep(name: str, algorithm: str, *args: str) -> seeded_table.Swept:
+  """The client rate sweep of configuration `name`, seed 0 (the cell of seed 0
+  of the configuration at that rate)."""
   def run(rate):
     cell = _at(name, rate)
-    algorithm, *args = _at_rate(name, rate)
     return cell_records.run_cell(
         FLAGS.runs_dir, cell, 'launch.train', f'--algorithm={algorithm}',
         f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
-        f'--checkpoint_every={FLAGS.eval_every}', *args, '--seed=0',
+        f'--checkpoint_every={FLAGS.eval_every}', *args, *_rate_args(rate), '--seed=0',
         wanted=_wanted(cell), records_dir=_records())
 
-  return seeded_table.sweep_rates(SWEEP_RATES, run, SWEEP_METRICS[0],
+  return seeded_table.sweep_rates(SWEEP_RATES, run, SWEEP_METRIC,
                                   max_extensions=MAX_EXTENSIONS)
+
+
+def _sweep_table(sweeps: dict[str, seeded_table.Swept], floor: float) -> list[str]:
+  """Validation HR@10 of every configuration at each rate it tried (the chosen in bold)."""
+  rates = sorted({r for swept in sweeps.values() for r in swept.scores})
+
+  def shown(swept, rate):
+    if rate not in swept.scores:
+      return ''
+    value = swept.scores[rate]
+    text = 'not run' if value is None else 'diverged' if np.isnan(value) else f'{value:.3f}'
+    return f'**{text}**' if rate == swept.chosen else text
+
+  def chosen(swept):
+    if swept.chosen is None:
+      return 'not yet'
+    inside = min(swept.scores) < swept.chosen < max(swept.scores)
+    return f'{swept.chosen:g}' + ('' if inside else ' (edge: extensions ran out)')
+
+  return ['| configuration | ' + ' | '.join(f'{r:g}' for r in rates) + ' | chosen |',
+          '|---|' + '---|' * (len(rates) + 1),
+          f'| popularity | {floor:.3f}' + ' |' * len(rates) + ' |',
+          *(f'| {name} | ' + ' | '.join(shown(swept, r) for r in rates)
+            + f' | {chosen(swept)} |' for name, swept in sweeps.items())]
 
 
 def _metrics(name: str) -> pd.DataFrame | None:
@@ -266,25 +298,20 @@ def main(argv):
       dataclasses.replace(config, seed=seed)).popularity('test'))
             for seed in _seeds()]  # each seed draws the negatives
   popularity = dict(hr=[s['hr_at_10'] for s in scores], ndcg=[s['ndcg_at_10'] for s in scores])
-  sweeps = {name: _sweep(name) for name in SWEPT}
-  validation_floor = {f'validation/{k}': v for k, v in derived(
-      'popularity_validation_s0', lambda: task().popularity('validation')).items()}
-  sweep_lines = [line for name, swept in sweeps.items() for line in seeded_table.sweep_lines(
-      swept, SWEPT[name][0], SWEEP_METRICS, validation_floor)]
-  cells = {'fedmf_d64': _cell('fedmf_d64', 'fedmf'), 'colr_r4': _cell('colr_r4', 'colr',
-                                                                       '--rank=4')}
-  for r in RANKS:
-    for algorithm in COMPRESSIONS:
-      cells[f'{algorithm}_r{r}'] = _cell(f'{algorithm}_r{r}', algorithm, f'--rank={r}')
-    cells[f'fedmf_d{r}'] = _cell(f'fedmf_d{r}', 'fedmf', f'--embedding_dim={r}')
-  for big in GLOBAL_RANKS:
-    cells[f'scolr_R{big}'] = _cell(f'scolr_R{big}', 'scolr', f'--rank={big}')
-  secure_args = (f'--rank={SECURE_RANK}', '--user_state=reconstructed', '--runtime=inprocess')
-  secure = {'plain sum': _cell('colr_recon_plain', 'colr', *secure_args),
-            f'secure sum (bound {FLAGS.secure_bound:g})': _cell(
-                'colr_recon_secure', 'colr', *secure_args,
-                f'--secure_sum_bound={FLAGS.secure_bound}')}
-  results = {name: _result(runs) for name, runs in cells.items()}
+  configurations = _configurations()
+  sweeps = {name: _sweep(name, *args) for name, args in configurations.items()}
+  validation_floor = derived('popularity_validation_s0',
+                             lambda: task().popularity('validation'))['hr_at_10']
+  rates = {name: swept.chosen for name, swept in sweeps.items()}
+  # The secure sum at the plain sum's rate, so that only the sum differs.
+  rates['colr_recon_secure'] = rates['colr_recon_plain']
+  configurations['colr_recon_secure'] = (*configurations['colr_recon_plain'],
+                                         f'--secure_sum_bound={FLAGS.secure_bound}')
+  cells = {name: _cell(_at(name, rate), *configurations[name], *_rate_args(rate))
+           for name, rate in rates.items() if rate is not None}
+  secure = {'plain sum': 'colr_recon_plain',
+            f'secure sum (bound {FLAGS.secure_bound:g})': 'colr_recon_secure'}
+  results = {name: _result(cells[name]) if name in cells else None for name in rates}
   base = results['fedmf_d64']
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
@@ -304,36 +331,23 @@ def main(argv):
 
   floor = f'Popularity (the floor): {_fmt(popularity)}; "vs popularity" on HR@10.'
 
-  chosen = {name: swept.chosen for name, swept in sweeps.items()}
-  if None in chosen.values():
-    sweep_note = 'The pair at the rates the sweeps choose waits for both sweeps.'
-  elif set(chosen.values()) == {CLIENT_RATE}:
-    sweep_note = f'Both sweeps choose {CLIENT_RATE:g}, the rate every cell here runs at.'
-  else:  # the pair at its chosen rates, over the seeds (seed 0: the sweep's cell)
-    pair = {name: _result(_cell(_at(name, rate), *_at_rate(name, rate)))
-            for name, rate in chosen.items()}
-    sweep_note = '\n'.join([
-        f'Every other cell here runs at client SGD {CLIENT_RATE:g}. The pair at the rates '
-        f'the sweeps choose, seeds {_seeds()}:', '',
-        '| | client SGD | HR@10 (% of FedMF-64 HR) / NDCG@10 | vs popularity |',
-        '|---|---|---|---|',
-        *(f'| {SWEPT[name][0].removesuffix(", client SGD")} | {rate:g} | '
-          f'{_fmt(pair[name], pair["fedmf_d64"] if name != "fedmf_d64" else None)} | '
-          f'{vs_popularity(pair[name])} |'
-          for name, rate in chosen.items())])
+  def sgd(name):
+    return f'{rates[name]:g}' if rates.get(name) is not None else '-'
 
-  figure3 = ['| payload | FedMF d | up KB | HR / NDCG | vs popularity | CoLR r | up KB | '
-             'HR / NDCG (% of FedMF-64 HR) | vs popularity |', '|---|' + '---|' * 8]
+  figure3 = ['| payload | FedMF d | SGD | up KB | HR / NDCG | vs popularity | CoLR r | SGD | '
+             'up KB | HR / NDCG (% of FedMF-64 HR) | vs popularity |', '|---|' + '---|' * 10]
   for d, r in zip(DIMS, (*RANKS, None)):
     fedmf_d, colr = results[f'fedmf_d{d}'], results.get(f'colr_r{r}') if r else None
-    figure3.append(f'| 1/{FULL_DIM // d} | {d} | {kb(fedmf_d)} | {_fmt(fedmf_d)} | '
-                   f'{vs_popularity(fedmf_d)} | {r or "-"} | {kb(colr)} | '
+    figure3.append(f'| 1/{FULL_DIM // d} | {d} | {sgd(f"fedmf_d{d}")} | {kb(fedmf_d)} | '
+                   f'{_fmt(fedmf_d)} | {vs_popularity(fedmf_d)} | {r or "-"} | '
+                   f'{sgd(f"colr_r{r}")} | {kb(colr)} | '
                    f'{_fmt(colr, base) if r else "-"} | {vs_popularity(colr)} |')
-  figure4 = ['| r | up KB (CoLR / SVD / top-k) | CoLR | SVD | top-k | '
-             'vs popularity (CoLR / SVD / top-k) |', '|---|---|---|---|---|---|']
+  figure4 = ['| r | SGD (CoLR / SVD / top-k) | up KB (CoLR / SVD / top-k) | CoLR | SVD | '
+             'top-k | vs popularity (CoLR / SVD / top-k) |', '|---|---|---|---|---|---|---|']
   for r in RANKS:
     row = [results[f'{a}_r{r}'] for a in COMPRESSIONS]
-    figure4.append(f'| {r} | {" / ".join(kb(x) for x in row)} | '
+    figure4.append(f'| {r} | {" / ".join(sgd(f"{a}_r{r}") for a in COMPRESSIONS)} | '
+                   f'{" / ".join(kb(x) for x in row)} | '
                    + ' | '.join(_fmt(x, base) for x in row)
                    + f' | {" / ".join(vs_popularity(x) for x in row)} |')
   table2 = ['| method | up + down KB per client | communication s / round (est.) | '
@@ -344,20 +358,22 @@ def main(argv):
       moved = x['kb_up'] + x['kb_down']
       table2.append(f'| {name} | {moved:.0f} | {moved / 1024 * SECONDS_PER_MB:.3f} | '
                     f'{x["seconds"]:.3f} |')
-  table4 = ['| global rank R | mean up KB | HR / NDCG | vs popularity |', '|---|---|---|---|']
+  table4 = ['| global rank R | SGD | mean up KB | HR / NDCG | vs popularity |',
+            '|---|---|---|---|---|']
   for big in GLOBAL_RANKS:
     x = results[f'scolr_R{big}']
-    table4.append(f'| {big} | {kb(x)} | {_fmt(x, base)} | {vs_popularity(x)} |')
-  secure_rows = ['| CoLR r = 4, reconstructed users, in-process | HR / NDCG | vs popularity | '
-                 'values clipped (upper / lower, all rounds and seeds) |', '|---|---|---|---|']
-  for label, cells in secure.items():
-    frames = [f for f in map(_metrics, cells) if f is not None]
+    table4.append(f'| {big} | {sgd(f"scolr_R{big}")} | {kb(x)} | {_fmt(x, base)} | '
+                  f'{vs_popularity(x)} |')
+  secure_rows = ['| CoLR r = 4, reconstructed users, in-process | SGD | HR / NDCG | vs popularity | '
+                 'values clipped (upper / lower, all rounds and seeds) |', '|---|---|---|---|---|']
+  for label, name in secure.items():
+    frames = [f for f in map(_metrics, cells.get(name, [])) if f is not None]
     counts = [c for c in SECURE_CLIPPED  # the plain sum clips nothing
               if frames and cell_records.recorded(frames[0], c, None) is not None]
     clipped = ' / '.join(f'{sum(cell_records.recorded(f, c).sum() for f in frames):.0f}'
                          for c in counts) or '-'
-    run = _result(cells)
-    secure_rows.append(f'| {label} | {_fmt(run)} | {vs_popularity(run)} | {clipped} |')
+    secure_rows.append(f'| {label} | {sgd(name)} | {_fmt(results[name])} | '
+                       f'{vs_popularity(results[name])} | {clipped} |')
   tf.get_logger().setLevel('ERROR')  # each client's training traces its own loss once
   errors = derived(f'additive_sum_errors_s{config.seed}', lambda: additive_sum_errors(task()))
   additive = ['| payloads summed elementwise (as secure aggregation does) | relative error |',
@@ -367,8 +383,9 @@ def main(argv):
 {describe}. Test HR@10 / NDCG@10 after {FLAGS.rounds} rounds of
 {loo_ranking.Task.TRAIN_DEFAULTS['clients_per_round']} clients (the held-out
 item ranked among 99 unseen items; ties count against it); (%) = share of
-FedMF-64's HR. Client SGD 0.5 (each embedding row moves by the mean gradient
-of its batch occurrences, as the official code), {config.local_epochs} local epochs, batch
+FedMF-64's HR. Client SGD (each embedding row moves by the mean gradient of its
+batch occurrences, as the official code) at each configuration's rate chosen on
+validation (below; the paper's is {CLIENT_RATE:g}), {config.local_epochs} local epochs, batch
 {config.batch_size}, {config.num_negatives} negatives per positive, decay {config.l2}; the
 server adds the cohort's mean update. User vectors stored on their clients. Mean ± std over
 seeds {_seeds()}; a difference inside the seeds' spread is noise. "vs popularity": a
@@ -378,15 +395,17 @@ negatives, so popularity has a spread too), the difference where beyond noise.
 | | HR@10 / NDCG@10 | vs popularity |
 |---|---|---|
 | popularity (items by training users) | {_fmt(popularity)} | |
-| FedMF d = 64 | {_fmt(base)} | {vs_popularity(base)} |
+| FedMF d = 64, client SGD {sgd('fedmf_d64')} | {_fmt(base)} | {vs_popularity(base)} |
 
-## Client learning rate of the headline pair: validation, seed 0
+## Client learning rates: validation, seed 0
 
-`--task=loo_ranking --rounds={FLAGS.rounds} --seed=0`; validation HR@10 / NDCG@10 (each
-user's second-to-last item; the test item untouched) after the last round.
+Each configuration's `launch.train` run at seed 0 for each rate tried; validation HR@10
+(each user's second-to-last item; the test item untouched) after round {FLAGS.rounds}. The
+rates {", ".join(f"{r:g}" for r in SWEEP_RATES)}, extended past a winning edge (at most
+{MAX_EXTENSIONS} more); the chosen one (bold) runs over the seeds. The secure sum runs at the
+plain sum's rate.
 
-{chr(10).join(sweep_lines)}
-{sweep_note}
+{chr(10).join(_sweep_table(sweeps, validation_floor))}
 
 ## Figure 3: FedMF at smaller d against CoLR at d = 64, same payload
 
