@@ -81,12 +81,12 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
   training = runtime_for(name, task, training)
   kind = registry.kind_for(name, task)
   with context if context is not None else context_for(training):
-    built = registry.build(name, task, training, **(options or {}))
     files = None
     if client_data_dir:
-      built, files = _reading_where_trained(name, task, training, options, built,
-                                            client_data_dir)
+      built, files = _reading_where_trained(name, task, training, options, client_data_dir)
       files.write()  # once nothing refused the run
+    else:
+      built = registry.build(name, task, training, **(options or {}))
     recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
     evaluate = built.evaluate or task.evaluate
     periodic, final = task.EVAL_PARTS
@@ -110,15 +110,21 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
       raise client_files.UnreadableClientFiles(unreadable) from e
 
 
-def _reading_where_trained(name: str, task, training: registry.Training, options, built,
+def _reading_where_trained(name: str, task, training: registry.Training, options,
                            folder: str) -> tuple[registry.Built, client_files.ClientFiles]:
-  """`built` with its clients' examples read from files under `folder` where
-  they train: the project's rounds through their batches
-  (client_files.BatchesWhereTrained); tff.learning's processes built again on
-  the task whose dataset computation reads them (client_files.ReadWhereTrained)."""
+  """The algorithm built to read its clients' examples from files under `folder`
+  where they train: tff.learning's processes through the task's dataset
+  computation (client_files.ReadWhereTrained), the project's rounds through
+  their batches (client_files.BatchesWhereTrained). Built once: the project's
+  builders read the task's batches, which the first wrapper leaves as they are."""
+  try:
+    reading, refusal = client_files.ReadWhereTrained(task, folder), None
+  except client_files.ClientFilesError as e:
+    reading, refusal = None, e
+  built = registry.build(name, reading or task, training, **(options or {}))
   if rounds.round_of(built.process) is None:
-    reading = client_files.ReadWhereTrained(task, folder)
-    built = registry.build(name, reading, training, **(options or {}))
+    if refusal:
+      raise refusal
     _check_sends_no_examples(name, built)
     return built, reading.files
   round_ = rounds.round_of(built.process)
