@@ -239,13 +239,22 @@ def read_curve(runs_dir: str, name: str, metric: str, records_dir: str | None = 
   return rows.dropna(subset=[metric])
 
 
+TRAIN_LOSS = 'train/client_work/train/loss'  # every task's training loss after the last round
+
+
+def diverged(summary: dict) -> bool:
+  """Whether a finished run diverged: the trainer stopped it, or (a run from before
+  the trainer stopped diverging runs) its training loss is NaN. Read from training,
+  never from a test metric."""
+  return 'diverged_at_round' in summary or math.isnan(recorded(summary, TRAIN_LOSS, 0.0))
+
+
 def mean_of_last(runs_dir: str, name: str, metric: str, k: int,
                  records_dir: str | None = None) -> float | None:
   """The mean of a finished cell's last `k` evaluations of `metric` (a sweep's score:
-  one evaluation swings); NaN when the trainer stopped it diverged, None when it
-  has not finished."""
+  one evaluation swings); NaN when it diverged, None when it has not finished."""
   summary = cell_file(runs_dir, name, 'summary.json', records_dir)
-  if summary.exists() and 'diverged_at_round' in json.loads(summary.read_text()):
+  if summary.exists() and diverged(json.loads(summary.read_text())):
     return math.nan
   rows = read_curve(runs_dir, name, metric, records_dir)
   return None if rows is None else float(rows[metric].tail(k).mean())

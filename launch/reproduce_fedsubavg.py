@@ -196,24 +196,30 @@ def _curve(name: str, metric: str):
   return rows[step].to_numpy(), rows[metric].to_numpy()
 
 
-def _final_value(name: str, metric: str) -> float | None:
-  """The metric at the cell's end: NaN if it diverged, None if it has not run (or
-  never evaluated it)."""
+def _summary(name: str | None) -> dict | None:
+  """A finished cell's summary (None: not run)."""
   if name is None:
     return None
   path = cell_records.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
-  if not path.exists():
+  return json.loads(path.read_text()) if path.exists() else None
+
+
+def _final_value(name: str, metric: str) -> float | None:
+  """The metric at the cell's end: NaN if it diverged, None if it has not run (or
+  never evaluated it)."""
+  summary = _summary(name)
+  if summary is None:
     return None
-  summary = json.loads(path.read_text())
   if 'diverged_at_round' in summary:  # the trainer stopped it: its metrics are not there
     return float('nan')
   value = summary.get(metric)
   return None if value is None else float(value)
 
 
-def _diverged(names: list[str | None], metric: str) -> bool:
-  """Whether the trainer stopped any of these cells as diverged."""
-  return any((v := _final_value(name, metric)) is not None and np.isnan(v) for name in names)
+def _diverged(names: list[str | None]) -> bool:
+  """Whether any of these finished cells diverged (its training, not a test metric)."""
+  return any((summary := _summary(name)) is not None and cell_records.diverged(summary)
+             for name in names)
 
 
 def _final_cell(names: list[str], metric: str) -> str:
@@ -359,7 +365,7 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   finals = run_finals(columns)
   lower_rates = {}
   for m, (_, _, rate) in columns.items():
-    if m != 'central' and _diverged(finals[m], spec['metric']):
+    if m != 'central' and _diverged(finals[m]):
       lower = rate_sweep.beyond(rate, up=False)
       lower_rates[f'{m}_lr{lower:g}'] = (f'{METHODS[m]} at {lower:g}', m, lower)
   columns.update(lower_rates)

@@ -20,7 +20,7 @@ from launch import rate_sweep
 from launch import seed_stats
 import tasks
 
-LOSS = 'train/client_work/train/loss'  # every task's training loss after the last round
+LOSS = cell_records.TRAIN_LOSS
 
 
 def define_flags(runs_dir: str, results_dir: str) -> None:
@@ -209,7 +209,7 @@ def score(result: dict | str, metric: str) -> float | None:
   trainer stopped it, or its training loss is NaN), else its final `metric`."""
   if not isinstance(result, dict):
     return None
-  if 'diverged_at_round' in result or math.isnan(cell_records.recorded(result, LOSS, 0.0)):
+  if cell_records.diverged(result):
     return math.nan
   return float(result[metric])
 

@@ -106,3 +106,6 @@ def test_a_sweep_cell_scores_the_mean_of_its_last_evaluations_nan_if_it_diverged
   assert cell_records.mean_of_last(str(tmp_path / 'runs'), 'other', 'eval/auc', 3) is None
   (run / 'summary.json').write_text(json.dumps({'diverged_at_round': 5}))
   assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
+  # A run from before the trainer stopped diverging runs: its training loss is NaN.
+  (run / 'summary.json').write_text(json.dumps({cell_records.TRAIN_LOSS: math.nan}))
+  assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
