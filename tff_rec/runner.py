@@ -122,12 +122,12 @@ def _reading_where_trained(name: str, task, training: registry.Training, options
   except client_files.ClientFilesError as e:
     reading, refusal = None, e
   built = registry.build(name, reading or task, training, **(options or {}))
-  if rounds.round_of(built.process) is None:
+  round_ = rounds.round_of(built.process)
+  if round_ is None:
     if refusal:
       raise refusal
     _check_sends_no_examples(name, built)
     return built, reading.files
-  round_ = rounds.round_of(built.process)
   try:
     reading = client_files.BatchesWhereTrained(
         folder, built.client_ids, built.client_input,

@@ -26,6 +26,7 @@ is read.)
 """
 
 import collections
+import functools
 import hashlib
 import json
 import pathlib
@@ -223,18 +224,13 @@ def _equal(a, b) -> bool:
 
 def _with_handles(data_type: tff.Type) -> tff.Type:
   """`data_type` with each Batches' columns an int32 client index."""
-  if isinstance(data_type, tff.StructWithPythonType):
-    container = data_type.python_container
-    elements = list(tff.structure.iter_elements(data_type))
-    if container is sliced.Batches:
-      elements = [(name, tff.TensorType(np.int32) if name == 'columns' else t)
-                  for name, t in elements]
-    else:
-      elements = [(name, _with_handles(t)) for name, t in elements]
-    return tff.StructWithPythonType(elements, container)
-  if isinstance(data_type, tff.StructType):
-    return tff.StructType([(n, _with_handles(t)) for n, t in tff.structure.iter_elements(data_type)])
-  return data_type
+  if not isinstance(data_type, tff.StructType):
+    return data_type
+  container = getattr(data_type, 'python_container', None)
+  elements = [(name, (tff.TensorType(np.int32) if name == 'columns' else t)
+               if container is sliced.Batches else _with_handles(t))
+              for name, t in tff.structure.iter_elements(data_type)]
+  return tff.StructWithPythonType(elements, container) if container else tff.StructType(elements)
 
 
 class ReadWhereTrained:
@@ -257,8 +253,18 @@ class ReadWhereTrained:
           f"the {task.NAME} task's client arguments are not fixed arrays and a seed (they "
           'change every round, or come in another form), so they cannot be written once '
           'for the workers to read')
-    self.files = ClientFiles(folder, ids,
-                             lambda client_id: _columns(task.client_arguments(client_id, 0)))
+    self._folder, self._index = folder, {client_id: k for k, client_id in enumerate(ids)}
+
+  # Made when first asked, not in the constructor: a project's round built on
+  # this task reads its batches, never these (runner builds every algorithm so).
+  @functools.cached_property
+  def files(self) -> ClientFiles:
+    return ClientFiles(self._folder, list(self._index),
+                       lambda client_id: _columns(self._task.client_arguments(client_id, 0)))
+
+  @functools.cached_property
+  def dataset_computation(self) -> tff.Computation:
+    task = self._task
     *fixed_types, (_, seed_type) = tff.structure.iter_elements(
         task.dataset_computation.type_signature.parameter)
     read = self.files.reader(collections.OrderedDict(
@@ -273,8 +279,7 @@ class ReadWhereTrained:
                for k, (_, part) in enumerate(fixed_types)]
       return task.dataset_computation(*parts, seed)
 
-    self.dataset_computation = dataset_computation
-    self._index = {client_id: k for k, client_id in enumerate(ids)}
+    return dataset_computation
 
   def client_arguments(self, client_id: str, seed: int):
     return np.int32(self._index[client_id]), np.int64(seed)
