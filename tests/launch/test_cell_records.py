@@ -109,3 +109,17 @@ def test_a_sweep_cell_scores_the_mean_of_its_last_evaluations_nan_if_it_diverged
   # A run from before the trainer stopped diverging runs: its training loss is NaN.
   (run / 'summary.json').write_text(json.dumps({cell_records.TRAIN_LOSS: math.nan}))
   assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
+
+
+def test_a_curve_read_again_after_its_run_rewrote_it_is_the_new_one(tmp_path):
+  """Curves are parsed once per file while it is unchanged (a table reads each
+  many times); a run that rewrote its metrics.csv (resumed, extended) is read anew."""
+  run = _finished_run(tmp_path / 'runs' / 'cell')
+  (run / 'metrics.csv').write_text('round,eval/auc\n1,0.1\n2,0.3\n')
+  first = cell_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')
+  first.loc[:, 'eval/auc'] = 0.0  # a caller's change to what it got stays its own
+  assert list(cell_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')[
+      'eval/auc']) == [0.1, 0.3]
+  (run / 'metrics.csv').write_text('round,eval/auc\n1,0.1\n2,0.3\n3,0.6\n')
+  assert list(cell_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')[
+      'eval/auc']) == [0.1, 0.3, 0.6]
