@@ -151,7 +151,7 @@ def _in_fresh_process(case: str) -> dict:
                          f'--beauty_sequences={FLAGS.beauty_sequences}',
                          f'--synthetic_dir={FLAGS.synthetic_dir}', f'--rounds={FLAGS.rounds}',
                          f'--soak_rounds={FLAGS.soak_rounds}'],
-                        capture_output=True, text=True, check=True)
+                        stdout=subprocess.PIPE, text=True, check=True)  # its progress: stderr
   return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -872,7 +872,9 @@ SOAK_WORKLOADS = {
 
 def _soak_case(workload: str) -> dict:
   """FLAGS.soak_rounds rounds of one workload through the runner: resident MB of
-  this process and of its children (the TFF worker) every SOAK_EVERY rounds."""
+  this process and of its children (the TFF worker) every SOAK_EVERY rounds; a
+  progress line every round (on stderr, with both)."""
+  from launch import progress  # pylint: disable=g-import-not-at-top
   from tff_rec import runner  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
@@ -882,8 +884,12 @@ def _soak_case(workload: str) -> dict:
   training = registry.training(task, name, runtime=runtime, clients_per_round=clients,
                                **trainer)
   samples = []
+  show = progress.Progress(FLAGS.soak_rounds, 'round', {
+      'MB': 'memory/rss_mb', 'worker MB': 'memory/children_rss_mb'})
 
   def sample(round_num, metrics):  # the round loop measured its memory (resources)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the case's result
+      show(round_num, metrics)
     # The last round is sampled after its evaluation: not a round's memory.
     if round_num % SOAK_EVERY == 0 and round_num < FLAGS.soak_rounds:
       samples.append((round_num, metrics['memory/rss_mb'], metrics['memory/children_rss_mb']))
