@@ -63,10 +63,11 @@ flags.DEFINE_list('workers', None, '--runtime=remote: the workers, host:port,hos
 flags.DEFINE_string('client_data_dir', None, "Write the clients' examples here once and let "
                     'the client work read them: a round then sends each client its index '
                     'and seed, not its examples. With --runtime=remote, a folder every worker '
-                    'reads at the same path. Tasks whose clients keep the same examples '
-                    "every round (ctr, next_item): tff.learning's algorithms on the Keras "
-                    "model, and the project's rounds there (scaffold, metaua, fednova, "
-                    "colr/svd/topk), whose clients also get their batches' row numbers.")
+                    'reads at the same path. For clients that keep the same examples every '
+                    "round: tff.learning's algorithms on a Keras model, and the project's "
+                    "rounds (scaffold, metaua, fednova, the table forms), whose clients also "
+                    "get their batches' row numbers. Examples drawn anew every round (the "
+                    "rankings' sampled negatives) are refused, naming why.")
 flags.DEFINE_integer('threads', None, '--runtime=inprocess: shards of clients run at once '
                      '(default: one per core).', lower_bound=1)
 flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per TF call '

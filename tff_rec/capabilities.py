@@ -4,9 +4,10 @@ A task is data, a model and evaluation (`Task`); the rest are the forms of
 its model and data that some algorithms need. The registry picks an
 algorithm's implementation by the model kinds a task satisfies
 (algorithms.api.MODEL_KINDS), and a builder refuses a task that lacks what it
-needs (algorithms.api.require), both by `isinstance` against these.
+needs (algorithms.api.require), both by `offers` against these.
 """
 
+import inspect
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -124,3 +125,30 @@ class PrivateUsers(Protocol):
   def client_rows(self, user: int, seed, epochs: int): ...
 
   def user_index(self, client_id: str) -> int: ...
+
+
+def offers(task, capability: type) -> bool:
+  """isinstance(task, capability) without running any of the task's members.
+
+  Python 3.11's runtime protocols test a member with hasattr, which runs a
+  property: a wrapper's lazily made files and dataset computation
+  (client_files.ReadWhereTrained) were made by asking which kind of model it
+  offers. Python 3.12 looks members up statically, as here; a member only the
+  task's __getattr__ gives (a wrapper's forwarding) is looked up through it.
+  """
+  return all(_has(task, name) for name in _members(capability))
+
+
+def _members(capability: type) -> set[str]:
+  """The names a Protocol declares: its methods, properties and annotated attributes."""
+  return {name for base in capability.__mro__ if base not in (Protocol, object)
+          for name in (*vars(base), *vars(base).get('__annotations__', {}))
+          if not name.startswith('_')}
+
+
+def _has(task, name: str) -> bool:
+  try:
+    inspect.getattr_static(task, name)
+  except AttributeError:
+    return hasattr(task, name)
+  return True

@@ -70,9 +70,10 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
   `context` is the runtime's (a RemoteRuntime, an inprocess.Parallelism with its
   own settings, or a nullcontext inside one already entered); by default the
   resolved runtime's own. With `client_data_dir`, the clients' examples are
-  written there once and read by the client work (client_files.ReadWhereTrained):
-  a round sends each client its index and seed, and a worker that cannot read
-  them raises UnreadableClientFiles. `on_start` sees what was built before the
+  written there once and read by the client work (`_reading_where_trained`): a
+  round sends each client its index and seed (tff.learning's processes) or its
+  index and its batches' row numbers (the project's rounds), and a worker that
+  cannot read them raises UnreadableClientFiles. `on_start` sees what was built before the
   first round and may return the run's Recording. Evaluation follows
   task.EVAL_PARTS, each part's metrics prefixed by its name. After the first
   round, a run whose metrics show nothing of its secure sum or DP raises
@@ -147,9 +148,9 @@ def _check_sends_no_examples(name: str, built: registry.Built) -> None:
   if any(np.ndim(leaf) > 0 for leaf in tf.nest.flatten(sample)):  # index and seed: scalars
     raise registry.NotApplicable(
         f'--algorithm={name} sends its clients\' examples from the trainer (its client '
-        "work takes them as arrays), so it cannot read them from --client_data_dir; "
-        "tff.learning's algorithms (fedavg, fedprox, fedadam, fedadagrad, fedsgd, "
-        'fedsubavg) on the Keras model can')
+        'work takes them as arrays), so it cannot read them from --client_data_dir; '
+        "algorithms built as tff.learning's processes or as the project's rounds "
+        '(tff_rec.algorithms.rounds) can')
 
 
 class _AggregationCheck:

@@ -9,6 +9,7 @@ import tensorflow_federated as tff
 
 import tasks
 from tasks import loo_ranking
+from tff_rec.algorithms import api
 from tff_rec.data import client_files
 from tff_rec.data import sliced
 
@@ -40,8 +41,7 @@ def test_files_are_reused_only_for_the_very_same_examples(tmp_path):
   _files(tmp_path).write()  # the same examples: nothing rewritten
   assert (tmp_path / '0.tensors').stat().st_mtime_ns == written
   changed = {**EXAMPLES, 'a': {**EXAMPLES['a'], 'label': np.array([0.0, 1.0], np.float32)}}
-  with pytest.raises(client_files.ClientFilesError, match='holds the client files of other '
-                     'examples'):
+  with pytest.raises(client_files.ClientFilesError, match='holds other client files'):
     _files(tmp_path, changed).write()
 
 
@@ -76,6 +76,9 @@ def test_a_task_reads_the_same_batches_from_files(task_name, ml100k_dir, tmp_pat
   task = module.Task(module.make_config(data_dir=str(ml100k_dir), batch_size=8))
   on_files = client_files.ReadWhereTrained(task, tmp_path / 'clients')
   assert not (tmp_path / 'clients').exists()  # written once nothing refused the run
+  # Asking which models it offers makes none of it (a project's round never reads it).
+  assert api.model_kinds(on_files) == api.model_kinds(task)
+  assert not {'files', 'dataset_computation'} & set(vars(on_files))
   on_files.files.write()
   client = task.train_client_ids[3]
   from_files = list(on_files.dataset_computation(*on_files.client_arguments(client, 7)))

@@ -105,7 +105,7 @@ def not_applicable(name: str, task, why: str) -> NotApplicable:
 def require(task, name: str, capability: type, why: str) -> None:
   """Raises NotApplicable (`why`) unless the task offers `capability` (a Protocol
   of tff_rec.capabilities)."""
-  if not isinstance(task, capability):
+  if not capabilities.offers(task, capability):
     raise not_applicable(name, task, why)
 
 
@@ -123,7 +123,7 @@ MODEL_KINDS = {
 def model_kinds(task) -> list[str]:
   """The kinds of model `task` offers, most specific first."""
   return [kind for kind, (capability, _) in MODEL_KINDS.items()
-          if isinstance(task, capability)]
+          if capabilities.offers(task, capability)]
 
 
 def table_of_variable(task) -> list[str | None] | None:

@@ -19,9 +19,9 @@ MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in f
 
 def table_model_of(task, name: str, why: str) -> table_model.TableModel:
   """The task's TableModel; raises NotApplicable (`why`) without declared tables."""
-  if isinstance(task, capabilities.WeightTables):
+  if capabilities.offers(task, capabilities.WeightTables):
     return task.functional_model()
-  if not isinstance(task, capabilities.KerasTables):
+  if not capabilities.offers(task, capabilities.KerasTables):
     raise api.not_applicable(name, task, why)
   if task.keras_model().losses:
     raise api.not_applicable(name, task, 'its Keras model adds a regularization loss '
@@ -45,7 +45,7 @@ def client_data(task) -> tuple[tff.Computation, Callable[[str, int], Any]]:
   """(a client's data -> its sliced batches, in TFF; (client id, seed) -> that
   data): a weight-table model's own dataset computation and arguments, or a
   Keras model's client_batches (numpy batches, which the computation passes on)."""
-  if isinstance(task, capabilities.WeightTables):
+  if capabilities.offers(task, capabilities.WeightTables):
     return task.dataset_computation, task.client_arguments
   return tff.tensorflow.computation(lambda batches: batches,
                                     api.batches_type(task)), task.client_batches

@@ -44,7 +44,7 @@ FINGERPRINT = 'fingerprint'
 
 
 class ClientFilesError(ValueError):
-  """Client files that cannot be written, or are of other examples."""
+  """Client files that cannot be written, or are not of these examples."""
 
 
 class UnreadableClientFiles(RuntimeError):
@@ -80,9 +80,10 @@ class ClientFiles:
       written = json.loads(manifest.read_text())
       if written['fingerprint'] != self.fingerprint:
         raise ClientFilesError(
-            f'{self.root} holds the client files of other examples (fingerprint '
-            f'{written["fingerprint"][:12]}, these are {self.fingerprint[:12]}); give an '
-            'empty folder')
+            f'{self.root} holds other client files (fingerprint '
+            f'{written["fingerprint"][:12]}, these are {self.fingerprint[:12]}): another '
+            "dataset's, or these examples in another layout (another kind of algorithm "
+            "reads them otherwise); give an empty folder")
       return
     try:
       self.root.mkdir(parents=True, exist_ok=True)
