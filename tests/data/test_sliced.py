@@ -68,3 +68,4 @@ def test_batches_of_some_rows_shuffle_them_as_batches_of_those_rows_alone():
   np.testing.assert_array_equal(batches.starts, alone.starts)
   np.testing.assert_array_equal(batches.ends, alone.ends)
   np.testing.assert_array_equal(sliced.in_order(columns, 4, some).rows, some)
+  np.testing.assert_array_equal(sliced.in_order(columns, 4, list(some)).rows, some)

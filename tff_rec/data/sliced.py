@@ -71,7 +71,7 @@ def in_order(columns, batch_size: int, rows: np.ndarray | None = None) -> Batche
   """One pass over numpy `columns` (over their `rows`, by default all), in order,
   the last batch partial."""
   columns = tf.nest.map_structure(np.asarray, columns)
-  return _batched(columns, _all_rows(columns) if rows is None else rows, batch_size)
+  return _batched(columns, _all_rows(columns) if rows is None else np.asarray(rows), batch_size)
 
 
 def _all_rows(columns) -> np.ndarray:
