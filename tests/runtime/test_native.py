@@ -8,6 +8,7 @@ import time
 import numpy as np
 import psutil
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import conftest
@@ -33,6 +34,45 @@ def test_runs_federated_computations_and_stops_its_worker_on_close():
   runtime.close()  # idempotent
   with pytest.raises(RuntimeError, match='no TFF native runtime is open'):
     _sum_at_clients()([1])
+
+
+def _tiny_fed_avg():
+  spec = (tf.TensorSpec([None, 2], tf.float32), tf.TensorSpec([None, 1], tf.float32))
+
+  def model_fn():
+    keras = tf.keras.Sequential([tf.keras.layers.Dense(
+        1, input_shape=(2,), kernel_initializer='zeros')])
+    return tff.learning.models.from_keras_model(keras, loss=tf.keras.losses.MeanSquaredError(),
+                                                input_spec=spec)
+
+  return tff.learning.algorithms.build_weighted_fed_avg(
+      model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1))
+
+
+def test_a_worker_grown_past_its_bound_is_replaced_and_the_numbers_do_not_move():
+  """A bound below any growth (-1 MB): the worker is replaced once it warmed up
+  (the old one stopped: no_leaked_workers). The rounds end where they end on one
+  worker."""
+  process = _tiny_fed_avg()
+  rng = np.random.default_rng(0)
+  clients = [tf.data.Dataset.from_tensor_slices(
+      (rng.normal(size=(6, 2)).astype(np.float32), rng.normal(size=(6, 1)).astype(np.float32))
+  ).batch(2) for _ in range(3)]
+  ended = {}
+  for limit in (None, -1):
+    with native.NativeRuntime(worker_growth_limit_mb=limit) as runtime:
+      state, workers = process.initialize(), set()
+      for _ in range(native.WARM_CALLS + 2):  # the first call initialized
+        state = process.next(state, clients).state
+        workers.add(runtime.worker_pid)
+      ended[limit] = (process.get_model_weights(state).trainable, runtime.restarts,
+                      len(workers))
+      assert _sum_at_clients()([1, 2]) == 3
+  assert ended[None][1:] == (0, 1)
+  # Replaced once, after its WARM_CALLS computations; the new one warms up again.
+  assert ended[-1][1:] == (1, 2)
+  for unbounded, bounded in zip(ended[None][0], ended[-1][0], strict=True):
+    np.testing.assert_array_equal(unbounded, bounded)
 
 
 def test_worker_stops_when_the_with_block_raises():

@@ -11,6 +11,13 @@ mid-run), a call waiting on it would wait forever: a watchdog thread then
 prints the worker's log tail and ends the program with WORKER_DIED_EXIT_CODE,
 so a driver can restart it from its last checkpoint.
 
+TFF 0.87's worker grows over long runs (FAIR 1x-2x on Goodreads-100: about
+0.9 MB a round, after a warm-up). Nothing of a run lives on the worker between
+two computations (a sync context's results come back to Python), so the
+runtime starts a fresh worker before a computation once the running one holds
+`worker_growth_limit_mb` more than after its first WARM_CALLS computations:
+memory stays bounded and the numbers do not move.
+
 TFF's import-time default context is dropped when a runtime is installed and
 not restored: its `__del__` fails noisily if it is still alive at interpreter
 exit. After `close()` the default is a context that says the runtime closed.
@@ -29,12 +36,16 @@ import time
 
 import grpc
 import portpicker
+import psutil
 import tensorflow_federated as tff
 
 from tff_rec.runtime import worker_binary
 
 WORKER_NAME = worker_binary.NAME
 WORKER_DIED_EXIT_CODE = 75  # EX_TEMPFAIL: worth a retry from the last checkpoint
+# The worker's size after this many computations is what its growth counts from:
+# its first computations load the round's graphs (2.8 GB for FAIR on Goodreads).
+WARM_CALLS = 10
 _GRPC_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000  # TFF's own cap
 _GRPC_OPTIONS = [
     ('grpc.max_message_length', _GRPC_MAX_MESSAGE_BYTES),
@@ -91,31 +102,73 @@ def drop_tff_default_context() -> None:
   tff.framework.set_default_context(ClosedContext())
 
 
+class _OnCurrentWorker(tff.framework.SyncContext):
+  """TFF's context for a NativeRuntime: each computation runs on its current worker."""
+
+  def __init__(self, runtime: 'NativeRuntime'):
+    self._runtime = runtime
+
+  def invoke(self, comp, arg):
+    return self._runtime._invoke(comp, arg)  # pylint: disable=protected-access
+
+
 class NativeRuntime:
   """A TFF sync execution context on a local `worker_binary`.
 
   Use as a context manager, or call `install()` and `close()`. While installed
-  it is TFF's default context; `close()` restores the previous one.
+  it is TFF's default context; `close()` restores the previous one. A worker
+  grown `worker_growth_limit_mb` past its warm size is replaced by a fresh one
+  before the next computation (None: never); `restarts` counts them.
   """
 
   def __init__(self, *, max_concurrent_computation_calls: int = -1,
-               start_timeout_s: float = 60.0):
+               start_timeout_s: float = 60.0, worker_growth_limit_mb: float | None = 1024):
     self._max_calls = max_concurrent_computation_calls
     self._start_timeout_s = start_timeout_s
+    self._growth_limit_mb = worker_growth_limit_mb
     self._process: subprocess.Popen | None = None
     self._channel: grpc.Channel | None = None
     self._context = None
+    self._worker_context = None  # TFF's context on the current worker
+    self._calls, self._warm_mb = 0, None
     self._log = None
+    self.restarts = 0
 
   @property
   def worker_pid(self) -> int | None:
     return self._process.pid if self._process else None
 
   def install(self) -> 'NativeRuntime':
-    self._context = tff.framework.SyncExecutionContext(**context_arguments(
-        self._start_worker()))
+    self._use_new_worker()
+    self._context = _OnCurrentWorker(self)
     atexit.register(self.close)
     return self.activate()
+
+  def _use_new_worker(self) -> None:
+    self._worker_context = tff.framework.SyncExecutionContext(**context_arguments(
+        self._start_worker()))
+    self._calls, self._warm_mb = 0, None
+
+  def _invoke(self, comp, arg):
+    if self._worker_context is None:
+      raise RuntimeError('the TFF native runtime was closed')
+    if self._grown_too_much():
+      self._stop_worker()
+      self._use_new_worker()
+      self.restarts += 1
+    self._calls += 1
+    return self._worker_context.invoke(comp, arg)
+
+  def _grown_too_much(self) -> bool:
+    if self._growth_limit_mb is None or self._calls < WARM_CALLS:
+      return False
+    try:
+      size_mb = psutil.Process(self._process.pid).memory_info().rss / 2**20
+    except psutil.NoSuchProcess:  # it died: the watchdog ends the program
+      return False
+    if self._warm_mb is None:
+      self._warm_mb = size_mb
+    return size_mb - self._warm_mb > self._growth_limit_mb
 
   def activate(self) -> 'NativeRuntime':
     """Makes this runtime TFF's default context again (another may have been)."""
@@ -173,6 +226,11 @@ class NativeRuntime:
       if tff.framework.get_context_stack().current is self._context:
         drop_tff_default_context()
       self._context = None
+    self._stop_worker()
+    atexit.unregister(self.close)
+
+  def _stop_worker(self) -> None:
+    self._worker_context = None
     if self._channel is not None:
       self._channel.close()
       self._channel = None
@@ -189,7 +247,6 @@ class NativeRuntime:
       self._log.close()
       os.unlink(self._log.name)
       self._log = None
-    atexit.unregister(self.close)
 
   def __enter__(self) -> 'NativeRuntime':
     return self.install()
