@@ -99,15 +99,20 @@ def _seeded(name: str, seed: int) -> str:
   return name if seed == 0 else f'{name}_s{seed}'
 
 
+def _run(cell: str, algorithm: str, *args: str, seed: int):
+  """One cell's run (if wanted and not recorded yet): cell_records.run_cell's result."""
+  return cell_records.run_cell(
+      FLAGS.runs_dir, cell, 'launch.train', f'--algorithm={algorithm}',
+      f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
+      f'--checkpoint_every={FLAGS.eval_every}', *args, f'--seed={seed}',
+      wanted=_wanted(cell), records_dir=_records())
+
+
 def _cell(name: str, algorithm: str, *args: str) -> list[str]:
   """Runs a configuration for every seed (what is not recorded yet); its cells."""
   cells = [_seeded(name, seed) for seed in _seeds()]
   for seed, cell in zip(_seeds(), cells):
-    cell_records.run_cell(
-        FLAGS.runs_dir, cell, 'launch.train', f'--algorithm={algorithm}',
-        f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
-        f'--checkpoint_every={FLAGS.eval_every}', *args, f'--seed={seed}',
-        wanted=_wanted(cell), records_dir=_records())
+    _run(cell, algorithm, *args, seed=seed)
   return cells
 
 
@@ -145,16 +150,10 @@ def _rate_args(rate: float) -> tuple[str, ...]:
 def _sweep(name: str, algorithm: str, *args: str) -> seeded_table.Swept:
   """The client rate sweep of configuration `name`, seed 0 (the cell of seed 0
   of the configuration at that rate)."""
-  def run(rate):
-    cell = _at(name, rate)
-    return cell_records.run_cell(
-        FLAGS.runs_dir, cell, 'launch.train', f'--algorithm={algorithm}',
-        f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
-        f'--checkpoint_every={FLAGS.eval_every}', *args, *_rate_args(rate), '--seed=0',
-        wanted=_wanted(cell), records_dir=_records())
-
-  return seeded_table.sweep_rates(SWEEP_RATES, run, SWEEP_METRIC,
-                                  max_extensions=MAX_EXTENSIONS)
+  return seeded_table.sweep_rates(
+      SWEEP_RATES, lambda rate: _run(_at(name, rate), algorithm, *args, *_rate_args(rate),
+                                     seed=0),
+      SWEEP_METRIC, max_extensions=MAX_EXTENSIONS)
 
 
 def _sweep_table(sweeps: dict[str, seeded_table.Swept], floor: float) -> list[str]:
