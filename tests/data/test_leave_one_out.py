@@ -67,3 +67,19 @@ def test_a_repeated_item_counts_once_at_its_latest_position():
 def test_bad_settings_are_refused_with_the_fix(options, message):
   with pytest.raises(ValueError, match=message):
     leave_one_out.from_sequences({1: np.arange(20), 2: np.arange(5, 25)}, **options)
+
+
+@pytest.mark.parametrize('num_items,seen,count', [
+    (50, 0, 5), (300, 40, 99), (300, 201, 99), (40_000, 500, 12_000)])  # the last: tail shuffle
+def test_negatives_are_the_draw_of_a_choice_over_the_unseen_items_array(num_items, seen, count):
+  # The split picks ranks among the unseen items without building their array; every
+  # committed ranking record was drawn by rng.choice over that array, item for item.
+  rng = np.random.default_rng(num_items + seen)
+  for _ in range(20):
+    items = rng.permutation(num_items)[:seen]
+    mask = np.ones(num_items, bool)
+    mask[items] = False
+    seed = int(rng.integers(1 << 30))
+    expected = np.random.default_rng(seed).choice(np.flatnonzero(mask), count, replace=False)
+    got = leave_one_out._unseen(items, num_items, count, np.random.default_rng(seed))  # pylint: disable=protected-access
+    np.testing.assert_array_equal(got, expected)

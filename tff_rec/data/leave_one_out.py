@@ -90,7 +90,13 @@ def _latest_occurrences(sequence: np.ndarray) -> np.ndarray:
 
 
 def _unseen(seen: np.ndarray, num_items: int, count: int, rng) -> np.ndarray:
-  """`count` distinct items not in `seen`, uniformly."""
-  mask = np.ones(num_items, bool)
-  mask[seen] = False
-  return rng.choice(np.flatnonzero(mask), size=count, replace=False)
+  """`count` distinct items not in `seen` (distinct), uniformly.
+
+  The very draw of rng.choice over the unseen items' array, which picks ranks
+  in it from its length alone, without building it: the rank-k unseen item is
+  k plus the seen items at or below it (with s sorted, s[i] - i unseen items
+  come before s[i]). Building the array took most of a split: 10^5 items a
+  user, twice, for each of 10^6 users."""
+  seen = np.sort(seen)
+  ranks = rng.choice(num_items - len(seen), size=count, replace=False)
+  return ranks + np.searchsorted(seen - np.arange(len(seen)), ranks, side='right')
