@@ -71,9 +71,13 @@ def split(user_ids: np.ndarray, sequences: list[np.ndarray], *, min_interactions
                      f'they never interacted with (catalogue of {len(item_ids)}); lower '
                      'the number of evaluation negatives')
   rng = np.random.default_rng(seed)
-  # int32: at 10^6 users the two parts' 198 items a user are most of the split's memory.
-  negatives = {part: np.stack([_unseen(s, len(item_ids), num_negatives, rng) for s in dense]
-                              ).astype(np.int32) for part in ('validation', 'test')}
+  # int32, written in place: at 10^6 users the two parts' 198 items a user are most
+  # of the split's memory, and a list of per-user arrays stacked held three times it.
+  negatives = {}
+  for part in ('validation', 'test'):
+    negatives[part] = np.empty((len(dense), num_negatives), np.int32)
+    for row, s in zip(negatives[part], dense):
+      row[:] = _unseen(s, len(item_ids), num_negatives, rng)
   return LeaveOneOut(
       user_ids=np.asarray(user_ids)[kept], item_ids=item_ids,
       train=user_items.ItemLists.from_lists([s[:-2] for s in dense]),
