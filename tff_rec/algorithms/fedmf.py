@@ -98,7 +98,9 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank,
                     batches: sliced.Batches):
   """(payload, coverage, trained user, loss sum, count) of one client.
 
-  payload: [n, d] (full forms, after compression) or [n, R] (A).
+  payload: [n, d] (full forms, after compression) or [n, R] (A); coverage: the
+  entries it speaks for, [n, d] or [n, R] with item_average 'touched', else per
+  column ([d] or [R]; the server's division broadcasts it over the rows).
   """
   form = config.form
   if config.reconstruction_epochs:
@@ -128,10 +130,11 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank,
   update = trained['a'] * columns if form.columns else trained['items'] - items
   if config.item_average == 'touched':  # rows outside the data get exactly zero change
     rows = tf.cast(tf.reduce_any(tf.not_equal(update, 0.0), axis=1), tf.float32)
-  else:
-    rows = tf.ones([config.num_items])
+    coverage = rows[:, None] * columns[None, :]
+  else:  # every row: a column's sum counts what an [n, d] of it would count per entry
+    coverage = columns
   payload = update if form.columns else item_updates.compress(form, update)
-  return payload, rows[:, None] * columns[None, :], trained['user'], loss_sum, count
+  return payload, coverage, trained['user'], loss_sum, count
 
 
 def _upload_bytes(config: FedMFConfig, local_rank: tf.Tensor) -> tf.Tensor:
