@@ -7,7 +7,7 @@ clients, the Keras clients of SCAFFOLD, MetaUA and FedNova (their model's
 variables take the weights, then its forward pass is differentiated) and the
 centralized baselines. Clients read sliced.Batches; datasets remain for the
 centralized baselines. What differs between algorithms is a hook on the
-gradients (SCAFFOLD's correction) or the optimizer (lazy_adam's rows).
+gradients (SCAFFOLD's correction) or the optimizer (lazy_adam's and lazy_sgd's rows).
 """
 
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -40,7 +40,7 @@ def train(objective: Objective, optimizer: tff.learning.optimizers.Optimizer,
 
   The optimizer starts fresh unless `optimizer_state` is given. Sparse
   gradients (embedding lookups) are densified, as tff.learning does, except
-  for an optimizer that takes them (lazy_adam.LazyAdam).
+  for an optimizer that takes them (lazy_adam.LazyAdam, lazy_sgd.LazySGD).
   """
   if optimizer_state is None:
     optimizer_state = optimizer.initialize(

@@ -44,12 +44,12 @@ class LazyAdam(tff.learning.optimizers.Optimizer):
         preconditioner=tf.nest.map_structure(zeros, specs))
 
   def next(self, state, weights, gradients):
-    return self._next(state, weights, gradients, _scatter_copy)
+    return self._next(state, weights, gradients, scatter_copy)
 
   def next_in_place(self, state, weights, gradients):
     """`next`, but the touched rows of the weights and moments are written into
     their buffers: the caller must own them (no other op reads them)."""
-    return self._next(state, weights, gradients, _scatter_in_place)
+    return self._next(state, weights, gradients, scatter_in_place)
 
   def _next(self, state, weights, gradients, scatter):
     step = state['step'] + 1
@@ -64,8 +64,7 @@ class LazyAdam(tff.learning.optimizers.Optimizer):
 
     def update(w, m, v, g):
       if isinstance(g, tf.IndexedSlices):
-        rows, at = tf.unique(g.indices)
-        g = tf.math.unsorted_segment_sum(g.values, at, tf.shape(rows)[0])
+        rows, g = summed_rows(g)
         w_rows, m_rows, v_rows = adam(tf.gather(w, rows), tf.gather(m, rows),
                                       tf.gather(v, rows), g)
         return scatter(w, rows, w_rows), scatter(m, rows, m_rows), scatter(v, rows, v_rows)
@@ -83,11 +82,18 @@ class LazyAdam(tff.learning.optimizers.Optimizer):
     return new_state, tf.nest.pack_sequence_as(weights, [f[0] for f in flat])
 
 
-def _scatter_copy(table, rows, values):
+def summed_rows(gradient: tf.IndexedSlices) -> tuple[tf.Tensor, tf.Tensor]:
+  """(the rows a sparse gradient touches, each row's gradient): a repeated row's
+  values summed in their order, as densifying it (unsorted_segment_sum) sums them."""
+  rows, at = tf.unique(gradient.indices)
+  return rows, tf.math.unsorted_segment_sum(gradient.values, at, tf.shape(rows)[0])
+
+
+def scatter_copy(table, rows, values):
   return tf.tensor_scatter_nd_update(table, rows[:, None], values)
 
 
-def _scatter_in_place(table, rows, values):
+def scatter_in_place(table, rows, values):
   # InplaceUpdate writes into its input's buffer and returns it (TF's own
   # inplace_ops.alias_inplace_update). Safe when every read of `table` runs first:
   # the rows' reads feed `values`; the forward pass's, training.functional orders.
