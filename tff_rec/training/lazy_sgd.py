@@ -5,8 +5,10 @@ lookup's gradient and writes w - lr * g over the whole table; at 10^5 x 64
 items that is two table-sized passes a step for a client that read a few
 rows. An untouched row's w - lr * 0 is w, and a touched row's summed gradient
 is the densified one's (lazy_adam.summed_rows), so writing the touched rows
-alone gives the very same weights. For loops that hand it the IndexedSlices
-and own the weights' buffers (training.functional: `next_in_place`).
+alone gives the very same weights (on CPU, whose unsorted_segment_sum adds in
+the input's order on both sides; a GPU's atomics fix no order on either). For
+loops that hand it the IndexedSlices and own the weights' buffers
+(training.functional: `next_in_place`).
 """
 
 import collections
