@@ -44,6 +44,9 @@ soak: --soak_rounds rounds (1,000) of FedMF (in-process), FAIR 1x-2x (both
        runtimes) and DCN FedAvg (native), each in a fresh process through the
        runner as launch.train runs them: the resident memory of the trainer and
        its TFF worker every 50 rounds, and its slope over the last half.
+record_memory: no run: every committed cell record of 1,000 rounds or more
+       (results/*/cells), the slope of the trainer's and TFF worker's resident
+       memory over its last half, by results folder and runtime.
 native_start: the native runtime (a TFF worker binary on a free port) started and
        closed 5 times in this process: seconds each. A start that waits out
        gRPC's first reconnect backoff takes about 1 s; the binary needs 0.05 s.
@@ -75,6 +78,7 @@ import time
 from absl import app
 from absl import flags
 import numpy as np
+import pandas as pd
 import tensorflow as tf
 
 flags.DEFINE_string('output', None, 'Also write the markdown report here.')
@@ -101,6 +105,7 @@ flags.DEFINE_integer('population_sittings', 1, 'population: run the sizes this m
                      'in turn (10^4, 10^6, 10^4, ...); each 10^6 case is compared with the '
                      '10^4 case just before it (this machine is shared: its speed drifts).',
                      lower_bound=1)
+flags.DEFINE_string('records_dir', 'results', 'record_memory: the committed results.')
 flags.DEFINE_string('_case', None, 'Internal: run one case in this process, print JSON.')
 
 FLAGS = flags.FLAGS
@@ -861,6 +866,7 @@ def bench_population_memory() -> str:
 
 
 SOAK_EVERY = 50
+SOAK_TARGET = 0.05  # MB a round over the last half (issue 40)
 # name: (the RUNTIME_WORKLOADS entry it runs, runtime).
 SOAK_WORKLOADS = {
     'FedMF d=64 (CoLR), in-process': ('FedMF d=64, 2 epochs, batch 256 (CoLR)', 'inprocess'),
@@ -928,6 +934,41 @@ def bench_soak() -> str:
           + '\n'.join(f'- {s}' for s in series) + '\n\n' + '\n'.join(lines))
 
 
+RECORD_MIN_ROUNDS = 1000
+
+
+def bench_record_memory() -> str:
+  """Every committed run of RECORD_MIN_ROUNDS rounds or more (results/*/cells):
+  the slope of its resident memory over its last half (the last round, after the
+  final evaluation, left out; evaluation rounds in), grouped by results folder
+  and runtime. No run is made: the records measured it as they trained."""
+  groups = collections.defaultdict(lambda: {'trainer': [], 'worker': []})
+  for metrics in sorted(pathlib.Path(FLAGS.records_dir).glob('*/cells/**/metrics.csv')):
+    rows = pd.read_csv(metrics)
+    if 'memory/rss_mb' not in rows or rows['round'].max() < RECORD_MIN_ROUNDS:
+      continue
+    config = json.loads((metrics.parent / 'config.json').read_text())
+    last = rows[(rows['round'] > rows['round'].max() / 2) & (rows['round'] < rows['round'].max())]
+    group = groups[(metrics.relative_to(FLAGS.records_dir).parts[0],
+                    config.get('flags', config).get('runtime', '?'))]
+    group['trainer'].append(np.polyfit(last['round'], last['memory/rss_mb'], 1)[0])
+    if last.get('memory/children_rss_mb', pd.Series([0])).max() > 0:
+      group['worker'].append(np.polyfit(last['round'], last['memory/children_rss_mb'], 1)[0])
+
+  def cell(slopes) -> str:
+    return (f'{np.median(slopes):+.3f} / {max(slopes):+.3f} '
+            f'({sum(s > SOAK_TARGET for s in slopes)} above)' if slopes else '-')
+
+  lines = ['| results | runtime | runs | trainer MB a round: median / max | TFF worker MB '
+           'a round: median / max |', '|---|---|---|---|---|']
+  for (folder, runtime), slopes in sorted(groups.items()):
+    lines.append(f'| {folder} | {runtime} | {len(slopes["trainer"])} | '
+                 f'{cell(slopes["trainer"])} | {cell(slopes["worker"])} |')
+  return (f'Committed runs of {RECORD_MIN_ROUNDS:,} rounds or more: the slope of resident '
+          f'memory over each run\'s last half (least squares; "above": over '
+          f'{SOAK_TARGET} MB a round, the soak\'s target).\n\n' + '\n'.join(lines))
+
+
 def bench_client_memory() -> str:
   lines = ['| capacity | item-table floats | item tables MB | measured peak growth MB (from '
            'before its tables; with tracing) | vs 1x | seconds for the epoch |',
@@ -966,6 +1007,7 @@ BENCHMARKS = {
     'population_memory': (lambda: 'Where the population memory goes',
                           bench_population_memory),
     'eval_memory': (lambda: 'Evaluation memory against training memory', bench_eval_memory),
+    'record_memory': (lambda: 'Memory over the committed long runs', bench_record_memory),
     'native_start': (lambda: 'The native runtime: start and close', bench_native_start),
     'lazy_adam': (lambda: 'FAIR 1x-2x: dense Adam against lazy_adam', bench_lazy_adam),
     'client_memory': (_client_memory_heading, bench_client_memory),
