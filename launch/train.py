@@ -73,6 +73,11 @@ flags.DEFINE_integer('threads', None, '--runtime=inprocess: shards of clients ru
 flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per TF call '
                      '(default: up to 8, fewer where their memory would pass 512 MB).',
                      lower_bound=1)
+flags.DEFINE_float('worker_growth_limit_mb', None, "--runtime=native: replace TFF's "
+                   'worker by a fresh one once it holds this many MB more than after its '
+                   'first computations (TFF 0.87\'s worker grows on long runs; nothing of a run '
+                   'lives on it between rounds, so the numbers do not move); 0: never '
+                   f'(default {native.DEFAULT_GROWTH_LIMIT_MB:g}).', lower_bound=0)
 flags.DEFINE_enum('aggregator', 'mean', inner.NAMES,
                   "The aggregation inside every method's own factory: a plain mean, TFF's "
                   "secure sum (--secure_bound; in-process runtime) or TFF's DP "
@@ -140,8 +145,13 @@ def _context(training: registry.Training):
       return remote.RemoteRuntime(FLAGS.workers).install()  # connects: bad workers stop here
     except (ValueError, remote.WorkerError) as e:
       raise app.UsageError(f'--workers: {e}') from None
+  limit = FLAGS.worker_growth_limit_mb
+  if limit is not None and (training.runtime != 'native' or FLAGS.runtime == 'remote'):
+    raise app.UsageError('--worker_growth_limit_mb applies to --runtime=native (remote '
+                         'workers are started, and bounded, by whoever runs them)')
   if training.runtime == 'native':
-    return native.NativeRuntime()
+    return native.NativeRuntime(worker_growth_limit_mb=(
+        native.DEFAULT_GROWTH_LIMIT_MB if limit is None else limit or None))
   settings = inprocess.Parallelism(**parallel)
   try:
     settings.check_cohort(training.clients_per_round)
@@ -245,6 +255,11 @@ def main(argv):
   elif metrics and isinstance(context, remote.RemoteRuntime):  # how the rounds were spread
     metrics.update({f'remote/calls/{address}': float(calls)
                     for address, calls in context.calls().items()})
+  elif metrics and isinstance(context, native.NativeRuntime):
+    metrics['memory/worker_restarts'] = float(context.restarts)
+    if context.restarts:
+      print(f"TFF's worker was replaced {context.restarts} time(s): it grew past "
+            '--worker_growth_limit_mb', flush=True)
   if metrics:  # nothing when a finished run is run again: its summary stands
     if target:
       metrics.update(progress.first_reached(out[0] / 'metrics.csv', 'round', target))

@@ -37,6 +37,10 @@ from tff_rec.data import client_files
     ('--clients_per_round=25', '--clients_per_round=25 is larger than the 24 training '
      'clients; use at most 24'),
     ('--threads=2', '--threads applies to --runtime=inprocess'),
+    ('--runtime=inprocess --worker_growth_limit_mb=100',
+     '--worker_growth_limit_mb applies to --runtime=native'),
+    ('--runtime=native --worker_growth_limit_mb=-1',
+     'flag --worker_growth_limit_mb=-1: -1.0 is not a non-negative number'),
     ('--runtime=inprocess --threads=0', 'flag --threads=0: 0 is not a positive integer'),
     ('--runtime=inprocess --clients_per_round=5 --clients_per_call=6',
      '--clients_per_call=6 is more than the 5 clients per round; use at most 5'),
@@ -159,6 +163,9 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   (whole / 'summary.json').unlink()
   again = trainer.train_here(*flags, f'--output_dir={whole}')
   assert again.returncode == 0 and 'every round was already done' in again.stdout
+  # The summary is the last round's metrics.csv row; the worker's replacements, counted
+  # by the process that ran the rounds, are not in it.
+  del summary['memory/worker_restarts']
   assert json.loads((whole / 'summary.json').read_text()) == pytest.approx(summary, rel=1e-12)
 
 
@@ -173,6 +180,9 @@ def test_inprocess_runtime_trains_to_the_native_numbers(ml100k_dir, tmp_path):
     summaries[runtime] = json.loads((out / 'summary.json').read_text())
   for key in ('train/client_work/train/loss', 'test/recall_at_10', 'validation/recall_at_5'):
     assert summaries['inprocess'][key] == pytest.approx(summaries['native'][key], rel=1e-4)
+  # TFF's worker, replaced when it grows too much: how often, in the native run's summary
+  assert summaries['native']['memory/worker_restarts'] == 0
+  assert 'memory/worker_restarts' not in summaries['inprocess']
 
 
 def test_resume_refuses_other_flags(ml100k_dir, tmp_path):

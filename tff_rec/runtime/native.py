@@ -46,6 +46,7 @@ WORKER_DIED_EXIT_CODE = 75  # EX_TEMPFAIL: worth a retry from the last checkpoin
 # The worker's size after this many computations is what its growth counts from:
 # its first computations load the round's graphs (2.8 GB for FAIR on Goodreads).
 WARM_CALLS = 10
+DEFAULT_GROWTH_LIMIT_MB = 1024  # FAIR on Goodreads (+0.5 MB a round) reaches it in ~2,000 rounds
 _GRPC_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000  # TFF's own cap
 _GRPC_OPTIONS = [
     ('grpc.max_message_length', _GRPC_MAX_MESSAGE_BYTES),
@@ -122,7 +123,8 @@ class NativeRuntime:
   """
 
   def __init__(self, *, max_concurrent_computation_calls: int = -1,
-               start_timeout_s: float = 60.0, worker_growth_limit_mb: float | None = 1024):
+               start_timeout_s: float = 60.0,
+               worker_growth_limit_mb: float | None = DEFAULT_GROWTH_LIMIT_MB):
     self._max_calls = max_concurrent_computation_calls
     self._start_timeout_s = start_timeout_s
     self._growth_limit_mb = worker_growth_limit_mb
