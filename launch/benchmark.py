@@ -943,17 +943,17 @@ def bench_record_memory() -> str:
   final evaluation, left out; evaluation rounds in), grouped by results folder
   and runtime. No run is made: the records measured it as they trained."""
   groups = collections.defaultdict(lambda: {'trainer': [], 'worker': []})
+  memory = ['round', 'memory/rss_mb', 'memory/children_rss_mb']  # the soak's samples
   for metrics in sorted(pathlib.Path(FLAGS.records_dir).glob('*/cells/**/metrics.csv')):
     rows = pd.read_csv(metrics)
-    if 'memory/rss_mb' not in rows or rows['round'].max() < RECORD_MIN_ROUNDS:
+    if not set(memory) <= set(rows) or rows['round'].max() < RECORD_MIN_ROUNDS:
       continue
-    config = json.loads((metrics.parent / 'config.json').read_text())
-    last = rows[(rows['round'] > rows['round'].max() / 2) & (rows['round'] < rows['round'].max())]
-    group = groups[(metrics.relative_to(FLAGS.records_dir).parts[0],
-                    config.get('flags', config).get('runtime', '?'))]
-    group['trainer'].append(np.polyfit(last['round'], last['memory/rss_mb'], 1)[0])
-    if last.get('memory/children_rss_mb', pd.Series([0])).max() > 0:
-      group['worker'].append(np.polyfit(last['round'], last['memory/children_rss_mb'], 1)[0])
+    samples = rows.loc[rows['round'] < rows['round'].max(), memory].to_numpy()
+    runtime = json.loads((metrics.parent / 'config.json').read_text()).get('runtime', '?')
+    group = groups[(metrics.relative_to(FLAGS.records_dir).parts[0], runtime)]
+    group['trainer'].append(_slope(samples, 1))
+    if samples[:, 2].max() > 0:
+      group['worker'].append(_slope(samples, 2))
 
   def cell(slopes) -> str:
     return (f'{np.median(slopes):+.3f} / {max(slopes):+.3f} '
