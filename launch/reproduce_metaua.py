@@ -32,7 +32,8 @@ local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
   training ratings held out): each of Table 2's paper rows and equal-weight
   baselines gets its client learning rate from a sweep (launch.rate_sweep),
   and the ablation's and attributes' meta loss is the form with the lowest
-  validation logloss. Nothing is chosen on test.
+  validation logloss. Nothing is chosen on test. The ablation and attribute
+  tables run that form at its own validated client rate, and at the paper's.
 * Table 2 again at each row's client rate chosen on validation (the
   investigation's fix: FedAvg learns at larger rates), servers unchanged,
   over --seeds.
@@ -438,23 +439,48 @@ def _choices_table(sweeps: dict, meta_losses: tuple) -> list[str]:
   return lines
 
 
-def _ablation_tables(full: str, chosen: str | None, seeds, own_rate: float | None
+def _ablation_runs(chosen: str | None, sweeps: dict) -> list[tuple[str, float]]:
+  """(Table 2's MetaUA cell, client rate) of each ablation and attribute table: the
+  meta loss chosen on validation at its own client rate chosen on validation, then
+  at the paper's rate, then the earlier form (chosen on test before) at the paper's."""
+  runs = []
+  if chosen:
+    own_rate = sweeps.get(chosen, (None, None))[1]
+    if own_rate not in (None, PAPER_CLIENT_RATE):
+      runs.append((chosen, own_rate))
+  return runs + [(full, PAPER_CLIENT_RATE)
+                 for full in dict.fromkeys(f for f in (chosen, EARLIER_META_LOSS) if f)]
+
+
+def _ablation_tables(full: str, rate: float, chosen: str | None, seeds, sweeps: dict
                      ) -> list[str]:
-  """Tables 4 and 3 with the meta loss of Table 2's MetaUA cell `full`, whose own
-  client rate sweep (if it had one) chose `own_rate`."""
+  """Tables 4 and 3 with the meta loss of Table 2's MetaUA cell `full` at client
+  SGD `rate`, against FedAdagrad (n_k weights) at the rate its own sweep chose for
+  the table at a swept rate, else Table 2's."""
   how = ('chosen on validation' if full == chosen else
          'the earlier choice, made on test; not the form validation chooses')
-  rate = f'client SGD {PAPER_CLIENT_RATE:g}, the paper\'s'
-  if own_rate not in (None, PAPER_CLIENT_RATE):
-    rate += f' (its own validation sweep above chooses {own_rate:g}; not rerun at it)'
-  heading = (f'meta loss: {META_LOSS[full]}, {how}; {rate}; mean ± std over the seeds '
+  own_rate = sweeps.get(full, (None, None))[1]
+  if rate != PAPER_CLIENT_RATE:
+    about_rate = f'client SGD {rate:g}, chosen on validation by its own sweep above'
+    reference_rate = sweeps['fedadagrad_examples'][1] or PAPER_CLIENT_RATE
+  else:
+    about_rate = f'client SGD {PAPER_CLIENT_RATE:g}, the paper\'s'
+    if own_rate not in (None, PAPER_CLIENT_RATE):
+      about_rate += f' (its own validation sweep above chooses {own_rate:g}: the tables above)'
+    reference_rate = PAPER_CLIENT_RATE
+  heading = (f'meta loss: {META_LOSS[full]}, {how}; {about_rate}; mean ± std over the seeds '
              'that ran')
+
+  def at(cells):
+    return {_fixed(name, rate): label for name, label in _labels(cells).items()}
+
+  reference = {_fixed('fedadagrad_examples', reference_rate):
+               f"reference: Table 2's FedAdagrad, client SGD {reference_rate:g}"}
   return [f'## Table 4: ablation ({heading})', '',
-          *_table({**_labels(_ablation(full)),
-                   'fedadagrad_examples': 'reference: Table 2\'s FedAdagrad'}, seeds),
+          *_table({**at(_ablation(full)), **reference}, seeds),
           '', f'Paper (ML-1M): {PAPER["table4"]}.', '',
           f'## Table 3: client attributes ({heading})', '',
-          *_table(_labels(_attributes(full)), seeds), '',
+          *_table(at(_attributes(full)), seeds), '',
           f'Paper (Amazon-CDs, not ML-1M): {PAPER["table3"]}.', '']
 
 
@@ -556,11 +582,13 @@ def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
               seed=seed)
   # The chosen form's ablation (its seeds first), then its attributes; the earlier
   # form's are recorded.
-  fulls = list(dict.fromkeys(f for f in (meta_losses[1], EARLIER_META_LOSS) if f))
-  for cells in [table(full) for full in fulls for table in (_ablation, _attributes)]:
-    for seed in seeds:
-      for name, (_, args) in cells.items():
-        _cell(name, 'metaua', clients, *args, seed=seed)
+  ablations = _ablation_runs(meta_losses[1], sweeps)
+  for full, rate in ablations:
+    for cells in (_ablation(full), _attributes(full)):
+      for seed in seeds:
+        for name, (_, args) in cells.items():
+          _cell(_fixed(name, rate), 'metaua', clients, *args, *_client_rate_args(rate),
+                seed=seed)
   for seed in seeds:
     for fraction in FRACTIONS:
       for name in FRACTION_ROWS:
@@ -622,8 +650,8 @@ def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
       '0.01.', '',
       *_table({_fixed(name, rate): f'{METHODS[name]}, client SGD {rate:g}'
                for name, (_, rate) in sweeps.items() if rate is not None}, seeds), '',
-      *[line for full in fulls for line in _ablation_tables(
-          full, meta_losses[1], seeds, sweeps.get(full, (None, None))[1])],
+      *[line for full, rate in ablations for line in _ablation_tables(
+          full, rate, meta_losses[1], seeds, sweeps)],
       "## The meta loss's scale (mean ± std over the seeds that ran)", '',
       'How round t\'s query losses add up to the meta loss: the paper\'s eq. 1 sums over every '
       'query example of the cohort, so its gradient (and each meta step at a fixed meta '
