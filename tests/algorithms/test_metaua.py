@@ -19,7 +19,7 @@ GROUPS = [0, 0, 1]  # a layer with kernel and bias, and a second layer
 
 
 def _server(**options):
-  config = metaua.MetaUAConfig(**{'attributes': ('local_loss', 'update_norm'), **options})
+  config = metaua.Options(**{'attributes': ('local_loss', 'update_norm'), **options})
   return metaua.MetaUAServer(config, tff.learning.optimizers.build_adagrad(0.1), GROUPS)
 
 
@@ -83,7 +83,7 @@ def test_meta_gradient_is_the_gradient_of_the_full_softmax_aggregation():
 @pytest.mark.parametrize('meta_loss', ['sum', 'mean'])
 def test_a_meta_step_moves_the_meta_parameters_against_their_gradient(meta_loss):
   rng = np.random.default_rng(1)
-  server = _server(meta_learning_rate=0.5, meta_loss=meta_loss)
+  server = _server(meta_lr=0.5, meta_loss=meta_loss)
   state = _state(server, rng)
   state, _ = server.step(state, *_round(rng), [np.zeros(s, np.float32) for s in SHAPES])
   gradient = [rng.normal(size=s).astype(np.float32) for s in SHAPES]
@@ -130,9 +130,8 @@ def test_client_weights_are_a_softmax_over_the_cohort_of_standardised_attributes
 
 def test_fednova_normalises_each_update_by_its_local_steps():
   rng = np.random.default_rng(4)
-  config = dict(client_weighting=False, server_lr_scaling=False, normalize_by_steps=True)
-  server = metaua.MetaUAServer(metaua.MetaUAConfig(**config),
-                               tff.learning.optimizers.build_sgdm(1.0), GROUPS)
+  server = metaua.MetaUAServer(metaua.FEDNOVA, tff.learning.optimizers.build_sgdm(1.0),
+                               GROUPS, normalize_by_steps=True)
   state = _state(server, rng)
   reports, attributes = _round(rng)
   after, _ = server.step(state, reports, attributes, [np.zeros(s, np.float32) for s in SHAPES])
@@ -145,9 +144,10 @@ def test_fednova_normalises_each_update_by_its_local_steps():
 
 def test_bad_configs_are_refused():
   with pytest.raises(ValueError, match='attributes must be a non-empty subset'):
-    metaua.MetaUAConfig(attributes=('zip_code',))
+    metaua.Options(attributes=('zip_code',))
   with pytest.raises(ValueError, match='FedNova normalises by local steps'):
-    metaua.MetaUAConfig(normalize_by_steps=True)
+    metaua.MetaUAServer(metaua.Options(), tff.learning.optimizers.build_sgdm(1.0), GROUPS,
+                        normalize_by_steps=True)
 
 
 def _ctr_task(data_dir, batch_size=8):

@@ -180,11 +180,8 @@ class Options:
       'help': 'ordered: groups by client id (the paper); random: after a seeded shuffle '
               '(default ordered).'})
 
-  def __post_init__(self):
+  def __post_init__(self):  # capacity_assignment: capacities.assign checks it
     capacities.parse(self.capacities)
-    if self.capacity_assignment not in ASSIGNMENTS:
-      raise ValueError(f'unknown capacity_assignment {self.capacity_assignment!r}; choose '
-                       f'one of {ASSIGNMENTS}')
 
 
 def build(task, options: Options, training, *, name: str):

@@ -76,10 +76,6 @@ class FedMFConfig:
       raise ValueError(f'reconstruction_epochs must be >= 0, got {self.reconstruction_epochs}')
 
 
-def _sgd(learning_rate: float) -> tff.learning.optimizers.Optimizer:
-  return tff.learning.optimizers.build_sgdm(learning_rate)
-
-
 def _loss(config: FedMFConfig, items: tf.Tensor):
   """(weights, batch) -> loss with the item rows read from `items` (frozen)."""
   def loss(weights, batch):
@@ -91,8 +87,8 @@ def _loss(config: FedMFConfig, items: tf.Tensor):
 def reconstruct_user(config: FedMFConfig, items: tf.Tensor, user: tf.Tensor,
                      batches: sliced.Batches) -> tf.Tensor:
   """The user vector fitted to `batches` with the item table frozen."""
-  return functional.train(_loss(config, items), _sgd(config.client_learning_rate),
-                          {'user': user}, batches).weights['user']
+  sgd = tff.learning.optimizers.build_sgdm(config.client_learning_rate)
+  return functional.train(_loss(config, items), sgd, {'user': user}, batches).weights['user']
 
 
 def client_training(config: FedMFConfig, items, seed, user, local_rank,
@@ -191,7 +187,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
       ([] if stored else [('user', user_type)])
       + [('rank', np.int32), ('data', dataset_computation.type_signature.parameter)])
 
-  server_optimizer = _sgd(config.server_learning_rate)  # adds the decoded mean update
+  # SGD adds the decoded mean update.
+  server_optimizer = tff.learning.optimizers.build_sgdm(config.server_learning_rate)
   server_init, get_model_weights, set_model_weights = rounds.server_model(
       {ITEM_TABLE: initial_items}, server_optimizer, counts_rounds=True)
 

@@ -43,7 +43,7 @@ stacks the cohort's reports and runs the server step (MetaUAServer).
 
 import collections
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -68,33 +68,6 @@ STANDARDISE_EPSILON = 1e-6
 # the cohort: what a mean-reduced loss per client gives), 'mean' over all the
 # cohort's query examples (a scale that does not grow with the cohort).
 META_LOSSES = ('sum', 'client_mean', 'mean')
-
-
-@dataclasses.dataclass(frozen=True)
-class MetaUAConfig:
-  attributes: tuple[str, ...] = ('local_loss',)
-  client_weighting: bool = True
-  server_lr_scaling: bool = True
-  meta_learning_rate: float = 2.0
-  meta_loss: str = 'sum'  # see META_LOSSES
-  normalize_by_steps: bool = False  # FedNova (meta learning off)
-
-  def __post_init__(self):
-    unknown = [a for a in self.attributes if a not in ATTRIBUTES]
-    if unknown or not self.attributes:
-      raise ValueError(f'attributes must be a non-empty subset of {ATTRIBUTES}, got '
-                       f'{list(self.attributes)}')
-    if self.meta_loss not in META_LOSSES:
-      raise ValueError(f'unknown meta_loss {self.meta_loss!r}; choose one of {META_LOSSES}')
-    if self.meta_learning_rate <= 0:
-      raise ValueError(f'meta learning rate must be > 0, got {self.meta_learning_rate}')
-    if self.normalize_by_steps and (self.client_weighting or self.server_lr_scaling):
-      raise ValueError('FedNova normalises by local steps with FedAvg weights: turn client '
-                       'weighting and server-lr learning off')
-
-  @property
-  def learns(self) -> bool:
-    return self.client_weighting or self.server_lr_scaling
 
 
 def _client_work(model, learning_rate: float, weights, train, support, query, *,
@@ -190,9 +163,13 @@ def _group_norms(updates: Sequence[tf.Tensor], groups: Sequence[int], num_groups
 class MetaUAServer:
   """The server's meta step and aggregation, as TF functions of plain tensors."""
 
-  def __init__(self, config: MetaUAConfig, optimizer: tff.learning.optimizers.Optimizer,
-               groups: Sequence[int]):
+  def __init__(self, config: 'Options', optimizer: tff.learning.optimizers.Optimizer,
+               groups: Sequence[int], *, normalize_by_steps: bool = False):
+    if normalize_by_steps and config.learns:
+      raise ValueError('FedNova normalises by local steps with FedAvg weights: turn client '
+                       'weighting and server-lr learning off')
     self.config, self.optimizer, self.groups = config, optimizer, list(groups)
+    self.normalize_by_steps = normalize_by_steps
     self.num_groups = max(self.groups) + 1
 
   def _aggregate(self, rho, theta_alpha, m0, mj):
@@ -252,7 +229,7 @@ class MetaUAServer:
       grads = self.meta_gradient(meta, state['previous'], gradient)
       finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
       apply = tf.logical_and(finite, state['has_previous'])
-      lr = self.config.meta_learning_rate
+      lr = self.config.meta_lr
       meta = {name: tf.where(apply, meta[name] - lr * g, meta[name])
               for name, g in zip(('rho', 'theta_alpha'), grads)}
       step_norm = tf.where(apply, lr * tf.linalg.global_norm(grads), 0.0)
@@ -262,7 +239,7 @@ class MetaUAServer:
     z = self.attributes(reports, client_attributes)
     alpha = self.weights(meta['theta_alpha'], z, num_samples)  # [K, G]
     updates = reports['update']
-    if self.config.normalize_by_steps:  # FedNova
+    if self.normalize_by_steps:  # FedNova
       tau = tf.maximum(reports['steps'], 1.0)
       shares = num_samples / tf.reduce_sum(num_samples)
       effective = tf.reduce_sum(tau * shares)
@@ -290,10 +267,11 @@ class MetaUAServer:
     return new_state, metrics
 
 
-def build_round(model_fn, batches_type: tff.Type, *, config: MetaUAConfig,
+def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
                 client_learning_rate: float,
                 server_optimizer: tff.learning.optimizers.Optimizer,
-                groups: Sequence[int], model_bytes: int) -> rounds.Round:
+                groups: Sequence[int], model_bytes: int,
+                normalize_by_steps: bool = False) -> rounds.Round:
   """MetaUA's (and FedNova's) round: the project's round with reports, its
   server step (MetaUAServer) run where the round's driver runs.
 
@@ -305,7 +283,8 @@ def build_round(model_fn, batches_type: tff.Type, *, config: MetaUAConfig,
                                   client_learning_rate=client_learning_rate,
                                   client_mean=config.meta_loss == 'client_mean',
                                   evaluates=config.learns)
-  server = MetaUAServer(config, server_optimizer, groups)
+  server = MetaUAServer(config, server_optimizer, groups,
+                        normalize_by_steps=normalize_by_steps)
   step = tf.function(server.step)
 
   @tff.tensorflow.computation
@@ -388,54 +367,53 @@ class Options:
               'set (default 0.2).'})
 
   def __post_init__(self):
+    unknown = [a for a in self.attributes if a not in ATTRIBUTES]
+    if unknown or not self.attributes:
+      raise ValueError(f'attributes must be a non-empty subset of {ATTRIBUTES}, got '
+                       f'{list(self.attributes)}')
+    if self.meta_loss not in META_LOSSES:
+      raise ValueError(f'unknown meta_loss {self.meta_loss!r}; choose one of {META_LOSSES}')
+    if self.meta_lr <= 0:
+      raise ValueError(f'meta learning rate must be > 0, got {self.meta_lr}')
     if not 0 <= self.query_fraction < 1:
       raise ValueError(f'query_fraction must be in [0, 1), got {self.query_fraction}')
 
-  def config(self) -> MetaUAConfig:
-    return MetaUAConfig(attributes=tuple(self.attributes), meta_learning_rate=self.meta_lr,
-                        client_weighting=self.client_weighting,
-                        server_lr_scaling=self.server_lr_scaling, meta_loss=self.meta_loss)
+  @property
+  def learns(self) -> bool:
+    return self.client_weighting or self.server_lr_scaling
 
 
-FEDNOVA = MetaUAConfig(client_weighting=False, server_lr_scaling=False,
-                       normalize_by_steps=True)
-
-
-def build(task, options: Options, training, *, name: str):
-  """MetaUA: the meta-learned aggregation, clients split into support and query."""
-  try:
-    config = options.config()
-  except ValueError as e:
-    raise api.NotApplicable(f'--algorithm={name}: {e}') from None
-  return _build(task, config, options.query_fraction, training, name=name)
+# FedNova: FedAvg weights, nothing learned, no query set.
+FEDNOVA = Options(client_weighting=False, server_lr_scaling=False, query_fraction=0.0)
 
 
 def build_fednova(task, options, training, *, name: str):
   """FedNova: FedAvg weights, updates normalised by local steps; no query set."""
   del options  # none
-  return _build(task, FEDNOVA, 0.0, training, name=name)
+  return build(task, FEDNOVA, training, name=name, normalize_by_steps=True)
 
 
-def _build(task, config: MetaUAConfig, query_fraction: float, training, *, name: str):
+def build(task, config: Options, training, *, name: str, normalize_by_steps: bool = False):
+  """MetaUA: the meta-learned aggregation, clients split into support and query."""
   api.require(task, name, capabilities.ClientExamples, CLIENT_EXAMPLES_WHY)
   if training.client_optimizer.name != 'sgd':
     raise api.NotApplicable(f'--algorithm={name}: its clients take SGD steps; got '
-                                 f'--client_optimizer={training.client_optimizer.name}')
+                            f'--client_optimizer={training.client_optimizer.name}')
   variables = task.keras_model().trainable_variables
   layers = [v.name.split('/')[0] for v in variables]
   groups = [sorted(set(layers), key=layers.index).index(l) for l in layers]
   parameters = sum(int(np.prod(v.shape)) for v in variables)
-  probe = split_client(task, task.train_client_ids[0], 0, 0, query_fraction)
+  probe = split_client(task, task.train_client_ids[0], 0, 0, config.query_fraction)
   process = rounds.compose(build_round(
       task.model_fn, tff.types.to_type([sliced.tff_type(b) for b in probe[0]]), config=config,
       client_learning_rate=training.client_optimizer.learning_rate,
       server_optimizer=training.server_optimizer.build(), groups=groups,
-      model_bytes=4 * parameters))
+      model_bytes=4 * parameters, normalize_by_steps=normalize_by_steps))
   ids = list(task.train_client_ids)
   position = {client: k for k, client in enumerate(ids)}
 
   def client_input(client_id: str, seed: int):
-    return split_client(task, client_id, position[client_id], seed, query_fraction)
+    return split_client(task, client_id, position[client_id], seed, config.query_fraction)
 
   return api.Built(process, ids, client_input)
 

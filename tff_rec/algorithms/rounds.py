@@ -316,24 +316,18 @@ class FederatedRunner:
       return sent
 
     initialize = _federated_initialize(round_, aggregation)
-    state_type = initialize.type_signature.result
-    clients_type = tff.FederatedType(input_type, tff.CLIENTS)
-    if reports:  # the finalizer runs in the driver
-      @tff.federated_computation(state_type, clients_type)
-      def next_fn(state, clients):
-        broadcast, outputs, aggregate = _clients_round(round_, aggregation, placed_work,
-                                                       state, clients)
+    merge = None if reports else _merge_computation(round_, aggregation)
+
+    @tff.federated_computation(initialize.type_signature.result,
+                               tff.FederatedType(input_type, tff.CLIENTS))
+    def next_fn(state, clients):
+      broadcast, outputs, aggregate = _clients_round(round_, aggregation, placed_work, state,
+                                                     clients)
+      if reports:  # the finalizer runs in the driver
         return (aggregate.state, aggregate.result, aggregate.measurements,
                 tff.federated_sum(outputs[METRICS]), broadcast, outputs['kept'])
-    else:
-      merge = _merge_computation(round_, aggregation)
-
-      @tff.federated_computation(state_type, clients_type)
-      def next_fn(state, clients):
-        broadcast, outputs, aggregate = _clients_round(round_, aggregation, placed_work,
-                                                       state, clients)
-        new_state, metrics = _finalized(round_, merge, state, broadcast, outputs, aggregate)
-        return new_state, outputs['kept'], metrics
+      new_state, metrics = _finalized(round_, merge, state, broadcast, outputs, aggregate)
+      return new_state, outputs['kept'], metrics
 
     self._initialize, self._next = initialize, next_fn
 
