@@ -9,14 +9,16 @@ users with the most interactions; Beauty-100 is the same cut of Amazon Beauty
 the last 30% of each user's items for test). The official settings for
 AmazonProduct-100 are Goodreads' but with E = 1 local epoch; 1,000 rounds of
 10 clients is the official example's T; the client Adam rate is "the best of
-1e-4 .. 1". Here it is picked on validation NDCG@20 (the last 30% of each
-train list, test untouched) from FedAvg's sweep on seed 0, extended past a
-winning edge (launch.rate_sweep). FedAvg, FAIR-HET, FAIR-HOM and FedHM then run
-at HEADLINE_RATE (the sweep's choice) over --seeds at
-1x-2x and 1x-16x (FedHM cannot run past 4x with 8 factors) and FAIR-HET and
-FAIR-HOM at 1x-64x: the cells of results/fair_goodreads' seeded table. Then
-the consistency ablation of the Goodreads script: FAIR at 2x-4x-8x-16x (every
-tier hashed) with consistent subspaces and with a hash seed per tier.
+1e-4 .. 1". Here each method's is picked on validation NDCG@20 (the last 30%
+of each train list, test untouched) from its own sweep on seed 0 (FedAvg's, and
+FAIR-HET's, FAIR-HOM's and FedHM's at one capacity mix, SWEPT), extended past a
+winning edge (launch.rate_sweep). FedAvg, FAIR-HET, FAIR-HOM and FedHM then run,
+each at its own rate, over --seeds at 1x-2x and 1x-16x (FedHM cannot run past
+4x with 8 factors) and FAIR-HET and FAIR-HOM at 1x-64x: the cells of
+results/fair_goodreads' seeded table. Then the consistency ablation of the
+Goodreads script: FAIR at 2x-4x-8x-16x (every tier hashed) with consistent
+subspaces and with a hash seed per tier, at FAIR-HET's rate. Cells at FedAvg's
+rate, HEADLINE_RATE, which every row ran at first, stay in a table of their own.
 
 Cells run through launch.train under --runs_dir (resumable) and are recorded in
 --results_dir/cells; a recorded cell is not run again. Writes table.md.
@@ -33,6 +35,8 @@ from launch import outputs
 from launch import seeded_table
 
 seeded_table.define_flags('runs/fair_beauty', 'results/fair_amazon_beauty')
+flags.DEFINE_list('sweeps', None, "Run only these methods' rate sweeps (e.g. fair,fedhm, "
+                  'for runs side by side) and no headline cell; the others are read.')
 FLAGS = flags.FLAGS
 
 BEAUTY_100 = (('data_dir', '../shared/data/amazon-beauty'), ('top_users', 100),
@@ -41,10 +45,12 @@ ARGS = ('--rounds=1000', '--eval_every=10', '--checkpoint_every=100')
 SWEEP_RATES = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)  # extended past a winning edge (launch.rate_sweep)
 MAX_EXTENSIONS = 2
 SWEEP_METRIC = 'validation/ndcg_at_20'
-# The client rate the headline cells ran at: FedAvg's sweep over SWEEP_RATES chose
-# it at the grid's top edge, and the sweep extended to 3 still chooses it. Were
-# the choice to move, the table would say the cells were not rerun at it.
+# The client rate every headline cell ran at first: FedAvg's sweep over SWEEP_RATES
+# chose it at the grid's top edge, and the sweep extended to 3 still chooses it.
 HEADLINE_RATE = 1.0
+# Each method's own sweep, at this capacity mix (None: FedAvg, one tier); the
+# method's other mixes run at the rate it chooses.
+SWEPT = {'fedavg': None, 'fair': '1x-16x', 'fair_hom': '1x-16x', 'fedhm': '1x-2x'}
 METRICS = ('test/ndcg_at_20', 'test/hr_at_20', 'test/recall_at_20')
 LABELS = {'fedavg': 'FedAvg', 'fair': 'FAIR-HET', 'fair_hom': 'FAIR-HOM', 'fedhm': 'FedHM'}
 CELLS = (('fedavg', None), ('fair', '1x-2x'), ('fair_hom', '1x-2x'), ('fedhm', '1x-2x'),
@@ -61,66 +67,106 @@ def _rate_flag(rate: float) -> str:
 
 
 SWEEP = seeded_table.Table(
-    'ranking', 'Client Adam rate: FedAvg, validation, seed 0',
-    (SWEEP_METRIC, 'validation/hr_at_20'), {}, ARGS, 'validation',
+    'ranking', '', (SWEEP_METRIC, 'validation/hr_at_20'), {}, ARGS, 'validation',
     (*BEAUTY_100, ('held_out', 'validation')))
 
 
-def sweep(runs_dir: str, records: pathlib.Path, wanted: bool) -> tuple[list[str], float | None]:
-  """FedAvg's client rate sweep on seed 0 (validation NDCG@20 at round 1,000): its
-  markdown lines and the chosen rate (None until the sweep is complete)."""
+def _label(algorithm: str, scheme: str | None) -> str:
+  return ' '.join(filter(None, (LABELS[algorithm], scheme)))
+
+
+def _sweep_row(algorithm: str, rate: float) -> str:
+  """A sweep's cell (FedAvg's named as they were first recorded)."""
+  if algorithm == 'fedavg':
+    return f'fedavg_lr{rate:g}'
+  return f'{algorithm}_{SWEPT[algorithm]}_validation_lr{rate:g}'
+
+
+def sweep(algorithm: str, runs_dir: str, records: pathlib.Path, wanted: bool
+          ) -> tuple[list[str], float | None]:
+  """`algorithm`'s client rate sweep on seed 0 (validation NDCG@20 at round 1,000),
+  at its SWEPT mix: its markdown lines and the chosen rate (None until the sweep
+  is complete)."""
+  scheme = SWEPT[algorithm]
+  capacities = (f'--capacities={scheme}',) if scheme else ()
+  label = _label(algorithm, scheme)
+
   def run(rate):
-    row = f'fedavg_lr{rate:g}'
+    row = _sweep_row(algorithm, rate)
     table = dataclasses.replace(SWEEP, rows={row: (
-        f'FedAvg, client Adam {rate:g}', ('--algorithm=fedavg', _rate_flag(rate)), None)})
+        f'{label}, client Adam {rate:g}',
+        (f'--algorithm={algorithm}', *capacities, _rate_flag(rate)), None)})
     return seeded_table.seed_cell(table, row, 0, runs_dir, records, wanted)
 
   swept = seeded_table.sweep_rates(SWEEP_RATES, run, SWEEP_METRIC,
                                    max_extensions=MAX_EXTENSIONS)
   floor = seeded_table.popularity(SWEEP, 0, records)
-  return [f'## {SWEEP.title}', '', f'{SWEEP.caption()} --seed=0; at round 1,000.', '',
-          *seeded_table.sweep_lines(swept, 'FedAvg, client Adam', SWEEP.metrics, floor)
+  return [f'## Client Adam rate: {label}, validation, seed 0', '',
+          f'{SWEEP.caption()} --seed=0; at round 1,000.', '',
+          *seeded_table.sweep_lines(swept, f'{label}, client Adam', SWEEP.metrics, floor)
           ], swept.chosen
 
 
-def headlines(rate: float) -> tuple[seeded_table.Table, ...]:
-  """Table 2's cells, then the consistency ablation, at client Adam `rate`."""
+def _row(base: str, rate: float) -> str:
+  """A headline cell at client Adam `rate` (HEADLINE_RATE's keep their first names)."""
+  return base if rate == HEADLINE_RATE else f'{base}_lr{rate:g}'
+
+
+def headlines(rates: dict[str, float]) -> tuple[seeded_table.Table, ...]:
+  """Table 2's cells, then the consistency ablation, each method at its client Adam
+  rate in `rates` (the consistency ablation at FAIR-HET's)."""
   rows = {}
   for algorithm, scheme in CELLS:
     capacities = (f'--capacities={scheme}',) if scheme else ()
-    rows['_'.join(filter(None, (algorithm, scheme)))] = (
-        ' '.join(filter(None, (LABELS[algorithm], scheme))),
+    rate = rates[algorithm]
+    rows[_row('_'.join(filter(None, (algorithm, scheme))), rate)] = (
+        f'{_label(algorithm, scheme)}, Adam {rate:g}',
         (f'--algorithm={algorithm}', *capacities, _rate_flag(rate)), None)
-  consistency = {f'{algorithm}_{CONSISTENCY_SCHEME}': (
+  rate = rates['fair']
+  consistency = {_row(f'{algorithm}_{CONSISTENCY_SCHEME}', rate): (
       label, (f'--algorithm={algorithm}', f'--capacities={CONSISTENCY_SCHEME}',
               _rate_flag(rate)), None) for algorithm, label in CONSISTENCY.items()}
+  same = len(set(rates.values())) == 1
+  about = (f'client Adam {rates["fedavg"]:g}' if same
+           else 'each method at its own client Adam rate')
   return (seeded_table.Table(
-      'ranking', f'FedAvg and FAIR at client Adam {rate:g}, test', METRICS, rows,
-      ARGS, 'test', BEAUTY_100, versus=('fedavg', 'popularity'), last_k=LAST_K),
+      'ranking', f'FedAvg and FAIR, {about}, test', METRICS, rows,
+      ARGS, 'test', BEAUTY_100, versus=(_row('fedavg', rates['fedavg']), 'popularity'),
+      last_k=LAST_K),
           seeded_table.Table(
       'ranking', f'Consistent against inconsistent subspaces at {CONSISTENCY_SCHEME}, '
       f'client Adam {rate:g}, test', METRICS, consistency, ARGS, 'test', BEAUTY_100,
-      versus=(f'fair_{CONSISTENCY_SCHEME}', 'popularity'), last_k=LAST_K))
+      versus=(_row(f'fair_{CONSISTENCY_SCHEME}', rate), 'popularity'), last_k=LAST_K))
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  unknown = sorted(set(FLAGS.sweeps or ()) - set(SWEPT))
+  if unknown:
+    raise app.UsageError(f'--sweeps: no sweep of {unknown}; choose among {list(SWEPT)}')
   results = pathlib.Path(FLAGS.results_dir)
   records, wanted = results / 'cells', FLAGS.only == 'all'
-  lines, chosen = sweep(FLAGS.runs_dir, records, wanted)
-  lines = ["# FAIR's headline cells on Amazon Beauty-100", '',
-           'Built by `python -m launch.reproduce_fair_beauty` from the cell records. '
-           'See README.md here for the reading.', '', *lines]
-  if chosen is None:
-    lines.append('The headline rows wait for the whole sweep.')
+  lines, chosen = ["# FAIR's headline cells on Amazon Beauty-100", '',
+                   'Built by `python -m launch.reproduce_fair_beauty` from the cell records. '
+                   'See README.md here for the reading.', ''], {}
+  for algorithm in SWEPT:
+    sweep_lines, chosen[algorithm] = sweep(
+        algorithm, FLAGS.runs_dir, records, wanted and algorithm in (FLAGS.sweeps or SWEPT))
+    lines += sweep_lines
+  wanted = wanted and not FLAGS.sweeps
+  seeds = [int(s) for s in FLAGS.seeds]
+  pending = [LABELS[a] for a, rate in chosen.items() if rate is None]
+  if pending:
+    lines += [f'Not chosen yet ({", ".join(pending)}): the headline rows wait for every '
+              'sweep.', '']
   else:
-    if chosen != HEADLINE_RATE:
-      lines += [f'The sweep chooses client Adam {chosen:g}; the headline cells below still run '
-                f'at {HEADLINE_RATE:g} (not rerun).', '']
-    for table in headlines(HEADLINE_RATE):
-      lines += seeded_table.tabulate(table, [int(s) for s in FLAGS.seeds], FLAGS.runs_dir,
-                                     records, wanted)
+    for table in headlines(chosen):
+      lines += seeded_table.tabulate(table, seeds, FLAGS.runs_dir, records, wanted)
+  if pending or set(chosen.values()) != {HEADLINE_RATE}:
+    lines += ['# Every method at FedAvg\'s rate (the first headline cells)', '']
+    for table in headlines(dict.fromkeys(SWEPT, HEADLINE_RATE)):
+      lines += seeded_table.tabulate(table, seeds, FLAGS.runs_dir, records, wanted)
   results.mkdir(parents=True, exist_ok=True)
   outputs.write_text(results / 'table.md', '\n'.join(lines))
   print(f'done: {results / "table.md"}', flush=True)
