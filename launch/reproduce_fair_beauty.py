@@ -108,8 +108,9 @@ def sweep(algorithm: str, runs_dir: str, records: pathlib.Path, wanted: bool
 
 
 def _row(base: str, rate: float) -> str:
-  """A headline cell at client Adam `rate` (HEADLINE_RATE's keep their first names)."""
-  return base if rate == HEADLINE_RATE else f'{base}_lr{rate:g}'
+  """A headline cell at client Adam `rate` (HEADLINE_RATE's keep their first names;
+  the others' never meet FedAvg's sweep cells, fedavg_lrR)."""
+  return base if rate == HEADLINE_RATE else f'{base}_test_lr{rate:g}'
 
 
 def headlines(rates: dict[str, float]) -> tuple[seeded_table.Table, ...]:

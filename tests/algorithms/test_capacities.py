@@ -39,7 +39,8 @@ def test_fractions_and_random_assignment():
     (dict(num_clients=2, num_tiers=3), 'the scheme has 3 tiers but there are only 2 clients'),
     (dict(num_clients=5, num_tiers=2, fractions=[0.5]), 'must be 2 positive numbers'),
     (dict(num_clients=5, num_tiers=2, fractions=[0.01, 0.99]), 'leave a tier with no client'),
-    (dict(num_clients=5, num_tiers=2, assignment='zigzag'), "unknown assignment 'zigzag'"),
+    (dict(num_clients=5, num_tiers=2, assignment='zigzag'),
+     "unknown capacity assignment 'zigzag'"),
 ])
 def test_assignment_errors(kwargs, message):
   with pytest.raises(ValueError, match=message):

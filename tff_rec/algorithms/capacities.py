@@ -42,7 +42,7 @@ def assign(num_clients: int, num_tiers: int, *, fractions: Sequence[float] | Non
   equal (np.array_split) or follow `fractions` (one per tier, summing to 1).
   """
   if assignment not in ASSIGNMENTS:
-    raise ValueError(f'unknown assignment {assignment!r}; choose one of {ASSIGNMENTS}')
+    raise ValueError(f'unknown capacity assignment {assignment!r}; choose one of {ASSIGNMENTS}')
   if num_tiers > num_clients:
     raise ValueError(f'the scheme has {num_tiers} tiers but there are only '
                      f'{num_clients} clients; use at most {num_clients} tiers')

@@ -394,7 +394,7 @@ def build_fednova(task, options, training, *, name: str):
 
 
 def build(task, config: Options, training, *, name: str, normalize_by_steps: bool = False):
-  """MetaUA: the meta-learned aggregation, clients split into support and query."""
+  """MetaUA (or, `normalize_by_steps`, FedNova) on the task's Keras model."""
   api.require(task, name, capabilities.ClientExamples, CLIENT_EXAMPLES_WHY)
   if training.client_optimizer.name != 'sgd':
     raise api.NotApplicable(f'--algorithm={name}: its clients take SGD steps; got '
