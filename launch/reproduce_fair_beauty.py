@@ -113,31 +113,36 @@ def _row(base: str, rate: float) -> str:
   return base if rate == HEADLINE_RATE else f'{base}_test_lr{rate:g}'
 
 
-def headlines(rates: dict[str, float]) -> tuple[seeded_table.Table, ...]:
+def headlines(rates: dict[str, float | None]) -> tuple[seeded_table.Table, ...]:
   """Table 2's cells, then the consistency ablation, each method at its client Adam
-  rate in `rates` (the consistency ablation at FAIR-HET's)."""
+  rate in `rates` (the consistency ablation at FAIR-HET's); a method whose rate is
+  None (its sweep not complete) has no rows yet."""
   rows = {}
   for algorithm, scheme in CELLS:
     capacities = (f'--capacities={scheme}',) if scheme else ()
     rate = rates[algorithm]
+    if rate is None:
+      continue
     rows[_row('_'.join(filter(None, (algorithm, scheme))), rate)] = (
         f'{_label(algorithm, scheme)}, Adam {rate:g}',
         (f'--algorithm={algorithm}', *capacities, _rate_flag(rate)), None)
   rate = rates['fair']
-  consistency = {_row(f'{algorithm}_{CONSISTENCY_SCHEME}', rate): (
+  consistency = {} if rate is None else {_row(f'{algorithm}_{CONSISTENCY_SCHEME}', rate): (
       label, (f'--algorithm={algorithm}', f'--capacities={CONSISTENCY_SCHEME}',
               _rate_flag(rate)), None) for algorithm, label in CONSISTENCY.items()}
   same = len(set(rates.values())) == 1
   about = (f'client Adam {rates["fedavg"]:g}' if same
            else 'each method at its own client Adam rate')
-  return (seeded_table.Table(
+  tables = [seeded_table.Table(
       'ranking', f'FedAvg and FAIR, {about}, test', METRICS, rows,
       ARGS, 'test', BEAUTY_100, versus=(_row('fedavg', rates['fedavg']), 'popularity'),
-      last_k=LAST_K),
-          seeded_table.Table(
-      'ranking', f'Consistent against inconsistent subspaces at {CONSISTENCY_SCHEME}, '
-      f'client Adam {rate:g}, test', METRICS, consistency, ARGS, 'test', BEAUTY_100,
-      versus=(_row(f'fair_{CONSISTENCY_SCHEME}', rate), 'popularity'), last_k=LAST_K))
+      last_k=LAST_K)]
+  if rate is not None:
+    tables.append(seeded_table.Table(
+        'ranking', f'Consistent against inconsistent subspaces at {CONSISTENCY_SCHEME}, '
+        f'client Adam {rate:g}, test', METRICS, consistency, ARGS, 'test', BEAUTY_100,
+        versus=(_row(f'fair_{CONSISTENCY_SCHEME}', rate), 'popularity'), last_k=LAST_K))
+  return tuple(tables)
 
 
 def main(argv):
@@ -159,11 +164,10 @@ def main(argv):
   seeds = [int(s) for s in FLAGS.seeds]
   pending = [LABELS[a] for a, rate in chosen.items() if rate is None]
   if pending:
-    lines += [f'Not chosen yet ({", ".join(pending)}): the headline rows wait for every '
-              'sweep.', '']
-  else:
-    for table in headlines(chosen):
-      lines += seeded_table.tabulate(table, seeds, FLAGS.runs_dir, records, wanted)
+    lines += [f'Not chosen yet ({", ".join(pending)}): their rows wait for their sweeps.',
+              '']
+  for table in headlines(chosen):
+    lines += seeded_table.tabulate(table, seeds, FLAGS.runs_dir, records, wanted)
   if pending or set(chosen.values()) != {HEADLINE_RATE}:
     lines += ['# Every method at FedAvg\'s rate (the first headline cells)', '']
     for table in headlines(dict.fromkeys(SWEPT, HEADLINE_RATE)):
