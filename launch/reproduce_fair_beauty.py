@@ -36,7 +36,9 @@ from launch import seeded_table
 
 seeded_table.define_flags('runs/fair_beauty', 'results/fair_amazon_beauty')
 flags.DEFINE_list('sweeps', None, "Run only these methods' rate sweeps (e.g. fair,fedhm, "
-                  'for runs side by side) and no headline cell; the others are read.')
+                  "for runs side by side; 'none': no sweep); the others are read.")
+flags.DEFINE_bool('headlines', True, 'Run the headline cells (--noheadlines: the sweeps '
+                  'only).')
 FLAGS = flags.FLAGS
 
 BEAUTY_100 = (('data_dir', '../shared/data/amazon-beauty'), ('top_users', 100),
@@ -148,9 +150,10 @@ def headlines(rates: dict[str, float | None]) -> tuple[seeded_table.Table, ...]:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  unknown = sorted(set(FLAGS.sweeps or ()) - set(SWEPT))
+  unknown = sorted(set(FLAGS.sweeps or ()) - {*SWEPT, 'none'})
   if unknown:
-    raise app.UsageError(f'--sweeps: no sweep of {unknown}; choose among {list(SWEPT)}')
+    raise app.UsageError(f'--sweeps: no sweep of {unknown}; choose among {list(SWEPT)} '
+                         'or none')
   results = pathlib.Path(FLAGS.results_dir)
   records, wanted = results / 'cells', FLAGS.only == 'all'
   lines, chosen = ["# FAIR's headline cells on Amazon Beauty-100", '',
@@ -158,9 +161,10 @@ def main(argv):
                    'See README.md here for the reading.', ''], {}
   for algorithm in SWEPT:
     sweep_lines, chosen[algorithm] = sweep(
-        algorithm, FLAGS.runs_dir, records, wanted and algorithm in (FLAGS.sweeps or SWEPT))
+        algorithm, FLAGS.runs_dir, records,
+        wanted and (FLAGS.sweeps is None or algorithm in FLAGS.sweeps))
     lines += sweep_lines
-  wanted = wanted and not FLAGS.sweeps
+  wanted = wanted and FLAGS.headlines
   seeds = [int(s) for s in FLAGS.seeds]
   pending = [LABELS[a] for a, rate in chosen.items() if rate is None]
   if pending:
