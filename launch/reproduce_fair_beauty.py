@@ -128,6 +128,13 @@ def headlines(rates: dict[str, float | None]) -> tuple[seeded_table.Table, ...]:
     rows[_row('_'.join(filter(None, (algorithm, scheme))), rate)] = (
         f'{_label(algorithm, scheme)}, Adam {rate:g}',
         (f'--algorithm={algorithm}', *capacities, _rate_flag(rate)), None)
+    probe = rates['fair']
+    if algorithm == 'fedavg' and probe not in (None, rate):
+      # Is a gap between FAIR-HET and FedAvg the method's or its rate's? The
+      # baseline at FAIR-HET's rate says; it chooses nothing.
+      rows[_row('fedavg', probe)] = (
+          f"FedAvg, Adam {probe:g} (a probe at FAIR-HET's rate; no sweep chose it)",
+          ('--algorithm=fedavg', _rate_flag(probe)), None)
   rate = rates['fair']
   consistency = {} if rate is None else {_row(f'{algorithm}_{CONSISTENCY_SCHEME}', rate): (
       label, (f'--algorithm={algorithm}', f'--capacities={CONSISTENCY_SCHEME}',
