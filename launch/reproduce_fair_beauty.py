@@ -119,6 +119,7 @@ def headlines(rates: dict[str, float | None]) -> tuple[seeded_table.Table, ...]:
   """Table 2's cells, then the consistency ablation, each method at its client Adam
   rate in `rates` (the consistency ablation at FAIR-HET's); a method whose rate is
   None (its sweep not complete) has no rows yet."""
+  het = rates['fair']  # the consistency ablation's rate, and FedAvg's probe's
   rows = {}
   for algorithm, scheme in CELLS:
     capacities = (f'--capacities={scheme}',) if scheme else ()
@@ -128,17 +129,12 @@ def headlines(rates: dict[str, float | None]) -> tuple[seeded_table.Table, ...]:
     rows[_row('_'.join(filter(None, (algorithm, scheme))), rate)] = (
         f'{_label(algorithm, scheme)}, Adam {rate:g}',
         (f'--algorithm={algorithm}', *capacities, _rate_flag(rate)), None)
-    probe = rates['fair']
-    if algorithm == 'fedavg' and probe not in (None, rate):
+    if algorithm == 'fedavg' and het not in (None, rate):
       # Is a gap between FAIR-HET and FedAvg the method's or its rate's? The
       # baseline at FAIR-HET's rate says; it chooses nothing.
-      rows[_row('fedavg', probe)] = (
-          f"FedAvg, Adam {probe:g} (a probe at FAIR-HET's rate; no sweep chose it)",
-          ('--algorithm=fedavg', _rate_flag(probe)), None)
-  rate = rates['fair']
-  consistency = {} if rate is None else {_row(f'{algorithm}_{CONSISTENCY_SCHEME}', rate): (
-      label, (f'--algorithm={algorithm}', f'--capacities={CONSISTENCY_SCHEME}',
-              _rate_flag(rate)), None) for algorithm, label in CONSISTENCY.items()}
+      rows[_row('fedavg', het)] = (
+          f"FedAvg, Adam {het:g} (a probe at FAIR-HET's rate; no sweep chose it)",
+          ('--algorithm=fedavg', _rate_flag(het)), None)
   same = len(set(rates.values())) == 1
   about = (f'client Adam {rates["fedavg"]:g}' if same
            else 'each method at its own client Adam rate')
@@ -146,11 +142,14 @@ def headlines(rates: dict[str, float | None]) -> tuple[seeded_table.Table, ...]:
       'ranking', f'FedAvg and FAIR, {about}, test', METRICS, rows,
       ARGS, 'test', BEAUTY_100, versus=(_row('fedavg', rates['fedavg']), 'popularity'),
       last_k=LAST_K)]
-  if rate is not None:
+  if het is not None:
+    consistency = {_row(f'{algorithm}_{CONSISTENCY_SCHEME}', het): (
+        label, (f'--algorithm={algorithm}', f'--capacities={CONSISTENCY_SCHEME}',
+                _rate_flag(het)), None) for algorithm, label in CONSISTENCY.items()}
     tables.append(seeded_table.Table(
         'ranking', f'Consistent against inconsistent subspaces at {CONSISTENCY_SCHEME}, '
-        f'client Adam {rate:g}, test', METRICS, consistency, ARGS, 'test', BEAUTY_100,
-        versus=(_row(f'fair_{CONSISTENCY_SCHEME}', rate), 'popularity'), last_k=LAST_K))
+        f'client Adam {het:g}, test', METRICS, consistency, ARGS, 'test', BEAUTY_100,
+        versus=(_row(f'fair_{CONSISTENCY_SCHEME}', het), 'popularity'), last_k=LAST_K))
   return tuple(tables)
 
 
