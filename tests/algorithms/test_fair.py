@@ -80,6 +80,7 @@ def _tff_fedavg(task):
       with_labels, process), names
 
 
+@pytest.mark.slow
 def test_fair_with_every_client_at_1x_is_tff_fedavg(user_items_dir, tff_runtime):
   task = _task(user_items_dir)
   process, ids, client_input = _build(task, 'fedavg')
@@ -98,6 +99,7 @@ def test_fair_with_every_client_at_1x_is_tff_fedavg(user_items_dir, tff_runtime)
   assert outputs[0].metrics['client_work']['clients']['1x'] == 3
 
 
+@pytest.mark.slow
 def test_native_composite_equals_inprocess_op(user_items_dir, tff_runtime):
   task = _task(user_items_dir)
   cohorts = [task.train_client_ids[:4], task.train_client_ids[3:8]]
@@ -166,6 +168,7 @@ def test_tiers_must_cover_the_model_tables(user_items_dir):
         client_optimizer=TRAINING.client_optimizer.build())
 
 
+@pytest.mark.slow
 def test_fedsubavg_stacked_on_fair_scales_each_item_row_of_the_round_by_n_over_heat(
     user_items_dir, tff_runtime):
   task = _task(user_items_dir, local_epochs=1)

@@ -153,6 +153,7 @@ def _colr_round(users: str, **factories):
   return process.get_model_weights(output.state)['items'], output.metrics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('users', ['stored', 'reconstructed'])
 def test_tffs_secure_sum_and_dp_mean_of_colr_payloads_match_the_plain_sum(tff_runtime, users):
   """TFF's secure sum (clip to +-1, 32-bit quantization) in place of the plain sum,

@@ -168,6 +168,7 @@ def _run(process, ids, client_input, rounds=2):
                   evaluate=lambda w: {})
 
 
+@pytest.mark.slow
 def test_metaua_without_learning_is_fedadagrad_on_the_clients_data(ml100k_dir, tff_runtime):
   # One batch of all its examples a client: the same step whichever shuffle
   # orders them (numpy's for the project's clients, TF's for tff.learning's).
@@ -186,6 +187,7 @@ def test_metaua_without_learning_is_fedadagrad_on_the_clients_data(ml100k_dir, t
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_query(
     ml100k_dir, tff_runtime):
   task = _ctr_task(ml100k_dir)
@@ -206,6 +208,7 @@ def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_que
   assert state['server']['meta']['theta_alpha'].shape == (layers, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name, options', [
     ('fednova', {}),
     # Attributes of each client's data too, passed with its input (and the default,

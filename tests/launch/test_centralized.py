@@ -35,6 +35,7 @@ def runs(tmp_path_factory) -> dict:
   return {name: (d, out / name) for name, d in zip(commands, done, strict=True)}
 
 
+@pytest.mark.slow
 def test_centralized_baseline_reports_validation_and_test(runs):
   done, out = runs['next_item']
   assert done.returncode == 0, done.stderr[-3000:]

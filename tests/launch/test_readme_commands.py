@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests import conftest
 
 # Parses each command's flags as the launcher would and, for a launcher with
@@ -52,6 +54,7 @@ def _readme_commands() -> dict[str, list[list[str]]]:
   return commands
 
 
+@pytest.mark.slow
 def test_every_readme_command_parses_and_fits_its_task():
   commands = _readme_commands()
   assert {'launch.train', 'launch.centralized', 'launch.matrix',

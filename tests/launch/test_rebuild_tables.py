@@ -6,11 +6,14 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from launch import rebuild_tables
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_every_committed_table_rebuilds_from_its_records_alone(tmp_path):
   """The committed results, copied where no ../shared/data is: the rebuild reads
   the records alone. A file no rebuild writes, planted in every folder, is named

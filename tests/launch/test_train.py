@@ -133,6 +133,7 @@ def _stop_after_round_2_and_resume(flags, out):
   assert 'resumed from checkpoint at round 3' in done.stdout
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   flags = [f'--data_dir={ml100k_dir}', *FAST]
   whole = tmp_path / 'whole'
@@ -169,6 +170,7 @@ def test_interrupted_run_resumes_to_the_same_metrics(ml100k_dir, tmp_path):
   assert json.loads((whole / 'summary.json').read_text()) == pytest.approx(summary, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_inprocess_runtime_trains_to_the_native_numbers(ml100k_dir, tmp_path):
   flags = [f'--data_dir={ml100k_dir}', *FAST, '--rounds=2']
   summaries = {}
@@ -185,6 +187,7 @@ def test_inprocess_runtime_trains_to_the_native_numbers(ml100k_dir, tmp_path):
   assert 'memory/worker_restarts' not in summaries['inprocess']
 
 
+@pytest.mark.slow
 def test_resume_refuses_other_flags(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
   out.mkdir()
@@ -209,6 +212,7 @@ def test_goodreads_bad_flags_stop_before_training(flag, message, user_items_dir,
                   '--algorithm=fair', *flag.split())
 
 
+@pytest.mark.slow
 def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_path):
   out = tmp_path / 'out'
   done = trainer.train_here(
@@ -243,6 +247,7 @@ def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path)
                   *flag.split())
 
 
+@pytest.mark.slow
 def test_ctr_metaua_trains_with_its_switches_and_reports_meta_metrics(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
   done = trainer.train_here(
@@ -298,6 +303,7 @@ CTR_FILE = ['--task=ctr', '--client_column=user', '--feature_columns=user,item',
             '--list_columns=history']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('model', ['lr', 'din'])
 def test_ctr_file_of_ones_own_trains_fedsubavg_on_its_declared_tables(model, tmp_path):
   out = tmp_path / 'out'
@@ -334,6 +340,7 @@ def test_ranking_bad_flags_stop_before_training(flags, message, ranking_dir, tmp
   _assert_refused(message, tmp_path, *RANKING, f'--data_dir={ranking_dir}', *flags.split())
 
 
+@pytest.mark.slow
 def test_ranking_colr_trains_in_process_through_secure_sum(ranking_dir, tmp_path):
   """CoLR's factors through TFF's secure sum (bounds that never bite) train to the
   plain sum's numbers: a client the sum dropped would move them."""
@@ -354,6 +361,7 @@ def test_ranking_colr_trains_in_process_through_secure_sum(ranking_dir, tmp_path
   assert summary['train/aggregator/secure_upper_threshold'] == 2.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('runtime', ['native', 'inprocess'])
 def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path, runtime):
   flags = [*RANKING, f'--data_dir={ranking_dir}', '--algorithm=scolr', '--rank=4',
@@ -389,6 +397,7 @@ registry.register('fedavg_ignoring_dp', registry.Algorithm(
 '''
 
 
+@pytest.mark.slow
 def test_an_aggregation_that_shows_no_effect_stops_the_run(ml100k_dir, tmp_path):
   """What a run with DP records, the matrix checks on real runs (test_matrix.py)."""
   module = tmp_path / 'ignoring.py'
@@ -402,6 +411,7 @@ def test_an_aggregation_that_shows_no_effect_stops_the_run(ml100k_dir, tmp_path)
   assert not (tmp_path / 'ignored' / 'summary.json').exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('runtime', ['native', 'inprocess'])
 def test_a_run_that_diverges_stops_at_that_round_and_says_so(runtime, ml100k_dir, tmp_path,
                                                              capfd):

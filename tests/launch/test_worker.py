@@ -117,6 +117,7 @@ PAPERS = {
 READ_ON_WORKERS = ('FedSubAvg LR', 'MetaUA LR')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('paper', PAPERS)
 def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_path):
   data_fixture, flags = PAPERS[paper]
@@ -143,6 +144,7 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   assert min(calls) >= 2, calls  # 2 rounds: a share of each at least
 
 
+@pytest.mark.slow
 def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
     workers, ml100k_dir, tmp_path):
   """The dual encoder's FedAvg: killed mid-run, restarted, resumed, it ends with
@@ -175,6 +177,7 @@ def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
       assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
 
 
+@pytest.mark.slow
 def test_an_unreachable_worker_fails_within_seconds_naming_it(ml100k_dir, tmp_path):
   address = f'localhost:{portpicker.pick_unused_port()}'
   started = time.monotonic()

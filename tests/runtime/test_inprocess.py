@@ -34,6 +34,7 @@ def _rounds(process, cohorts):
   return output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('algorithm', ['fedavg', 'fedsgd'])
 def test_dual_encoder_rounds_match_native(ml100k_dir, tff_runtime, algorithm):
   task = task_lib.Task(task_lib.Config(

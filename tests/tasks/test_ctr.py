@@ -72,6 +72,7 @@ def test_example_heat_refuses_capped_local_steps(lr_task):
     _build(lr_task, 'fedsubavg', heat='examples')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('bound', [None, 4.0])
 def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime, bound):
   cohort = lr_task.train_client_ids[:6]
@@ -131,6 +132,7 @@ def test_scaffold_trains_with_the_loop_and_refuses_what_it_cannot_run(lr_task, t
     _build(lr_task, 'scaffold', client=optimizers.OptimizerConfig('adam', 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('algorithm', ['scaffold', 'fedavg'])
 def test_client_state_and_plain_rounds_run_in_process_to_the_native_numbers(
     lr_task, tff_runtime, algorithm):

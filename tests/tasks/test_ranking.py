@@ -159,6 +159,7 @@ def test_keras_neumf_computes_the_functional_margins_and_evaluates_from_model_we
   assert task.evaluate(weights) == task.evaluate(functional)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('algorithm', ['fedprox', 'metaua'])
 def test_keras_algorithms_train_the_keras_neumf(algorithm, user_items_dir, tff_runtime):
   from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
