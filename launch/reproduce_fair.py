@@ -342,17 +342,23 @@ SWEPT = {'fedavg': None, 'fair': '1x-16x', 'fair_hom': '1x-16x', 'fedhm': '1x-2x
 FEDERATED_GRID = (1e-4, 1e-3, 1e-2)
 
 
+def _stem(algorithm: str, scheme: str | None) -> str:
+  return '_'.join(filter(None, (algorithm, scheme)))
+
+
+def _capacity(scheme: str | None) -> list[str]:
+  return [f'--capacities={scheme}'] if scheme else []
+
+
 def federated_sweep(algorithm: str, scheme: str | None
                     ) -> tuple[dict[float, float | None], float | None]:
   """`algorithm`'s client Adam rate at `scheme`, seed 0, --rounds rounds: the
   FEDERATED_GRID extended past an edge that wins, scored by the mean of the last
   LAST_K evaluations of validation NDCG@20 (one evaluation swings)."""
-  stem = '_'.join(filter(None, (algorithm, scheme)))
-  capacity = [f'--capacities={scheme}'] if scheme else []
-
   def score(rate: float) -> float | None:
-    name = f'{stem}_validation_lr{rate:g}_s0'
-    _federated(name, algorithm, *capacity, '--held_out=validation', '--seed=0', rate=rate)
+    name = f'{_stem(algorithm, scheme)}_validation_lr{rate:g}_s0'
+    _federated(name, algorithm, *_capacity(scheme), '--held_out=validation', '--seed=0',
+               rate=rate)
     return cell_records.mean_of_last(FLAGS.runs_dir, name, VALIDATION_METRIC, LAST_K,
                                      _records())
 
@@ -366,22 +372,68 @@ def _scores(sweep: dict[float, float | None], chosen: float | None) -> str:
                    + '**' * (r == chosen) for r, v in sorted(sweep.items()))
 
 
-def federated_sweep_rows(validation_floor: float) -> list[str]:
+def _label(algorithm: str, scheme: str | None) -> str:
+  return ' '.join(filter(None, (HETEROGENEOUS.get(algorithm, 'FedAvg'), scheme)))
+
+
+def federated_sweeps(validation_floor: float) -> tuple[list[str], dict[str, float | None]]:
+  """Every SWEPT method's sweep: its table rows, and each method's chosen rate
+  (None until its sweep is complete)."""
   rows = [f'| method | validation NDCG@20 by client Adam rate (mean of the last {LAST_K}) '
           '| chosen |', '|---|---|---|',
           f'| popularity | {validation_floor:.3f} | |']
+  chosen = {}
   for algorithm, scheme in SWEPT.items():
-    sweep, chosen = federated_sweep(algorithm, scheme)
-    label = ' '.join(filter(None, (HETEROGENEOUS.get(algorithm, 'FedAvg'), scheme)))
-    if chosen is None:
+    sweep, chosen[algorithm] = federated_sweep(algorithm, scheme)
+    rate = chosen[algorithm]
+    if rate is None:
       verdict = 'not yet (the sweep is not complete)'
     else:
-      where = ('inside the rates tried' if min(sweep) < chosen < max(sweep)
+      where = ('inside the rates tried' if min(sweep) < rate < max(sweep)
                else 'at the edge of the rates tried')
-      ran = ('the tables\' rate' if chosen == FLAGS.learning_rate
+      ran = ('the tables\' rate' if rate == FLAGS.learning_rate
              else f'not the tables\' {FLAGS.learning_rate:g}')
-      verdict = f'{chosen:g}, {where}; {ran}'
-    rows.append(f'| {label} | {_scores(sweep, chosen)} | {verdict} |')
+      verdict = f'{rate:g}, {where}; {ran}'
+    rows.append(f'| {_label(algorithm, scheme)} | {_scores(sweep, rate)} | {verdict} |')
+  return rows, chosen
+
+
+def run_tuned(chosen: dict[str, float | None], seeds: list[int]
+              ) -> dict[str, list[str] | None]:
+  """Each SWEPT configuration at its chosen rate over the seeds, seed by seed:
+  stem -> its cells (Table 2's own at the tables' rate; None until its sweep
+  is complete)."""
+  names = {}
+  for algorithm, scheme in SWEPT.items():
+    stem, rate = _stem(algorithm, scheme), chosen[algorithm]
+    names[stem] = None if rate is None else _seeded(
+        stem if rate == FLAGS.learning_rate else f'{stem}_lr{rate:g}', seeds)
+  for i, seed in enumerate(seeds):
+    for algorithm, scheme in SWEPT.items():
+      cells = names[_stem(algorithm, scheme)]
+      if cells is not None and chosen[algorithm] != FLAGS.learning_rate:
+        _federated(cells[i], algorithm, *_capacity(scheme), f'--seed={seed}',
+                   rate=chosen[algorithm])
+  return names
+
+
+def tuned_rows(chosen: dict[str, float | None], names: dict[str, list[str] | None],
+               popularity: float) -> list[str]:
+  """Each SWEPT configuration at its own rate: final / last mean, against FedAvg
+  at its own rate and against popularity (finals)."""
+  final = {stem: over_seeds(cells, _final, FLAGS.rounds) if cells else []
+           for stem, cells in names.items()}
+  rows = [f'| method | client Adam | final / mean of the last {LAST_K} | final vs FedAvg '
+          '(at its rate) | final vs popularity |', '|---|---|---|---|---|',
+          f'| popularity | | {popularity:.3f} | | |']
+  for algorithm, scheme in SWEPT.items():
+    stem, rate = _stem(algorithm, scheme), chosen[algorithm]
+    if names[stem] is None:
+      rows.append(f'| {_label(algorithm, scheme)} | not chosen yet | | | |')
+      continue
+    versus = '' if stem == 'fedavg' else seed_stats.versus(final[stem], final['fedavg'])
+    rows.append(f'| {_label(algorithm, scheme)} | {rate:g} | {_cell(names[stem], None)} | '
+                f'{versus} | {_vs_popularity(names[stem], popularity)} |')
   return rows
 
 
@@ -493,7 +545,8 @@ def main(argv):
   validation_floor = cell_records.derived(
       _records(), 'validation popularity', lambda: ranking.Task(dataclasses.replace(
           config, held_out='validation')).popularity('validation'))['ndcg_at_20']
-  sweep_rows = federated_sweep_rows(validation_floor)
+  sweep_rows, chosen_rates = federated_sweeps(validation_floor)
+  tuned = run_tuned(chosen_rates, seeds)
   long_names = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_')
   lazy = run_lazy(seeds)
 
@@ -549,12 +602,17 @@ central: {FLAGS.epochs} epochs of Adam, evaluated after each. Seeds {seeds}.
 
 ## Each federated method's client Adam rate, on validation ({FLAGS.rounds} rounds, seed 0)
 
-Every federated cell on this page runs at client Adam {FLAGS.learning_rate:g}, the paper's.
+Every other table on this page runs each method at client Adam {FLAGS.learning_rate:g}, the paper's.
 Each method's own sweep, at one capacity mix, scores validation NDCG@20 (each user's last
 train items held out, `--held_out=validation`) by the mean of its last {LAST_K} evaluations;
 a grid whose best rate is at an edge is extended past it. One seed (0).
 
 {chr(10).join(sweep_rows)}
+
+Each method at the rate its sweep chose, on test, seeds {seeds} (Table 2's cells where
+that is {FLAGS.learning_rate:g}):
+
+{chr(10).join(tuned_rows(chosen_rates, tuned, floor))}
 
 ## {FLAGS.long_rounds} rounds over seeds {seeds}
 
