@@ -10,10 +10,10 @@ GPU ?= 0  # 1: also TensorFlow 2.14's CUDA 11.8 libraries (requirements-gpu.txt)
 # One test process per core, plus one (pytest-xdist); idle ones take queued tests.
 # With one per core, 2 cores were busy 148-189% of the run: tests wait on worker
 # processes, sockets and subprocesses, and the extra process fills those waits
-# (2 cores: 6:28 against 7:17 one after the other, the same CPU time). Load
-# scheduling deals the tests marked slow, which conftest puts first, one per
-# process in turn, so that no long test is left running alone at the end.
-PYTEST_ARGS ?= -n $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN) + 1 ))) --dist=load
+# (2 cores: 6:28 against 7:17 one after the other, the same CPU time). Each
+# process's share starts with its part of the tests marked slow (conftest);
+# worksteal moves queued tests to idle processes (--dist=load does not: 9:31).
+PYTEST_ARGS ?= -n $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN) + 1 ))) --dist=worksteal
 
 .PHONY: setup ops run test clean bazel-setup bazel-test gpu-check
 

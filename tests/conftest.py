@@ -39,12 +39,18 @@ def own_worker_processes() -> dict[int, psutil.Process]:
           if _is_live_worker(p)}
 
 
-def pytest_collection_modifyitems(items):
-  """Tests marked slow run first: xdist's load scheduling deals them out one per
-  worker in turn, so that none starts last and runs alone while the other workers
-  sit idle (the suite's last minute was such a tail). A stable sort: the rest keep
-  their order."""
-  items.sort(key=lambda item: item.get_closest_marker('slow') is None)
+def pytest_collection_modifyitems(config, items):
+  """Tests marked slow start first, spread over the xdist processes: worksteal
+  hands each process one contiguous share of this list, so each share here
+  begins with its part of the slow tests (dealt in turn) and then its part of the
+  rest. None of them starts last and runs alone while the others sit idle (the
+  suite's last minute was such a tail)."""
+  shares = getattr(config, 'workerinput', {}).get('workercount', 1)
+  slow = [item for item in items if item.get_closest_marker('slow')]
+  rest = [item for item in items if not item.get_closest_marker('slow')]
+  bounds = [len(rest) * share // shares for share in range(shares + 1)]
+  items[:] = [item for share in range(shares)
+              for item in (*slow[share::shares], *rest[bounds[share]:bounds[share + 1]])]
 
 
 def pytest_collection_finish(session):
