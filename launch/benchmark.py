@@ -43,7 +43,8 @@ population_memory: the same populations' ranking task built in a fresh process
 soak: --soak_rounds rounds (1,000) of FedMF (in-process), FAIR 1x-2x (both
        runtimes) and DCN FedAvg (native), each in a fresh process through the
        runner as launch.train runs them: the resident memory of the trainer and
-       its TFF worker every 50 rounds, and its slope over the last half.
+       its TFF worker every 50 rounds, and its slope over the last half;
+       --soak_worker_growth_limit_mb bounds the native worker's growth.
 record_memory: no run: every committed cell record of 1,000 rounds or more
        (results/*/cells), the slope of the trainer's and TFF worker's resident
        memory over its last half, by results folder and runtime.
@@ -99,6 +100,9 @@ flags.DEFINE_integer('soak_rounds', 1000, 'soak: rounds of each workload (at lea
                      'two samples in the last half).', lower_bound=200)
 flags.DEFINE_multi_string('soak', None, 'soak: only the workloads whose name contains one '
                           'of these.')
+flags.DEFINE_float('soak_worker_growth_limit_mb', None, "soak: the native runtime's bound on "
+                   "its TFF worker's growth (launch.train's --worker_growth_limit_mb); "
+                   'default: none, to see the worker as TFF leaves it.', lower_bound=0)
 flags.DEFINE_multi_string('population', None, 'population: only the algorithms whose name '
                           'contains one of these (e.g. --population=CoLR).')
 flags.DEFINE_integer('population_sittings', 1, 'population: run the sizes this many times '
@@ -155,7 +159,9 @@ def _in_fresh_process(case: str) -> dict:
                          f'--goodreads_dir={_goodreads_dir()}', f'--data_dir={FLAGS.data_dir}',
                          f'--beauty_sequences={FLAGS.beauty_sequences}',
                          f'--synthetic_dir={FLAGS.synthetic_dir}', f'--rounds={FLAGS.rounds}',
-                         f'--soak_rounds={FLAGS.soak_rounds}'],
+                         f'--soak_rounds={FLAGS.soak_rounds}',
+                         *([f'--soak_worker_growth_limit_mb={FLAGS.soak_worker_growth_limit_mb}']
+                           if FLAGS.soak_worker_growth_limit_mb is not None else [])],
                         stdout=subprocess.PIPE, text=True, check=True)  # its progress: stderr
   return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -883,12 +889,16 @@ def _soak_case(workload: str) -> dict:
   from launch import progress  # pylint: disable=g-import-not-at-top
   from tff_rec import runner  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
+  from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
   runs, runtime = SOAK_WORKLOADS[workload]
   task_name, settings, name, clients, trainer, options = RUNTIME_WORKLOADS[runs]
   task = _task(task_name, settings)
   training = registry.training(task, name, runtime=runtime, clients_per_round=clients,
                                **trainer)
+  # Unbounded by default: the soak measures the worker as TFF leaves it.
+  context = native.NativeRuntime(worker_growth_limit_mb=FLAGS.soak_worker_growth_limit_mb) \
+      if runtime == 'native' else None
   samples = []
   show = progress.Progress(FLAGS.soak_rounds, 'round', {
       'MB': 'memory/rss_mb', 'worker MB': 'memory/children_rss_mb'})
@@ -903,8 +913,9 @@ def _soak_case(workload: str) -> dict:
   started = time.perf_counter()
   # Evaluated once, after the last round: the rounds are what is soaked.
   runner.run(task, name, training, loop.Schedule(FLAGS.soak_rounds, clients, eval_every=0),
-             options=options, on_round=sample)
-  return {'samples': samples, 'seconds': time.perf_counter() - started}
+             options=options, context=context, on_round=sample)
+  return {'samples': samples, 'seconds': time.perf_counter() - started,
+          'worker_restarts': context.restarts if context else 0}
 
 
 def _slope(samples: list, column: int) -> float:
@@ -915,8 +926,8 @@ def _slope(samples: list, column: int) -> float:
 
 def bench_soak() -> str:
   lines = ['| workload | rounds | s / round | trainer MB: first sample / last | trainer MB '
-           'a round (last half) | worker MB: first / last | worker MB a round (last half) |',
-           '|---|---|---|---|---|---|---|']
+           'a round (last half) | worker MB: first / last | worker MB a round (last half) '
+           '| worker MB: largest sample | worker replaced |', '|---|---|---|---|---|---|---|---|---|']
   series = []
   for workload in SOAK_WORKLOADS:
     if FLAGS.soak and not any(w in workload for w in FLAGS.soak):
@@ -926,11 +937,15 @@ def bench_soak() -> str:
     first, last = samples[0], samples[-1]
     lines.append(f'| {workload} | {FLAGS.soak_rounds} | {r["seconds"] / FLAGS.soak_rounds:.2f} | '
                  f'{first[1]:.0f} / {last[1]:.0f} | {_slope(samples, 1):+.4f} | '
-                 f'{first[2]:.0f} / {last[2]:.0f} | {_slope(samples, 2):+.4f} |')
+                 f'{first[2]:.0f} / {last[2]:.0f} | {_slope(samples, 2):+.4f} | '
+                 f'{max(s[2] for s in samples):.0f} | {r["worker_restarts"]} |')
     series.append(f'{workload}: ' + ', '.join(f'{s[0]}: {s[1]:.0f}+{s[2]:.0f}'
                                               for s in samples))
     print(lines[-1], flush=True)
-  return ('Resident MB every 50 rounds (trainer + worker):\n\n'
+  bound = FLAGS.soak_worker_growth_limit_mb
+  return ('Resident MB every 50 rounds (trainer + worker); TFF\'s native worker '
+          + (f'replaced once it grew {bound:g} MB' if bound is not None else 'unbounded')
+          + ':\n\n'
           + '\n'.join(f'- {s}' for s in series) + '\n\n' + '\n'.join(lines))
 
 
