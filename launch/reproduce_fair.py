@@ -17,6 +17,11 @@ past 4x) is N/A. A finished cell's metrics, summary and config are recorded
 in --results_dir/cells and not run again. Writes table.md, ndcg_curves.png
 and consistency.png to --results_dir.
 
+Every table runs the paper's client Adam --learning_rate (1e-3) but one: each
+federated method's own rate (SWEPT: FedAvg, and FAIR-HET, FAIR-HOM, FedHM at one
+capacity mix) is swept on a validation split (seed 0, --rounds), and each then
+runs over --seeds at the rate it chose.
+
 The seeded table: --long_rounds (200) rounds over --seeds for FedAvg and,
 at 1x-2x and 1x-16x, FAIR-HET, FAIR-HOM and FedHM (where it can run), and
 FAIR-HET and FAIR-HOM at 1x-64x; mean ± std over the seeds, each of which
