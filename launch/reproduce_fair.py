@@ -111,6 +111,18 @@ def _federated(name: str, algorithm: str, *args: str, rounds: int | None = None,
                    f'--client_learning_rate={rate}', *args)
 
 
+def _stem(algorithm: str, scheme: str | None) -> str:
+  return '_'.join(filter(None, (algorithm, scheme)))
+
+
+def _capacity(scheme: str | None) -> list[str]:
+  return [f'--capacities={scheme}'] if scheme else []
+
+
+def _label(algorithm: str, scheme: str | None) -> str:
+  return ' '.join(filter(None, (HETEROGENEOUS.get(algorithm, 'FedAvg'), scheme)))
+
+
 def _configurations(task, schemes, algorithms=tuple(HETEROGENEOUS)
                     ) -> dict[str, tuple[str, str | None]]:
   """FedAvg, then each algorithm at each scheme it can run (FedHM not past 4x):
@@ -139,7 +151,7 @@ def run_seeded(cells: dict[str, tuple[str, str | None]], seeds: list[int], round
   for i, seed in enumerate(seeds):
     for stem, (algorithm, scheme) in cells.items():
       _federated(names[stem][i], algorithm, f'--seed={seed}',
-                 *([f'--capacities={scheme}'] if scheme else []), rounds=rounds)
+                 *_capacity(scheme), rounds=rounds)
   return names
 
 
@@ -188,7 +200,7 @@ def long_table(task, names: dict[str, list[str]], popularity: float) -> list[str
            'HET vs HOM (final) | final vs popularity |', '|---|---|---|---|---|---|---|',
            f'| popularity | | {popularity:.3f} | | | | |']
   for stem, (algorithm, scheme) in cells.items():
-    label = HETEROGENEOUS.get(algorithm, 'FedAvg') + (f' {scheme}' if scheme else '')
+    label = _label(algorithm, scheme)
     versus = '' if stem == 'fedavg' else seed_stats.versus(last[stem], last['fedavg'])
     het_hom = ''
     if algorithm == 'fair':
@@ -317,7 +329,7 @@ def plot_curves(path: pathlib.Path, names: dict[str, str], popularity: float,
 
 
 VALIDATION_METRIC = 'validation/ndcg_at_20'
-MAX_EXTENSIONS = 3  # rates the central sweep may add past its grid's edges
+MAX_EXTENSIONS = 3  # rates a validation sweep may add past its grid's edges
 
 
 def _central_cell(name: str, rate: float, seed: int, *args: str) -> dict | str:
@@ -325,19 +337,26 @@ def _central_cell(name: str, rate: float, seed: int, *args: str) -> dict | str:
                    f'--learning_rate={rate:g}', '--eval_every=1', f'--seed={seed}', *args)
 
 
-def central_sweep() -> tuple[dict[float, float | None], float | None]:
-  """Central training's Adam rate on a validation split (each user's last train
-  items, --held_out=validation), seed 0: the --central_learning_rates grid,
-  extended past an edge that wins; scored by the mean of the last LAST_K
-  epochs' validation NDCG@20."""
+def _validation_sweep(grid, stem: str, run) -> tuple[dict[float, float | None], float | None]:
+  """A rate sweep on the validation split (each user's last train items,
+  --held_out=validation), seed 0: cells STEM_validation_lrR_s0, made by
+  run(name, rate, held_out_flag), over `grid` extended past an edge that wins,
+  each scored by the mean of its last LAST_K validation NDCG@20 evaluations (one
+  evaluation swings)."""
   def score(rate: float) -> float | None:
-    name = f'central_validation_lr{rate:g}_s0'
-    _central_cell(name, rate, 0, '--held_out=validation')
+    name = f'{stem}_validation_lr{rate:g}_s0'
+    run(name, rate, '--held_out=validation')
     return cell_records.mean_of_last(FLAGS.runs_dir, name, VALIDATION_METRIC, LAST_K,
                                      _records())
 
-  return rate_sweep.sweep([float(r) for r in FLAGS.central_learning_rates], score,
-                          lower_is_better=False, max_extensions=MAX_EXTENSIONS)
+  return rate_sweep.sweep(grid, score, lower_is_better=False, max_extensions=MAX_EXTENSIONS)
+
+
+def central_sweep() -> tuple[dict[float, float | None], float | None]:
+  """Central training's Adam rate on validation: the --central_learning_rates grid
+  (_validation_sweep; LAST_K epochs)."""
+  return _validation_sweep([float(r) for r in FLAGS.central_learning_rates], 'central',
+                           lambda name, rate, held_out: _central_cell(name, rate, 0, held_out))
 
 
 # Each federated method's client Adam rate on validation, at one capacity mix
@@ -347,38 +366,20 @@ SWEPT = {'fedavg': None, 'fair': '1x-16x', 'fair_hom': '1x-16x', 'fedhm': '1x-2x
 FEDERATED_GRID = (1e-4, 1e-3, 1e-2)
 
 
-def _stem(algorithm: str, scheme: str | None) -> str:
-  return '_'.join(filter(None, (algorithm, scheme)))
-
-
-def _capacity(scheme: str | None) -> list[str]:
-  return [f'--capacities={scheme}'] if scheme else []
-
-
 def federated_sweep(algorithm: str, scheme: str | None
                     ) -> tuple[dict[float, float | None], float | None]:
-  """`algorithm`'s client Adam rate at `scheme`, seed 0, --rounds rounds: the
-  FEDERATED_GRID extended past an edge that wins, scored by the mean of the last
-  LAST_K evaluations of validation NDCG@20 (one evaluation swings)."""
-  def score(rate: float) -> float | None:
-    name = f'{_stem(algorithm, scheme)}_validation_lr{rate:g}_s0'
-    _federated(name, algorithm, *_capacity(scheme), '--held_out=validation', '--seed=0',
-               rate=rate)
-    return cell_records.mean_of_last(FLAGS.runs_dir, name, VALIDATION_METRIC, LAST_K,
-                                     _records())
-
-  return rate_sweep.sweep(FEDERATED_GRID, score, lower_is_better=False,
-                          max_extensions=MAX_EXTENSIONS)
+  """`algorithm`'s client Adam rate at `scheme`, --rounds rounds: the
+  FEDERATED_GRID (_validation_sweep)."""
+  return _validation_sweep(
+      FEDERATED_GRID, _stem(algorithm, scheme),
+      lambda name, rate, held_out: _federated(name, algorithm, *_capacity(scheme), held_out,
+                                              '--seed=0', rate=rate))
 
 
 def _scores(sweep: dict[float, float | None], chosen: float | None) -> str:
   """A sweep's rates and scores, the chosen one in bold."""
   return ', '.join(f'{"**" * (r == chosen)}{r:g}: ' + ('not run' if v is None else f'{v:.3f}')
                    + '**' * (r == chosen) for r, v in sorted(sweep.items()))
-
-
-def _label(algorithm: str, scheme: str | None) -> str:
-  return ' '.join(filter(None, (HETEROGENEOUS.get(algorithm, 'FedAvg'), scheme)))
 
 
 def federated_sweeps(validation_floor: float) -> tuple[list[str], dict[str, float | None]]:
