@@ -61,8 +61,11 @@ def main(argv):
     asyncio.run(csv.release(dict(sorted(metrics.items())), key=epoch))
     show_progress(epoch, metrics)
 
-  metrics = task.train_centralized(optimizer, epochs=FLAGS.epochs,
-                                   eval_every=FLAGS.eval_every, on_epoch=on_epoch, **steps)
+  try:
+    metrics = task.train_centralized(optimizer, epochs=FLAGS.epochs,
+                                     eval_every=FLAGS.eval_every, on_epoch=on_epoch, **steps)
+  except ValueError as e:  # settings the pooled data cannot take (e.g. no full batch)
+    raise app.UsageError(str(e)) from None
   if target:
     metrics.update(progress.first_reached(out / 'metrics.csv', 'epoch', target))
   outputs.write_json(out / 'summary.json', metrics)

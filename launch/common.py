@@ -5,6 +5,7 @@ cell_records (reproduction cells), seed_stats (seed statistics), clicks (CTR
 files from sequences)."""
 
 import dataclasses
+import functools
 import json
 import pathlib
 import sys
@@ -59,7 +60,22 @@ def run(main) -> None:
 
   logging.set_verbosity(logging.WARNING)
   native.drop_tff_default_context()  # before parsing: a flag error exits too
-  app.run(main)
+  app.run(_brief_usage_errors(main))
+
+
+def _brief_usage_errors(main):
+  """`main`, whose usage errors print their message alone: absl's usage would print
+  the launcher's docstring and every flag above it, which buries the message."""
+
+  @functools.wraps(main)
+  def brief(argv):
+    try:
+      return main(argv)
+    except app.UsageError as e:
+      sys.exit(f'error: {e}\n(python -m launch.{pathlib.Path(sys.argv[0]).stem} --helpfull '
+               'lists every flag)')
+
+  return brief
 
 
 def check_choices(flag: str, values, known) -> None:
@@ -101,7 +117,8 @@ def build_task(config):
   try:
     return tasks.module(FLAGS.task).Task(config)
   except tables.DataFormatError as e:
-    if pathlib.Path(config.data_dir).is_file():  # a CTR file of the user's
+    movielens_task = 'ml-100k' in getattr(tasks.module(FLAGS.task), 'DEFAULT_DATA_DIR', '')
+    if pathlib.Path(config.data_dir).is_file() or not movielens_task:  # a file of the user's
       raise app.UsageError(f'--data_dir={config.data_dir}: {e}') from None
     raise app.UsageError(
         f'--data_dir={config.data_dir}: {e}\nFor MovieLens: '

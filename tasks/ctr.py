@@ -146,6 +146,8 @@ def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]
         config.label_column, config.client_column, config.feature_columns,
         config.list_columns, config.list_separator, config.test_column), config.model)
     file = tables.file_of(path, CTR_FILE_SUFFIXES, 'CTR file')
+    if config.test_column is not None:
+      _check_no_split(config, f'test_column ({config.test_column})')
     return ctr_file.read(file, columns, split=config.split,
                          test_fraction=config.resolved_test_fraction, seed=config.seed), spec
   if (path.is_file() and path.suffix.lower() in CTR_FILE_SUFFIXES
@@ -155,6 +157,7 @@ def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]
                      'interactions file\'s --user_column and --item_column')
   sequences = user_items.sequences(path, config.interactions)
   if sequences is not None:
+    _check_no_split(config, "DIN's clicks (each user's last click and non-click are test)")
     columns, spec = _with_model(sequence_clicks.CTR_COLUMNS, config.model)
     rows = sequence_clicks.din_rows(sequences, history_length=config.history_length,
                                     seed=config.seed)
@@ -164,6 +167,27 @@ def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]
                             test_fraction=config.resolved_test_fraction,
                             history_length=config.history_length, seed=config.seed),
           ctr_models.MODELS[config.model])
+
+
+def _check_no_split(config: Config, marks: str) -> None:
+  """Refuses split settings where the data mark the test examples themselves."""
+  if config.split != Config.split or config.test_fraction is not None:
+    raise ValueError(f'{marks} marks the test examples: split and test_fraction do not '
+                     'apply; leave them out')
+
+
+def _check_parts(examples: ctr.CtrExamples, data_dir: str) -> None:
+  """Refuses an empty part, and a part AUC scores (test, validation) of clicks only
+  or non-clicks only."""
+  for part in ('train', 'test') + (('validation',) if examples.is_validation is not None
+                                   else ()):
+    labels = examples.labels[examples.rows(part)]
+    if not len(labels):
+      raise ValueError(f'{data_dir}: no {part} example')
+    if part != 'train' and labels.min() == labels.max():
+      raise ValueError(f'{data_dir}: every {part} example is a '
+                       f'{"click" if labels[0] else "non-click"} (a label > 0 is a click): '
+                       'AUC needs both')
 
 
 def _with_model(columns: ctr_file.Columns, model: str
@@ -194,6 +218,7 @@ class Task(click_model.ClickModel):
     if config.validation_fraction:
       self.examples = self.examples.with_validation(config.split, config.validation_fraction,
                                                     config.seed)
+    _check_parts(self.examples, config.data_dir)
     ctr.check_ids(self.examples.take(slice(None), self.spec.columns),
                   self.examples.vocab_sizes)
     self.widths = {c: self.examples.features[c].shape[1] for c in self.spec.columns
@@ -214,7 +239,8 @@ class Task(click_model.ClickModel):
     e, c = self.examples, self.config
     skipped = (f' ({self.clients_without_train} users with no training example skipped)'
                if self.clients_without_train else '')
-    split = f'marked by {c.test_column}' if c.test_column else f'{c.split} split'
+    split = (f'marked by {c.test_column}' if c.test_column else
+             "each user's last click and non-click" if e.test_marked else f'{c.split} split')
     validation = (f'{len(e.rows("validation"))} validation / '
                   if c.validation_fraction else '')
     return (f'{len(self._train_rows)} clients{skipped}, {len(e.rows("train"))} train / '

@@ -139,15 +139,45 @@ class Task:
     vocabulary = next_item.item_vocabulary(catalogue)
     self.examples = next_item.make_examples(ratings, vocabulary, config.examples)
     self.split = next_item.federated_split(self.examples, config.examples)
+    self.users_without_examples = ratings['user_id'].nunique() - len(
+        np.unique(self.examples.user))
+    self.short_clients = self._check_parts()
     self.train_data = self.split.client_data('train')
     self.vocab_size = self.examples.vocab_size
 
+  def _check_parts(self) -> int:
+    """Refuses a part with no user; returns how many training clients train nothing
+    (their examples fewer than a batch, with drop_remainder)."""
+    c, e = self.config, self.config.examples
+    for part in next_item.PARTS:
+      if not self.split.row_ranges(part):
+        raise ValueError(
+            f'{c.data_dir}: no {part} user; users with {e.min_timeline_length} or more '
+            f'items ({len(np.unique(self.examples.user))} here) are split '
+            f'{e.train_fraction:g} / {e.validation_fraction:g} / the rest by id into train, '
+            'validation and test')
+    sizes = [n for _, n in self.split.row_ranges('train').values()]
+    return sum(n < c.batch_size for n in sizes) if c.drop_remainder else 0
+
   @property
   def train_client_ids(self) -> list[str]:
+    """The federated training clients; an error when none of them would train (the
+    centralized baseline pools their examples, so only federated training asks)."""
+    if self.short_clients == len(self.train_data.client_ids):
+      raise ValueError(f'{self.config.data_dir}: no training user has '
+                       f'{self.config.batch_size} examples (batch_size), and drop_remainder '
+                       "drops each client's last partial batch, so none would train: lower "
+                       'batch_size, or turn drop_remainder off')
     return self.train_data.client_ids
 
   def describe(self) -> str:
-    return f'{self.vocab_size} items, loss {self.config.loss}'
+    notes = [f'{self.users_without_examples} users with fewer than '
+             f'{self.config.examples.min_timeline_length} items skipped'
+             ] if self.users_without_examples else []
+    notes += [f'{self.short_clients} training clients hold fewer than batch_size examples '
+              'and train nothing (drop_remainder)'] if self.short_clients else []
+    return (f'{self.vocab_size} items, loss {self.config.loss}'
+            + (f' ({"; ".join(notes)})' if notes else ''))
 
   def keras_model(self) -> tf.keras.Model:
     _, spreadout = losses.RETRIEVAL_LOSSES[self.config.loss]
@@ -331,6 +361,10 @@ class Task:
     last. `on_epoch(epoch, metrics)` sees every epoch's metrics.
     """
     split = self.centralized_split()
+    if self.config.drop_remainder and len(split.train['label']) < self.config.batch_size:
+      raise ValueError(f'{len(split.train["label"])} training examples, fewer than one batch '
+                       f'(batch_size {self.config.batch_size}), and drop_remainder drops the '
+                       'partial one: lower batch_size, or turn drop_remainder off')
     tf.keras.utils.set_random_seed(self.config.seed)
     model = self.keras_model()
     evaluator = self.evaluator(model)

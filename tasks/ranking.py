@@ -81,6 +81,22 @@ class Config:
       raise ValueError(f'l2 must be >= 0, got {self.l2}')
 
 
+def _check_catalogue(data: user_items.UserItems, top_k: int) -> None:
+  """Refuses a catalogue the task cannot rank: fewer items than top_k, or a user
+  who trained on every item (no negative left to draw)."""
+  if top_k > data.num_items:
+    raise ValueError(f'top_k ({top_k}) is more than the catalogue\'s {data.num_items} '
+                     'items; lower top_k')
+  users = np.repeat(np.arange(len(data.user_ids)), data.train.counts)
+  distinct = np.bincount(np.unique(users * data.num_items + data.train.items) // data.num_items,
+                         minlength=len(data.user_ids))
+  full = np.flatnonzero(distinct >= data.num_items)
+  if len(full):
+    raise ValueError(f'{len(full)} users (e.g. user {data.user_ids[full[0]]}) trained on '
+                     f'every one of the catalogue\'s {data.num_items} items: there is no '
+                     'negative to draw for them; drop them or use a larger catalogue')
+
+
 def make_config(**values) -> Config:
   return Config(**interactions.nested(values))
 
@@ -105,6 +121,7 @@ class Task:
     if config.held_out == 'validation':
       data = user_items.validation_split(data, config.test_fraction)
     self.data = data
+    _check_catalogue(data, config.top_k)
     part, k = config.held_out, config.top_k
     self.EVAL_PARTS = (part, part)  # the paper tracks held-out NDCG every N rounds
     self.PROGRESS = {'loss': loop.TRAIN_LOSS, f'ndcg_at_{k}': f'{part}/ndcg_at_{k}',
@@ -121,8 +138,10 @@ class Task:
     return list(self._client_index)
 
   def describe(self) -> str:
-    return (f'{len(self.data.user_ids)} users, {self.data.num_items} items, '
-            f'{self.data.train.counts.sum()} train / {self.data.test.counts.sum()} '
+    return (f'{len(self.data.user_ids)} users, {self.data.num_items} items'
+            + (' (renumbered 0.. in id order: the file\'s ids left over 90% of 0..max unused)'
+               if self.data.renumbered else '')
+            + f', {self.data.train.counts.sum()} train / {self.data.test.counts.sum()} '
             'test interactions')
 
   @functools.cached_property

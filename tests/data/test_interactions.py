@@ -1,6 +1,8 @@
 """Interactions files (CSV/TSV with declared columns) read as time-ordered
 sequences, and the ranking and next-item tasks fed by them as by MovieLens."""
 
+import gzip
+
 import numpy as np
 import pytest
 
@@ -137,3 +139,62 @@ def test_an_interactions_file_splits_for_item_list_ranking_as_its_sequence_file(
                                user_column='user', item_column='item',
                                time_column='ts')
   assert config.interactions == columns
+
+
+def test_long_and_zero_padded_ids_stay_distinct(tmp_path):
+  # through floats, 20-digit ids all became one item; '007' and '7' one user
+  path = tmp_path / 'ids.csv'
+  path.write_text('user,item\n007,50000000000000000001\n7,50000000000000000002\n'
+                  '007,50000000000000000002\n')
+  sequences = _read(path, user_column='user', item_column='item')
+  assert list(sequences) == [1, 2]  # numbered by first appearance: '007' 1, '7' 2
+  np.testing.assert_array_equal(sequences[1], [1, 2])
+  np.testing.assert_array_equal(sequences[2], [2])
+
+
+def test_a_trailing_delimiter_does_not_shift_the_columns(tmp_path):
+  path = tmp_path / 'export.csv'
+  path.write_text('user,item\n4,258,\n4,259,\n5,258,\n')
+  sequences = _read(path, user_column='user', item_column='item')
+  np.testing.assert_array_equal(sequences[4], [258, 259])
+  np.testing.assert_array_equal(sequences[5], [258])
+
+
+@pytest.mark.parametrize('compress', [False, True])
+def test_gzip_bom_and_double_colon_files_read_as_plain_ones(tmp_path, compress):
+  text = '\ufeff1::10::5::300\n1::11::3::100\n2::10::4::200\n'  # MovieLens 1M's ratings.dat
+  path = tmp_path / ('ratings.dat.gz' if compress else 'ratings.dat')
+  if compress:
+    with gzip.open(path, 'wt', encoding='utf-8') as f:
+      f.write(text)
+  else:
+    path.write_text(text, encoding='utf-8')
+  sequences = _read(path, **U_DATA)
+  np.testing.assert_array_equal(sequences[1], [11, 10])
+  np.testing.assert_array_equal(sequences[2], [10])
+
+
+@pytest.mark.parametrize('text, columns, message', [
+    ('user,item\n1,2\n,3\n', {}, "user (user_column) of data row 2 is '', not an id"),
+    ('user,item\n1,2\n2, \n', {}, "item (item_column) of data row 2 is ' ', not an id"),
+    ('user,item,time\n1,2,100\n1,3,\n', dict(time_column='time'),
+     "time (time_column) of data row 2 is '', not a number (as the first row's time is)"),
+    ('user,item,time\n1,2,02/01/2020\n1,3,13/01/2020\n', dict(time_column='time'),
+     "data row 2 is '13/01/2020', not a number or a date in the first row's format"),
+    ('user,item,rating\n1,2,5\n', dict(columns=('user', 'item', 'rating')),
+     'its first line is a header (user,item,rating); with a header, leave columns out'),
+])
+def test_empty_ids_ambiguous_dates_and_a_named_header_are_refused(tmp_path, text, columns,
+                                                                  message):
+  path = tmp_path / 'export.csv'
+  path.write_text(text)
+  with pytest.raises(tables.DataFormatError) as error:
+    _read(path, user_column='user', item_column='item', **columns)
+  assert message in str(error.value)
+
+
+def test_a_binary_file_is_named_as_not_text(tmp_path):
+  path = tmp_path / 'export.csv'
+  path.write_bytes('user,item\n1,caf\xe9\n'.encode('latin-1'))
+  with pytest.raises(tables.DataFormatError, match='export.csv: not UTF-8 text'):
+    _read(path, user_column='user', item_column='item')

@@ -1,5 +1,7 @@
 """Per-user item lists: FAIR's train/test pair and single sequence files."""
 
+import gzip
+
 import numpy as np
 import pytest
 
@@ -55,6 +57,8 @@ def test_a_user_only_in_test_has_no_train_items(tmp_path):
     ('0 1 x', r'train.txt:2: non-integer field'),
     ('0 1 -3', r'train.txt:2: negative id'),
     ('7 1', r'train.txt:2: user 7 appears twice'),
+    ('8,1', r'train.txt:2: non-integer field; .* declare its user_column and item_column'),
+    ('8 ' + '9' * 23, r'train.txt:2: an id past 2\^63 - 1'),
 ])
 def test_bad_lines_name_file_and_line(tmp_path, line, message):
   fixtures.write_user_items(tmp_path, {7: [1]}, {7: [2]})
@@ -103,3 +107,12 @@ def test_validation_split_holds_out_the_end_of_train_and_drops_test(tmp_path):
   np.testing.assert_array_equal(data.train.of(1), [5])  # one train item: nothing held
   assert data.test.counts.tolist() == [2, 0]
   assert 9 not in data.test.items and 8 not in data.test.items
+
+
+def test_a_gzipped_sequence_file_with_a_bom_reads_as_the_plain_file(tmp_path):
+  path = tmp_path / 'seq.txt.gz'
+  with gzip.open(path, 'wt', encoding='utf-8') as f:
+    f.write('\ufeff1 5 6 7\n2 6 7 8\n')
+  data = user_items.load(path, test_fraction=0.3)
+  np.testing.assert_array_equal(data.train.of(0), [5, 6])
+  np.testing.assert_array_equal(data.test.of(1), [8])

@@ -1,5 +1,7 @@
 """MovieLens CTR task: heat, FedSubAvg vs FedAvg rounds, baselines, evaluation."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -241,7 +243,7 @@ def test_users_with_no_training_example_are_skipped_and_counted(ml100k_dir):
 
 def test_din_on_a_ctr_file_embeds_the_item_and_its_history_in_one_table(tmp_path):
   path = tmp_path / 'clicks.csv'
-  path.write_text('label,user,item,history\n1,u1,a,\n0,u1,b,a\n1,u2,c,"a,b"\n0,u2,a,c\n')
+  path.write_text('label,user,item,history\n1,u1,a,\n1,u1,b,a\n1,u2,c,"a,b"\n0,u2,a,c\n')
   task = task_lib.Task(task_lib.Config(
       data_dir=str(path), model='din', client_column='user', feature_columns=('user', 'item'),
       list_columns=('history',), test_fraction=0.5))
@@ -318,3 +320,30 @@ def test_a_ctr_file_is_named_by_its_folder_unless_the_folder_holds_several(tmp_p
   (tmp_path / 'data' / 'more.csv').write_text('label,user,item\n1,u1,a\n')
   with pytest.raises(ValueError, match='expected one CTR file .*found clicks.tsv, more.csv'):
     task_lib.read_examples(task_lib.make_config(data_dir=str(tmp_path / 'data'), **columns))
+
+
+@pytest.mark.parametrize('rows, settings, message', [
+    ('1,u1,a,0\n0,u1,b,0\n1,u2,a,0\n0,u2,b,0\n', {}, 'clicks.csv: no test example'),
+    ('1,u1,a,0\n0,u1,b,0\n1,u2,a,1\n1,u2,b,1\n', {},
+     'every test example is a click (a label > 0 is a click): AUC needs both'),
+    ('5,u1,a,0\n3,u1,b,0\n4,u2,a,1\n2,u2,b,1\n', {}, 'every test example is a click'),
+    ('1,u1,a,0\n0,u1,b,0\n1,u2,a,1\n0,u2,b,1\n', dict(split='random'),
+     'test_column (test) marks the test examples: split and test_fraction do not apply'),
+])
+def test_test_parts_auc_cannot_score_and_unused_split_settings_are_refused(
+    tmp_path, rows, settings, message):
+  path = tmp_path / 'clicks.csv'
+  path.write_text('label,user,item,test\n' + rows)
+  with pytest.raises(ValueError, match=re.escape(message)):
+    task_lib.Task(task_lib.make_config(data_dir=str(path), client_column='user',
+                                       feature_columns=('item',), test_column='test',
+                                       **settings))
+
+
+def test_dins_clicks_of_a_sequence_file_refuse_a_split_and_say_which_rows_are_test(tmp_path):
+  path = tmp_path / 'seq.txt'
+  path.write_text('1 1 2 3 4\n2 2 3 4 5\n3 3 4 5 1\n')
+  with pytest.raises(ValueError, match="DIN's clicks .* split and test_fraction do not apply"):
+    task_lib.Task(task_lib.make_config(data_dir=str(path), model='din', test_fraction=0.5))
+  task = task_lib.Task(task_lib.make_config(data_dir=str(path), model='din'))
+  assert "6 test examples (each user's last click and non-click)" in task.describe()

@@ -163,3 +163,23 @@ def test_a_directory_that_is_neither_names_both_formats(tmp_path):
   (tmp_path / 'empty').mkdir()
   with pytest.raises(tables.DataFormatError, match='not a MovieLens directory.*sequence file'):
     task_lib.Task(task_lib.Config(data_dir=str(tmp_path / 'empty')))
+
+
+def test_short_histories_empty_parts_and_skipped_users_are_said_before_training(tmp_path):
+  from tests import fixtures
+  # 40 users of 6 items (5 examples each) and 10 of 2 items (no example: fewer than 3)
+  sequences = {u: [10 + (u + k) % 7 for k in range(6 if u <= 40 else 2)] for u in range(1, 51)}
+  root = fixtures.write_user_items(tmp_path / 'seq', sequences)
+  short = task_lib.Task(task_lib.Config(data_dir=str(root)))
+  assert '32 training clients hold fewer than batch_size examples' in short.describe()
+  with pytest.raises(ValueError, match=r'no training user has 16 examples \(batch_size\), and '
+                     'drop_remainder drops'):
+    short.train_client_ids  # pylint: disable=pointless-statement
+  task = task_lib.Task(task_lib.Config(data_dir=str(root), drop_remainder=False))
+  assert '(10 users with fewer than 3 items skipped)' in task.describe()
+  partly = task_lib.Task(task_lib.Config(data_dir=str(root), batch_size=5))
+  assert len(partly.train_client_ids) == 32 and partly.short_clients == 0
+  few = fixtures.write_user_items(tmp_path / 'few', {u: [1, 2, 3, 4] for u in range(1, 10)})
+  with pytest.raises(ValueError, match='no validation user; users with 3 or more items '
+                     r'\(9 here\) are split 0.8 / 0.1'):
+    task_lib.Task(task_lib.Config(data_dir=str(few), drop_remainder=False))

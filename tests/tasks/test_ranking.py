@@ -101,6 +101,28 @@ def test_top_users_and_a_validation_split_score_held_out_train_items(tmp_path):
     task.popularity('test')
 
 
+def test_ids_that_leave_most_of_the_catalogue_unused_are_renumbered_in_order(tmp_path):
+  root = fixtures.write_user_items(tmp_path, {0: [10**6 + 5, 10**6 + 1], 1: [10**6 + 1]},
+                                   {0: [10**6 + 9], 1: [10**6 + 5]})
+  task = _task(root, top_k=1)
+  assert task.data.num_items == 3 and task.shape.num_items == 3
+  assert task.data.train.of(0).tolist() == [1, 0] and task.data.test.of(0).tolist() == [2]
+  assert '3 items (renumbered 0.. in id order' in task.describe()
+  dense = _task(fixtures.write_user_items(tmp_path / 'dense', {0: [4, 1]}, {0: [2]}), top_k=1)
+  assert dense.data.num_items == 5 and not dense.data.renumbered  # ids kept: the format's
+
+
+@pytest.mark.parametrize('train, test, top_k, message', [
+    ({0: [0, 1], 1: [1]}, {0: [2], 1: [2]}, 4, r"top_k \(4\) is more than the catalogue's 3"),
+    ({0: [0, 1, 2, 1], 1: [1]}, {0: [], 1: [2]}, 1,
+     r"1 users \(e.g. user 0\) trained on every one of the catalogue's 3 items"),
+])
+def test_a_catalogue_the_task_cannot_rank_is_refused(tmp_path, train, test, top_k, message):
+  root = fixtures.write_user_items(tmp_path, train, test)
+  with pytest.raises(ValueError, match=message):
+    _task(root, top_k=top_k)
+
+
 def test_real_goodreads_popularity_matches_the_design_note(real_goodreads):
   """DESIGN.md: popularity alone scores NDCG@20 of about 0.275 on Goodreads-100."""
   metrics = _task(real_goodreads).popularity()

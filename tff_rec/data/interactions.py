@@ -2,19 +2,21 @@
 the time-ordered item sequences a sequence file gives (user_items.read_lines),
 so they feed the ranking and next-item tasks exactly as one does.
 
-The file has a header, or its fields are named by `columns` (MovieLens'
-u.data: user, item, rating, time). Fields are split on tabs when the first line
-has one, else on commas when it has one, else on spaces (a `user item` pairs
-file). A user's items are ordered by the time column (numbers, or dates pandas
-parses), ties and files without one in file order. With
-`min_rating`, only interactions rated at least that are kept (implicit
-positives). Integer ids are kept as they are (a sequence file's, MovieLens'),
-others (e.g. Amazon's 'A2SUAM1J3GNN3B') numbered 1.. in order of first
-appearance.
+The file (plain or gzip-compressed UTF-8) has a header, or its fields are named
+by `columns` (MovieLens' u.data: user, item, rating, time). Fields are split on
+'::' when the first line has it (MovieLens 1M's ratings.dat), else on tabs when
+it has one, else on commas when it has one, else on spaces (a `user item` pairs
+file). A user's items are ordered by the time column (numbers, or dates of one
+format), ties and files without one in file order. With `min_rating`, only
+interactions rated at least that are kept (implicit positives). Integer ids
+(digits, at most 18, no leading zero) are kept as they are (a sequence file's,
+MovieLens'); others (e.g. Amazon's 'A2SUAM1J3GNN3B', '007', ids past int64) are
+numbered 1.. in order of first appearance. An empty id is refused.
 """
 
 import dataclasses
 import pathlib
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -101,21 +103,36 @@ def read(data_dir: str | pathlib.Path, columns: Columns) -> dict[int, np.ndarray
 
 
 def _frame(path: pathlib.Path, columns: Columns) -> pd.DataFrame:
-  with path.open() as f:
-    first = f.readline()
-  names = list(columns.columns) or None
-  separator = '\t' if '\t' in first else ',' if ',' in first else r'\s+'
   try:
+    with tables.open_text(path) as f:
+      first = f.readline()
+  except UnicodeDecodeError as e:
+    raise tables.not_text(path, e) from None
+  names = list(columns.columns) or None
+  separator = ('::' if '::' in first else '\t' if '\t' in first else ',' if ',' in first
+               else r'\s+')
+  try:
+    # index_col=False: a trailing delimiter on every row must not turn the first
+    # column into the index and shift the others
     frame = pd.read_csv(path, sep=separator, header=None if names else 0, dtype=str,
-                        keep_default_na=False, engine='c' if len(separator) == 1 else 'python')
-  except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+                        keep_default_na=False, index_col=False, encoding='utf-8-sig',
+                        compression='gzip' if tables.gzipped(path) else None,
+                        engine='c' if len(separator) == 1 else 'python')
+  except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
     raise tables.DataFormatError(f'{path}: {str(e).strip()}') from None
+  except UnicodeDecodeError as e:
+    raise tables.not_text(path, e) from None
   if names:
     if frame.shape[1] != len(names):
       raise tables.DataFormatError(
           f'{path}: {frame.shape[1]} fields per line, but columns names {len(names)}: '
           f'{",".join(names)}')
     frame.columns = names
+    if not frame.empty and {columns.user_column, columns.item_column} <= set(
+        frame.iloc[0].str.strip()):
+      raise tables.DataFormatError(
+          f'{path}: its first line is a header ({first.strip()}); with a header, leave '
+          'columns out (the header names the fields)')
   if frame.empty:
     raise tables.DataFormatError(f'{path}: no interactions')
   for setting in ('user_column', 'item_column', 'time_column', 'rating_column'):
@@ -124,15 +141,20 @@ def _frame(path: pathlib.Path, columns: Columns) -> pd.DataFrame:
       raise tables.DataFormatError(
           f'{path}: no column {name!r} ({setting}); its columns: {", ".join(frame.columns)}'
           + ('' if names else ' (a file without a header: name its fields with columns)'))
+  for setting in ('user_column', 'item_column'):
+    name = getattr(columns, setting)
+    _check_parsed(frame[name].mask(frame[name].str.strip() == ''), frame, name, path,
+                  setting, 'an id')
   return frame
 
 
 def _ids(values: pd.Series) -> np.ndarray:
-  """Non-negative integer ids as they are; other ids numbered 1.. by first appearance."""
-  numbers = pd.to_numeric(values, errors='coerce')
-  if numbers.notna().all() and (numbers >= 0).all() and (numbers % 1 == 0).all():
-    return numbers.to_numpy(np.int64)
-  return pd.factorize(values)[0].astype(np.int64) + 1
+  """Integer ids as they are; other ids numbered 1.. by first appearance. Only
+  plain digits count as integers: through floats, ids past 2^53 would merge."""
+  text = values.str.strip()
+  if text.str.fullmatch(r'0|[1-9]\d{0,17}').all():
+    return text.astype(np.int64).to_numpy()
+  return pd.factorize(text)[0].astype(np.int64) + 1
 
 
 def _numbers(frame: pd.DataFrame, column: str, path: pathlib.Path, setting: str) -> np.ndarray:
@@ -142,12 +164,22 @@ def _numbers(frame: pd.DataFrame, column: str, path: pathlib.Path, setting: str)
 
 
 def _times(frame: pd.DataFrame, column: str, path: pathlib.Path) -> np.ndarray:
-  """Numbers as they are, else dates (as nanoseconds)."""
-  numbers = pd.to_numeric(frame[column], errors='coerce')
-  if numbers.notna().all():
+  """Numbers as they are, else dates (as nanoseconds): the first row decides which.
+  Dates are ISO 8601, or all of the first row's format: one at a time, 02/01 and
+  13/01 would be read one month-first and the other day-first."""
+  values = frame[column]
+  numbers = pd.to_numeric(values, errors='coerce')
+  if pd.notna(numbers.iloc[0]):
+    _check_parsed(numbers, frame, column, path, 'time_column',
+                  'a number (as the first row\'s time is)')
     return numbers.to_numpy(np.float64)
-  dates = pd.to_datetime(frame[column], errors='coerce', format='mixed')
-  _check_parsed(dates, frame, column, path, 'time_column', 'a number or a date')
+  dates = pd.to_datetime(values, errors='coerce', format='ISO8601')
+  if dates.isna().any():
+    with warnings.catch_warnings():  # "could not infer format": the error below says it
+      warnings.simplefilter('ignore', UserWarning)
+      dates = pd.to_datetime(values, errors='coerce')
+  _check_parsed(dates, frame, column, path, 'time_column',
+                "a number or a date in the first row's format")
   return dates.to_numpy('datetime64[ns]').astype(np.int64)
 
 

@@ -68,8 +68,9 @@ def split(user_ids: np.ndarray, sequences: list[np.ndarray], *, min_interactions
   too_few_unseen = [len(s) + num_negatives > len(item_ids) for s in dense]
   if any(too_few_unseen):
     raise ValueError(f'{sum(too_few_unseen)} users have fewer than {num_negatives} items '
-                     f'they never interacted with (catalogue of {len(item_ids)}); lower '
-                     'the number of evaluation negatives')
+                     f'they never interacted with (catalogue of {len(item_ids)}), and each '
+                     f'held-out item is ranked among {num_negatives} of them: this needs a '
+                     f'catalogue of at least {max(map(len, dense)) + num_negatives} items')
   rng = np.random.default_rng(seed)
   # int32, written in place: at 10^6 users the two parts' 198 items a user are most
   # of the split's memory, and a list of per-user arrays stacked held three times it.

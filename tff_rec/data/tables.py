@@ -1,5 +1,6 @@
 """Reading delimited data files with errors that name the file, line and format."""
 
+import gzip
 import io
 import pathlib
 from typing import Sequence
@@ -10,6 +11,27 @@ import pandas as pd
 
 class DataFormatError(ValueError):
   """A data file is missing or does not have the expected format."""
+
+
+GZIP_MAGIC = b'\x1f\x8b'
+
+
+def gzipped(path: pathlib.Path) -> bool:
+  """Whether the file is gzip-compressed (by its first bytes, whatever its name)."""
+  with path.open('rb') as f:
+    return f.read(2) == GZIP_MAGIC
+
+
+def open_text(path: pathlib.Path):
+  """The file as UTF-8 text (a byte-order mark skipped), gunzipped if it is gzip."""
+  return (gzip.open(path, 'rt', encoding='utf-8-sig') if gzipped(path)
+          else path.open(encoding='utf-8-sig'))
+
+
+def not_text(path: pathlib.Path, error: UnicodeDecodeError) -> DataFormatError:
+  """The error for a file that is not UTF-8 text (nor gzip of it)."""
+  return DataFormatError(f'{path}: not UTF-8 text ({error.reason} at byte {error.start}); '
+                         'save it as UTF-8 (plain or gzip-compressed)')
 
 
 def require_files(data_dir: str | pathlib.Path, names: Sequence[str], *,

@@ -6,7 +6,10 @@ Two layouts of the same line format are read:
 * one sequence file, time-ordered (e.g. Amazon Beauty's Beauty.txt, 1-based
   ids): the last `test_fraction` of each user's items become its test items.
 Item ids are used as they are: the catalogue is 0..max id (an unused id 0 of
-a 1-based file is one never-seen item, harmless for ranking).
+a 1-based file is one never-seen item, harmless for ranking), unless the file's
+ids leave over 90% of 0..max id unused (e.g. database keys from 10^6): then they are
+renumbered 0.. in id order, so evaluation does not rank a catalogue of items
+nobody has.
 
 Two views of loaded data: the heaviest users only (how FAIR's paper cut its
 -100 datasets), and a validation split that holds out the end of each train
@@ -55,29 +58,39 @@ class UserItems:
   train: ItemLists
   test: ItemLists
   num_items: int
+  renumbered: bool = False  # item ids renumbered 0.. (the file's left over 90% unused)
 
 
 def read_lines(path: pathlib.Path) -> dict[int, np.ndarray]:
-  """uid -> items of one file, in file order; errors name the file and line."""
+  """uid -> items of one file (plain or gzip), in file order; errors name the file
+  and line."""
   users = {}
-  with path.open() as f:
-    for number, line in enumerate(f, 1):
-      fields = line.split()
-      if not fields:
-        continue
-      try:
-        values = np.array([int(v) for v in fields], np.int64)
-      except ValueError:
-        raise tables.DataFormatError(
-            f'{path}:{number}: non-integer field; expected {EXPECTED}') from None
-      if (values < 0).any():
-        raise tables.DataFormatError(f'{path}:{number}: negative id; expected {EXPECTED}')
-      if values[0] in users:
-        raise tables.DataFormatError(
-            f'{path}:{number}: user {values[0]} appears twice; for a file of one '
-            'interaction a line (e.g. `user item`), declare its columns (columns=user,item, '
-            'user_column=user, item_column=item)')
-      users[int(values[0])] = values[1:]
+  try:
+    with tables.open_text(path) as f:
+      for number, line in enumerate(f, 1):
+        fields = line.split()
+        if not fields:
+          continue
+        try:
+          values = np.array([int(v) for v in fields], np.int64)
+        except ValueError:
+          raise tables.DataFormatError(
+              f'{path}:{number}: non-integer field; expected {EXPECTED} (a CSV / TSV of '
+              'interactions: declare its user_column and item_column)') from None
+        except OverflowError:
+          raise tables.DataFormatError(
+              f'{path}:{number}: an id past 2^63 - 1; expected {EXPECTED} (for other ids, '
+              'an interactions file with declared columns numbers them)') from None
+        if (values < 0).any():
+          raise tables.DataFormatError(f'{path}:{number}: negative id; expected {EXPECTED}')
+        if values[0] in users:
+          raise tables.DataFormatError(
+              f'{path}:{number}: user {values[0]} appears twice; for a file of one '
+              'interaction a line (e.g. `user item`), declare its columns (columns=user,item, '
+              'user_column=user, item_column=item)')
+        users[int(values[0])] = values[1:]
+  except UnicodeDecodeError as e:
+    raise tables.not_text(path, e) from None
   if not users:
     raise tables.DataFormatError(f'{path}: no users; expected {EXPECTED}')
   return users
@@ -141,9 +154,14 @@ def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
   empty = np.zeros(0, np.int64)
   train_lists = [train.get(int(u), empty) for u in user_ids]
   test_lists = [test.get(int(u), empty) for u in user_ids]
-  num_items = 1 + max(int(l.max()) for l in train_lists + test_lists if len(l))
+  items = np.unique(np.concatenate(train_lists + test_lists))
+  renumbered = 10 * len(items) < 1 + int(items[-1])  # over 90% of 0..max unused
+  if renumbered:
+    train_lists, test_lists = ([np.searchsorted(items, l) for l in lists]
+                               for lists in (train_lists, test_lists))
   return UserItems(user_ids, ItemLists.from_lists(train_lists),
-                   ItemLists.from_lists(test_lists), num_items)
+                   ItemLists.from_lists(test_lists),
+                   len(items) if renumbered else 1 + int(items[-1]), renumbered)
 
 
 def heaviest(data: UserItems, count: int) -> UserItems:
@@ -154,8 +172,8 @@ def heaviest(data: UserItems, count: int) -> UserItems:
                      f'{len(data.user_ids)} (keep 1 to {len(data.user_ids)})')
   totals = data.train.counts + data.test.counts
   kept = np.sort(np.argsort(-totals, kind='stable')[:count])
-  return UserItems(data.user_ids[kept], _subset(data.train, kept),
-                   _subset(data.test, kept), data.num_items)
+  return dataclasses.replace(data, user_ids=data.user_ids[kept],
+                             train=_subset(data.train, kept), test=_subset(data.test, kept))
 
 
 def validation_split(data: UserItems, fraction: float) -> UserItems:
@@ -163,8 +181,8 @@ def validation_split(data: UserItems, fraction: float) -> UserItems:
   becomes the held-out part, and the test items are dropped."""
   train, held = split_sequences({k: data.train.of(k) for k in range(len(data.user_ids))},
                                 fraction)
-  return UserItems(data.user_ids, ItemLists.from_lists(list(train.values())),
-                   ItemLists.from_lists(list(held.values())), data.num_items)
+  return dataclasses.replace(data, train=ItemLists.from_lists(list(train.values())),
+                             test=ItemLists.from_lists(list(held.values())))
 
 
 def _subset(lists: ItemLists, users: np.ndarray) -> ItemLists:

@@ -176,7 +176,7 @@ def _divergence(metrics: dict[str, float], weights) -> str | None:
     return f'the training loss is {metrics[TRAIN_LOSS]}'
   if metrics.get(TRAIN_EXAMPLES, 1) == 0:
     return ('no client trained an example (what tff.learning\'s clients report once the '
-            'model is no longer finite)')
+            'model is no longer finite, or when none of the cohort\'s clients holds a batch)')
   if weights is not None and not all(
       np.isfinite(np.sum(w)) for w in tf.nest.flatten(_arrays(weights))):
     return "the model's weights are not finite"
