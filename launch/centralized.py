@@ -22,6 +22,7 @@ from launch import common
 from launch import outputs
 from launch import progress
 import tensorflow_federated as tff  # pylint: disable=g-bad-import-order
+from tff_rec.training import loop
 from tff_rec.training import optimizers
 
 flags.DEFINE_integer('epochs', 5, 'Passes over the training examples.', lower_bound=1)
@@ -39,6 +40,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   common.require('output_dir')
+  outputs.check_folder(FLAGS.output_dir)  # before the data is read
   config = common.task_config()
   target = progress.parse_target(FLAGS.target)
   try:
@@ -60,12 +62,15 @@ def main(argv):
   def on_epoch(epoch, metrics):
     asyncio.run(csv.release(dict(sorted(metrics.items())), key=epoch))
     show_progress(epoch, metrics)
+    progress.check_target_reported(target, metrics)
 
   try:
     metrics = task.train_centralized(optimizer, epochs=FLAGS.epochs,
                                      eval_every=FLAGS.eval_every, on_epoch=on_epoch, **steps)
   except ValueError as e:  # settings the pooled data cannot take (e.g. no full batch)
     raise app.UsageError(str(e)) from None
+  except loop.Diverged as e:
+    common.stop_diverged(e, out, 'a lower --learning_rate')
   if target:
     metrics.update(progress.first_reached(out / 'metrics.csv', 'epoch', target))
   outputs.write_json(out / 'summary.json', metrics)

@@ -17,13 +17,19 @@ from absl import flags
 from absl import logging
 
 from launch import imports
+from launch import outputs
 import tasks
 from tasks import setting
 from tff_rec.data import tables
 from tff_rec.runtime import native
+from tff_rec.training import loop
 
 # A user's modules register their algorithms and tasks before any flag is made of them.
-imports.load_all(sys.argv)
+try:
+  imports.load_all(sys.argv)
+except SystemExit:
+  native.drop_tff_default_context()  # TFF's import-time context would print an error at exit
+  raise
 flags.DEFINE_multi_string(imports.FLAG, [], 'A module of your own that registers algorithms '
                           '(tff_rec.algorithms.registry.register) or tasks (tasks.register): '
                           'a module name or a .py file; repeatable.')
@@ -78,6 +84,24 @@ def _brief_usage_errors(main):
   return brief
 
 
+def stop_diverged(diverged: loop.Diverged, out: pathlib.Path, cures: str) -> None:
+  """Writes the summary of a run that diverged, says so, and exits non-zero."""
+  last, unit = diverged.last_evaluation, diverged.unit
+  outputs.write_json(out / 'summary.json', {
+      **diverged.metrics, f'diverged_at_{unit}': diverged.round_num,
+      'diverged': diverged.what,
+      **({f'last_finite_{unit}': diverged.last_evaluated_round} if last else {}),
+      **{f'last_finite/{k}': v for k, v in last.items()}})
+  shown = ', '.join(f'{k} {v:.4g}' for k, v in sorted(last.items())
+                    if not k.startswith('memory/'))
+  print(f'error: {diverged}; stopped. '
+        + (f'Last finite evaluation ({unit} {diverged.last_evaluated_round}): {shown}. '
+           if last else 'No evaluation was finite before it. ')
+        + f'What usually cures it: {cures}. Summary: {out / "summary.json"}', file=sys.stderr,
+        flush=True)
+  raise SystemExit(DIVERGED_EXIT_CODE)
+
+
 def check_choices(flag: str, values, known) -> None:
   """A UsageError naming the values of list flag `flag` that are not in `known`."""
   unknown = [v for v in values if v not in known]
@@ -107,9 +131,12 @@ def task_config():
     raise app.UsageError(f'--{foreign[0]} does not apply to --task={FLAGS.task} (its '
                          f'settings: {", ".join(sorted(own))})')
   try:
-    return tasks.module(FLAGS.task).make_config(**option_values(own))
+    config = tasks.module(FLAGS.task).make_config(**option_values(own))
   except ValueError as e:
     raise app.UsageError(str(e)) from None
+  if getattr(config, 'seed', 0) < 0:  # numpy's generators take no negative seed
+    raise app.UsageError(f'--seed must be >= 0, got {config.seed}')
+  return config
 
 
 def build_task(config):
@@ -152,9 +179,19 @@ def _element_type(annotation):
   raise TypeError(f'no type in {annotation}')
 
 
+def exit_at_import(message: str) -> None:
+  """Exits a launcher that cannot define its flags (a user's module at fault), TFF's
+  import-time context dropped first (it would print an error at exit)."""
+  native.drop_tff_default_context()
+  sys.exit(f'error: {message}')
+
+
 def define_option_flags(fields: dict, helps: dict | None = None) -> None:
   """A flag per field; its help is the field's (metadata['help']) unless in `helps`."""
   for name, field in fields.items():
+    if name in FLAGS:
+      exit_at_import(f'two flags are named --{name}: an algorithm option takes a name the '
+                     'launcher (or a training setting) has; rename the option')
     kind, is_list = _element_type(field.type)
     help_text = (helps or {}).get(name) or field.metadata.get('help', name)
     if is_list:

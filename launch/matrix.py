@@ -92,10 +92,11 @@ def _last_line(error: Exception) -> str:
 
 
 def _to_run(records: dict[str, dict], dataset: str, algorithm: str, cell) -> bool:
-  """A cell not recorded, or recorded OK without what showed its aggregation."""
+  """A cell not recorded (with these --rounds), or recorded OK without what showed
+  its aggregation."""
   record = records.get(matrix_table.cell_name(dataset, algorithm, *cell))
-  return record is None or (record['status'] == 'OK'
-                            and not matrix_table.shows_effect(record, cell[0]))
+  return not matrix_table.current(record, FLAGS.rounds) or (
+      record['status'] == 'OK' and not matrix_table.shows_effect(record, cell[0]))
 
 
 def main(argv):
@@ -121,8 +122,8 @@ def main(argv):
               data_dir=str(matrix_table.SHARED / spec.data_dir), **spec.config))}
         name = matrix_table.cell_name(dataset, algorithm, aggregator, runtime_name, stack)
         print(f'== {name}', flush=True)
-        records[name] = run_cell(loaded[dataset], spec, algorithm, aggregator, runtime_name,
-                                 stack)
+        records[name] = {**run_cell(loaded[dataset], spec, algorithm, aggregator,
+                                    runtime_name, stack), 'rounds': FLAGS.rounds}
         print(f"   {records[name]['status']} {records[name].get('value', '')}"
               f"{records[name].get('reason', '')}", flush=True)
         (root / dataset).mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,17 @@ def read_records(root: pathlib.Path) -> dict[str, dict]:
           for p in root.glob('*/*.json')}
 
 
+# The rounds of records written before each record held its own: the matrix's
+# default then, and the committed table's.
+UNRECORDED_ROUNDS = 2
+
+
+def current(record: dict | None, rounds: int) -> bool:
+  """Whether a cell's record was made with `rounds` rounds (a record of other rounds
+  is not this table's: it is run again, or shown as not run)."""
+  return record is not None and record.get('rounds', UNRECORDED_ROUNDS) == rounds
+
+
 def shows_effect(record: dict, aggregator: str) -> bool:
   """Whether an OK record of a secure or DP cell holds what showed the aggregation
   took effect (records from before the matrix checked it do not: rerun them)."""
@@ -91,8 +102,8 @@ def table(records: dict[str, dict], algorithms: list[str], datasets: list[str], 
       cells = []
       for aggregator, runtime, stack in CELLS:
         record = records.get(cell_name(dataset, algorithm, aggregator, runtime, stack))
-        if record is None or (record['status'] == 'OK'
-                              and not shows_effect(record, aggregator)):
+        if not current(record, rounds) or (record['status'] == 'OK'
+                                           and not shows_effect(record, aggregator)):
           cells.append('not run')
         elif record['status'] == 'OK' and 'diverged_at_round' in record:
           cells.append(f"OK diverged at round {record['diverged_at_round']}")

@@ -27,6 +27,7 @@ def check_resumable(path: str, run_config: dict) -> dict | None:
   (anything else would mix two experiments in one metrics file), except
   --rounds, which may grow to extend a finished or interrupted run. Checked
   before anything is built."""
+  check_folder(path)
   previous = _saved_config(pathlib.Path(path))
   if previous is None or _extends(previous, run_config):
     return previous
@@ -40,6 +41,18 @@ def check_resumable(path: str, run_config: dict) -> dict | None:
         f'({", ".join(changed)}){grows}; resume it with the same flags or choose a '
         'new --output_dir.')
   return previous
+
+
+def check_folder(path: str) -> None:
+  """A UsageError unless --output_dir names a folder that is, or can be, written."""
+  if not path.strip():
+    raise app.UsageError('--output_dir is empty; name the folder the run writes to')
+  root = pathlib.Path(path)
+  existing = next(p for p in (root, *root.parents) if p.exists())
+  problem = ('is a file, not a folder' if not existing.is_dir()
+             else 'cannot be written' if not os.access(existing, os.W_OK | os.X_OK) else None)
+  if problem:
+    raise app.UsageError(f'--output_dir={path}: {existing} {problem}')
 
 
 def _saved_config(root: pathlib.Path) -> dict | None:
@@ -67,7 +80,10 @@ def output_dir(path: str, run_config: dict) -> pathlib.Path:
   previous = check_resumable(path, run_config)
   extended = previous is not None and _extends(previous, run_config)
   root = pathlib.Path(path)
-  root.mkdir(parents=True, exist_ok=True)
+  try:
+    root.mkdir(parents=True, exist_ok=True)
+  except OSError as e:  # e.g. a read-only file system, which os.access does not see
+    raise app.UsageError(f'--output_dir={path}: {e.strerror}') from None
   if previous is None or extended:
     write_json(root / 'config.json', run_config)
   summary = root / 'summary.json'

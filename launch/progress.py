@@ -24,7 +24,8 @@ class Progress:
     if self.first is None:
       self.first = step
       if step > 1:
-        print(f'resumed from checkpoint at {self.unit} {step}', flush=True)
+        print(f'resumed from the checkpoint of {self.unit} {step - 1}: {self.unit} {step} '
+              'on', flush=True)
     per_step = (time.monotonic() - self.started) / (step - self.first + 1)
     eta = per_step * (self.total - step)
     values = '  '.join(f'{label} {metrics[key]:.4g}'
@@ -46,6 +47,20 @@ def parse_target(text: str | None) -> tuple[str, str, float] | None:
         break
   raise app.UsageError(f'--target={text}: expected METRIC>=VALUE or METRIC<=VALUE, '
                        'e.g. eval/test_auc>=0.6')
+
+
+def check_target_reported(target, metrics: dict[str, float]) -> None:
+  """A UsageError once a step's metrics hold others of the target's part (its
+  prefix, e.g. eval/) but not the target's metric: a misspelt target stops at
+  the first evaluation, not after the whole run."""
+  if target is None:
+    return
+  metric = target[0]
+  part = metric.split('/', 1)[0] + '/'
+  same_part = sorted(k for k in metrics if k.startswith(part))
+  if same_part and metric not in metrics:
+    raise app.UsageError(f'--target metric {metric!r} is not among the evaluated metrics: '
+                         f'{", ".join(same_part)}')
 
 
 def first_reached(metrics_csv: pathlib.Path, step: str, target) -> dict:

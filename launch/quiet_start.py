@@ -10,10 +10,17 @@ devices so that it happens, and is filtered, there.
 and, when TensorFlow is first imported, by whichever module, captures stderr
 for that import alone and passes on every line but those. Launchers that
 never import TensorFlow (launch.worker) do not load it.
+
+TFF's secure sum (aggregators/primitives.py, its quantization's bounds check)
+builds a graph-mode `assert_less_equal` it never runs; TF logs each such
+assert's garbage collection as an "ERROR ... Object was never used" block,
+about 170 lines a secure run. Those records alone are dropped from TF's Python
+logger.
 """
 
 import importlib.abc
 import importlib.machinery
+import logging
 import os
 import re
 import sys
@@ -44,6 +51,7 @@ class _Loader(importlib.abc.Loader):
       try:
         self._loader.exec_module(module)
         module.config.list_physical_devices()  # CUDA's start, whose log is filtered too
+        logging.getLogger('tensorflow').addFilter(_UnusedAssertFilter())
       finally:
         os.dup2(saved, 2)
         os.close(saved)
@@ -52,6 +60,14 @@ class _Loader(importlib.abc.Loader):
           if not _NOT_ERRORS.search(line):
             sys.stderr.write(line)
         sys.stderr.flush()
+
+
+class _UnusedAssertFilter(logging.Filter):
+  """Drops TF's "Object was never used" report of a graph-mode assert_less_equal."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    return not ('Object was never used' in message and "'assert_less_equal" in message)
 
 
 class _Finder(importlib.abc.MetaPathFinder):

@@ -36,6 +36,7 @@ def main(argv):
   if out.exists():
     raise app.UsageError(f'--out={out} exists; remove it or name another file')
   FLAGS.task = 'ctr'
+  FLAGS.model = FLAGS.model or 'din'  # the file is DIN's form, its history DIN's
   config = common.task_config()
   try:
     clicks.clicks_file(FLAGS.sequences, out, seed=config.seed,

@@ -83,15 +83,18 @@ flags.DEFINE_enum('aggregator', 'mean', inner.NAMES,
                   "secure sum (--secure_bound; in-process runtime) or TFF's DP "
                   '(--dp_noise_multiplier, --dp_clip).')
 flags.DEFINE_float('secure_bound', None, '--aggregator=secure: each value clipped to '
-                   '+-bound before the secure sum (default 1).', lower_bound=0)
+                   '+-bound before the secure sum (> 0; default 1).')
 flags.DEFINE_float('dp_noise_multiplier', None, '--aggregator=dp: Gaussian noise stddev '
                    'over the clip (default 1).', lower_bound=0)
 flags.DEFINE_float('dp_clip', None, "--aggregator=dp: each client's update clipped to this "
-                   'L2 norm (default 1).', lower_bound=0)
+                   'L2 norm (> 0; default 1).')
 flags.DEFINE_list('stack', None, "Other methods' aggregation stacked on the algorithm's "
                   "own: fedsubavg (scale each table row's aggregate by N / its feature heat; "
                   'on the FedAvg family, FAIR and CoLR).')
-OPTION_FIELDS = registry.option_fields()
+try:
+  OPTION_FIELDS = registry.option_fields()
+except ValueError as e:  # a user's module retyped an option
+  common.exit_at_import(str(e))
 common.define_option_flags(OPTION_FIELDS)
 SETTING_FIELDS = {f.name: f for f in dataclasses.fields(registry.Settings)}
 
@@ -164,6 +167,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   common.require('output_dir')
+  outputs.check_folder(FLAGS.output_dir)  # before the data is read
   task_class = tasks.module(FLAGS.task).Task
   name = FLAGS.algorithm or task_class.DEFAULT_ALGORITHM
   options = common.option_values(OPTION_FIELDS)
@@ -228,7 +232,7 @@ def main(argv):
     _, metrics = runner.run(
         task, name, training, schedule, options=options, context=context,
         client_data_dir=FLAGS.client_data_dir, on_start=start,
-        on_round=_stopping_after(stop, progress.Progress(
+        on_round=_stopping_after(stop, target, progress.Progress(
             FLAGS.rounds, 'round', {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})))
   except checkpoints.CheckpointMismatchError as e:  # e.g. saved before the state's form changed
     raise SystemExit(f'error: {e}; resume it with the code that wrote it, or start afresh '
@@ -242,11 +246,18 @@ def main(argv):
   except checkpoints.NoReadableCheckpointError as e:
     raise SystemExit(f'error: {e}, or start afresh in a new --output_dir') from None
   except loop.Diverged as e:
-    _stop_diverged(e, out[0])
+    common.stop_diverged(e, out[0], CURES)
   except _Stopped:
     print(f'stopped after round {stop} (--stop_after_round), its checkpoint saved: the same '
           'command without that flag resumes', flush=True)
     return
+  except KeyboardInterrupt:
+    if not out:
+      raise
+    print(f'interrupted; the same command resumes from the last checkpoint in '
+          f'{out[0] / "checkpoints"} (every --checkpoint_every={schedule.checkpoint_every} '
+          'rounds)', file=sys.stderr, flush=True)
+    raise SystemExit(INTERRUPTED_EXIT_CODE) from None
   summary = out[0] / 'summary.json'
   if not metrics and not summary.exists():  # every round checkpointed, cut before its summary
     metrics = _last_round(out[0] / 'metrics.csv')
@@ -292,40 +303,24 @@ def _last_round(path: pathlib.Path) -> dict[str, float]:
   return {k: float(v) for k, v in row.dropna().items()}
 
 
-def _stopping_after(stop: int | None, on_round):
-  """`on_round`, then a stop once round `stop` is done (the loop has saved its
-  checkpoint before it calls on_round)."""
+def _stopping_after(stop: int | None, target, on_round):
+  """`on_round`, the target's metric checked, then a stop once round `stop` is done
+  (the loop has saved its checkpoint before it calls on_round)."""
 
   def then_stop(round_num: int, metrics: dict[str, float]) -> None:
     on_round(round_num, metrics)
+    progress.check_target_reported(target, metrics)
     if round_num == stop:
       raise _Stopped()
 
   return then_stop
 
 
+INTERRUPTED_EXIT_CODE = 130  # a shell's for Ctrl-C
 CURES = ('a lower --client_learning_rate or --server_learning_rate; with --aggregator=dp, '
          'a lower --dp_noise_multiplier or a larger cohort; with FedSubAvg\'s correction '
          '(--algorithm=fedsubavg, --stack=fedsubavg), FedAvg or a lower rate (the factor N / '
          'heat is large where one client holds a row)')
-
-
-def _stop_diverged(diverged: loop.Diverged, out) -> None:
-  """Writes the summary of a run that diverged, says so, and exits non-zero."""
-  last = diverged.last_evaluation
-  outputs.write_json(out / 'summary.json', {
-      **diverged.metrics, 'diverged_at_round': diverged.round_num,
-      'diverged': diverged.what,
-      **({'last_finite_round': diverged.last_evaluated_round} if last else {}),
-      **{f'last_finite/{k}': v for k, v in last.items()}})
-  shown = ', '.join(f'{k} {v:.4g}' for k, v in sorted(last.items())
-                    if not k.startswith('memory/'))
-  print(f'error: {diverged}; stopped. '
-        + (f'Last finite evaluation (round {diverged.last_evaluated_round}): {shown}. '
-           if last else 'No evaluation was finite before it. ')
-        + f'What usually cures it: {CURES}. Summary: {out / "summary.json"}', file=sys.stderr,
-        flush=True)
-  raise SystemExit(common.DIVERGED_EXIT_CODE)
 
 
 if __name__ == '__main__':

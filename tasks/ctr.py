@@ -121,9 +121,15 @@ class Config:
       raise ValueError(f'validation_fraction must be in [0, 1), got {self.validation_fraction}')
     if self.embedding_stddev <= 0:
       raise ValueError(f'embedding_stddev must be > 0, got {self.embedding_stddev}')
-    if self.local_steps < 0 or (self.embedding_dim is not None and self.embedding_dim < 1):
-      raise ValueError('local_steps must be >= 0 and embedding_dim >= 1, got '
-                       f'{self.local_steps} and {self.embedding_dim}')
+    if self.local_steps < 0:
+      raise ValueError(f'local_steps must be >= 0, got {self.local_steps}')
+    if self.embedding_dim is not None and self.embedding_dim < 1:
+      raise ValueError(f'embedding_dim must be >= 1, got {self.embedding_dim}')
+    setting.refuse_unused(self, 'embedding_dim', self.model != 'lr',
+                          'to the models with embeddings (dcn, din), not lr')
+    setting.refuse_unused(self, 'history_length', self.model == 'din' and not self.client_column,
+                          "to DIN's history made from MovieLens or interactions; a CTR file's "
+                          'history is its list columns')
 
   @property
   def resolved_test_fraction(self) -> float:

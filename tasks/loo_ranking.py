@@ -93,6 +93,8 @@ class Config:
                        f'validation and a test item), got {self.min_interactions}')
     if self.user_state not in USER_STATES:
       raise ValueError(f'unknown user_state {self.user_state!r}; choose one of {USER_STATES}')
+    setting.refuse_unused(self, 'reconstruction_epochs', not self.stored,
+                          'to user_state=reconstructed')
 
   @property
   def stored(self) -> bool:

@@ -86,6 +86,8 @@ class Config:
     if self.centralized_split not in CENTRALIZED_SPLITS:
       raise ValueError(f'unknown centralized_split {self.centralized_split!r}; choose '
                        f'one of {CENTRALIZED_SPLITS}')
+    setting.refuse_unused(self, 'spreadout_weight', losses.RETRIEVAL_LOSSES[self.loss][1],
+                          'to the *_spreadout losses')
     if ((self.remove_accidental_hits or self.logq_correction)
         and losses.RETRIEVAL_LOSSES[self.loss][0] is not losses.BatchSoftmax):
       raise ValueError(f'remove_accidental_hits and logq_correction apply to the batch '

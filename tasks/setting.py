@@ -27,3 +27,11 @@ def described(config_type) -> list[dataclasses.Field]:
     elif 'help' in field.metadata:
       fields.append(field)
   return fields
+
+
+def refuse_unused(config, name: str, applies: bool, where: str) -> None:
+  """A ValueError when setting `name` of `config` was changed from its default
+  where it has no effect: a setting is never silently ignored."""
+  default = next(f.default for f in dataclasses.fields(config) if f.name == name)
+  if not applies and getattr(config, name) != default:
+    raise ValueError(f'{name} applies {where}; leave it out here')

@@ -16,6 +16,10 @@ def test_label_rank_counts_ties_against_the_label():
   # Nor does a diverged one (NaN scores).
   nan = tf.fill([2, 3], float('nan'))
   np.testing.assert_array_equal(metrics.recall_at_k(tf.constant([1, 2]), nan, 2), [0, 0])
+  # Also where the evaluation runs it, inside tf.function (Grappler's rewrites).
+  graph_recall = tf.function(metrics.recall_at_k)
+  np.testing.assert_array_equal(graph_recall(tf.constant([1, 2]), nan, 2), [0, 0])
+  np.testing.assert_array_equal(graph_recall(labels, sims, 2), [1, 1, 0])
 
 
 def test_recall_matches_a_sort_based_reference():

@@ -24,9 +24,12 @@ def label_rank(y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
   """0-based rank of each label among all V items, ties counted against it."""
   columns = tf.cast(tf.reshape(y_true, [-1]), tf.int32) - 1
   positive = tf.gather(y_pred, columns, axis=1, batch_dims=1)
-  # 'not below' rather than '>=': NaN scores count against the label too.
-  at_least = tf.reduce_sum(tf.cast(tf.logical_not(y_pred < positive[:, None]), tf.int32), axis=1)
-  return at_least - 1
+  # Items not strictly below the label count against it, NaN scores too (any
+  # comparison with NaN is false). Counted as "all but those below": a
+  # logical_not of `<` is rewritten by Grappler into `>=`, false for NaN, which
+  # ranked a diverged model's labels first (recall 1) inside tf.function.
+  below = tf.reduce_sum(tf.cast(y_pred < positive[:, None], tf.int32), axis=1)
+  return tf.shape(y_pred)[1] - 1 - below
 
 
 def recall_at_k(y_true: tf.Tensor, y_pred: tf.Tensor, k: int) -> tf.Tensor:

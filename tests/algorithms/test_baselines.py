@@ -193,6 +193,15 @@ def test_unknown_algorithm():
                             server_optimizer=optimizers.OptimizerConfig())
 
 
+@pytest.mark.parametrize('side', ['client', 'server'])
+def test_lazy_adam_on_a_keras_models_dense_updates_is_refused(side):
+  lazy = {f'{side}_optimizer': optimizers.OptimizerConfig('lazy_adam', 0.01)}
+  with pytest.raises(ValueError, match='lazy_adam would be plain Adam'):
+    baselines.build_process('fedavg', None, **{
+        'client_optimizer': optimizers.OptimizerConfig(),
+        'server_optimizer': optimizers.OptimizerConfig(), **lazy})
+
+
 def test_adaptive_servers_with_tau_take_reddi_sized_first_steps():
   """FedAdagrad with tau: the first step of an update u is ~ lr * u / (|u| + tau)."""
   update = tf.constant([1e-4, -1e-2])

@@ -80,6 +80,20 @@ def test_secure_aggregation_needs_the_inprocess_runtime_and_dp_is_refused_by_sco
   with pytest.raises(registry.NotApplicable,
                      match='--aggregator=dp averages over the cohort, and scolr divides'):
     registry.build('scolr', task, dp)
+  for aggregator in ('dp', 'secure'):  # the secure sum would replace DP, or its bound
+    training = registry.training(task, 'colr', aggregator=inner.InnerAggregator(aggregator),
+                                 runtime='inprocess')
+    with pytest.raises(registry.NotApplicable, match='--secure_sum_bound is the secure sum '
+                       f'itself, and --aggregator={aggregator} chooses'):
+      registry.build('colr', task, training, secure_sum_bound=10.0)
+
+
+def test_scolr_refuses_dp_on_a_keras_model_as_on_the_item_table(ml100k_dir):
+  task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir), model='dcn'))
+  dp = registry.training(task, 'scolr', aggregator=inner.InnerAggregator('dp'))
+  with pytest.raises(registry.NotApplicable,
+                     match='--aggregator=dp averages over the cohort, and scolr divides'):
+    registry.build('scolr', task, dp)
 
 
 @pytest.mark.parametrize('user_state', ['stored', 'reconstructed'])
@@ -139,6 +153,10 @@ def test_the_fastest_runtime_is_in_process_for_fedmf_rounds_and_secure_sums(
      '--algorithm=scaffold: it honours no --stack'),
     ('fedadam', dict(server_optimizer='sgd'), '--server_optimizer=sgd does not apply to '
      '--algorithm=fedadam: its server optimizer is adam'),
+    ('fedsubavg', dict(stack=('fedsubavg',)), r'--stack=fedsubavg applies fedsubavg twice '
+     r'\(--algorithm=fedsubavg is it\)'),
+    ('fedavg', dict(stack=('fedsubavg', 'fedsubavg')),
+     '--stack=fedsubavg,fedsubavg applies fedsubavg twice'),
 ])
 def test_composition_an_algorithm_does_not_declare_is_refused_before_reading_any_task(
     name, settings, message):
@@ -163,6 +181,21 @@ def test_an_undeclared_user_algorithm_honours_the_plain_mean_only(ml100k_dir):
   finally:
     registry.unregister('echo')
   assert 'echo' not in registry.algorithms()
+
+
+def test_a_users_option_may_not_retype_another_algorithms_option():
+  @dataclasses.dataclass(frozen=True)
+  class Options:
+    rank: str = 'mine'
+
+  registry.register('retyping', registry.Algorithm('retyping', {'keras': print}, Options))
+  try:
+    with pytest.raises(ValueError, match="option 'rank' is .* in --algorithm=.* but .* in "
+                       '--algorithm=.*: rename one'):
+      registry.option_fields()
+  finally:
+    registry.unregister('retyping')
+  assert registry.option_fields()['rank'].type is int
 
 
 def test_the_kind_of_model_picks_the_implementation_most_specific_first(ranking_dir,

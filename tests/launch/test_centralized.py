@@ -1,5 +1,5 @@
 """The centralized trainers from the command line: baselines, targets. The
-module's three commands run one after another in one process of
+module's commands run one after another in one process of
 launch.centralized (tests/launch/launchers.py)."""
 
 import json
@@ -28,6 +28,9 @@ def runs(tmp_path_factory) -> dict:
       'ctr': ['--task=ctr', f'--data_dir={ml100k}', '--epochs=3', '--batch_size=40',
               '--steps_per_epoch=2', '--optimizer=sgd', '--learning_rate=0.5',
               '--target=eval/train_loss<=0.675'],
+      'diverging': ['--task=ctr', '--model=dcn', f'--data_dir={ml100k}', '--epochs=3',
+                    '--batch_size=40', '--steps_per_epoch=2', '--optimizer=sgd',
+                    '--learning_rate=1e30'],
   }
   done = launchers.run_in_one_process(
       'launch.centralized', [[*args, f'--output_dir={out / name}'] for name, args
@@ -69,3 +72,12 @@ def test_central_sgd_rounds_with_a_target(runs):
   assert 'eval/test_logloss' in summary
   config = json.loads((out / 'config.json').read_text())
   assert config['steps_per_epoch'] == 2
+
+
+def test_a_centralized_run_that_diverges_stops_and_says_so(runs):
+  done, out = runs['diverging']
+  assert done.returncode == 3, done.stderr[-3000:]
+  assert 'epoch 1/3' in done.stdout and 'epoch 2/3' not in done.stdout
+  assert 'error: diverged at epoch 1: ' in done.stderr and '--learning_rate' in done.stderr
+  summary = json.loads((out / 'summary.json').read_text())
+  assert summary['diverged_at_epoch'] == 1 and 'train/loss is nan' in summary['diverged']

@@ -19,7 +19,12 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
   recorded = records / 'ml100k_ctr' / 'fedsgd-mean-inprocess.json'
   recorded.parent.mkdir(parents=True)
   recorded.write_text(json.dumps({'status': 'OK', 'metric': 'eval/test_auc', 'value': 0.4321,
-                                  'train_loss': 0.69, 'evidence': {}, 'seconds': 1.0}))
+                                  'train_loss': 0.69, 'evidence': {}, 'seconds': 1.0,
+                                  'rounds': 1}))
+  # One of other --rounds is run again.
+  (records / 'ml100k_ctr' / 'fedsgd-mean-native.json').write_text(json.dumps(
+      {'status': 'OK', 'metric': 'eval/test_auc', 'value': 0.1234, 'train_loss': 0.69,
+       'evidence': {}, 'seconds': 1.0, 'rounds': 3}))
   args = [sys.executable, '-m', 'launch.matrix', '--rounds=1', '--tasks=ml100k_ctr',
           '--algorithms=fedsgd,colr', f'--records={records}', f'--output={table}']
   done = subprocess.run(args, cwd=conftest.REPO, capture_output=True, text=True, timeout=900)
@@ -28,6 +33,7 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
       'value'] == 0.4321
   cell = json.loads((records / 'ml100k_ctr' / 'fedsgd-mean-native.json').read_text())
   assert cell['status'] == 'OK' and 0.3 < cell['value'] < 0.7  # AUC after one round
+  assert cell['rounds'] == 1 and '== ml100k_ctr/fedsgd-mean-native' in done.stdout
   secure = json.loads((records / 'ml100k_ctr' / 'fedsgd-secure-inprocess.json').read_text())
   assert secure['status'] == 'OK'
   assert secure['evidence']['train/aggregator/inner/mean_value/secure_upper_threshold'] == 1.0

@@ -30,7 +30,7 @@ def test_a_run_extends_by_more_rounds_past_an_unreadable_checkpoint(ranking_dir,
   done = trainer.train_here(*flags, f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
   assert f'checkpoint {latest} is unreadable (BadZipFile' in done.stdout
-  assert 'resumed from checkpoint at round 2' in done.stdout  # from round 1's
+  assert 'resumed from the checkpoint of round 1: round 2 on' in done.stdout
   assert _summary(out) == _summary(tmp_path / 'whole')
   assert json.loads((out / 'config.json').read_text())['rounds'] == 4
   assert {k: v for k, v in json.loads((out / 'summary_at_round_2.json').read_text()).items()

@@ -3,6 +3,7 @@
 import csv
 import json
 import re
+import textwrap
 
 import numpy as np
 import pytest
@@ -48,6 +49,7 @@ from tff_rec.data import client_files
     ('--runtime=remote', '--runtime=remote needs --workers=host:port'),
     ('--runtime=remote --workers=nohost', "--workers: worker address 'nohost' is not "
      'host:port'),
+    ('--seed=-1', '--seed must be >= 0, got -1'),
 ])
 def test_bad_flags_stop_before_training_naming_the_flag(flag, message, ml100k_dir, tmp_path):
   _assert_refused(message, tmp_path, f'--data_dir={ml100k_dir}', *flag.split())
@@ -109,6 +111,16 @@ def _assert_refused(message, tmp_path, *args):
   assert not (tmp_path / 'out' / 'metrics.csv').exists()
 
 
+def test_an_output_dir_that_cannot_be_written_is_refused_before_reading_data(tmp_path):
+  afile = tmp_path / 'afile'
+  afile.write_text('')
+  for folder, message in [(afile, f'{afile} is a file, not a folder'),
+                          (afile / 'sub', f'{afile} is a file, not a folder'),
+                          ('', '--output_dir is empty')]:
+    done = trainer.train_here('--data_dir=/nonexistent', f'--output_dir={folder}')
+    assert done.returncode == 1 and message in done.stderr, done.stderr[-2000:]
+
+
 def test_data_dir_without_movielens_files(tmp_path):
   done = trainer.train_here(f'--data_dir={tmp_path}', f'--output_dir={tmp_path / "out"}')
   assert done.returncode == 1
@@ -130,7 +142,7 @@ def _stop_after_round_2_and_resume(flags, out):
   assert not (out / 'summary.json').exists()
   done = trainer.train_here(*flags, f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
-  assert 'resumed from checkpoint at round 3' in done.stdout
+  assert 'resumed from the checkpoint of round 2: round 3 on' in done.stdout
 
 
 @pytest.mark.slow
@@ -245,6 +257,15 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
 def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path):
   _assert_refused(message, tmp_path, '--task=ctr', f'--data_dir={ml100k_dir}',
                   *flag.split())
+
+
+def test_a_target_metric_never_evaluated_stops_at_the_first_evaluation(ml100k_dir, tmp_path):
+  done = trainer.train_here('--task=ctr', f'--data_dir={ml100k_dir}', '--rounds=5',
+                            '--eval_every=1', '--clients_per_round=5',
+                            '--target=eval/test_acu>=0.6', f'--output_dir={tmp_path}')
+  assert done.returncode == 1
+  assert "--target metric 'eval/test_acu' is not among the evaluated metrics: " in done.stderr
+  assert 'round 1/5' in done.stdout and 'round 2/5' not in done.stdout
 
 
 @pytest.mark.slow
@@ -409,6 +430,25 @@ def test_an_aggregation_that_shows_no_effect_stops_the_run(ml100k_dir, tmp_path)
   assert ('--aggregator=dp took no visible effect in round 1 (no dp_clip in the round\'s '
           "metrics; no dp_stddev in the round's metrics): stopped") in done.stderr
   assert not (tmp_path / 'ignored' / 'summary.json').exists()
+
+
+def test_a_users_option_named_as_a_trainer_flag_stops_the_trainer_cleanly(tmp_path):
+  module = tmp_path / 'clashing.py'
+  module.write_text(textwrap.dedent("""
+      import dataclasses
+      from tff_rec.algorithms import registry
+
+      @dataclasses.dataclass(frozen=True)
+      class Options:
+        rounds: int = 3
+
+      registry.register('clashing', registry.Algorithm('mine', {'keras': print}, Options))
+      """))
+  done = trainer.train(f'--import={module}', '--algorithm=clashing', '--output_dir=unused')
+  assert done.returncode == 1
+  assert done.stderr.endswith('error: two flags are named --rounds: an algorithm option takes '
+                              'a name the launcher (or a training setting) has; rename the '
+                              'option\n'), done.stderr[-2000:]  # no TFF error after it
 
 
 @pytest.mark.slow

@@ -167,7 +167,7 @@ def test_a_killed_worker_stops_the_trainer_naming_it_and_a_restart_resumes(
   workers[1] = Worker(port=workers[1].port)  # restarted where it was
   done = trainer.train_here(*flags, f'--output_dir={out}')
   assert done.returncode == 0, done.stderr[-3000:]
-  assert 'resumed from checkpoint at round' in done.stdout
+  assert 'resumed from the checkpoint of round' in done.stdout
   expected, got = _summary(tmp_path / 'whole'), _summary(out)
   spread = {k for k in got if k.startswith('remote/calls/')}  # the remote run's own record
   # and the native run's: its worker's replacements

@@ -291,7 +291,7 @@ def test_interactions_become_the_clicks_of_the_ctr_file_sequence_clicks_writes(t
   rows.to_csv(tmp_path / 'clicks.csv', index=False)
   columns = sequence_clicks.CTR_COLUMNS
   from_file = task_lib.read_examples(task_lib.make_config(
-      data_dir=str(tmp_path / 'clicks.csv'), model='din', history_length=2, seed=5,
+      data_dir=str(tmp_path / 'clicks.csv'), model='din', seed=5,
       client_column=columns.client, feature_columns=columns.features,
       list_columns=columns.list_features, test_column=columns.test))[0]
   assert from_file.labels.sum() == 9 and from_file.is_test.sum() == 6  # 3 + 2 + 4 clicks
@@ -338,6 +338,18 @@ def test_test_parts_auc_cannot_score_and_unused_split_settings_are_refused(
     task_lib.Task(task_lib.make_config(data_dir=str(path), client_column='user',
                                        feature_columns=('item',), test_column='test',
                                        **settings))
+
+
+@pytest.mark.parametrize('settings, message', [
+    (dict(model='lr', embedding_dim=4), 'embedding_dim applies to the models with embeddings'),
+    (dict(model='dcn', history_length=3), "history_length applies to DIN's history"),
+    (dict(model='din', history_length=3, client_column='user'),
+     "a CTR file's history is its list columns"),
+])
+def test_settings_a_model_or_file_does_not_use_are_refused(settings, message):
+  with pytest.raises(ValueError, match=message):
+    task_lib.Config(**settings)
+  task_lib.Config(**{**settings, 'model': 'din', 'client_column': None})  # where it applies
 
 
 def test_dins_clicks_of_a_sequence_file_refuse_a_split_and_say_which_rows_are_test(tmp_path):

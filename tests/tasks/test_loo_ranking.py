@@ -137,11 +137,14 @@ def test_reconstructed_users_at_evaluation_match_the_clients_reconstruction(rank
      r'1..4 \(the global rank R\)'),
     ('stored', 'native', dict(local_ranks='1-2'), 'local_ranks applies to scolr only'),
     ('stored', 'native', dict(item_average='all'), "unknown item_average 'all'"),
+    ('stored', 'native', dict(rank=3), r'--rank applies to the compressed forms .*, not '
+     '--algorithm=fedmf'),
 ])
 def test_bad_settings_are_refused_before_training(ranking_dir, state, runtime, options,
                                                   message):
   task = _task(ranking_dir, user_state=state)
-  algorithm = 'scolr' if 'local_ranks' in options and options['local_ranks'] == '1-8' else 'colr'
+  algorithm = ('scolr' if 'local_ranks' in options and options['local_ranks'] == '1-8'
+               else 'fedmf' if options.get('rank') == 3 else 'colr')
   with pytest.raises(ValueError, match=message):
     _process(task, algorithm, runtime=runtime, **options)
 
@@ -243,3 +246,10 @@ def test_a_population_whose_tables_do_not_fit_is_refused_before_they_are_allocat
     _task(ranking_dir, embedding_dim=dim, user_state='reconstructed')
   with pytest.raises(ValueError, match=rf'{users} users x {2 * dim} floats x 1 '):
     _task(ranking_dir, embedding_dim=2 * dim, user_state='reconstructed')
+
+
+def test_reconstruction_epochs_are_refused_for_stored_users():
+  with pytest.raises(ValueError, match='reconstruction_epochs applies to '
+                     'user_state=reconstructed; leave it out here'):
+    task_lib.Config(reconstruction_epochs=3)
+  task_lib.Config(reconstruction_epochs=3, user_state='reconstructed')

@@ -105,6 +105,7 @@ def test_log_q_correction_counts_the_training_labels(ml100k_dir):
     ({'batch_size': 0}, 'batch_size must be >= 1'),
     ({'centralized_split': 'random'}, "unknown centralized_split 'random'"),
     ({'logq_correction': True}, 'apply to the batch softmax losses, not loss=global_softmax'),
+    ({'spreadout_weight': 5.0}, 'spreadout_weight applies to the \\*_spreadout losses'),
 ])
 def test_bad_config(kwargs, message, ml100k_dir):
   with pytest.raises(ValueError, match=message):

@@ -46,6 +46,10 @@ def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.Var
         f"--algorithm={algorithm} trains a Keras model with tff.learning's client work, "
         'which densifies sparse gradients, so lazy_adam would be plain Adam: use adam '
         '(lazy_adam is for the FAIR family and the table forms)')
+  if server_optimizer.name == 'lazy_adam':
+    raise api.NotApplicable(
+        f"--algorithm={algorithm} steps the server's Keras weights by the cohort's dense mean "
+        'update, so lazy_adam would be plain Adam: use --server_optimizer=adam')
   shared = dict(server_optimizer_fn=server_optimizer.build(), loop_implementation=client_loop,
                 model_aggregator=model_aggregator)
   if algorithm == 'fedavg':

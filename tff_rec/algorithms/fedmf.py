@@ -320,18 +320,29 @@ def local_ranks(options: Options, name: str, num_clients: int, seed: int):
   return lambda client, round_seed: ranks[groups[client]]
 
 
-def _factories(options: Options, training, name: str) -> dict:
+def check_aggregation(options: Options, training, name: str) -> None:
+  """Refuses what would replace or defeat the aggregator asked for: secure_sum_bound
+  beside another aggregator (it is the secure sum itself), and DP's cohort mean
+  where the form divides by the clients that trained a row."""
+  aggregator = training.aggregator.name
+  if options.secure_sum_bound and aggregator != 'mean':
+    raise api.NotApplicable(f'--secure_sum_bound is the secure sum itself, and '
+                            f'--aggregator={aggregator} chooses the aggregation too: give one '
+                            '(--aggregator=secure --secure_bound=B is --secure_sum_bound=B)')
+  if aggregator == 'dp' and (name == 'scolr' or options.item_average != 'cohort'):
+    divides = ('scolr divides each column of A by the clients that trained it'
+               if name == 'scolr' else '--item_average=touched divides each item by the '
+               'clients that touched it')
+    raise api.NotApplicable(f'--aggregator=dp averages over the cohort, and {divides}; '
+                            'use colr, fedmf, svd or topk with --item_average=cohort')
+
+
+def _factories(options: Options, training) -> dict:
   """The one sum everything a client sends goes through (plain, or TFF's secure sum),
   or TFF's DP mean over the cohort in its place."""
   if options.secure_sum_bound:
     return dict(sum_factory=tff.aggregators.SecureSumFactory(float(options.secure_sum_bound)))
   if training.aggregator.name == 'dp':
-    if name == 'scolr' or options.item_average != 'cohort':
-      divides = ('scolr divides each column of A by the clients that trained it'
-                 if name == 'scolr' else '--item_average=touched divides each item by the '
-                 'clients that touched it')
-      raise api.NotApplicable(f'--aggregator=dp averages over the cohort, and {divides}; '
-                              'use colr, fedmf, svd or topk with --item_average=cohort')
     return dict(mean_factory=training.aggregator.dp_mean(training.clients_per_round))
   return dict(sum_factory=training.aggregator.sum())
 
@@ -341,6 +352,9 @@ def build(task, options: Options, training, *, name: str):
   if options.local_ranks is not None and name != 'scolr':
     raise api.NotApplicable(f'--local_ranks applies to scolr only, not --algorithm='
                             f'{name}')
+  if FORM_OF[name] == 'full' and options.rank != Options.rank:
+    raise api.NotApplicable(f'--rank applies to the compressed forms (colr, scolr, svd, '
+                            f'topk), not --algorithm={name}, which sends the whole update')
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
     raise api.NotApplicable(
         f'--algorithm={name} trains with SGD at the clients and adds the mean update at '
@@ -351,7 +365,8 @@ def build(task, options: Options, training, *, name: str):
   if options.secure_sum_bound and training.runtime == 'native':
     raise api.NotApplicable("TFF's native worker has no secure sum; use --runtime=inprocess "
                             'for secure_sum_bound')
-  factories = _factories(options, training, name)
+  check_aggregation(options, training, name)
+  factories = _factories(options, training)
   try:
     local_rank = local_ranks(options, name, len(task.train_client_ids), task.config.seed)
     full = FORM_OF[name] == 'full'

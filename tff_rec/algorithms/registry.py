@@ -132,12 +132,22 @@ def get(name: str) -> Algorithm:
 
 
 def option_fields() -> dict[str, dataclasses.Field]:
-  """Every option of every algorithm, by name (one flag each; shared names agree)."""
-  fields = {}
-  for algorithm in algorithms().values():
+  """Every option of every algorithm, by name (one flag each). A name two algorithms
+  share must have one type: a user's option must not retype another's flag."""
+  fields, owners = {}, {}
+  for name, algorithm in algorithms().items():
     for field in dataclasses.fields(algorithm.options):
-      fields.setdefault(field.name, field)
+      first = fields.setdefault(field.name, field)
+      owners.setdefault(field.name, name)
+      if field.type != first.type:
+        raise ValueError(f'option {field.name!r} is {_type_name(field.type)} in --algorithm='
+                         f'{name} but {_type_name(first.type)} in --algorithm='
+                         f'{owners[field.name]}: rename one')
   return fields
+
+
+def _type_name(annotation) -> str:
+  return getattr(annotation, '__name__', str(annotation))
 
 
 def check_options(name: str, options) -> None:
@@ -159,6 +169,9 @@ def check_composition(name: str, training: Training) -> None:
         f'--aggregator={training.aggregator.name} does not apply to --algorithm={name}: it '
         f'honours --aggregator={"|".join(algorithm.aggregators)}{note}')
   for method in training.stack:
+    if training.stack.count(method) > 1 or method == name:
+      raise NotApplicable(f'--stack={",".join(training.stack)} applies {method} twice'
+                          + (f' (--algorithm={name} is it)' if method == name else ''))
     if method not in algorithm.stacks:
       declared = (f'--stack={"|".join(algorithm.stacks)}' if algorithm.stacks
                   else 'no --stack')

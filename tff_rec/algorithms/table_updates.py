@@ -147,6 +147,7 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
 
 def build(task, options, training, *, name: str):
   """colr, scolr, svd or topk on a task's declared tables (fedmf.Options)."""
+  fedmf.check_aggregation(options, training, name)
   model = declared_tables.table_model_of(task, name, WHY)
   batches_of, client_data = declared_tables.client_data(task)
   if options.item_average != 'cohort':

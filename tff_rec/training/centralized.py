@@ -12,6 +12,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.training import functional
+from tff_rec.training import loop
 
 Metrics = dict[str, float]
 
@@ -24,19 +25,28 @@ def train(train_epoch: Callable[[int], float], *, epochs: int,
 
   `evaluate` runs every `eval_every` epochs (0: never) and after the last, and
   `final_evaluate` after the last; `on_epoch(epoch, metrics)` sees every
-  epoch's metrics ('train/loss' and the evaluations'). Returns the last's.
+  epoch's metrics ('train/loss' and the evaluations'). Returns the last's. An
+  epoch whose training or evaluated loss is not finite raises loop.Diverged
+  (after on_epoch has seen it), with the last finite evaluation.
   """
   if epochs < 1:
     raise ValueError(f'epochs must be >= 1, got {epochs}')
-  metrics = {}
+  metrics, evaluated, evaluated_epoch = {}, {}, None
   for epoch in range(1, epochs + 1):
     metrics = {'train/loss': float(train_epoch(epoch))}
-    if epoch == epochs or (eval_every and epoch % eval_every == 0):
+    evaluating = epoch == epochs or (eval_every and epoch % eval_every == 0)
+    if evaluating:
       metrics.update(evaluate())
     if epoch == epochs and final_evaluate:
       metrics.update(final_evaluate())
     if on_epoch:
       on_epoch(epoch, metrics)
+    losses = loop.non_finite_losses(metrics)
+    if losses:
+      raise loop.Diverged(epoch, losses, metrics, evaluated, evaluated_epoch, unit='epoch')
+    if evaluating:
+      evaluated = {k: v for k, v in metrics.items() if k != 'train/loss'}
+      evaluated_epoch = epoch
   return metrics
 
 

@@ -35,9 +35,11 @@ class Diverged(ArithmeticError):
   non-finite: no examples and a loss of 0)."""
 
   def __init__(self, round_num: int, what: str, metrics: dict[str, float],
-               last_evaluation: dict[str, float], last_evaluated_round: int | None):
-    super().__init__(f'diverged at round {round_num}: {what}')
+               last_evaluation: dict[str, float], last_evaluated_round: int | None,
+               unit: str = 'round'):
+    super().__init__(f'diverged at {unit} {round_num}: {what}')
     self.round_num = round_num
+    self.unit = unit  # 'round', or 'epoch' (centralized training)
     self.what = what
     self.metrics = metrics  # that round's, as released
     self.last_evaluation = last_evaluation  # the last finite evaluation, {} if none
@@ -152,11 +154,10 @@ def run(process: tff.learning.templates.LearningProcess, *,
       metrics.update(evaluate(weights))
     if evaluating and last and final_evaluate:
       metrics.update(final_evaluate(weights))
-    losses = [k for k, v in metrics.items() if k.endswith('loss') and not np.isfinite(v)]
+    losses = non_finite_losses(metrics)
     if losses:  # a finite model whose outputs overflow
       _release(release_managers, metrics, round_num)
-      raise Diverged(round_num, ', '.join(f'{k} is {metrics[k]}' for k in sorted(losses)),
-                     metrics, evaluated, evaluated_round)
+      raise Diverged(round_num, losses, metrics, evaluated, evaluated_round)
     if evaluating and all(np.isfinite(v) for v in metrics.values()):
       evaluated = {k: v for k, v in metrics.items() if not k.startswith('train/')}
       evaluated_round = round_num
@@ -167,6 +168,13 @@ def run(process: tff.learning.templates.LearningProcess, *,
     if on_round:
       on_round(round_num, metrics)
   return state, metrics
+
+
+def non_finite_losses(metrics: dict[str, float]) -> str | None:
+  """Which losses among `metrics` are not finite ('eval/train_loss is nan, ...'), or
+  None."""
+  losses = sorted(k for k, v in metrics.items() if k.endswith('loss') and not np.isfinite(v))
+  return ', '.join(f'{k} is {metrics[k]}' for k in losses) or None
 
 
 def _divergence(metrics: dict[str, float], weights) -> str | None:
