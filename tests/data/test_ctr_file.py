@@ -1,5 +1,7 @@
 """CTR files with declared columns: ids, lists, clients, splits, and errors that point."""
 
+import gzip
+
 import numpy as np
 import pytest
 
@@ -52,6 +54,19 @@ def test_a_tsv_is_read_by_its_extension(tmp_path):
   path = _write(tmp_path, 'click\tuser\tsite\n1\tu1\ts\n0\tu1\t\n', 'clicks.tsv')
   examples = ctr_file.read(path, ctr_file.Columns('click', 'user', ('site',)))
   np.testing.assert_array_equal(examples.features['site'], [1, 0])  # empty: padding
+  zipped = tmp_path / 'clicks.tsv.gz'
+  with gzip.open(zipped, 'wt', encoding='utf-8') as f:
+    f.write('\ufeff' + path.read_text())  # and a byte-order mark
+  np.testing.assert_array_equal(
+      ctr_file.read(zipped, ctr_file.Columns('click', 'user', ('site',))).features['site'],
+      [1, 0])
+
+
+def test_a_trailing_delimiter_does_not_shift_the_columns(tmp_path):
+  path = _write(tmp_path, 'label,user,item\n1,u4,a,\n0,u4,b,\n1,u5,a,\n')
+  examples = ctr_file.read(path, ctr_file.Columns('label', 'user', ('item',)))
+  np.testing.assert_array_equal(examples.labels, [1, 0, 1])
+  assert list(examples.user_ids) == ['u4', 'u5']
 
 
 @pytest.mark.parametrize('text, columns, message', [
