@@ -8,6 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from launch import progress
 from tasks import ctr
 from tests.launch import trainer
 from tests.launch.trainer import FAST
@@ -109,6 +110,23 @@ def test_a_worker_without_the_client_files_or_with_others_stops_naming_them(
 def _assert_refused(message, tmp_path, *args):
   assert message in trainer.refusal(f'--output_dir={tmp_path / "out"}', *args)
   assert not (tmp_path / 'out' / 'metrics.csv').exists()
+
+
+def test_ctrl_c_says_the_same_command_resumes(ml100k_dir, tmp_path, monkeypatch):
+  shown = progress.Progress.__call__
+
+  def interrupted_after_round_2(self, step, metrics):
+    shown(self, step, metrics)
+    if step == 2:
+      raise KeyboardInterrupt  # as Ctrl-C would, after round 2's checkpoint
+
+  monkeypatch.setattr(progress.Progress, '__call__', interrupted_after_round_2)
+  out = tmp_path / 'out'
+  done = trainer.train_here(f'--data_dir={ml100k_dir}', *FAST, f'--output_dir={out}')
+  assert done.returncode == 130 and 'Traceback' not in done.stderr
+  assert ('interrupted; the same command resumes from the last checkpoint in '
+          f'{out / "checkpoints"}') in done.stderr
+  assert (out / 'checkpoints').is_dir() and not (out / 'summary.json').exists()
 
 
 def test_an_output_dir_that_cannot_be_written_is_refused_before_reading_data(tmp_path):
