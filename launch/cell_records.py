@@ -2,6 +2,7 @@
 recorded (config, metrics, summary) once finished, found again by name, and
 never mixed with a run of other settings."""
 
+import fnmatch
 import functools
 import json
 import math
@@ -10,6 +11,7 @@ import subprocess
 import sys
 
 from absl import app
+from absl import flags
 import pandas as pd
 
 from launch import common
@@ -17,6 +19,38 @@ from launch import outputs
 import tasks  # pylint: disable=g-bad-import-order
 from tff_rec.algorithms import registry
 from tff_rec.runtime import native
+
+
+# Every cell name a reproduction asked `wanted` about, for --only's check.
+_ASKED = set()
+
+
+def wanted(name: str, only: list[str] | None) -> bool:
+  """Whether --only selects cell `name`: every cell without it, else the cells its
+  names or patterns (fnmatch: fair_1x-*) match ('none': no cell)."""
+  _ASKED.add(name)
+  return only is None or any(fnmatch.fnmatchcase(name, p) for p in only)
+
+
+def checking_only(main):
+  """A reproduction's main with its --only checked: an empty --only= is refused
+  (it would otherwise run every cell), and names that matched no cell are named
+  once the tables are written (exit 1), not passed over in silence."""
+
+  @functools.wraps(main)
+  def checked(argv):
+    only = flags.FLAGS.only
+    if only is not None and not only:
+      raise app.UsageError('--only= names no cell; leave it out to run every cell, or '
+                           'give --only=none to rebuild the tables from the records')
+    main(argv)
+    missed = [p for p in only or () if p != 'none'
+              and not any(fnmatch.fnmatchcase(n, p) for n in _ASKED)]
+    if missed:
+      raise SystemExit(f'error: --only={",".join(missed)} matched no cell (cells are named '
+                       f'e.g. {", ".join(sorted(_ASKED)[:4])})')
+
+  return checked
 
 
 WORKER_RETRIES = 2  # restarts of a cell whose TFF worker died

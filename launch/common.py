@@ -5,7 +5,6 @@ cell_records (reproduction cells), seed_stats (seed statistics), clicks (CTR
 files from sequences)."""
 
 import dataclasses
-import functools
 import json
 import pathlib
 import sys
@@ -18,6 +17,7 @@ from absl import logging
 
 from launch import imports
 from launch import outputs
+from launch import usage
 import tasks
 from tasks import setting
 from tff_rec.data import tables
@@ -66,22 +66,7 @@ def run(main) -> None:
 
   logging.set_verbosity(logging.WARNING)
   native.drop_tff_default_context()  # before parsing: a flag error exits too
-  app.run(_brief_usage_errors(main))
-
-
-def _brief_usage_errors(main):
-  """`main`, whose usage errors print their message alone: absl's usage would print
-  the launcher's docstring and every flag above it, which buries the message."""
-
-  @functools.wraps(main)
-  def brief(argv):
-    try:
-      return main(argv)
-    except app.UsageError as e:
-      sys.exit(f'error: {e}\n(python -m launch.{pathlib.Path(sys.argv[0]).stem} --helpfull '
-               'lists every flag)')
-
-  return brief
+  app.run(usage.brief_usage_errors(main))
 
 
 def stop_diverged(diverged: loop.Diverged, out: pathlib.Path, cures: str) -> None:

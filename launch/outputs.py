@@ -2,6 +2,7 @@
 of each start recorded, every file written atomically (never half-written)."""
 
 import datetime
+import fcntl
 import importlib.metadata
 import json
 import os
@@ -13,6 +14,33 @@ import tempfile
 from absl import app
 
 import tasks
+
+
+# The open lock files of this process's runs, by folder: held until it exits (a
+# process that runs again in the same folder, as a test's resume, holds it already).
+_HELD = {}
+
+
+def _lock(root: pathlib.Path) -> None:
+  """Holds --output_dir for this process (an advisory lock, released at exit), or a
+  UsageError when another trainer holds it: two runs in one folder would interleave
+  their rounds in one metrics file and overwrite each other's checkpoints."""
+  if root.resolve() in _HELD:
+    return
+  handle = (root / '.lock').open('a+')
+  try:
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except OSError:
+    handle.seek(0)
+    holder = handle.read().strip() or 'another process'
+    handle.close()
+    raise app.UsageError(f'--output_dir={root} is in use by a running trainer ({holder}); '
+                         'wait for it, or choose another --output_dir') from None
+  handle.seek(0)
+  handle.truncate()
+  handle.write(f'pid {os.getpid()}')
+  handle.flush()
+  _HELD[root.resolve()] = handle
 
 
 def copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
@@ -28,11 +56,15 @@ def check_resumable(path: str, run_config: dict) -> dict | None:
   --rounds, which may grow to extend a finished or interrupted run. Checked
   before anything is built."""
   check_folder(path)
+  if pathlib.Path(path).is_dir():  # a run there: held before the minutes of building
+    _lock(pathlib.Path(path))
   previous = _saved_config(pathlib.Path(path))
   if previous is None or _extends(previous, run_config):
     return previous
   changed = sorted(k for k in set(previous) | set(run_config)
                    if previous.get(k) != run_config.get(k))
+  if 'rounds' in changed and len(changed) > 1 and run_config['rounds'] > previous['rounds']:
+    changed.remove('rounds')  # growing them is allowed: the other settings are at fault
   if changed:
     grows = (f'; --rounds may only grow (this run recorded {previous["rounds"]})'
              if 'rounds' in changed and len(changed) == 1 else '')
@@ -58,8 +90,21 @@ def check_folder(path: str) -> None:
 def _saved_config(root: pathlib.Path) -> dict | None:
   saved = root / 'config.json'
   if not saved.exists():
+    if (root / 'checkpoints').is_dir() and any((root / 'checkpoints').iterdir()):
+      raise app.UsageError(f'--output_dir={root} holds checkpoints but no config.json: the '
+                           'settings they were made with cannot be checked; choose a new '
+                           '--output_dir')
     return None
-  previous = json.loads(saved.read_text())
+  try:
+    previous = json.loads(saved.read_text())
+  except json.JSONDecodeError as e:
+    raise app.UsageError(f'{saved} is not the JSON a run writes ({e}); restore it or choose '
+                         'a new --output_dir') from None
+  if (root / 'checkpoints').is_dir() and any((root / 'checkpoints').iterdir()) and not (
+      root / 'metrics.csv').exists():
+    raise app.UsageError(f'--output_dir={root} holds checkpoints but no metrics.csv: the '
+                         'rounds before them are lost (a resumed run would count from its '
+                         'restart); choose a new --output_dir')
   if 'task' in previous:  # runs made before the tasks took their family names
     previous['task'] = tasks.canonical(previous['task'])
   return previous
@@ -84,6 +129,7 @@ def output_dir(path: str, run_config: dict) -> pathlib.Path:
     root.mkdir(parents=True, exist_ok=True)
   except OSError as e:  # e.g. a read-only file system, which os.access does not see
     raise app.UsageError(f'--output_dir={path}: {e.strerror}') from None
+  _lock(root)
   if previous is None or extended:
     write_json(root / 'config.json', run_config)
   summary = root / 'summary.json'

@@ -60,8 +60,8 @@ flags.DEFINE_integer('eval_every', 100, 'Evaluation period.', lower_bound=1)
 flags.DEFINE_float('secure_bound', 10.0, "The secure sum's clipping bound on each value.",
                    lower_bound=0)
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every configuration.')
-flags.DEFINE_list('only', None, 'Run only these cells (e.g. fedmf_d64,colr_r4), then '
-                  'tabulate what exists (--only=none: tabulate only).')
+flags.DEFINE_list('only', None, 'Run only these cells (names or patterns, e.g. '
+                  'fedmf_d64,colr_r*), then tabulate what exists (--only=none: tabulate only).')
 FLAGS = flags.FLAGS
 
 FULL_DIM = 64
@@ -88,7 +88,7 @@ def _records() -> str:
 
 
 def _wanted(name: str) -> bool:
-  return not FLAGS.only or name in FLAGS.only
+  return cell_records.wanted(name, FLAGS.only)
 
 
 def _seeds() -> list[int]:
@@ -455,4 +455,4 @@ Paper: {PAPER}
 
 
 if __name__ == '__main__':
-  common.run(main)
+  common.run(cell_records.checking_only(main))

@@ -128,22 +128,21 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   common.check_choices('tables', FLAGS.tables, [*TABLES, 'movielens'])
   seeds = [int(s) for s in FLAGS.seeds]
-  lines = ['# Cross-paper combinations', '',
-           'Built by `python -m launch.reproduce_combinations` from the cell records. '
-           'See README.md here for the reading.', '']
   records = pathlib.Path(FLAGS.results_dir) / 'cells'
-  for name in FLAGS.tables:
+  out = pathlib.Path(FLAGS.results_dir)
+  out.mkdir(parents=True, exist_ok=True)
+  for name in FLAGS.tables:  # a file each, whichever tables one run builds
+    lines = ['# Cross-paper combinations', '',
+             'Built by `python -m launch.reproduce_combinations` from the cell records. '
+             'See README.md here for the reading.', '']
     if name == 'movielens':
       lines += _movielens(seeds, FLAGS.runs_dir, records, FLAGS.only == 'all')
     else:
       lines += seeded_table.tabulate(TABLES[name], seeds, FLAGS.runs_dir, records,
                                      wanted=FLAGS.only == 'all')
-  out = pathlib.Path(FLAGS.results_dir)
-  out.mkdir(parents=True, exist_ok=True)
-  path = out / ('table.md' if len(FLAGS.tables) == len(TABLES) + 1 else
-                f'table_{"_".join(FLAGS.tables)}.md')
-  outputs.write_text(path, '\n'.join(lines))
-  print(f'done: {path}', flush=True)
+    path = out / f'table_{name}.md'
+    outputs.write_text(path, '\n'.join(lines))
+    print(f'done: {path}', flush=True)
 
 
 if __name__ == '__main__':

@@ -83,14 +83,14 @@ flags.DEFINE_list('central_learning_rates', ['1e-3', '1e-4'], 'Central training 
                   'at the one its validation sweep chooses from them.')
 flags.DEFINE_integer('long_rounds', 200, 'Rounds of the seeded table.', lower_bound=1)
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of the seeded table.')
-flags.DEFINE_list('only', None, 'Run only these cells (e.g. fedavg,fair_1x-2x), then '
-                  'tabulate what exists (--only=none: tabulate only).')
+flags.DEFINE_list('only', None, 'Run only these cells (names or patterns, e.g. '
+                  'fedavg,fair_1x-*), then tabulate what exists (--only=none: tabulate only).')
 
 FLAGS = flags.FLAGS
 
 
 def _wanted(name: str) -> bool:
-  return not FLAGS.only or name in FLAGS.only
+  return cell_records.wanted(name, FLAGS.only)
 
 
 def _records() -> str:
@@ -687,4 +687,4 @@ seed 0's: no spread to mark a row against it):
 
 
 if __name__ == '__main__':
-  common.run(main)
+  common.run(cell_records.checking_only(main))

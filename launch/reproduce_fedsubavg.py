@@ -38,7 +38,6 @@ recorded cell is not run again. Each seed draws the model, the cohorts and
 the batches. Writes table.md and one curve plot per setting.
 """
 
-import fnmatch
 import functools
 import json
 import pathlib
@@ -172,7 +171,7 @@ def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int,
 
 
 def _wanted(name: str) -> bool:
-  return FLAGS.only is None or any(fnmatch.fnmatchcase(name, p) for p in FLAGS.only)
+  return cell_records.wanted(name, FLAGS.only)
 
 
 def _records() -> str:
@@ -479,4 +478,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  common.run(main)
+  common.run(cell_records.checking_only(main))

@@ -81,8 +81,8 @@ flags.DEFINE_float('client_fraction', None, "Share of the clients in each round 
                    "the dataset's, MovieLens 10%, Beauty 0.25%).", lower_bound=0, upper_bound=1)
 flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every table but the investigation '
                   '(seed 0).')
-flags.DEFINE_list('only', None, 'Run only these cells, then tabulate what exists '
-                  '(--only=none: tabulate only).')
+flags.DEFINE_list('only', None, 'Run only these cells (names or patterns), then tabulate '
+                  'what exists (--only=none: tabulate only).')
 FLAGS = flags.FLAGS
 
 TABLE_ROUNDS = (20, 50, 100, 150, 200)
@@ -290,7 +290,7 @@ def _seeded(name: str, seed: int) -> str:
 def _cell(name: str, algorithm: str, clients: int, *args: str, seed: int = 0,
           rounds: int | None = None) -> dict | str:
   cell = _seeded(name, seed)
-  wanted = not FLAGS.only or cell in FLAGS.only
+  wanted = cell_records.wanted(cell, FLAGS.only)
   return cell_records.run_cell(
       FLAGS.runs_dir, cell, 'launch.train', *TASK_ARGS, *common.flag_args(_data(seed, wanted)),
       f'--algorithm={algorithm}',
@@ -339,7 +339,7 @@ def _investigate(clients: int) -> None:
       _cell(name, 'fedavg', clients, *args)
     else:
       cell_records.run_cell(FLAGS.runs_dir, name, module, *CENTRAL_ARGS, *args, '--seed=0',
-                      wanted=not FLAGS.only or name in FLAGS.only, records_dir=_records())
+                      wanted=cell_records.wanted(name, FLAGS.only), records_dir=_records())
 
 
 def _curves(name: str, metric: str, seeds) -> dict[int, pd.DataFrame]:
@@ -700,4 +700,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  common.run(main)
+  common.run(cell_records.checking_only(main))

@@ -42,7 +42,10 @@ def main(argv):
     clicks.clicks_file(FLAGS.sequences, out, seed=config.seed,
                        history_length=config.history_length)
   except (OSError, tables.DataFormatError) as e:
-    raise app.UsageError(f'--sequences={FLAGS.sequences}: {e}') from None
+    writing = isinstance(e, OSError) and e.filename is not None and (
+        pathlib.Path(e.filename) in (out, *out.parents))
+    flag = f'--out={out}' if writing else f'--sequences={FLAGS.sequences}'
+    raise app.UsageError(f'{flag}: {e}') from None
   rows = sum(1 for _ in out.open()) - 1
   print(f'wrote {out}: {rows} rows (half clicks), each user\'s last pair marked test',
         flush=True)

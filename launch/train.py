@@ -17,6 +17,7 @@ Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
 import dataclasses
+import logging
 import pathlib
 import sys
 
@@ -218,8 +219,10 @@ def main(argv):
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
     out.append(outputs.output_dir(FLAGS.output_dir, run_config))
-    print(f'{FLAGS.task}: {task.describe()}; {started.describe(name)}; output in {out[0]}',
-          flush=True)
+    described = started.describe(name)
+    if FLAGS.runtime == 'remote':  # TFF's native rounds, on the workers named
+      described = described.replace('native runtime', f'remote runtime ({FLAGS.workers})')
+    print(f'{FLAGS.task}: {task.describe()}; {described}; output in {out[0]}', flush=True)
     return runner.Recording(
         _SayingWhatItSkips(checkpoints.NumpyProgramStateManager(
             out[0] / 'checkpoints', keep_total=2)),
@@ -242,6 +245,10 @@ def main(argv):
       raise
     raise app.UsageError(str(e)) from None
   except (runner.AggregationNotVisible, client_files.UnreadableClientFiles) as e:
+    if isinstance(e, client_files.UnreadableClientFiles):
+      # The round's calls on the other workers fail the same way; asyncio would log
+      # each never-awaited task's traceback at exit, echoes of the error said here.
+      logging.getLogger('asyncio').setLevel(logging.CRITICAL)
     raise SystemExit(f'error: {e}: stopped') from None
   except checkpoints.NoReadableCheckpointError as e:
     raise SystemExit(f'error: {e}, or start afresh in a new --output_dir') from None

@@ -18,6 +18,7 @@ import time
 from absl import app
 from absl import flags
 
+from launch import usage
 from tff_rec.runtime import worker_binary
 
 flags.DEFINE_integer('port', None, 'The port the worker serves on.', lower_bound=1,
@@ -79,4 +80,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(usage.brief_usage_errors(main))

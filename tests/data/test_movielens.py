@@ -112,6 +112,13 @@ def test_download_extracts_verified_archive_and_reuses_cache(tmp_path, ml100k_di
   assert movielens.download('ml-100k', cache, archive=archive) == extracted
 
 
+def test_an_empty_folder_in_the_cache_is_not_taken_for_a_download(tmp_path, ml100k_dir):
+  cache = tmp_path / 'cache'
+  (cache / 'ml-100k').mkdir(parents=True)  # left by hand, or by an older tool
+  extracted = movielens.download('ml-100k', cache, archive=_local_archive(tmp_path, ml100k_dir))
+  assert movielens.load(extracted).ratings.equals(movielens.load(ml100k_dir).ratings)
+
+
 def test_download_with_bad_checksum_leaves_nothing(tmp_path, ml100k_dir):
   archive = _local_archive(tmp_path, ml100k_dir, sha256='0' * 64)
   cache = tmp_path / 'cache'

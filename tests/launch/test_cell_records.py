@@ -3,6 +3,8 @@ made with, and a record is found only where its settings match."""
 
 import json
 import math
+import re
+import types
 
 from absl import app
 import pytest
@@ -123,3 +125,28 @@ def test_a_curve_read_again_after_its_run_rewrote_it_is_the_new_one(tmp_path):
   (run / 'metrics.csv').write_text('round,eval/auc\n1,0.1\n2,0.3\n3,0.6\n')
   assert list(cell_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')[
       'eval/auc']) == [0.1, 0.3, 0.6]
+
+
+@pytest.mark.parametrize('only, outcome', [
+    (None, ['a_1', 'a_2', 'b_1']), (['a_*'], ['a_1', 'a_2']), (['b_1', 'none'], ['b_1']),
+    (['none'], []), (['a_1', 'c_*'], 'error: --only=c_* matched no cell'),
+    ([], '--only= names no cell'),
+])
+def test_only_selects_cells_by_name_or_pattern_and_names_what_matched_none(
+    monkeypatch, only, outcome):
+  monkeypatch.setattr(cell_records, 'flags', types.SimpleNamespace(
+      FLAGS=types.SimpleNamespace(only=only)))
+  monkeypatch.setattr(cell_records, '_ASKED', set())
+  ran = []
+
+  def main(argv):
+    del argv
+    ran.extend(n for n in ('a_1', 'a_2', 'b_1') if cell_records.wanted(n, only))
+
+  reproduce = cell_records.checking_only(main)
+  if isinstance(outcome, list):
+    reproduce([])
+    assert ran == outcome
+  else:
+    with pytest.raises((SystemExit, app.UsageError), match=re.escape(outcome)):
+      reproduce([])

@@ -1,11 +1,15 @@
 """The output folder: a run resumes only under the settings it started with."""
 
 import json
+import subprocess
+import sys
+import textwrap
 
 from absl import app
 import pytest
 
 from launch import outputs
+from tests import conftest
 
 
 def test_a_run_resumes_under_its_tasks_new_name_and_no_other_settings(tmp_path):
@@ -21,3 +25,37 @@ def test_a_run_resumes_under_its_tasks_new_name_and_no_other_settings(tmp_path):
   assert json.loads((tmp_path / 'config.json').read_text())['rounds'] == 4
   assert not (tmp_path / 'summary.json').exists()
   assert (tmp_path / 'summary_at_round_3.json').read_text() == '{"test/hr_at_10": 0.5}'
+
+
+def test_a_folder_another_process_runs_in_is_refused(tmp_path):
+  held = subprocess.Popen([sys.executable, '-c', textwrap.dedent(f'''
+      import pathlib, sys
+      from launch import outputs
+      outputs.output_dir({str(tmp_path)!r}, {{'task': 'ctr', 'rounds': 3}})
+      print('holding', flush=True)
+      sys.stdin.read()
+      ''')], cwd=conftest.REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert held.stdout.readline() == 'holding\n'
+    with pytest.raises(app.UsageError, match=f'is in use by a running trainer \\(pid {held.pid}\\)'):
+      outputs.check_resumable(str(tmp_path), {'task': 'ctr', 'rounds': 3})
+  finally:
+    held.communicate('')
+  outputs.check_resumable(str(tmp_path), {'task': 'ctr', 'rounds': 3})  # released at its exit
+
+
+@pytest.mark.parametrize('damage, message', [
+    ('config', 'holds checkpoints but no config.json'),
+    ('metrics', 'holds checkpoints but no metrics.csv'),
+    ('broken', 'config.json is not the JSON a run writes'),
+])
+def test_a_run_whose_record_was_damaged_is_not_resumed(tmp_path, damage, message):
+  (tmp_path / 'checkpoints').mkdir()
+  (tmp_path / 'checkpoints' / 'state_2.npz').write_bytes(b'')
+  (tmp_path / 'metrics.csv').write_text('round\n1\n2\n')
+  (tmp_path / 'config.json').write_text('{"rounds": 3}')
+  {'config': lambda: (tmp_path / 'config.json').unlink(),
+   'metrics': lambda: (tmp_path / 'metrics.csv').unlink(),
+   'broken': lambda: (tmp_path / 'config.json').write_text('{broken')}[damage]()
+  with pytest.raises(app.UsageError, match=message):
+    outputs.check_resumable(str(tmp_path), {'rounds': 3})

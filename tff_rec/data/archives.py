@@ -35,8 +35,10 @@ def fetch(archive: Archive, cache_dir: str | pathlib.Path) -> pathlib.Path:
   """
   cache = pathlib.Path(cache_dir)
   target = cache / archive.folder
-  if target.is_dir():
+  if target.is_dir() and any(target.iterdir()):
     return target
+  if target.is_dir():  # an empty folder left by hand: no extraction made it
+    target.rmdir()
   cache.mkdir(parents=True, exist_ok=True)
   with tempfile.TemporaryDirectory(dir=cache, prefix='.fetch-') as tmp:
     zip_path = pathlib.Path(tmp) / 'archive.zip'
