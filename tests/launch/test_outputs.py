@@ -37,7 +37,8 @@ def test_a_folder_another_process_runs_in_is_refused(tmp_path):
       ''')], cwd=conftest.REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
   try:
     assert held.stdout.readline() == 'holding\n'
-    with pytest.raises(app.UsageError, match=f'is in use by a running trainer \\(pid {held.pid}\\)'):
+    with pytest.raises(app.UsageError,
+                       match=f'is in use by a running trainer \\(pid {held.pid}\\)'):
       outputs.check_resumable(str(tmp_path), {'task': 'ctr', 'rounds': 3})
   finally:
     held.communicate('')
