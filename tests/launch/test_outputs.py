@@ -9,7 +9,6 @@ from absl import app
 import pytest
 
 from launch import outputs
-from tests import conftest
 
 
 def test_a_run_resumes_under_its_tasks_new_name_and_no_other_settings(tmp_path):
@@ -28,21 +27,33 @@ def test_a_run_resumes_under_its_tasks_new_name_and_no_other_settings(tmp_path):
 
 
 def test_a_folder_another_process_runs_in_is_refused(tmp_path):
+  outputs.output_dir(str(tmp_path), {'task': 'ctr', 'rounds': 3})  # held by this process
+  # Another trainer's hold, as outputs holds a folder: a plain Python process, so
+  # that the test pays no TensorFlow import for it.
+  other = tmp_path / 'other'
+  other.mkdir()
   held = subprocess.Popen([sys.executable, '-c', textwrap.dedent(f'''
-      import pathlib, sys
-      from launch import outputs
-      outputs.output_dir({str(tmp_path)!r}, {{'task': 'ctr', 'rounds': 3}})
+      import fcntl, os, sys
+      lock = open({str(other / '.lock')!r}, 'a+')
+      fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      lock.write(f'pid {{os.getpid()}}')
+      lock.flush()
       print('holding', flush=True)
       sys.stdin.read()
-      ''')], cwd=conftest.REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+      ''')], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
   try:
     assert held.stdout.readline() == 'holding\n'
     with pytest.raises(app.UsageError,
                        match=f'is in use by a running trainer \\(pid {held.pid}\\)'):
-      outputs.check_resumable(str(tmp_path), {'task': 'ctr', 'rounds': 3})
+      outputs.check_resumable(str(other), {'task': 'ctr', 'rounds': 3})
   finally:
     held.communicate('')
-  outputs.check_resumable(str(tmp_path), {'task': 'ctr', 'rounds': 3})  # released at its exit
+  outputs.check_resumable(str(other), {'task': 'ctr', 'rounds': 3})  # released at its exit
+  held = subprocess.run([sys.executable, '-c', textwrap.dedent(f'''
+      import fcntl
+      fcntl.flock(open({str(tmp_path / '.lock')!r}, 'a+'), fcntl.LOCK_EX | fcntl.LOCK_NB)
+      ''')], capture_output=True, text=True, check=False)
+  assert held.returncode == 1 and 'BlockingIOError' in held.stderr  # this process holds it
 
 
 @pytest.mark.parametrize('damage, message', [
