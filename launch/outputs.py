@@ -89,8 +89,9 @@ def check_folder(path: str) -> None:
 
 def _saved_config(root: pathlib.Path) -> dict | None:
   saved = root / 'config.json'
+  checkpointed = (root / 'checkpoints').is_dir() and any((root / 'checkpoints').iterdir())
   if not saved.exists():
-    if (root / 'checkpoints').is_dir() and any((root / 'checkpoints').iterdir()):
+    if checkpointed:
       raise app.UsageError(f'--output_dir={root} holds checkpoints but no config.json: the '
                            'settings they were made with cannot be checked; choose a new '
                            '--output_dir')
@@ -100,8 +101,7 @@ def _saved_config(root: pathlib.Path) -> dict | None:
   except json.JSONDecodeError as e:
     raise app.UsageError(f'{saved} is not the JSON a run writes ({e}); restore it or choose '
                          'a new --output_dir') from None
-  if (root / 'checkpoints').is_dir() and any((root / 'checkpoints').iterdir()) and not (
-      root / 'metrics.csv').exists():
+  if checkpointed and not (root / 'metrics.csv').exists():
     raise app.UsageError(f'--output_dir={root} holds checkpoints but no metrics.csv: the '
                          'rounds before them are lost (a resumed run would count from its '
                          'restart); choose a new --output_dir')

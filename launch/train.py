@@ -219,10 +219,9 @@ def main(argv):
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
     out.append(outputs.output_dir(FLAGS.output_dir, run_config))
-    described = started.describe(name)
-    if FLAGS.runtime == 'remote':  # TFF's native rounds, on the workers named
-      described = described.replace('native runtime', f'remote runtime ({FLAGS.workers})')
-    print(f'{FLAGS.task}: {task.describe()}; {described}; output in {out[0]}', flush=True)
+    remote = f'remote ({",".join(FLAGS.workers)})' if FLAGS.runtime == 'remote' else None
+    print(f'{FLAGS.task}: {task.describe()}; {started.describe(name, remote)}; output in '
+          f'{out[0]}', flush=True)
     return runner.Recording(
         _SayingWhatItSkips(checkpoints.NumpyProgramStateManager(
             out[0] / 'checkpoints', keep_total=2)),

@@ -105,7 +105,7 @@ class Config:
   list_separator: str = setting.setting(',', 'CTR file: the separator of id-list items.')
   test_column: str | None = setting.setting(
       None, 'CTR file: a column marking the test rows (a number; > 0 is test). When set, '
-      '--split and --test_fraction are not used.')
+      '--split and --test_fraction do not apply (and are refused).')
   interactions: Interactions = Interactions()
 
   def __post_init__(self):

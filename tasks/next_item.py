@@ -141,8 +141,8 @@ class Task:
     vocabulary = next_item.item_vocabulary(catalogue)
     self.examples = next_item.make_examples(ratings, vocabulary, config.examples)
     self.split = next_item.federated_split(self.examples, config.examples)
-    self.users_without_examples = ratings['user_id'].nunique() - len(
-        np.unique(self.examples.user))
+    self.users_with_examples = len(np.unique(self.examples.user))
+    self.users_without_examples = ratings['user_id'].nunique() - self.users_with_examples
     self.short_clients = self._check_parts()
     self.train_data = self.split.client_data('train')
     self.vocab_size = self.examples.vocab_size
@@ -155,7 +155,7 @@ class Task:
       if not self.split.row_ranges(part):
         raise ValueError(
             f'{c.data_dir}: no {part} user; users with {e.min_timeline_length} or more '
-            f'items ({len(np.unique(self.examples.user))} here) are split '
+            f'items ({self.users_with_examples} here) are split '
             f'{e.train_fraction:g} / {e.validation_fraction:g} / the rest by id into train, '
             'validation and test')
     sizes = [n for _, n in self.split.row_ranges('train').values()]

@@ -31,9 +31,12 @@ class Started:
   training: registry.Training  # its runtime resolved
   kind: str  # the kind of model the algorithm trains (registry.kind_for)
 
-  def describe(self, name: str) -> str:
+  def describe(self, name: str, runtime: str | None = None) -> str:
+    """`runtime` names where the rounds run when it is not the resolved one's (TFF's
+    native rounds on remote workers)."""
     return (f'{name} on its {self.kind} model ({registry.implementations()[name][self.kind]}), '
-            f'{len(self.built.client_ids)} training clients, {self.training.runtime} runtime')
+            f'{len(self.built.client_ids)} training clients, '
+            f'{runtime or self.training.runtime} runtime')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -67,16 +67,7 @@ def read(path: str | pathlib.Path, columns: Columns, *, split: str = 'chronologi
   path = pathlib.Path(path)
   if not path.is_file():
     raise tables.DataFormatError(f'{path}: no such CTR file')
-  try:
-    # index_col=False: a trailing delimiter on every row must not turn the first
-    # column into the index and shift the others
-    frame = pd.read_csv(path, sep=_separator(path), dtype=str, keep_default_na=False,
-                        index_col=False, encoding='utf-8-sig',
-                        compression='gzip' if tables.gzipped(path) else None, engine='c')
-  except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-    raise tables.DataFormatError(f'{path}: {str(e).strip()}') from None
-  except UnicodeDecodeError as e:
-    raise tables.not_text(path, e) from None
+  frame = tables.read_csv(path, sep=_separator(path), engine='c')
   return from_frame(frame, columns, split=split, test_fraction=test_fraction, seed=seed,
                     path=path)
 

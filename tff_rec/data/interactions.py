@@ -111,17 +111,8 @@ def _frame(path: pathlib.Path, columns: Columns) -> pd.DataFrame:
   names = list(columns.columns) or None
   separator = ('::' if '::' in first else '\t' if '\t' in first else ',' if ',' in first
                else r'\s+')
-  try:
-    # index_col=False: a trailing delimiter on every row must not turn the first
-    # column into the index and shift the others
-    frame = pd.read_csv(path, sep=separator, header=None if names else 0, dtype=str,
-                        keep_default_na=False, index_col=False, encoding='utf-8-sig',
-                        compression='gzip' if tables.gzipped(path) else None,
-                        engine='c' if len(separator) == 1 else 'python')
-  except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-    raise tables.DataFormatError(f'{path}: {str(e).strip()}') from None
-  except UnicodeDecodeError as e:
-    raise tables.not_text(path, e) from None
+  frame = tables.read_csv(path, sep=separator, header=None if names else 0,
+                          engine='c' if len(separator) == 1 else 'python')
   if names:
     if frame.shape[1] != len(names):
       raise tables.DataFormatError(

@@ -34,6 +34,22 @@ def not_text(path: pathlib.Path, error: UnicodeDecodeError) -> DataFormatError:
                          'save it as UTF-8 (plain or gzip-compressed)')
 
 
+def read_csv(path: pathlib.Path, *, sep: str, **options) -> pd.DataFrame:
+  """A delimited file of a user's (plain or gzip, UTF-8, a byte-order mark skipped)
+  as strings, empty fields kept; pandas' errors as DataFormatErrors naming it.
+  `options`: pandas' header, engine."""
+  try:
+    # index_col=False: a trailing delimiter on every row must not turn the first
+    # column into the index and shift the others
+    return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, index_col=False,
+                       encoding='utf-8-sig', compression='gzip' if gzipped(path) else None,
+                       **options)
+  except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+    raise DataFormatError(f'{path}: {str(e).strip()}') from None
+  except UnicodeDecodeError as e:
+    raise not_text(path, e) from None
+
+
 def require_files(data_dir: str | pathlib.Path, names: Sequence[str], *,
                   dataset: str) -> pathlib.Path:
   """Returns `data_dir` as a Path if it holds every file in `names`."""
