@@ -94,8 +94,8 @@ flags.DEFINE_integer('synthetic_items', None, 'client_memory and fair_round: ins
                      "1351679, FAIR's AmazonProduct-100), written to --synthetic_dir.",
                      lower_bound=2)
 flags.DEFINE_string('synthetic_dir', '/tmp/tff_rec_synthetic', 'Where synthetic data go.')
-flags.DEFINE_multi_string('workload', None, 'runtimes: only the workloads whose name '
-                          'contains one of these (e.g. --workload=DCN); default all.')
+flags.DEFINE_multi_string('workload', None, 'runtimes and client_bytes: only the workloads whose '
+                          'name contains one of these (e.g. --workload=DCN); default all.')
 flags.DEFINE_integer('soak_rounds', 1000, 'soak: rounds of each workload (at least 200: '
                      'two samples in the last half).', lower_bound=200)
 flags.DEFINE_multi_string('soak', None, 'soak: only the workloads whose name contains one '
@@ -319,12 +319,16 @@ def _run_rounds(task, runtime: str, algorithm: str, clients: int, trainer: dict,
   return _Rounds(float(np.mean(seconds[1:])), started[0].built, state)
 
 
+def _chosen(names) -> list[str]:
+  """The workloads --workload names (a part of their name), by default all."""
+  return [name for name in names if not FLAGS.workload or any(w in name for w in FLAGS.workload)]
+
+
 def bench_runtimes() -> str:
   lines = ['| workload | clients | native s/round | in-process s/round | floor s/round | '
            'in-process / native | in-process / floor |', '|---|---|---|---|---|---|---|']
   floors = {}
-  chosen = {name: workload for name, workload in RUNTIME_WORKLOADS.items()
-            if not FLAGS.workload or any(w in name for w in FLAGS.workload)}
+  chosen = {name: RUNTIME_WORKLOADS[name] for name in _chosen(RUNTIME_WORKLOADS)}
   if not chosen:
     raise app.UsageError(f'--workload={",".join(FLAGS.workload)} matches no workload of '
                          f'{list(RUNTIME_WORKLOADS)}')
@@ -427,7 +431,8 @@ def bench_remote() -> str:
 
 
 CLIENT_BYTES_WORKLOADS = ('FedSubAvg LR', 'DCN FedAvg, 3 epochs, batch 15 (MetaUA)', 'DCN MetaUA',
-                         'DCN FedNova')
+                         'DCN FedNova', 'FedMF d=64, 2 epochs, batch 256 (CoLR)',
+                         'FAIR 1x-2x, Goodreads-100')
 
 
 def _nbytes(value) -> int:
@@ -437,8 +442,9 @@ def _nbytes(value) -> int:
 def bench_client_bytes() -> str:
   """What the trainer hands a round: its cohort's client data, with the examples
   in memory and with --client_data_dir (each client's index and seed; the
-  project's rounds also their batches' row numbers), beside
+  project's rounds on numpy batches also their batches' row numbers), beside
   the model it broadcasts; the rounds checked equal on one loopback worker."""
+  from tff_rec import capabilities  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import remote  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
@@ -446,11 +452,16 @@ def bench_client_bytes() -> str:
            '(per worker) | s/round on 1 worker: examples / files | same weights after the '
            'rounds |', '|---|---|---|---|---|---|']
   with _loopback_workers(1) as workers:
-    for name in CLIENT_BYTES_WORKLOADS:
+    for name in _chosen(CLIENT_BYTES_WORKLOADS):
       task_name, settings, algorithm, clients, trainer, options = RUNTIME_WORKLOADS[name]
       task = _task(task_name, settings)
+      # Clients that draw their examples where they train (the rankings' negatives)
+      # draw other ones than the trainer: their files run is checked against the
+      # native runtime's on the same files.
+      drawn = capabilities.has(task, 'drawn_where_trained')
       sent, seconds, weights = [], [], []
-      for on_files in (False, True):
+      for on_files, runtime in ((False, 'remote'), (True, 'remote'),
+                                *([(True, 'native')] if drawn else [])):
         folder = pathlib.Path(tempfile.mkdtemp(dir=FLAGS.synthetic_dir))
 
         def measure(run):  # what the rounds' cohorts are handed
@@ -459,24 +470,29 @@ def bench_client_bytes() -> str:
                                for r, cohort in enumerate(_cohorts(run.built.client_ids,
                                                                    clients), start=1)]))
 
-        rounds = _run_rounds(task, 'native', algorithm, clients, trainer, options,
-                             context=remote.RemoteRuntime(workers), on_start=measure,
-                             client_data_dir=str(folder) if on_files else None)
+        rounds = _run_rounds(
+            task, 'native', algorithm, clients, trainer, options, on_start=measure,
+            context=remote.RemoteRuntime(workers) if runtime == 'remote' else None,
+            client_data_dir=str(folder) if on_files else None)
         seconds.append(rounds.seconds)
         with native.NativeRuntime():  # the run's own context is closed
-          weights.append(rounds.built.process.get_model_weights(rounds.state).trainable)
+          model = rounds.built.process.get_model_weights(rounds.state)
+        weights.append(tf.nest.flatten(getattr(model, 'trainable', model)))  # or a dict's
         shutil.rmtree(folder)
-      same = all(np.array_equal(a, b) for a, b in zip(*weights, strict=True))
+      same = all(np.array_equal(a, b) for a, b in zip(*weights[-2:], strict=True))
       lines.append(f'| {name} | {clients} | {sent[0] / 1024:,.1f} KB / {sent[1] / 1024:,.2f} '
                    f'KB | {_nbytes(weights[0]) / 1024:,.1f} KB | {seconds[0]:.3f} / '
-                   f'{seconds[1]:.3f} | {"yes" if same else "NO"} |')
+                   f'{seconds[1]:.3f} | {"yes" if same else "NO"}'
+                   f'{" (files: remote / native)" if drawn else ""} |')
       print(lines[-1], flush=True)
   return (f'{FLAGS.rounds + 1} rounds of each workload on one launch.worker on loopback '
           '(seconds: the mean after the first), the same cohorts; client data: the bytes '
           'of the values the trainer passes a round for its cohort (the clients\' example '
           'arrays, or with --client_data_dir their index and seed, and for the project\'s '
-          'rounds their batches\' row numbers); the model: its '
-          "trainable weights' bytes, which the round sends each worker.\n\n"
+          'rounds on numpy batches their batches\' row numbers); the model: its '
+          "trainable weights' bytes, which the round sends each worker. Same weights: the "
+          'runs with and without files; where the clients draw their negatives where they '
+          'train (the rankings, with files), the files run on the worker and natively.\n\n'
           + '\n'.join(lines))
 
 

@@ -64,11 +64,14 @@ flags.DEFINE_list('workers', None, '--runtime=remote: the workers, host:port,hos
 flags.DEFINE_string('client_data_dir', None, "Write the clients' examples here once and let "
                     'the client work read them: a round then sends each client its index '
                     'and seed, not its examples. With --runtime=remote, a folder every worker '
-                    'reads at the same path. For clients that keep the same examples every '
-                    "round: tff.learning's algorithms on a Keras model, and the project's "
-                    "rounds (scaffold, metaua, fednova, the table forms), whose clients also "
-                    "get their batches' row numbers. Examples drawn anew every round (the "
-                    "rankings' sampled negatives) are refused, naming why.")
+                    "reads at the same path. For tff.learning's algorithms, FAIR, the table "
+                    "forms and FedMF (stored users), which read the task's dataset "
+                    "computation, and the project's rounds on numpy batches (scaffold, "
+                    "metaua, fednova), whose clients also get their batches' row numbers. "
+                    "The rankings' clients then draw their negatives and order in TF from "
+                    "the seed, where they train: every runtime repeats such a run, but it "
+                    'is not the run without files (numpy draws on the trainer). Examples '
+                    'the trainer must still draw every round are refused, naming why.')
 flags.DEFINE_integer('threads', None, '--runtime=inprocess: shards of clients run at once '
                      '(default: one per core).', lower_bound=1)
 flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per TF call '

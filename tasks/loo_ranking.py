@@ -34,6 +34,7 @@ import tensorflow_federated as tff
 
 from tasks import click_model
 from tasks import setting
+from tff_rec import capabilities
 from tff_rec import metrics
 from tff_rec.data import implicit
 from tff_rec.data import interactions
@@ -121,6 +122,38 @@ def load(config: Config) -> leave_one_out.LeaveOneOut:
                                  f'{user_items.EXPECTED}') from None
 
 
+class _DrawnInClientWork(capabilities.Wrapper):
+  """The task with FedMF's round draws (each epoch's negatives and order) made in
+  TF by its dataset computation, from the round's seed: a client's data are its
+  positives (fixed) and the seed, which a worker reads from files
+  (client_files.ReadWhereTrained). TF's draws are not numpy's: every runtime
+  repeats a run drawing here, but it does not repeat a run drawing on the trainer."""
+
+  def mf_client_arguments(self, client_id: str, seed) -> tuple[np.ndarray, np.int64]:
+    user = self.wrapped.user_index(client_id)
+    return self.data.train.of(user).astype(np.int32), np.int64(seed)
+
+  @functools.cached_property
+  def mf_dataset_computation(self) -> tff.Computation:
+    k, epochs = self.config.num_negatives, self.wrapped._epochs  # pylint: disable=protected-access
+    rows, num_items = self.wrapped.mf_dataset_computation, self.data.num_items
+
+    @tff.tensorflow.computation(tff.TensorType(np.int32, [None]), np.int64)
+    def build(positives, seed):
+      negatives_seed, order_seed = implicit.seeds(seed, 2)
+      size = tf.size(positives)
+      negatives = tf.reshape(implicit.unseen_items_tf(positives, epochs * k * size, num_items,
+                                                      negatives_seed), [epochs, k * size])
+      items = tf.concat([tf.tile(positives[None], [epochs, 1]), negatives], axis=1)
+      labels = tf.concat([tf.ones([epochs, size]), tf.zeros([epochs, k * size])], axis=1)
+      order = implicit.permutations_tf(epochs, (1 + k) * size, order_seed)
+      epoch = tf.repeat(tf.range(epochs), (1 + k) * size)
+      return rows(epoch, tf.reshape(tf.gather(items, order, batch_dims=1), [-1]),
+                  tf.reshape(tf.gather(labels, order, batch_dims=1), [-1]))
+
+    return build
+
+
 # Copies of each table a run holds at least: the initial table and the round's
 # state, and while a round writes the next state (rounds.RoundProcess); a
 # reconstructed user table only its initial one.
@@ -199,6 +232,13 @@ class Task(click_model.ClickModel):
       labels.append(epoch_labels[order])
     return (np.repeat(np.arange(epochs, dtype=np.int32), rows_per_epoch),
             np.concatenate(items).astype(np.int32), np.concatenate(labels))
+
+  def mf_client_arguments(self, client_id: str, seed) -> tuple[np.ndarray, ...]:
+    """FedMF's client data: the (epoch, item, label) rows of its round's epochs."""
+    return self.client_rows(self._client_index[client_id], seed, self._epochs)
+
+  def drawn_where_trained(self) -> '_DrawnInClientWork':
+    return _DrawnInClientWork(self)
 
   @functools.cached_property
   def mf_dataset_computation(self) -> tff.Computation:

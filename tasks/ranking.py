@@ -21,6 +21,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import setting
+from tff_rec import capabilities
 from tff_rec import metrics
 from tff_rec.data import implicit
 from tff_rec.data import interactions
@@ -228,12 +229,10 @@ class Task:
 
   @functools.cached_property
   def keras_dataset_computation(self) -> tff.Computation:
-    """dataset_computation's batches as (triples, an unused label) for Keras."""
-    @tff.tensorflow.computation(self.dataset_computation.type_signature.parameter)
-    def build(arguments):
-      return self.dataset_computation(arguments).as_dataset().map(_with_label)
+    return _keras_form(self.dataset_computation)
 
-    return build
+  def drawn_where_trained(self) -> '_DrawnInClientWork':
+    return _DrawnInClientWork(self)
 
   @functools.cached_property
   def _keras_weight_names(self) -> list[str]:  # built once: tables of every item
@@ -336,6 +335,48 @@ class Task:
         epoch_of, epochs=epochs, eval_every=eval_every, on_epoch=on_epoch,
         evaluate=lambda: {f'{part}/{k}': v for k, v in self.evaluate(epoch_of.weights, part)
                           .items()})
+
+class _DrawnInClientWork(capabilities.Wrapper):
+  """The task with each round's draws (the epochs' order, the sampled negatives)
+  made in TF by its dataset computation, from the round's seed: a client's
+  arguments are its user, its positives (fixed) and the seed, which a worker
+  reads from files (client_files.ReadWhereTrained). TF's draws are not numpy's:
+  every runtime repeats a run drawing here, but it does not repeat a run drawing
+  on the trainer."""
+
+  def client_arguments(self, client_id: str, seed: int):
+    user = self.wrapped._client_index[client_id]  # pylint: disable=protected-access
+    return np.int32(user), self.wrapped.data.train.of(user).astype(np.int32), np.int64(seed)
+
+  @functools.cached_property
+  def dataset_computation(self) -> tff.Computation:
+    k, epochs = self.config.num_negatives, self.config.local_epochs
+    triples, num_items = self.wrapped.dataset_computation, self.data.num_items
+
+    @tff.tensorflow.computation(np.int32, tff.TensorType(np.int32, [None]), np.int64)
+    def build(user, positives, seed):
+      order_seed, negatives_seed = implicit.seeds(seed, 2)
+      size = tf.size(positives)
+      order = tf.reshape(implicit.permutations_tf(epochs, size, order_seed), [-1])
+      negatives = implicit.unseen_items_tf(positives, epochs * size * k, num_items,
+                                           negatives_seed)
+      return triples(user, tf.gather(positives, order), tf.reshape(negatives, [-1, k]))
+
+    return build
+
+  @functools.cached_property
+  def keras_dataset_computation(self) -> tff.Computation:
+    return _keras_form(self.dataset_computation)
+
+
+def _keras_form(dataset_computation: tff.Computation) -> tff.Computation:
+  """The computation's batches as (triples, an unused label), for Keras."""
+  @tff.tensorflow.computation(dataset_computation.type_signature.parameter)
+  def build(arguments):
+    return dataset_computation(arguments).as_dataset().map(_with_label)
+
+  return build
+
 
 def _with_label(triples):
   """Keras's (x, y) of a batch of triples: BPR needs no label, Keras wants one."""

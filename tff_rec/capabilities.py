@@ -124,6 +124,8 @@ class PrivateUsers(Protocol):
 
   def client_rows(self, user: int, seed, epochs: int): ...
 
+  def mf_client_arguments(self, client_id: str, seed) -> tuple: ...  # mf_dataset_computation's
+
   def user_index(self, client_id: str) -> int: ...
 
 
@@ -133,10 +135,10 @@ def offers(task, capability: type) -> bool:
   Python 3.11's runtime protocols test a member with hasattr, which runs a
   property: a wrapper's lazily made files and dataset computation
   (client_files.ReadWhereTrained) were made by asking which kind of model it
-  offers. Python 3.12 looks members up statically, as here; a member only the
-  task's __getattr__ gives (a wrapper's forwarding) is looked up through it.
+  offers. Python 3.12 looks members up statically, as here; a member a
+  Wrapper forwards is looked up in its task the same way.
   """
-  return all(_has(task, name) for name in _members(capability))
+  return all(has(task, name) for name in _members(capability))
 
 
 def _members(capability: type) -> set[str]:
@@ -146,9 +148,21 @@ def _members(capability: type) -> set[str]:
           if not name.startswith('_')}
 
 
-def _has(task, name: str) -> bool:
+def has(task, name: str) -> bool:
+  """hasattr(task, name) without running a property of the task."""
   try:
     inspect.getattr_static(task, name)
   except AttributeError:
-    return hasattr(task, name)
+    return isinstance(task, Wrapper) and has(task.wrapped, name)
   return True
+
+
+class Wrapper:
+  """A task seen through a wrapper that adds or replaces some of its members;
+  every other member is the task's (`wrapped`)."""
+
+  def __init__(self, task):
+    self.wrapped = task
+
+  def __getattr__(self, name):
+    return getattr(self.__dict__['wrapped'], name)

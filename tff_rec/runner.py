@@ -117,21 +117,27 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
 def _reading_where_trained(name: str, task, training: registry.Training, options,
                            folder: str) -> tuple[registry.Built, client_files.ClientFiles]:
   """The algorithm built to read its clients' examples from files under `folder`
-  where they train: tff.learning's processes through the task's dataset
-  computation (client_files.ReadWhereTrained), the project's rounds through
-  their batches (client_files.BatchesWhereTrained). Built once: the project's
-  builders read the task's batches, which the first wrapper leaves as they are."""
+  where they train: whatever takes the task's dataset computation (tff.learning's
+  processes; FAIR, the table forms and FedMF) through it (client_files.
+  ReadWhereTrained; a ranking's per-round draws move into it), the project's
+  rounds on numpy batches through their batches (client_files.BatchesWhereTrained).
+  Built once: those builders read the task's batches, which the first wrapper
+  leaves as they are."""
   try:
     reading, refusal = client_files.ReadWhereTrained(task, folder), None
   except client_files.ClientFilesError as e:
     reading, refusal = None, e
   built = registry.build(name, reading or task, training, **(options or {}))
-  round_ = rounds.round_of(built.process)
-  if round_ is None:
-    if refusal:
-      raise refusal
-    _check_sends_no_examples(name, built)
+  if reading and not _sent_arrays(built):
     return built, reading.files
+  round_ = rounds.round_of(built.process)
+  if round_ is None or not client_files.holds_batches(built.client_input(built.client_ids[0], 0)):
+    if reading is None:
+      raise refusal
+    raise registry.NotApplicable(
+        f'--algorithm={name} still hands each client arrays from the trainer (examples '
+        f'drawn there every round on the {task.NAME} task, or a vector of its own such as a '
+        "reconstructed user's initial one), so it cannot read them from --client_data_dir")
   try:
     reading = client_files.BatchesWhereTrained(
         folder, built.client_ids, built.client_input,
@@ -144,16 +150,11 @@ def _reading_where_trained(name: str, task, training: registry.Training, options
       client_input=reading.client_input), reading.files
 
 
-def _check_sends_no_examples(name: str, built: registry.Built) -> None:
-  """Refuses an algorithm whose client input still holds examples (arrays):
-  its client work takes them from the trainer, not from the files."""
+def _sent_arrays(built: registry.Built) -> bool:
+  """Whether a client's input still holds arrays (examples): its client work
+  takes them from the trainer, not from the files (an index and a seed are scalars)."""
   sample = built.client_input(built.client_ids[0], 0)
-  if any(np.ndim(leaf) > 0 for leaf in tf.nest.flatten(sample)):  # index and seed: scalars
-    raise registry.NotApplicable(
-        f'--algorithm={name} sends its clients\' examples from the trainer (its client '
-        'work takes them as arrays), so it cannot read them from --client_data_dir; '
-        "algorithms built as tff.learning's processes or as the project's rounds "
-        '(tff_rec.algorithms.rounds) can')
+  return any(np.ndim(leaf) > 0 for leaf in tf.nest.flatten(sample))
 
 
 class _AggregationCheck:

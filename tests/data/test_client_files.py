@@ -9,6 +9,7 @@ import tensorflow_federated as tff
 
 import tasks
 from tasks import loo_ranking
+from tasks import ranking
 from tff_rec.algorithms import api
 from tff_rec.data import client_files
 from tff_rec.data import sliced
@@ -89,11 +90,69 @@ def test_a_task_reads_the_same_batches_from_files(task_name, ml100k_dir, tmp_pat
       np.testing.assert_array_equal(a, b)
 
 
-def test_a_task_whose_clients_get_other_examples_every_round_is_refused(ranking_dir,
-                                                                         tmp_path):
-  task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir), embedding_dim=4))
+def _each_batch(batches: sliced.Batches) -> list:
+  batches = tf.nest.map_structure(tf.convert_to_tensor, batches)
+  return [tf.nest.map_structure(np.asarray, batches.batch(s)) for s in range(batches.steps())]
+
+
+def _batches_of(batches: sliced.Batches) -> list[np.ndarray]:
+  """Every column of every batch."""
+  return [a for batch in _each_batch(batches) for a in tf.nest.flatten(batch)]
+
+
+@pytest.mark.parametrize('task_name', ['ranking', 'loo_ranking'])
+def test_a_ranking_reads_its_positives_and_draws_its_negatives_where_trained(
+    task_name, user_items_dir, ranking_dir, tmp_path, tff_runtime):
+  """A client's files hold its positives alone; the round's seed draws its
+  negatives and order in the client work: unseen items, the same for a seed."""
+  if task_name == 'ranking':
+    task = ranking.Task(ranking.Config(data_dir=str(user_items_dir), batch_size=4))
+    computation, arguments = 'dataset_computation', 'client_arguments'
+  else:
+    task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir), embedding_dim=4))
+    computation, arguments = 'mf_dataset_computation', 'mf_client_arguments'
+  on_files = client_files.ReadWhereTrained(task, tmp_path / 'clients')
+  on_files.files.write()
+  client = task.train_client_ids[3]
+  user = task._client_index[client]  # pylint: disable=protected-access
+  positives = set(task.data.train.of(user))
+  sent = getattr(on_files, arguments)(client, 7)
+  assert [np.ndim(a) for a in sent] == [0, 0]  # its index and the seed
+  read = [_batches_of(getattr(on_files, computation)(*getattr(on_files, arguments)(client, s)))
+          for s in (7, 7, 8)]
+  drawn = task.drawn_where_trained()
+  in_memory = _batches_of(getattr(drawn, computation)(*getattr(drawn, arguments)(client, 7)))
+  for a, b in zip(read[0], in_memory, strict=True):
+    np.testing.assert_array_equal(a, b)
+  assert all(np.array_equal(a, b) for a, b in zip(read[0], read[1], strict=True))
+  assert not all(np.array_equal(a, b) for a, b in zip(read[0], read[2], strict=True))
+  batches = _each_batch(getattr(on_files, computation)(*sent))
+  if task_name == 'ranking':  # every positive once an epoch, negatives never seen
+    assert sorted(np.concatenate([b['positive'] for b in batches])) == sorted(
+        task.data.train.of(user).tolist() * task.config.local_epochs)
+    negatives = np.concatenate([b['negatives'].ravel() for b in batches])
+  else:  # each epoch: the positives and num_negatives unseen items each
+    items = np.concatenate([b['item'] for b in batches])
+    labels = np.concatenate([b['label'] for b in batches])
+    assert sorted(items[labels == 1]) == sorted(
+        task.data.train.of(user).tolist() * task.config.local_epochs)
+    negatives = items[labels == 0]
+    assert len(negatives) == task.config.num_negatives * (labels == 1).sum()
+  assert len(negatives) and not positives & set(negatives.tolist())
+
+
+def test_a_task_whose_clients_get_other_examples_every_round_is_refused(tmp_path):
+  class Drawn:  # sampled negatives on the trainer, and no form drawing them elsewhere
+    NAME = 'drawn'
+    train_client_ids = ['a']
+    dataset_computation = None
+
+    @staticmethod
+    def client_arguments(client_id, seed):
+      return np.full(3, seed, np.int32), np.int64(seed)
+
   with pytest.raises(client_files.ClientFilesError, match='not fixed arrays and a seed'):
-    client_files.ReadWhereTrained(task, tmp_path)
+    client_files.ReadWhereTrained(Drawn(), tmp_path)
 
 
 def _client_input(client_id, seed):

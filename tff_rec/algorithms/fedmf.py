@@ -387,7 +387,6 @@ def build(task, options: Options, training, *, name: str):
           '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
           'already averages each item over the clients that touched it')
     item_scale = heat.row_scales(task, name, 'clients', training.max_correction)[ITEM_TABLE]
-  epochs = c.local_epochs + config.reconstruction_epochs
   ids = list(task.train_client_ids)
   process = build_process(config, task.initial_items, task.mf_dataset_computation,
                           task.initial_users if stored else None, item_scale=item_scale,
@@ -395,7 +394,7 @@ def build(task, options: Options, training, *, name: str):
 
   def client_input(client_id: str, seed: int):  # reconstructed: initial vector first
     user = task.user_index(client_id)
-    data = (np.int32(local_rank(user, seed)), task.client_rows(user, seed, epochs))
+    data = (np.int32(local_rank(user, seed)), task.mf_client_arguments(client_id, seed))
     return (user, data) if stored else (task.initial_users[user], *data)
 
   if stored:

@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import capabilities
 from tff_rec.data import sliced
 
 MANIFEST = 'manifest.json'
@@ -196,6 +197,11 @@ def _map_batches(fn, value):
   return value
 
 
+def holds_batches(client_input) -> bool:
+  """Whether a client's input holds sliced.Batches (BatchesWhereTrained reads those)."""
+  return bool(_batches(client_input))
+
+
 def _batches(value) -> list[sliced.Batches]:
   found = []
   _map_batches(found.append, value)
@@ -234,22 +240,35 @@ def _with_handles(data_type: tff.Type) -> tff.Type:
   return tff.StructWithPythonType(elements, container) if container else tff.StructType(elements)
 
 
-class ReadWhereTrained:
-  """`task` with its clients' examples in files (`ClientFiles`, written by
-  `files.write()`) and read by the client work: its dataset computation takes
-  (client index, seed), and a round's client arguments are those two numbers.
-  The task's own dataset computation makes the batches from what it reads, so
-  they are the same batches as in memory.
+# The forms a task may give its clients' data in: (dataset computation, client
+# arguments) pairs. A Keras or weight-table model's; FedMF's private users' rows.
+FORMS = (('dataset_computation', 'client_arguments'),
+         ('mf_dataset_computation', 'mf_client_arguments'))
 
-  Only for a task whose client arguments are fixed arrays (or tables of them)
-  and a seed, as the CTR and next-item tasks' are: one that draws a client's
-  examples per round (sampled negatives), or whose Keras algorithms read
-  another form, is refused."""
+
+class ReadWhereTrained(capabilities.Wrapper):
+  """`task` with its clients' examples in files (`ClientFiles`, written by
+  `files.write()`) and read by the client work: in each form of its clients'
+  data (FORMS) whose arguments are fixed arrays (or tables of them) and a seed,
+  the dataset computation takes (client index, seed), and a round's client
+  arguments are those two numbers. The task's own dataset computation makes
+  the batches from what it reads, so they are the same batches as in memory.
+
+  A task whose clients draw examples every round (sampled negatives) offers
+  `drawn_where_trained()`, the same task drawing them in its dataset
+  computation, from the seed; it is read so. A task with no such form, or
+  whose Keras algorithms read another form, is refused."""
 
   def __init__(self, task, folder: str | pathlib.Path):
-    self._task = task
+    if capabilities.has(task, 'drawn_where_trained'):
+      task = task.drawn_where_trained()
+    super().__init__(task)
     ids = list(task.train_client_ids)
-    if hasattr(task, 'keras_dataset_computation') or not _fixed(task, ids[0]):
+    self._forms = [form for form in FORMS if all(capabilities.has(task, name) for name in form)
+                   and _fixed(task, form, ids[0])]
+    keras = capabilities.has(task, 'keras_dataset_computation') and (
+        task.keras_dataset_computation.type_signature.parameter)
+    if not self._forms or keras not in (False, task.dataset_computation.type_signature.parameter):
       raise ClientFilesError(
           f"the {task.NAME} task's client arguments are not fixed arrays and a seed (they "
           'change every round, or come in another form), so they cannot be written once '
@@ -260,33 +279,43 @@ class ReadWhereTrained:
   # this task reads its batches, never these (runner builds every algorithm so).
   @functools.cached_property
   def files(self) -> ClientFiles:
-    return ClientFiles(self._folder, list(self._index),
-                       lambda client_id: _columns(self._task.client_arguments(client_id, 0)))
+    return ClientFiles(self._folder, list(self._index), lambda client_id: {
+        f'{arguments}:{name}': column for _, arguments in self._forms
+        for name, column in _columns(getattr(self.wrapped, arguments)(client_id, 0)).items()})
 
-  @functools.cached_property
-  def dataset_computation(self) -> tff.Computation:
-    task = self._task
+  def _reading(self, form: tuple[str, str], computation: tff.Computation) -> tff.Computation:
+    """`computation` (of the form's arguments) on what the client reads: (index, seed)."""
+    arguments = form[1]
     *fixed_types, (_, seed_type) = tff.structure.iter_elements(
-        task.dataset_computation.type_signature.parameter)
+        computation.type_signature.parameter)
     read = self.files.reader(collections.OrderedDict(
-        (name, t) for k, (_, part) in enumerate(fixed_types) for name, t in _typed(k, part)))
+        (f'{arguments}:{name}', t) for k, (_, part) in enumerate(fixed_types)
+        for name, t in _typed(k, part)))
 
     @tff.tensorflow.computation(np.int32, seed_type)
-    def dataset_computation(index, seed):
+    def reading(index, seed):
       flat = read(index)
-      parts = [collections.OrderedDict((name, flat[_column(k, name)]) for name, _ in
-                                       tff.structure.iter_elements(part))
-               if isinstance(part, tff.StructType) else flat[_column(k)]
+      parts = [collections.OrderedDict((name, flat[f'{arguments}:{_column(k, name)}'])
+                                       for name, _ in tff.structure.iter_elements(part))
+               if isinstance(part, tff.StructType) else flat[f'{arguments}:{_column(k)}']
                for k, (_, part) in enumerate(fixed_types)]
-      return task.dataset_computation(*parts, seed)
+      return computation(*parts, seed)
 
-    return dataset_computation
+    return reading
 
-  def client_arguments(self, client_id: str, seed: int):
+  def _arguments(self, client_id: str, seed: int):
     return np.int32(self._index[client_id]), np.int64(seed)
 
-  def __getattr__(self, name):  # everything else is the task's
-    return getattr(self._task, name)
+  def __getattr__(self, name):
+    """A read form's computations and arguments; everything else is the task's."""
+    for form in self.__dict__.get('_forms', ()):
+      if name == form[1]:
+        return self._arguments
+      if name in (form[0], 'keras_dataset_computation' if form == FORMS[0] else None):
+        reading = self._reading(form, getattr(self.wrapped, name))
+        setattr(self, name, reading)  # made once
+        return reading
+    return super().__getattr__(name)
 
 
 def _column(k: int, name: str | None = None) -> str:
@@ -312,9 +341,9 @@ def _typed(k: int, part) -> list[tuple[str, tff.Type]]:
   return [(_column(k), part)]
 
 
-def _fixed(task, client_id: str) -> bool:
-  """Whether the client's arguments are fixed arrays whatever the seed, then the seed."""
-  first, second = (task.client_arguments(client_id, seed) for seed in (1, 2))
+def _fixed(task, form: tuple[str, str], client_id: str) -> bool:
+  """Whether the form's client arguments are fixed arrays whatever the seed, then the seed."""
+  first, second = (getattr(task, form[1])(client_id, seed) for seed in (1, 2))
   try:
     a, b = _columns(first), _columns(second)
   except (TypeError, ValueError):

@@ -24,6 +24,33 @@ def unseen_items(seen: np.ndarray, count: int, num_items: int, rng) -> np.ndarra
   return draws
 
 
+# The same draws in TF, for client work that draws them where it runs (a TFF
+# worker runs TF ops, not numpy): stateless, so one seed gives the same draws on
+# every runtime. They are not numpy's draws, so a run drawing here does not
+# repeat one drawing on the trainer.
+
+def seeds(seed: tf.Tensor, count: int) -> list[tf.Tensor]:
+  """`count` independent stateless seeds from one int64 `seed`."""
+  seed = tf.cast(seed, tf.int64)
+  return [tf.stack([seed, tf.constant(k, tf.int64)]) for k in range(count)]
+
+
+def unseen_items_tf(seen: tf.Tensor, count, num_items: int, seed: tf.Tensor) -> tf.Tensor:
+  """`count` items drawn uniformly (with replacement) from those not in `seen`,
+  exactly, without rejection: a draw u among the unseen becomes the u-th unseen
+  item, u plus the number of seen items at or below it."""
+  seen = tf.sort(tf.unique(tf.cast(seen, tf.int32)).y)
+  free = num_items - tf.size(seen)
+  draws = tf.random.stateless_uniform([count], seed, minval=0, maxval=free, dtype=tf.int32)
+  below = seen - tf.range(tf.size(seen))  # unseen items below each seen one
+  return draws + tf.searchsorted(below, draws, side='right')
+
+
+def permutations_tf(count: int, size, seed: tf.Tensor) -> tf.Tensor:
+  """[count, size]: `count` independent uniform permutations of range(size)."""
+  return tf.argsort(tf.random.stateless_uniform([count, size], seed), axis=1)
+
+
 def epoch_batches(columns: dict[str, tf.Tensor], epochs: int, batch_size: int
                   ) -> sliced.Batches:
   """Batches of `columns`, whose rows are `epochs` equal epochs one after the
