@@ -3,12 +3,16 @@ fresh process: what its command line returns, without importing TF and TFF
 again for each command (about 6 s of a core each)."""
 
 import contextlib
+import fcntl
 import io
 import json
+import os
+import pathlib
 import subprocess
 import sys
 import textwrap
 import types
+from typing import Callable
 
 from absl import app
 from absl import flags
@@ -67,3 +71,19 @@ def run_in_one_process(module: str,
   results = json.loads(process.stdout.split(SEPARATOR)[-1])
   return [subprocess.CompletedProcess([module, *args], code, stdout, stderr + process.stderr)
           for args, (code, stdout, stderr) in zip(commands, results, strict=True)]
+
+
+def once_per_test_run(tmp_path_factory, name: str,
+                      make: Callable[[pathlib.Path], list]) -> tuple[list, pathlib.Path]:
+  """(make(folder), folder): made once for the whole test run, however many
+  xdist processes run its tests (the first makes it, the others wait and read
+  its JSON), for a costly module fixture whose tests worksteal may spread."""
+  base = tmp_path_factory.getbasetemp()
+  root = base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base  # shared by them
+  folder, made = root / name, root / f'{name}.json'
+  with open(root / f'{name}.lock', 'w') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not made.exists():
+      folder.mkdir()
+      made.write_text(json.dumps(make(folder)))
+    return json.loads(made.read_text()), folder

@@ -3,6 +3,7 @@ module's commands run one after another in one process of
 launch.centralized (tests/launch/launchers.py)."""
 
 import json
+import subprocess
 
 import pandas as pd
 import pytest
@@ -13,13 +14,24 @@ from tests.launch import launchers
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory) -> dict:
-  """name -> (what the command returned, its output folder)."""
-  data = tmp_path_factory.mktemp('data')
-  ml100k = fixtures.write_ml100k(data / 'ml-100k', fixtures.synthetic_ratings(30, 40), 30, 40)
-  user_items = fixtures.write_user_items(data / 'user-items',
-                                         *fixtures.synthetic_user_items(8, 40))
-  out = tmp_path_factory.mktemp('out')
-  commands = {
+  """name -> (what the command returned, its output folder): run once for every
+  test process."""
+  def make(root):
+    ml100k = fixtures.write_ml100k(root / 'ml-100k', fixtures.synthetic_ratings(30, 40), 30, 40)
+    user_items = fixtures.write_user_items(root / 'user-items',
+                                           *fixtures.synthetic_user_items(8, 40))
+    done = launchers.run_in_one_process(
+        'launch.centralized', [[*args, f'--output_dir={root / name}'] for name, args
+                               in _commands(ml100k, user_items).items()])
+    return [[d.returncode, d.stdout, d.stderr] for d in done]
+
+  done, root = launchers.once_per_test_run(tmp_path_factory, 'centralized', make)
+  return {name: (subprocess.CompletedProcess(name, *d), root / name)
+          for name, d in zip(_commands('', ''), done, strict=True)}
+
+
+def _commands(ml100k, user_items) -> dict[str, list[str]]:
+  return {
       'next_item': [f'--data_dir={ml100k}', '--epochs=2', '--batch_size=8',
                     '--loss=batch_softmax', '--centralized_split=by_user',
                     '--remove_accidental_hits', '--logq_correction'],
@@ -32,10 +44,6 @@ def runs(tmp_path_factory) -> dict:
                     '--batch_size=40', '--steps_per_epoch=2', '--optimizer=sgd',
                     '--learning_rate=1e30'],
   }
-  done = launchers.run_in_one_process(
-      'launch.centralized', [[*args, f'--output_dir={out / name}'] for name, args
-                             in commands.items()])
-  return {name: (d, out / name) for name, d in zip(commands, done, strict=True)}
 
 
 @pytest.mark.slow
