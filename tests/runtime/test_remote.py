@@ -16,6 +16,8 @@ from tff_rec.runtime import remote
     (['localhost'], "worker address 'localhost' is not host:port"),
     (['localhost:0'], "worker address 'localhost:0' is not host:port"),
     (['a:1', 'a:1'], 'a worker is listed twice in a:1,a:1'),
+    (['localhost:1', 'b:2', '127.0.0.1:1'],
+     r'localhost:1 and 127.0.0.1:1 are the same worker \(127.0.0.1:1\); list each worker once'),
 ])
 def test_bad_addresses_are_refused_naming_them(addresses, message):
   with pytest.raises(ValueError, match=message):

@@ -15,6 +15,7 @@ timeout, naming it; so does a worker that cannot run a trivial computation.
 
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -47,7 +48,25 @@ def parse_addresses(addresses: Sequence[str]) -> list[str]:
                        'localhost:8000)')
   if len(set(addresses)) < len(addresses):
     raise ValueError(f'a worker is listed twice in {",".join(addresses)}')
+  reached = {}  # (ip, port) -> the address that reaches it
+  for address in addresses:
+    for endpoint in _endpoints(address):
+      other = reached.setdefault(endpoint, address)
+      if other != address:  # it would get two shares of every round, as two workers
+        raise ValueError(f'{other} and {address} are the same worker ({endpoint[0]}:'
+                         f'{endpoint[1]}); list each worker once')
   return list(addresses)
+
+
+def _endpoints(address: str) -> set[tuple[str, int]]:
+  """The (ip, port) pairs `address` resolves to; none for a host that does not
+  resolve (connecting to it then fails, naming it)."""
+  found = _ADDRESS.match(address)
+  try:
+    return {info[4][:2] for info in socket.getaddrinfo(
+        found['host'].strip('[]'), int(found['port']), type=socket.SOCK_STREAM)}
+  except OSError:
+    return set()
 
 
 class _CountingContext(tff.framework.AsyncExecutionContext):
