@@ -52,19 +52,16 @@ def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.Var
         'update, so lazy_adam would be plain Adam: use --server_optimizer=adam')
   shared = dict(server_optimizer_fn=server_optimizer.build(), loop_implementation=client_loop,
                 model_aggregator=model_aggregator)
-  if algorithm == 'fedavg':
-    return tff.learning.algorithms.build_weighted_fed_avg(
-        model_fn, client_optimizer_fn=client_optimizer.build(),
-        client_weighting=client_weighting, **shared)
-  if algorithm == 'fedprox':  # FedAvg's process, its client steps proximal (not TFF's: see
-    # training.proximal)
-    return tff.learning.algorithms.build_weighted_fed_avg(
-        model_fn, client_optimizer_fn=proximal.Proximal(client_optimizer.build(),
-                                                        proximal_strength),
-        client_weighting=client_weighting, **shared)
   if algorithm == 'fedsgd':
     return tff.learning.algorithms.build_fed_sgd(model_fn, **shared)
-  raise ValueError(f'unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}')
+  if algorithm not in ALGORITHMS:
+    raise ValueError(f'unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}')
+  client = client_optimizer.build()
+  if algorithm == 'fedprox':  # FedAvg's process, its client steps proximal (not TFF's: see
+    # training.proximal)
+    client = proximal.Proximal(client, proximal_strength)
+  return tff.learning.algorithms.build_weighted_fed_avg(
+      model_fn, client_optimizer_fn=client, client_weighting=client_weighting, **shared)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,11 +138,8 @@ registry.register('fedprox', registry.Algorithm(
     'FedProx: FedAvg with a proximal term', {'keras': build_fedprox}, FedProxOptions,
     **COMPOSES))
 # FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
-registry.register('fedadam', registry.Algorithm(
-    'FedAvg with an Adam server (Reddi et al.)',
-    {k: b for k, b in FEDAVG_BUILDERS.items() if k != 'mf'}, heat_lib.WeightingOptions,
-    dict(server_learning_rate=0.01), server_optimizer='adam', **COMPOSES))
-registry.register('fedadagrad', registry.Algorithm(
-    'FedAvg with an Adagrad server (Reddi et al.)',
-    {k: b for k, b in FEDAVG_BUILDERS.items() if k != 'mf'}, heat_lib.WeightingOptions,
-    dict(server_learning_rate=0.1), server_optimizer='adagrad', **COMPOSES))
+for _name, _server, _rate in (('fedadam', 'Adam', 0.01), ('fedadagrad', 'Adagrad', 0.1)):
+  registry.register(_name, registry.Algorithm(
+      f'FedAvg with an {_server} server (Reddi et al.)',
+      {k: b for k, b in FEDAVG_BUILDERS.items() if k != 'mf'}, heat_lib.WeightingOptions,
+      dict(server_learning_rate=_rate), server_optimizer=_server.lower(), **COMPOSES))

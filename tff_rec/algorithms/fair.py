@@ -136,10 +136,8 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
   aggregation = tier_recovery.TierRecoveryFactory(tiers, aggregator)
 
   def step(weights, sums, mean, _broadcast):
-    target = collections.OrderedDict(mean['dense'])
-    target.update(mean['tiers'])
-    target = collections.OrderedDict((k, target[k]) for k in weights)
-    pseudo_gradient = tf.nest.map_structure(tf.subtract, weights, target)
+    target = {**mean['dense'], **mean['tiers']}
+    pseudo_gradient = collections.OrderedDict((k, weights[k] - target[k]) for k in weights)
     for name, scale in (table_scales or {}).items():
       pseudo_gradient[name] = fedsubavg.scale_rows(pseudo_gradient[name], scale)
     moved = tf.reduce_sum(tf.cast(sums['clients'], tf.float64) * tier_bytes)
@@ -148,14 +146,11 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
         client_work=dict(clients=collections.OrderedDict(
             (label, sums['clients'][i]) for i, label in enumerate(labels))),
         aggregator=dict(
-            bytes_per_client=collections.OrderedDict(
-                (label, tier_bytes[i]) for i, label in enumerate(labels)),
+            bytes_per_client=collections.OrderedDict(zip(labels, tier_bytes)),
             bytes_down=moved, bytes_up=moved))  # a client uploads what it downloaded
 
-  finalizer = rounds.optimizer_finalizer(server_init, distributor, client_work, aggregation,
-                                         server_optimizer, step)
-  return rounds.Round(server_init, distributor, client_work, aggregation, finalizer,
-                      get_model_weights, set_model_weights)
+  return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
+                                server_optimizer, step, get_model_weights, set_model_weights)
 
 
 # The registry's side: FAIR and its baselines on any task whose model declares

@@ -135,9 +135,8 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank,
   return payload, coverage, trained['user'], loss_sum, count
 
 
-def _upload_bytes(config: FedMFConfig, local_rank: tf.Tensor) -> tf.Tensor:
-  sizes = item_updates.payload_bytes(config.form, config.num_items, config.dim)
-  up = tf.constant(float(sizes['up']), tf.float64)
+def _upload_bytes(config: FedMFConfig, payload_up: int, local_rank: tf.Tensor) -> tf.Tensor:
+  up = tf.constant(float(payload_up), tf.float64)
   if config.form.name == 'scolr':  # `up` is per trained column
     up *= tf.cast(local_rank, tf.float64)
   if config.item_average == 'touched':  # the row mask, one bit per item
@@ -206,7 +205,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
                 else collections.OrderedDict(payload=payload, coverage=coverage)),
         metrics=collections.OrderedDict(
             loss_sum=loss_sum, num_examples=count, clients=tf.constant(1, tf.int64),
-            bytes_up=_upload_bytes(config, client_data['rank'])))
+            bytes_up=_upload_bytes(config, sizes['up'], client_data['rank'])))
     if stored:
       output['state'] = user
     return output
@@ -236,11 +235,9 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
             bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
             bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64)))
 
-  finalizer = rounds.optimizer_finalizer(server_init, distributor, client_work, aggregation,
-                                         server_optimizer, step)
-  return rounds.Round(server_init, distributor, client_work, aggregation, finalizer,
-                      get_model_weights, set_model_weights,
-                      clients_in_model='users' if stored else None)
+  return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
+                                server_optimizer, step, get_model_weights, set_model_weights,
+                                clients_in_model='users' if stored else None)
 
 
 def build_process(config: FedMFConfig, initial_items: np.ndarray,
@@ -352,7 +349,8 @@ def build(task, options: Options, training, *, name: str):
   if options.local_ranks is not None and name != 'scolr':
     raise api.NotApplicable(f'--local_ranks applies to scolr only, not --algorithm='
                             f'{name}')
-  if FORM_OF[name] == 'full' and options.rank != Options.rank:
+  full = FORM_OF[name] == 'full'
+  if full and options.rank != Options.rank:
     raise api.NotApplicable(f'--rank applies to the compressed forms (colr, scolr, svd, '
                             f'topk), not --algorithm={name}, which sends the whole update')
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
@@ -369,7 +367,6 @@ def build(task, options: Options, training, *, name: str):
   factories = _factories(options, training)
   try:
     local_rank = local_ranks(options, name, len(task.train_client_ids), task.config.seed)
-    full = FORM_OF[name] == 'full'
     form = item_updates.UpdateForm(FORM_OF[name], 0 if full else options.rank)
     c = task.config
     config = FedMFConfig(

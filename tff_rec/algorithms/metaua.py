@@ -104,9 +104,7 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
                                weights, train)
     for variable, value in zip(variables, trained.weights):
       variable.assign(value)  # the losses after training read the variables
-    support_after, query_after = tf.constant(0.0), tf.constant(0.0)
-    if evaluates:
-      support_after, query_after = loss_sum(support)[0], loss_sum(query)[0]
+    support_after, query_after = loss_sum(support)[0], loss_sum(query)[0]  # 0 unless evaluates
     all_count = tf.maximum(support_count + query_count, 1.0)
     before = (support_before + query_before) / all_count
     after = (support_after + query_after) / all_count
@@ -131,10 +129,7 @@ def build_client_work(model_fn: Callable[[], tff.learning.models.VariableModel],
   epochs of its support examples, one pass over the support, one over the
   query). With `client_mean`, each client's gradient is of its mean query loss.
   """
-  with tf.Graph().as_default():
-    model = model_fn()
-    weights_type = tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape)
-                                      for v in model.trainable_variables])
+  weights_type = rounds.keras_weights_type(model_fn)
   client_type = tff.types.to_type(
       (batches_type, tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])))
 
@@ -199,10 +194,8 @@ class MetaUAServer:
       if name == 'update_norm':
         columns.append(_group_norms(reports['update'], self.groups, self.num_groups))
         continue
-      if name in ('local_loss', 'loss_ratio'):
-        value = reports[name]
-      else:
-        value = client_attributes[:, DATA_ATTRIBUTES.index(name)]
+      value = (reports[name] if name in ('local_loss', 'loss_ratio')
+               else client_attributes[:, DATA_ATTRIBUTES.index(name)])
       columns.append(tf.tile(value[:, None], [1, self.num_groups]))
     z = tf.stack(columns, axis=-1)
     mean, variance = tf.nn.moments(z, axes=[0])

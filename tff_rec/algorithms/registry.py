@@ -61,12 +61,10 @@ class Algorithm:
   composition_note: str = ''  # why it honours no more, for the refusal
 
   def __post_init__(self):
-    unknown_kinds = sorted(set(self.builders) - set(api.MODEL_KINDS))
-    unknown = sorted(set(self.aggregators) - set(inner.NAMES))
-    if unknown_kinds or not self.builders:
+    if set(self.builders) - set(api.MODEL_KINDS) or not self.builders:
       raise ValueError(f'builders must map model kinds {sorted(api.MODEL_KINDS)} to '
                        f'builders; got {sorted(self.builders)}')
-    if unknown or 'mean' not in self.aggregators:
+    if set(self.aggregators) - set(inner.NAMES) or 'mean' not in self.aggregators:
       raise ValueError(f'aggregators must include mean and be among {inner.NAMES}; got '
                        f'{self.aggregators}')
     if set(self.stacks) - set(STACKABLE):

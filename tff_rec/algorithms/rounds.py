@@ -88,16 +88,12 @@ def aggregation_process(aggregator: Factory, client_work: tff.Computation
   weight when the aggregator is weighted), created once per pair."""
   created = _CREATED.setdefault(client_work, {})
   if id(aggregator) not in created:
-    created[id(aggregator)] = (aggregator, _create(aggregator, client_work))
+    output = client_work.type_signature.result
+    process = (aggregator.create(output[UPDATE], output[WEIGHT])
+               if isinstance(aggregator, tff.aggregators.WeightedAggregationFactory)
+               else aggregator.create(output[UPDATE]))
+    created[id(aggregator)] = (aggregator, process)
   return created[id(aggregator)][1]
-
-
-def _create(aggregator: Factory, client_work: tff.Computation
-            ) -> tff.templates.AggregationProcess:
-  output = client_work.type_signature.result
-  if isinstance(aggregator, tff.aggregators.WeightedAggregationFactory):
-    return aggregator.create(output[UPDATE], output[WEIGHT])
-  return aggregator.create(output[UPDATE])
 
 
 def aggregate_type(aggregator: Factory, client_work: tff.Computation):
@@ -109,7 +105,7 @@ def server_model(initial: Mapping[str, np.ndarray], optimizer: tff.learning.opti
                  view=None, *, counts_rounds: bool = False):
   """(initialize, get_model_weights, set_model_weights) of a server state that holds
   model weights (a dict of tensors), its optimizer's state and, `counts_rounds`,
-  the round's number (from 0; optimizer_finalizer advances it): the weights as
+  the round's number (from 0; optimizer_round advances it): the weights as
   they are or, with `view` (table_model.KerasView), as the Keras model's
   ModelWeights."""
   specs = collections.OrderedDict((k, tf.TensorSpec(v.shape, tf.float32))
@@ -124,26 +120,20 @@ def server_model(initial: Mapping[str, np.ndarray], optimizer: tff.learning.opti
       state['round'] = tf.constant(0, tf.int64)
     return state
 
-  state_type = initialize.type_signature.result
-
-  @tff.tensorflow.computation(state_type)
-  def get_model_weights(server):
-    return view.to_model_weights(server['weights']) if view else server['weights']
-
-  @tff.tensorflow.computation(state_type, get_model_weights.type_signature.result)
-  def set_model_weights(server, weights):
-    server = collections.OrderedDict(server)  # pylint: disable=unsubscriptable-object
-    server['weights'] = view.from_model_weights(weights) if view else weights
-    return server
-
+  get_model_weights, set_model_weights = _model_weights_accessors(
+      initialize.type_signature.result,
+      lambda server: view.to_model_weights(server['weights']) if view else server['weights'],
+      lambda _, weights: {'weights': view.from_model_weights(weights) if view else weights})
   return initialize, get_model_weights, set_model_weights
 
 
-def optimizer_finalizer(initialize: tff.Computation, distributor: tff.Computation,
-                        client_work: tff.Computation, aggregator: Factory,
-                        optimizer: tff.learning.optimizers.Optimizer, step) -> tff.Computation:
-  """The finalizer of a server_model state: `step(weights, summed metrics, aggregate,
-  broadcast) -> (pseudo-gradient, metrics)`, then the optimizer's step on the weights."""
+def optimizer_round(initialize: tff.Computation, distributor: tff.Computation,
+                    client_work: tff.Computation, aggregator: Factory,
+                    optimizer: tff.learning.optimizers.Optimizer, step, get_model_weights,
+                    set_model_weights, **fields) -> Round:
+  """The round of a server_model state (`fields`: the Round's others), its finalizer
+  `step(weights, summed metrics, aggregate, broadcast) -> (pseudo-gradient, metrics)`,
+  then the optimizer's step on the weights."""
 
   @tff.tensorflow.computation(initialize.type_signature.result,
                               distributor.type_signature.result,
@@ -158,24 +148,36 @@ def optimizer_finalizer(initialize: tff.Computation, distributor: tff.Computatio
       server['round'] += 1
     return server, metrics
 
-  return finalizer
+  return Round(initialize, distributor, client_work, aggregator, finalizer, get_model_weights,
+               set_model_weights, **fields)
 
 
 def keras_model_weights(state_type):
   """(get_model_weights, set_model_weights) of a server state that holds a Keras
   model's trainable variables under 'weights' and its others under
   'non_trainable': as the model's ModelWeights, the rest of the state kept."""
+  return _model_weights_accessors(
+      state_type, lambda state: tff.learning.models.ModelWeights(
+          trainable=state['weights'], non_trainable=state['non_trainable']),
+      lambda _, weights: {'weights': weights.trainable, 'non_trainable': weights.non_trainable})
 
-  @tff.tensorflow.computation(state_type)
-  def get_model_weights(state):
-    return tff.learning.models.ModelWeights(trainable=state['weights'],
-                                            non_trainable=state['non_trainable'])
+
+def keras_weights_type(model_fn: Callable[[], Any]) -> tff.Type:
+  """The TFF type of the model's trainable weights (a list of tensors)."""
+  with tf.Graph().as_default():
+    variables = model_fn().trainable_variables
+  return tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape) for v in variables])
+
+
+def _model_weights_accessors(state_type, read: Callable, replaced: Callable):
+  """(get_model_weights, set_model_weights) of a state of `state_type` whose model
+  weights are read(state); replaced(state, weights) -> the entries they replace."""
+  get_model_weights = tff.tensorflow.computation(read, state_type)
 
   @tff.tensorflow.computation(state_type, get_model_weights.type_signature.result)
   def set_model_weights(state, weights):
     state = collections.OrderedDict(state)  # pylint: disable=unsubscriptable-object
-    state['weights'] = weights.trainable
-    state['non_trainable'] = weights.non_trainable
+    state.update(replaced(state, weights))
     return state
 
   return get_model_weights, set_model_weights
@@ -209,14 +211,9 @@ def with_measurements(metrics, measurements) -> collections.OrderedDict:
 
 
 def _merge_computation(round_: Round, aggregation: tff.templates.AggregationProcess):
-  finalizer_metrics = round_.finalizer.type_signature.result[1]
-  measurements = aggregation.next.type_signature.result.measurements.member
-
-  @tff.tensorflow.computation(finalizer_metrics, measurements)
-  def merge(metrics, measured):
-    return with_measurements(metrics, measured)
-
-  return merge
+  return tff.tensorflow.computation(
+      with_measurements, round_.finalizer.type_signature.result[1],
+      aggregation.next.type_signature.result.measurements.member)
 
 
 def _federated_initialize(round_: Round, aggregation: tff.templates.AggregationProcess):
@@ -263,16 +260,9 @@ def _learning_process(round_: Round) -> tff.learning.templates.LearningProcess:
     return tff.learning.templates.LearningProcessOutput(
         *_finalized(round_, merge, state, broadcast, outputs, aggregate))
 
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return round_.get_model_weights(state['server'])
-
-  @tff.tensorflow.computation(state_type.member, get_model_weights.type_signature.result)
-  def set_model_weights(state, weights):
-    state = collections.OrderedDict(state)  # pylint: disable=unsubscriptable-object
-    state['server'] = round_.set_model_weights(state['server'], weights)
-    return state
-
+  get_model_weights, set_model_weights = _model_weights_accessors(
+      state_type.member, lambda state: round_.get_model_weights(state['server']),
+      lambda state, weights: {'server': round_.set_model_weights(state['server'], weights)})
   return tff.learning.templates.LearningProcess(initialize, next_fn, get_model_weights,
                                                 set_model_weights)
 
@@ -298,11 +288,10 @@ class FederatedRunner:
   def __init__(self, round_: Round):
     self._round = round_
     aggregation = round_.aggregation_process()
-    parameters = round_.client_work.type_signature.parameter
-    broadcast_type, data_type = parameters[0], parameters[1]
+    broadcast_type, data_type, *state_type = round_.client_work.type_signature.parameter
     stateful, reports = round_.keeps_client_state, round_.reports
-    elements = [('place', np.int32), ('data', data_type)]
-    input_type = tff.StructType(elements + ([('state', parameters[2])] if stateful else []))
+    input_type = tff.StructType([('place', np.int32), ('data', data_type)]
+                                + ([('state', state_type[0])] if stateful else []))
     per_client = [k for k in (STATE, REPORT) if k in _names(round_.output_type)]
 
     @tff.tensorflow.computation(broadcast_type, input_type)

@@ -59,19 +59,15 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
   dy and dc go through `aggregation`: a sum (TFF's plain or secure sum), or
   (`averaged`) a mean over the expected cohort such as TFF's DP mean.
   """
-  with tf.Graph().as_default():
-    model = model_fn()
-    weights_type = tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape)
-                                      for v in model.trainable_variables])
+  weights_type = rounds.keras_weights_type(model_fn)
 
   @tff.tensorflow.computation
   def initial_server_state():
     model = model_fn()
-    zeros = [tf.zeros_like(v) for v in model.trainable_variables]
     return collections.OrderedDict(
         weights=[tf.identity(v) for v in model.trainable_variables],
         non_trainable=[tf.identity(v) for v in model.non_trainable_variables],
-        control=zeros)
+        control=[tf.zeros_like(v) for v in model.trainable_variables])
 
   server_state_type = initial_server_state.type_signature.result
 
@@ -120,8 +116,7 @@ def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
   state is, per trainable variable, an [N, ...] array of their variates.
   `aggregation`: build_round's aggregation and averaged.
   """
-  with tf.Graph().as_default():
-    shapes = [v.shape for v in model_fn().trainable_variables]
+  shapes = [t.shape for t in rounds.keras_weights_type(model_fn)]
   parameters = sum(int(np.prod(s)) for s in shapes)
   refusal = resources.too_large(4 * num_clients * parameters,  # float32 variates
                                 f'{num_clients} clients x {parameters} parameters')

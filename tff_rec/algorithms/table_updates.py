@@ -67,8 +67,8 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
                        f'{initial[name].shape[1]}): {e}') from None
   widths = collections.OrderedDict((t, initial[t].shape[1]) for t in model.tables)
   dense_floats = sum(v.size for k, v in initial.items() if k not in model.tables)
-  table_bytes = {t: item_updates.payload_bytes(form, initial[t].shape[0], widths[t])['up']
-                 for t in model.tables}
+  tables_up = sum(item_updates.payload_bytes(form, initial[t].shape[0], widths[t])['up']
+                  for t in model.tables)  # bytes (scolr: per trained column)
   server_init, get_model_weights, set_model_weights = rounds.server_model(
       initial, server_optimizer, model.keras_view, counts_rounds=True)
 
@@ -109,12 +109,11 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
       payload = collections.OrderedDict(
           (t, collections.OrderedDict(factor=trained[t] * columns, columns=columns))
           for t in tables)
-      up = sum(table_bytes.values()) * (tf.reduce_sum(columns) if form.name == 'scolr'
-                                        else 1.0)
+      up = tables_up * (tf.reduce_sum(columns) if form.name == 'scolr' else 1.0)
     else:
       payload = collections.OrderedDict(
           (t, item_updates.compress(form, trained[t] - tables[t])) for t in tables)
-      up = float(sum(table_bytes.values()))
+      up = float(tables_up)
     return collections.OrderedDict(
         update=collections.OrderedDict(dense=dense_change, tables=payload),
         weight=tf.cast(count, tf.float32),
@@ -139,10 +138,8 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
                 bytes_up=sums['bytes_up'] / tf.cast(tf.maximum(sums['clients'], 1),
                                                     tf.float64))))
 
-  finalizer = rounds.optimizer_finalizer(server_init, distributor, client_work, aggregation,
-                                         server_optimizer, step)
-  return rounds.Round(server_init, distributor, client_work, aggregation, finalizer,
-                      get_model_weights, set_model_weights)
+  return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
+                                server_optimizer, step, get_model_weights, set_model_weights)
 
 
 def build(task, options, training, *, name: str):
