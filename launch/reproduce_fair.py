@@ -17,10 +17,10 @@ past 4x) is N/A. A finished cell's metrics, summary and config are recorded
 in --results_dir/cells and not run again. Writes table.md, ndcg_curves.png
 and consistency.png to --results_dir.
 
-Every table runs the paper's client Adam --learning_rate (1e-3) but one: each
+Every table runs the paper's client Adam --learning_rate (1e-3) but two: each
 federated method's own rate (SWEPT: FedAvg, and FAIR-HET, FAIR-HOM, FedHM at one
 capacity mix) is swept on a validation split (seed 0, --rounds), and each then
-runs over --seeds at the rate it chose.
+runs over --seeds at the rate it chose, at that mix and at every mix of Table 2.
 
 The seeded table: --long_rounds (200) rounds over --seeds for FedAvg and,
 at 1x-2x and 1x-16x, FAIR-HET, FAIR-HOM and FedHM (where it can run), and
@@ -404,23 +404,58 @@ def federated_sweeps(validation_floor: float) -> tuple[list[str], dict[str, floa
   return rows, chosen
 
 
-def run_tuned(chosen: dict[str, float | None], seeds: list[int]
+def run_tuned(task, chosen: dict[str, float | None], seeds: list[int]
               ) -> dict[str, list[str] | None]:
-  """Each SWEPT configuration at its chosen rate over the seeds, seed by seed:
-  stem -> its cells (Table 2's own at the tables' rate; None until its sweep
-  is complete)."""
-  names = {}
-  for algorithm, scheme in SWEPT.items():
-    stem, rate = _stem(algorithm, scheme), chosen[algorithm]
-    names[stem] = None if rate is None else _seeded(
-        stem if rate == FLAGS.learning_rate else f'{stem}_lr{rate:g}', seeds)
+  """Table 2's configurations (the SWEPT ones among them), each at its method's
+  chosen rate over the seeds, seed by seed: stem -> its cells (Table 2's own
+  where that is the tables' rate; None until the method's sweep is complete)."""
+  configurations = _configurations(task, RUN_ORDER)
+  names = {stem: None if chosen[algorithm] is None else _seeded(
+      stem if chosen[algorithm] == FLAGS.learning_rate
+      else f'{stem}_lr{chosen[algorithm]:g}', seeds)
+           for stem, (algorithm, _) in configurations.items()}
   for i, seed in enumerate(seeds):
-    for algorithm, scheme in SWEPT.items():
-      cells = names[_stem(algorithm, scheme)]
-      if cells is not None and chosen[algorithm] != FLAGS.learning_rate:
-        _federated(cells[i], algorithm, *_capacity(scheme), f'--seed={seed}',
+    for stem, (algorithm, scheme) in configurations.items():
+      if names[stem] is not None and chosen[algorithm] != FLAGS.learning_rate:
+        _federated(names[stem][i], algorithm, *_capacity(scheme), f'--seed={seed}',
                    rate=chosen[algorithm])
   return names
+
+
+def capacity_grid(names: dict[str, list[str] | str | None], cell,
+                  labels: dict[str, str] = HETEROGENEOUS) -> list[str]:
+  """Table 2's grid: a row per capacity mix, a column per heterogeneous method
+  (`labels`), each cell(its cells or why none, the method, the mix's index)."""
+  rows = ['| capacity | ' + ' | '.join(labels.values()) + ' |', '|---|---|---|---|']
+  for i, scheme in enumerate(SCHEMES):
+    rows.append(f'| {scheme} | ' + ' | '.join(
+        cell(names.get(f'{a}_{scheme}', cell_records.CANNOT_RUN), a, i)
+        for a in HETEROGENEOUS) + ' |')
+  return rows
+
+
+def tuned_table2(chosen: dict[str, float | None], names: dict[str, list[str] | None],
+                 popularity: float) -> list[str]:
+  """Table 2 at each method's chosen rate: final / last mean, then each final
+  against FedAvg at its own rate and against popularity."""
+  labels = {a: f'{label} ({"not chosen yet" if chosen[a] is None else f"{chosen[a]:g}"})'
+            for a, label in HETEROGENEOUS.items()}
+  fedavg = over_seeds(names['fedavg'] or [], _final, FLAGS.rounds)
+
+  def grid(cell):  # cell(a configuration's cells), where it has cells
+    return capacity_grid(names, lambda cells, algorithm, i: (
+        'not chosen yet' if cells is None else cells if isinstance(cells, str)
+        else cell(cells)), labels)
+
+  fedavg_rate = 'not chosen yet' if chosen['fedavg'] is None else f'{chosen["fedavg"]:g}'
+  return [*grid(lambda cells: _cell(cells, None)), '',
+          f'FedAvg at its rate ({fedavg_rate}): '
+          + ('not run' if names['fedavg'] is None else _cell(names['fedavg'], None))
+          + '. Each final against it:', '',
+          *grid(lambda cells: seed_stats.versus(over_seeds(cells, _final, FLAGS.rounds),
+                                                fedavg)),
+          '', f'Each final against popularity ({popularity:.3f}):', '',
+          *grid(lambda cells: _vs_popularity(cells, popularity))]
 
 
 def tuned_rows(chosen: dict[str, float | None], names: dict[str, list[str] | None],
@@ -552,7 +587,7 @@ def main(argv):
       _records(), 'validation popularity', lambda: ranking.Task(dataclasses.replace(
           config, held_out='validation')).popularity('validation'))['ndcg_at_20']
   sweep_rows, chosen_rates = federated_sweeps(validation_floor)
-  tuned = run_tuned(chosen_rates, seeds)
+  tuned = run_tuned(task, chosen_rates, seeds)
   long_names = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_')
   lazy = run_lazy(seeds)
 
@@ -568,13 +603,8 @@ def main(argv):
                for seed, n in zip(seeds, consistency[stem])},
               floor, 'Goodreads-100: consistent vs inconsistent subspaces')
 
-  rows2 = ['| capacity | ' + ' | '.join(HETEROGENEOUS.values()) + ' |', '|---|---|---|---|']
-  floors2 = list(rows2)  # the same grid: each cell's final against popularity
-  for i, scheme in enumerate(SCHEMES):
-    names = [table2.get(f'{a}_{scheme}', cell_records.CANNOT_RUN) for a in HETEROGENEOUS]
-    cells = [_cell(n, PAPER_TABLE2[a][i]) for n, a in zip(names, HETEROGENEOUS)]
-    rows2.append(f'| {scheme} | ' + ' | '.join(cells) + ' |')
-    floors2.append(f'| {scheme} | ' + ' | '.join(_vs_popularity(n, floor) for n in names) + ' |')
+  rows2 = capacity_grid(table2, lambda names, a, i: _cell(names, PAPER_TABLE2[a][i]))
+  floors2 = capacity_grid(table2, lambda names, a, i: _vs_popularity(names, floor))
   bytes_rows = ['| run | MB down per round (10 clients) |', '|---|---|']
   for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES
                            if f'{a}_{s}' in table2)]:
@@ -619,6 +649,12 @@ Each method at the rate its sweep chose, on test, seeds {seeds} (Table 2's cells
 that is {FLAGS.learning_rate:g}):
 
 {chr(10).join(tuned_rows(chosen_rates, tuned, floor))}
+
+Table 2 with each method at the rate its sweep chose ({FLAGS.rounds} rounds, seeds {seeds};
+FAIR-HOM's cells are Table 2's where it chose {FLAGS.learning_rate:g}). Final / mean of the
+last {LAST_K} evaluations:
+
+{chr(10).join(tuned_table2(chosen_rates, tuned, floor))}
 
 ## {FLAGS.long_rounds} rounds over seeds {seeds}
 
