@@ -438,8 +438,10 @@ def tuned_table2(chosen: dict[str, float | None], names: dict[str, list[str] | N
                  popularity: float) -> list[str]:
   """Table 2 at each method's chosen rate: final / last mean, then each final
   against FedAvg at its own rate and against popularity."""
-  labels = {a: f'{label} ({"not chosen yet" if chosen[a] is None else f"{chosen[a]:g}"})'
-            for a, label in HETEROGENEOUS.items()}
+  def rate(algorithm: str) -> str:
+    return 'not chosen yet' if chosen[algorithm] is None else f'{chosen[algorithm]:g}'
+
+  labels = {a: f'{label} ({rate(a)})' for a, label in HETEROGENEOUS.items()}
   fedavg = over_seeds(names['fedavg'] or [], _final, FLAGS.rounds)
 
   def grid(cell):  # cell(a configuration's cells), where it has cells
@@ -447,9 +449,8 @@ def tuned_table2(chosen: dict[str, float | None], names: dict[str, list[str] | N
         'not chosen yet' if cells is None else cells if isinstance(cells, str)
         else cell(cells)), labels)
 
-  fedavg_rate = 'not chosen yet' if chosen['fedavg'] is None else f'{chosen["fedavg"]:g}'
   return [*grid(lambda cells: _cell(cells, None)), '',
-          f'FedAvg at its rate ({fedavg_rate}): '
+          f'FedAvg at its rate ({rate("fedavg")}): '
           + ('not run' if names['fedavg'] is None else _cell(names['fedavg'], None))
           + '. Each final against it:', '',
           *grid(lambda cells: seed_stats.versus(over_seeds(cells, _final, FLAGS.rounds),

@@ -346,7 +346,7 @@ class _DrawnInClientWork(capabilities.Wrapper):
 
   def client_arguments(self, client_id: str, seed: int):
     user = self.wrapped._client_index[client_id]  # pylint: disable=protected-access
-    return np.int32(user), self.wrapped.data.train.of(user).astype(np.int32), np.int64(seed)
+    return np.int32(user), self.data.train.of(user).astype(np.int32), np.int64(seed)
 
   @functools.cached_property
   def dataset_computation(self) -> tff.Computation:

@@ -13,5 +13,4 @@ from tff_rec.algorithms import registry
     ({'x': np.zeros((2, 3))}, True)])
 def test_with_client_files_only_a_clients_index_and_seed_may_be_sent(client_input,
                                                                       sends_examples):
-  built = registry.Built(None, ['a'], lambda client_id, seed: client_input)
-  assert runner._sent_arrays(built) == sends_examples  # pylint: disable=protected-access
+  assert runner._sent_arrays(client_input) == sends_examples  # pylint: disable=protected-access

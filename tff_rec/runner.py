@@ -128,10 +128,11 @@ def _reading_where_trained(name: str, task, training: registry.Training, options
   except client_files.ClientFilesError as e:
     reading, refusal = None, e
   built = registry.build(name, reading or task, training, **(options or {}))
-  if reading and not _sent_arrays(built):
+  sample = built.client_input(built.client_ids[0], 0)
+  if reading and not _sent_arrays(sample):
     return built, reading.files
   round_ = rounds.round_of(built.process)
-  if round_ is None or not client_files.holds_batches(built.client_input(built.client_ids[0], 0)):
+  if round_ is None or not client_files.holds_batches(sample):
     if reading is None:
       raise refusal
     raise registry.NotApplicable(
@@ -150,11 +151,10 @@ def _reading_where_trained(name: str, task, training: registry.Training, options
       client_input=reading.client_input), reading.files
 
 
-def _sent_arrays(built: registry.Built) -> bool:
+def _sent_arrays(client_input) -> bool:
   """Whether a client's input still holds arrays (examples): its client work
   takes them from the trainer, not from the files (an index and a seed are scalars)."""
-  sample = built.client_input(built.client_ids[0], 0)
-  return any(np.ndim(leaf) > 0 for leaf in tf.nest.flatten(sample))
+  return any(np.ndim(leaf) > 0 for leaf in tf.nest.flatten(client_input))
 
 
 class _AggregationCheck:

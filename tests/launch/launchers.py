@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import types
-from typing import Callable
+from typing import Any, Callable
 
 from absl import app
 from absl import flags
@@ -74,7 +74,7 @@ def run_in_one_process(module: str,
 
 
 def once_per_test_run(tmp_path_factory, name: str,
-                      make: Callable[[pathlib.Path], list]) -> tuple[list, pathlib.Path]:
+                      make: Callable[[pathlib.Path], Any]) -> tuple[Any, pathlib.Path]:
   """(make(folder), folder): made once for the whole test run, however many
   xdist processes run its tests (the first makes it, the others wait and read
   its JSON), for a costly module fixture whose tests worksteal may spread."""

@@ -20,14 +20,15 @@ def runs(tmp_path_factory) -> dict:
     ml100k = fixtures.write_ml100k(root / 'ml-100k', fixtures.synthetic_ratings(30, 40), 30, 40)
     user_items = fixtures.write_user_items(root / 'user-items',
                                            *fixtures.synthetic_user_items(8, 40))
+    commands = _commands(ml100k, user_items)
     done = launchers.run_in_one_process(
         'launch.centralized', [[*args, f'--output_dir={root / name}'] for name, args
-                               in _commands(ml100k, user_items).items()])
-    return [[d.returncode, d.stdout, d.stderr] for d in done]
+                               in commands.items()])
+    return {name: [d.returncode, d.stdout, d.stderr]
+            for name, d in zip(commands, done, strict=True)}
 
   done, root = launchers.once_per_test_run(tmp_path_factory, 'centralized', make)
-  return {name: (subprocess.CompletedProcess(name, *d), root / name)
-          for name, d in zip(_commands('', ''), done, strict=True)}
+  return {name: (subprocess.CompletedProcess(name, *d), root / name) for name, d in done.items()}
 
 
 def _commands(ml100k, user_items) -> dict[str, list[str]]:

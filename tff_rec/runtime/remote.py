@@ -41,16 +41,18 @@ def parse_addresses(addresses: Sequence[str]) -> list[str]:
   """host:port addresses, checked; an error names the first bad one."""
   if not addresses:
     raise ValueError('no worker addresses; give host:port,host:port')
+  parsed = {}
   for address in addresses:
     found = _ADDRESS.match(address)
     if not found or not 0 < int(found['port']) < 65536:
       raise ValueError(f'worker address {address!r} is not host:port (e.g. '
                        'localhost:8000)')
-  if len(set(addresses)) < len(addresses):
+    parsed[address] = found['host'].strip('[]'), int(found['port'])
+  if len(parsed) < len(addresses):
     raise ValueError(f'a worker is listed twice in {",".join(addresses)}')
   reached = {}  # (ip, port) -> the address that reaches it
-  for address in addresses:
-    for endpoint in _endpoints(address):
+  for address, (host, port) in parsed.items():
+    for endpoint in _endpoints(host, port):
       other = reached.setdefault(endpoint, address)
       if other != address:  # it would get two shares of every round, as two workers
         raise ValueError(f'{other} and {address} are the same worker ({endpoint[0]}:'
@@ -58,13 +60,11 @@ def parse_addresses(addresses: Sequence[str]) -> list[str]:
   return list(addresses)
 
 
-def _endpoints(address: str) -> set[tuple[str, int]]:
-  """The (ip, port) pairs `address` resolves to; none for a host that does not
+def _endpoints(host: str, port: int) -> set[tuple[str, int]]:
+  """The (ip, port) pairs host:port resolves to; none for a host that does not
   resolve (connecting to it then fails, naming it)."""
-  found = _ADDRESS.match(address)
   try:
-    return {info[4][:2] for info in socket.getaddrinfo(
-        found['host'].strip('[]'), int(found['port']), type=socket.SOCK_STREAM)}
+    return {info[4][:2] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
   except OSError:
     return set()
 
