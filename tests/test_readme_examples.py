@@ -125,7 +125,7 @@ def test_the_readme_table_of_implementations_is_the_registrys():
   for name, implementation in registry.implementations().items():
     algorithm = registry.get(name)
     cells = [f'`{implementation[k]}`' if k in implementation else '-'
-             for k in ('mf', 'weight_tables', 'keras')]
+             for k in ('mf', 'weight_tables', 'keras_batches', 'keras')]
     row = (f'| {name} | ' + ' | '.join(cells) + f' | {", ".join(algorithm.aggregators)} | '
            f'{", ".join(algorithm.stacks) or "-"} |')
     assert row in README, row

@@ -1,4 +1,5 @@
-"""FedSGD and FedAvg from tff.learning on the native runtime.
+"""FedSGD and FedAvg from tff.learning on the native runtime, and FedAvg as the
+project's round on sliced batches.
 
 Proposition 1 of Ning et al.: with a batch-insensitive loss, one FedSGD round
 over a cohort equals one centralized SGD step on the union of the cohort's
@@ -14,6 +15,8 @@ import tensorflow_federated as tff
 
 from tff_rec import losses
 from tff_rec.algorithms import baselines
+from tff_rec.algorithms import rounds
+from tff_rec.data import sliced
 from tff_rec.models import dual_encoder
 from tff_rec.training import optimizers
 
@@ -212,3 +215,47 @@ def test_adaptive_servers_with_tau_take_reddi_sized_first_steps():
   np.testing.assert_allclose(moved.numpy(), expected, rtol=0.35)  # sqrt(u^2 + 2 tau^2)
   with pytest.raises(ValueError, match='adaptivity applies to adagrad and adam'):
     optimizers.OptimizerConfig('sgd', 0.1, adaptivity=1e-3)
+
+
+@pytest.mark.parametrize('algorithm, uniform, server', [
+    ('fedavg', False, optimizers.OptimizerConfig('sgd', 1.0)),
+    ('fedavg', True, optimizers.OptimizerConfig('adam', 0.01)),
+    ('fedprox', False, optimizers.OptimizerConfig('sgd', 0.5))])
+def test_the_projects_fedavg_round_trains_as_tff_learnings_on_the_same_batches(
+    algorithm, uniform, server, tff_runtime):
+  """The round of build_round (the project's client loop on sliced batches) and
+  tff.learning's FedAvg / FedProx on those batches as datasets end two rounds with
+  the same model: client weights by examples (the clients hold 4, 8 and 12) or
+  equal, the server's optimizer stepping by the mean change, FedProx's term. A
+  sign, weight or step wrong in either shows."""
+  def model_fn():
+    return tff.learning.models.from_keras_model(
+        _keras_model('global_softmax'), loss=losses.GlobalSoftmax(), input_spec=INPUT_SPEC)
+
+  plan = sliced.Plan(BATCH, epochs=2)
+  cohorts = [[plan.batches((collections.OrderedDict(context=c), l), seed=10 * r + k)
+              for k, (c, l) in enumerate(CLIENTS)] for r in range(2)]
+  client = optimizers.OptimizerConfig('sgd', LEARNING_RATE)
+  tff_process = baselines.build_process(
+      algorithm, model_fn, client_optimizer=client, server_optimizer=server,
+      proximal_strength=2.0, client_weighting=(tff.learning.ClientWeighting.UNIFORM if uniform
+                                               else tff.learning.ClientWeighting.NUM_EXAMPLES))
+  project = rounds.compose(baselines.build_round(
+      model_fn, sliced.tff_type(cohorts[0][0]), tff.aggregators.MeanFactory(),
+      client_optimizer=baselines._client_optimizer(algorithm, client, 2.0),  # pylint: disable=protected-access
+      server_optimizer=server.build(), uniform=uniform))
+  trained = []
+  datasets = [[tf.nest.map_structure(tf.constant, b).as_dataset() for b in c] for c in cohorts]
+  for process, data in ((tff_process, datasets),
+                        (project, cohorts)):
+    state = process.initialize()
+    for cohort in data:
+      output = process.next(state, cohort)
+      state = output.state
+    trained.append(process.get_model_weights(state).trainable)
+    loss = output.metrics['client_work']['train']['loss']
+  start = process.get_model_weights(process.initialize()).trainable
+  for tff_weights, own, initial in zip(*trained, start, strict=True):
+    assert not np.allclose(own, initial)  # it trained
+    np.testing.assert_allclose(own, tff_weights, rtol=1e-5, atol=1e-6)
+  assert np.isfinite(loss) and loss > 0

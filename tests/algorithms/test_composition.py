@@ -43,7 +43,7 @@ def _shown(process) -> tuple[set[str], set[str]]:
 
 def _task(kind: str, ranking_dir, user_items_dir):
   """A task whose model is of `kind`, small (tables of 100+ rows, so FAIR and the
-  table forms apply): loo_ranking's MF is a Keras MF too."""
+  table forms apply): loo_ranking's MF is a Keras MF too, its batches numpy arrays."""
   if kind == 'weight_tables':
     return ranking.Task(ranking.Config(data_dir=str(user_items_dir)))
   user_state = 'reconstructed' if kind == 'mf:reconstructed' else 'stored'
@@ -56,7 +56,8 @@ def _task(kind: str, ranking_dir, user_items_dir):
 # case per kind and aggregator: the cases spread over the test processes.
 @pytest.mark.slow
 @pytest.mark.parametrize('aggregator', ['secure', 'dp'])
-@pytest.mark.parametrize('kind', ['keras', 'weight_tables', 'mf:stored', 'mf:reconstructed'])
+@pytest.mark.parametrize('kind', ['keras', 'keras_batches', 'weight_tables', 'mf:stored',
+                                  'mf:reconstructed'])
 def test_every_declared_aggregator_is_in_every_built_process(kind, aggregator, ranking_dir,
                                                              user_items_dir):
   task = _task(kind, ranking_dir, user_items_dir)
@@ -82,6 +83,7 @@ def test_every_declared_aggregator_is_in_every_built_process(kind, aggregator, r
 
 # How many algorithms declare each aggregator on each kind of model, at least (DP
 # on the table forms has one fewer: scolr needs a cohort mean).
-BUILT = {('keras', 'secure'): 16, ('keras', 'dp'): 14, ('weight_tables', 'secure'): 13,
+BUILT = {('keras', 'secure'): 15, ('keras', 'dp'): 13, ('keras_batches', 'secure'): 6,
+         ('keras_batches', 'dp'): 6, ('weight_tables', 'secure'): 13,
          ('weight_tables', 'dp'): 12, ('mf:stored', 'secure'): 7, ('mf:stored', 'dp'): 6,
          ('mf:reconstructed', 'secure'): 7, ('mf:reconstructed', 'dp'): 6}

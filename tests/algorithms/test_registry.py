@@ -203,13 +203,14 @@ def test_the_kind_of_model_picks_the_implementation_most_specific_first(ranking_
   loo = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir)))
   goodreads = ranking.Task(ranking.Config(data_dir=str(user_items_dir)))
   table = registry.implementations()
-  assert [registry.kind_for(n, loo) for n in ('fedavg', 'fedadam', 'colr', 'fair')] == [
-      'mf', 'keras', 'mf', 'keras']
+  assert [registry.kind_for(n, loo) for n in ('fedavg', 'fedadam', 'colr', 'fair', 'fedsgd')
+          ] == ['mf', 'keras_batches', 'mf', 'keras', 'keras']
   assert [registry.kind_for(n, goodreads) for n in ('fedavg', 'fedprox', 'colr')] == [
-      'weight_tables', 'keras', 'weight_tables']
+      'weight_tables', 'keras_batches', 'weight_tables']
   assert table['fedavg'] == {'mf': 'fedmf.build_fedavg', 'weight_tables': 'fair.build_fedavg',
-                             'keras': 'baselines.build_fedavg'}
-  assert table['fedsubavg']['keras'] == 'baselines.build_fedavg + fedsubavg'
+                             'keras_batches': 'baselines.build_on_batches',
+                             'keras': 'baselines.build_keras'}
+  assert table['fedsubavg']['keras_batches'] == 'baselines.build_on_batches + fedsubavg'
 
 
 def test_fair_runs_on_a_keras_model_with_declared_tables(ml100k_dir, tff_runtime):

@@ -83,7 +83,8 @@ def test_client_data_dir_is_refused_where_the_examples_cannot_stay_on_the_worker
                   "as a reconstructed user's initial one)", tmp_path, f'--data_dir={ranking_dir}',
                   '--task=loo_ranking', '--algorithm=fedmf', '--user_state=reconstructed',
                   clients)
-  _assert_refused('--algorithm=fedprox still hands each client arrays', tmp_path,
+  _assert_refused("--algorithm=fedprox cannot read its clients' examples from "
+                  "--client_data_dir: the clients' examples change every round", tmp_path,
                   f'--data_dir={ranking_dir}', '--task=loo_ranking', '--algorithm=fedprox',
                   clients)  # its Keras clients' negatives: drawn on the trainer
   _assert_refused("--algorithm=scaffold cannot read its clients' examples from "
@@ -97,8 +98,10 @@ def test_a_worker_without_the_client_files_or_with_others_stops_naming_them(
     ml100k_dir, tmp_path):
   clients = tmp_path / 'clients'
   task = ctr.Task(ctr.make_config(data_dir=str(ml100k_dir), model='lr'))
-  client_files.ReadWhereTrained(task, clients).files.write()  # as the trainer writes them
-  flags = [f'--data_dir={ml100k_dir}', '--task=ctr', '--model=lr', '--rounds=1',
+  # as the trainer writes them for tff.learning's FedSGD (which reads the task's datasets)
+  client_files.ReadWhereTrained(task, clients).files.write()
+  flags = [f'--data_dir={ml100k_dir}', '--task=ctr', '--model=lr', '--algorithm=fedsgd',
+           '--rounds=1',
            '--clients_per_round=30', '--batch_size=8', '--runtime=native',
            f'--client_data_dir={clients}']
   (clients / '0.tensors').unlink()  # what a worker without the files would see

@@ -116,6 +116,9 @@ MODEL_KINDS = {
     'mf': (capabilities.PrivateUsers,
            'a matrix factorization whose user vectors stay on their clients'),
     'weight_tables': (capabilities.WeightTables, 'a model of named weight tables (NeuMF)'),
+    # The project's rounds slice these batches; tff.learning's read the datasets.
+    'keras_batches': (capabilities.KerasBatches,
+                      "a Keras model whose clients' batches are numpy arrays"),
     'keras': (capabilities.KerasModel, 'a Keras model'),
 }
 

@@ -436,9 +436,9 @@ WEIGHS_ONE_BY_ONE = ("its server weighs each client's update individually (MetaU
                      "weights, FedNova's step normalisation), not as a sum of clients' "
                      'values that secure sums, DP or a stacked correction could wrap')
 registry.register('metaua', registry.Algorithm(
-    'MetaUA: client weights and server step learned online', {'keras': build}, Options,
+    'MetaUA: client weights and server step learned online', {'keras_batches': build}, Options,
     dict(server_optimizer='adagrad', server_learning_rate=0.1, server_adaptivity=1e-3),
     composition_note=WEIGHS_ONE_BY_ONE))
 registry.register('fednova', registry.Algorithm(
-    'FedNova: updates normalised by local steps', {'keras': build_fednova},
+    'FedNova: updates normalised by local steps', {'keras_batches': build_fednova},
     composition_note=WEIGHS_ONE_BY_ONE))

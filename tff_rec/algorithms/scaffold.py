@@ -23,7 +23,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_rec import capabilities
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
@@ -133,8 +132,6 @@ def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
 def build(task, options, training, *, name: str):
   """SCAFFOLD on any task with a Keras model (its round keeps the c_i)."""
   del options  # none
-  api.require(task, name, capabilities.KerasBatches, "its clients' batches are not numpy arrays "
-              '(client_batches) the project\'s client loop slices')
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
     raise api.NotApplicable(
         f'--algorithm={name} takes SGD steps at the clients and the server; got '
@@ -156,6 +153,6 @@ def build(task, options, training, *, name: str):
 
 
 registry.register('scaffold', registry.Algorithm(
-    'SCAFFOLD, exact, with client control variates', {'keras': build},
+    'SCAFFOLD, exact, with client control variates', {'keras_batches': build},
     aggregators=inner.NAMES, composition_note='its clients correct their steps with '
     "variates of the model's own update, which a stacked correction would not follow"))
