@@ -2,6 +2,7 @@
 loopback, real trainer processes."""
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -121,7 +122,7 @@ DRAWN_WHERE_TRAINED = ('FAIR 1x-2x', 'CoLR, stored users')
 
 @pytest.mark.slow
 @pytest.mark.parametrize('paper', PAPERS)
-def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_path):
+def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_path, capfd):
   data_fixture, flags = PAPERS[paper]
   flags = [f'--data_dir={request.getfixturevalue(data_fixture)}', *flags]
   files = [f'--client_data_dir={tmp_path / "clients"}']
@@ -132,6 +133,8 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
                               f'--workers={",".join(w.address for w in workers)}',
                               f'--output_dir={tmp_path / "r"}')
   assert remote.returncode == 0, remote.stderr[-3000:]
+  logged = capfd.readouterr().err + remote.stderr  # TF's C++ logs write to the descriptor
+  assert not re.search(r'^\S+ \S+: E ', logged, re.M), logged[-3000:]  # no error lines
   expected, got = _summary(tmp_path / 'n'), _summary(tmp_path / 'r')
   compared = [k for k, v in expected.items() if isinstance(v, float)
               and not k.startswith(('memory/', 'train/round_seconds'))]

@@ -55,6 +55,11 @@ _GRPC_OPTIONS = [
 ]
 
 
+# What compiles a computation for a TFF worker: TFF's native backend's compiler,
+# looked up at each compile (a launcher may wrap it: launch.quiet_start).
+compiler = tff.backends.native.desugar_and_transform_to_native
+
+
 def context_arguments(stub: tff.framework.RemoteExecutorGrpcStub) -> dict:
   """The arguments of a TFF execution context (sync or async) that runs
   computations on the worker behind `stub`, compiled as TFF's native backend does."""
@@ -67,7 +72,7 @@ def context_arguments(stub: tff.framework.RemoteExecutorGrpcStub) -> dict:
     return executor
 
   return dict(executor_fn=tff.framework.ResourceManagingExecutorFactory(stack_fn),
-              compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+              compiler_fn=lambda computation: compiler(computation),
               transform_args=tff.tensorflow.transform_args,
               transform_result=tff.tensorflow.transform_result)
 
