@@ -141,9 +141,3 @@ def table_of_variable(task) -> list[str | None] | None:
 def batches_type(task):
   """The TFF type of the task's `client_batches`."""
   return sliced.tff_type(task.client_batches(task.train_client_ids[0], 0))
-
-
-def keras_dataset_computation(task):
-  """The task's client datasets as its Keras model reads them: its
-  `keras_dataset_computation` where its other algorithms read another form."""
-  return getattr(task, 'keras_dataset_computation', task.dataset_computation)

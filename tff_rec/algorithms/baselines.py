@@ -90,18 +90,9 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
   client whose update is not finite is not dropped: the model then is not
   finite, and the run stops saying so (training.loop.Diverged)."""
   weights_type = rounds.keras_weights_type(model_fn)
-
-  @tff.tensorflow.computation
-  def initialize():
-    model = model_fn()
-    weights = [tf.identity(v) for v in model.trainable_variables]
-    return collections.OrderedDict(
-        weights=weights, non_trainable=[tf.identity(v) for v in model.non_trainable_variables],
-        optimizer=server_optimizer.initialize(
-            [tf.TensorSpec(w.shape, w.dtype) for w in weights]))
-
-  state_type = initialize.type_signature.result
-  distributor = tff.tensorflow.computation(lambda state: state['weights'], state_type)
+  initialize, *model_weights = rounds.keras_server_model(model_fn, server_optimizer)
+  distributor = tff.tensorflow.computation(lambda state: state['weights'],
+                                           initialize.type_signature.result)
 
   @tff.tensorflow.computation(weights_type, batches_type)
   def client_work(weights, batches):
@@ -116,7 +107,7 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
     return aggregate, rounds.round_metrics(sums['loss_sum'], sums['count'])
 
   return rounds.optimizer_round(initialize, distributor, client_work, aggregator,
-                                server_optimizer, step, *rounds.keras_model_weights(state_type))
+                                server_optimizer, step, *model_weights)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,8 +156,10 @@ def build_keras(task, name: str, training, *, algorithm: str = 'fedavg',
       server_optimizer=training.server_optimizer,
       model_aggregator=model_aggregator or model_aggregator_for(task, training, name, heat),
       client_weighting=weighting, proximal_strength=proximal_strength)
+  # The client datasets as the Keras model reads them: the task's
+  # `keras_dataset_computation` where its other algorithms read another form.
   process = tff.simulation.compose_dataset_computation_with_learning_process(
-      api.keras_dataset_computation(task), process)
+      getattr(task, 'keras_dataset_computation', task.dataset_computation), process)
   return api.Built(process, list(task.train_client_ids), task.client_arguments)
 
 
@@ -184,15 +177,19 @@ def build_on_batches(task, name: str, training, *, algorithm: str = 'fedavg',
   return api.Built(rounds.compose(round_), list(task.train_client_ids), task.client_batches)
 
 
-def _builder(build, algorithm: str):
-  """The registered builder of FedAvg or FedProx in the form `build` makes."""
-  def build_algorithm(task, options: heat_lib.WeightingOptions, training, *, name: str):
-    return build(task, name, training, algorithm=algorithm, heat=options.resolved_heat(task),
-                 proximal_strength=getattr(options, 'proximal_strength', 0.0))
+def _builders(algorithm: str) -> dict:
+  """FedAvg's or FedProx's registered builders: the project's round on numpy batches,
+  tff.learning's process on datasets."""
+  def builder(build):
+    def build_algorithm(task, options: heat_lib.WeightingOptions, training, *, name: str):
+      return build(task, name, training, algorithm=algorithm, heat=options.resolved_heat(task),
+                   proximal_strength=getattr(options, 'proximal_strength', 0.0))
 
-  build_algorithm.__name__ = (f'{build.__name__}' if algorithm == 'fedavg'
-                              else f'{build.__name__}({algorithm})')
-  return build_algorithm
+    build_algorithm.__name__ = build.__name__ + ('' if algorithm == 'fedavg'
+                                                 else f'({algorithm})')
+    return build_algorithm
+
+  return {'keras_batches': builder(build_on_batches), 'keras': builder(build_keras)}
 
 
 def build_fedsgd(task, options, training, *, name: str):
@@ -200,11 +197,25 @@ def build_fedsgd(task, options, training, *, name: str):
   return build_keras(task, name, training, algorithm='fedsgd')
 
 
+def _fedavg_as(build, options):
+  """FedAvg (and FedSubAvg) as another module's round, `build` with `options`: a
+  round that weighs clients by their training examples only."""
+  def build_fedavg(task, weighting: heat_lib.WeightingOptions, training, *, name: str):
+    if weighting.heat:
+      raise api.NotApplicable(
+          f'--heat applies to Keras-model tasks; --algorithm={name} on --task={task.NAME} '
+          'weighs clients by their training examples')
+    return build(task, options, training, name=name)
+
+  build_fedavg.__module__ = build.__module__
+  return build_fedavg
+
+
 # FedAvg on a model of weight tables (NeuMF) is FAIR's round with one full
 # tier; on a matrix factorization with private users it is FedMF's round.
-FEDAVG_BUILDERS = {'mf': fedmf.build_fedavg, 'weight_tables': fair.build_fedavg,
-                   'keras_batches': _builder(build_on_batches, 'fedavg'),
-                   'keras': _builder(build_keras, 'fedavg')}
+FEDAVG_BUILDERS = {'mf': _fedavg_as(fedmf.build, fedmf.Options()),
+                   'weight_tables': _fedavg_as(fair.build, fair.Options(capacities='1x')),
+                   **_builders('fedavg')}
 COMPOSES = dict(aggregators=inner.NAMES, stacks=('fedsubavg',))
 
 registry.register('fedavg', registry.Algorithm(
@@ -213,10 +224,7 @@ registry.register('fedavg', registry.Algorithm(
 registry.register('fedsgd', registry.Algorithm(
     'FedSGD: one gradient per client per round', {'keras': build_fedsgd}, **COMPOSES))
 registry.register('fedprox', registry.Algorithm(
-    'FedProx: FedAvg with a proximal term', {
-        'keras_batches': _builder(build_on_batches, 'fedprox'),
-        'keras': _builder(build_keras, 'fedprox')}, FedProxOptions,
-    **COMPOSES))
+    'FedProx: FedAvg with a proximal term', _builders('fedprox'), FedProxOptions, **COMPOSES))
 # FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
 for _name, _server, _rate in (('fedadam', 'Adam', 0.01), ('fedadagrad', 'Adagrad', 0.1)):
   registry.register(_name, registry.Algorithm(

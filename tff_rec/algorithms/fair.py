@@ -226,12 +226,6 @@ def build(task, options: Options, training, *, name: str):
   return api.Built(process, ids, client_input)
 
 
-def build_fedavg(task, options: heat.WeightingOptions, training, *, name: str):
-  """FedAvg (and FedSubAvg) on a model of weight tables: FAIR's round with one 1x tier."""
-  options.refuse_heat(name, task)
-  return build(task, Options(capacities='1x'), training, name=name)
-
-
 registry.register_family({
     'fair': 'FAIR-HET: each capacity tier trains a consistent hashed subspace of the item '
             'tables',

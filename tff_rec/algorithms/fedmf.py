@@ -55,6 +55,11 @@ from tff_rec.training import lazy_sgd
 ITEM_AVERAGES = ('cohort', 'touched')
 
 
+def _check_item_average(item_average: str) -> None:
+  if item_average not in ITEM_AVERAGES:
+    raise ValueError(f'unknown item_average {item_average!r}; choose one of {ITEM_AVERAGES}')
+
+
 @dataclasses.dataclass(frozen=True)
 class FedMFConfig:
   num_items: int
@@ -69,9 +74,7 @@ class FedMFConfig:
 
   def __post_init__(self):
     self.form.validate(self.dim)
-    if self.item_average not in ITEM_AVERAGES:
-      raise ValueError(f'unknown item_average {self.item_average!r}; choose one of '
-                       f'{ITEM_AVERAGES}')
+    _check_item_average(self.item_average)
     if self.reconstruction_epochs < 0:
       raise ValueError(f'reconstruction_epochs must be >= 0, got {self.reconstruction_epochs}')
 
@@ -135,27 +138,6 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank,
   return payload, coverage, trained['user'], loss_sum, count
 
 
-def _upload_bytes(config: FedMFConfig, payload_up: int, local_rank: tf.Tensor) -> tf.Tensor:
-  up = tf.constant(float(payload_up), tf.float64)
-  if config.form.name == 'scolr':  # `up` is per trained column
-    up *= tf.cast(local_rank, tf.float64)
-  if config.item_average == 'touched':  # the row mask, one bit per item
-    up += math.ceil(config.num_items / 8)
-  return up
-
-
-def _aggregation(config: FedMFConfig, sum_factory, mean_factory):
-  """(factory, averaged): payload and coverage through `sum_factory` (default TFF's
-  plain sum), or the payload alone through `mean_factory` (a mean over the cohort,
-  e.g. TFF's DP mean: only for forms whose every client covers every entry)."""
-  if mean_factory:
-    if config.form.name == 'scolr' or config.item_average != 'cohort':
-      raise ValueError("a mean factory averages over the cohort; scolr's columns and "
-                       "item_average='touched' need each entry's own coverage")
-    return mean_factory, True
-  return sum_factory or tff.aggregators.SumFactory(), False
-
-
 def build_round(config: FedMFConfig, initial_items: np.ndarray,
                 dataset_computation: tff.Computation, *,
                 sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
@@ -177,7 +159,11 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   reconstructed wherever it is needed). The server adds the decoded mean update
   times the server learning rate: SGD on its negation, exactly.
   """
-  aggregation, averaged = _aggregation(config, sum_factory, mean_factory)
+  averaged = mean_factory is not None
+  if averaged and (config.form.name == 'scolr' or config.item_average != 'cohort'):
+    raise ValueError("a mean factory averages over the cohort; scolr's columns and "
+                     "item_average='touched' need each entry's own coverage")
+  aggregation = mean_factory if averaged else sum_factory or tff.aggregators.SumFactory()
   stored = not config.reconstruction_epochs
   form = config.form
   sizes = item_updates.payload_bytes(form, config.num_items, config.dim)
@@ -200,12 +186,17 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
     payload, coverage, user, loss_sum, count = client_training(
         config, broadcast['items'], broadcast['seed'], user, client_data['rank'],
         dataset_computation(client_data['data']))
+    up = tf.constant(float(sizes['up']), tf.float64)
+    if form.name == 'scolr':  # sizes['up'] is per trained column
+      up *= tf.cast(client_data['rank'], tf.float64)
+    if config.item_average == 'touched':  # the row mask, one bit per item
+      up += math.ceil(config.num_items / 8)
     output = collections.OrderedDict(
         update=(payload if averaged
                 else collections.OrderedDict(payload=payload, coverage=coverage)),
         metrics=collections.OrderedDict(
             loss_sum=loss_sum, num_examples=count, clients=tf.constant(1, tf.int64),
-            bytes_up=_upload_bytes(config, sizes['up'], client_data['rank'])))
+            bytes_up=up))
     if stored:
       output['state'] = user
     return output
@@ -284,9 +275,7 @@ class Options:
               '--secure_bound=B.'})
 
   def __post_init__(self):
-    if self.item_average not in ITEM_AVERAGES:
-      raise ValueError(f'unknown item_average {self.item_average!r}; choose one of '
-                       f'{ITEM_AVERAGES}')
+    _check_item_average(self.item_average)
     if self.secure_sum_bound < 0:
       raise ValueError(f'secure_sum_bound must be >= 0, got {self.secure_sum_bound}')
 
@@ -334,16 +323,6 @@ def check_aggregation(options: Options, training, name: str) -> None:
                             'use colr, fedmf, svd or topk with --item_average=cohort')
 
 
-def _factories(options: Options, training) -> dict:
-  """The one sum everything a client sends goes through (plain, or TFF's secure sum),
-  or TFF's DP mean over the cohort in its place."""
-  if options.secure_sum_bound:
-    return dict(sum_factory=tff.aggregators.SecureSumFactory(float(options.secure_sum_bound)))
-  if training.aggregator.name == 'dp':
-    return dict(mean_factory=training.aggregator.dp_mean(training.clients_per_round))
-  return dict(sum_factory=training.aggregator.sum())
-
-
 def build(task, options: Options, training, *, name: str):
   """FedMF (name 'fedmf') or an item-update form (colr, scolr, svd, topk)."""
   if options.local_ranks is not None and name != 'scolr':
@@ -364,7 +343,14 @@ def build(task, options: Options, training, *, name: str):
     raise api.NotApplicable("TFF's native worker has no secure sum; use --runtime=inprocess "
                             'for secure_sum_bound')
   check_aggregation(options, training, name)
-  factories = _factories(options, training)
+  # The one sum everything a client sends goes through (plain, or TFF's secure sum),
+  # or TFF's DP mean over the cohort in its place.
+  if options.secure_sum_bound:
+    factories = dict(sum_factory=tff.aggregators.SecureSumFactory(float(options.secure_sum_bound)))
+  elif training.aggregator.name == 'dp':
+    factories = dict(mean_factory=training.aggregator.dp_mean(training.clients_per_round))
+  else:
+    factories = dict(sum_factory=training.aggregator.sum())
   try:
     local_rank = local_ranks(options, name, len(task.train_client_ids), task.config.seed)
     form = item_updates.UpdateForm(FORM_OF[name], 0 if full else options.rank)
@@ -403,12 +389,6 @@ def build(task, options: Options, training, *, name: str):
                          part)
 
   return api.Built(process, ids, client_input, evaluate)
-
-
-def build_fedavg(task, options: heat.WeightingOptions, training, *, name: str):
-  """FedAvg (and FedSubAvg) on a matrix factorization with private users: FedMF."""
-  options.refuse_heat(name, task)
-  return build(task, Options(), training, name=name)
 
 
 def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndarray:

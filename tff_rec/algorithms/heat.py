@@ -68,10 +68,3 @@ class WeightingOptions:
 
   def resolved_heat(self, task) -> str:
     return self.heat or getattr(task, 'CLIENT_WEIGHTING', 'examples')
-
-  def refuse_heat(self, name: str, task) -> None:
-    """For the rounds that weigh clients by their training examples only."""
-    if self.heat:
-      raise api.NotApplicable(
-          f'--heat applies to Keras-model tasks; --algorithm={name} on --task={task.NAME} '
-          'weighs clients by their training examples')

@@ -43,7 +43,7 @@ stacks the cohort's reports and runs the server step (MetaUAServer).
 
 import collections
 import dataclasses
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -118,43 +118,6 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
   return run()
 
 
-def build_client_work(model_fn: Callable[[], tff.learning.models.VariableModel],
-                      batches_type: tff.Type, *, client_learning_rate: float,
-                      client_mean: bool = False, evaluates: bool = True) -> tff.Computation:
-  """A client's part of a round: (weights, (its batches, its DATA_ATTRIBUTES))
-  -> its query gradient g_k (summed over the cohort) and its report (to the
-  server, client by client).
-
-  A client's batches (sliced.Batches, of `batches_type`): (train: E shuffled
-  epochs of its support examples, one pass over the support, one over the
-  query). With `client_mean`, each client's gradient is of its mean query loss.
-  """
-  weights_type = rounds.keras_weights_type(model_fn)
-  client_type = tff.types.to_type(
-      (batches_type, tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])))
-
-  @tff.tensorflow.computation(weights_type, client_type)
-  def client_work(weights, client):
-    report, gradient = _client_work(model_fn(), client_learning_rate, weights, *client[0],
-                                    evaluates=evaluates)
-    if client_mean:
-      gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
-    report['attributes'] = client[1]
-    return collections.OrderedDict(update=gradient,
-                                   metrics=collections.OrderedDict(clients=tf.constant(1)),
-                                   report=report)
-
-  return client_work
-
-
-def _group_norms(updates: Sequence[tf.Tensor], groups: Sequence[int], num_groups: int
-                 ) -> tf.Tensor:
-  """[K, G] the norm of each client's update within each group."""
-  squares = [tf.reduce_sum(tf.square(u), axis=list(range(1, len(u.shape)))) for u in updates]
-  return tf.sqrt(tf.stack([tf.add_n([s for s, g in zip(squares, groups) if g == group])
-                           for group in range(num_groups)], axis=-1))
-
-
 class MetaUAServer:
   """The server's meta step and aggregation, as TF functions of plain tensors."""
 
@@ -191,8 +154,12 @@ class MetaUAServer:
     """[K, G, J] the chosen attributes, standardised over the cohort."""
     columns = []
     for name in self.config.attributes:
-      if name == 'update_norm':
-        columns.append(_group_norms(reports['update'], self.groups, self.num_groups))
+      if name == 'update_norm':  # [K, G] the norm of each client's update in each group
+        squares = [tf.reduce_sum(tf.square(u), axis=list(range(1, len(u.shape))))
+                   for u in reports['update']]
+        columns.append(tf.sqrt(tf.stack(
+            [tf.add_n([s for s, g in zip(squares, self.groups) if g == group])
+             for group in range(self.num_groups)], axis=-1)))
         continue
       value = (reports[name] if name in ('local_loss', 'loss_ratio')
                else client_attributes[:, DATA_ATTRIBUTES.index(name)])
@@ -268,41 +235,48 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   """MetaUA's (and FedNova's) round: the project's round with reports, its
   server step (MetaUAServer) run where the round's driver runs.
 
-  A client's data: (its batches, the DATA_ATTRIBUTES of its data). The
+  A client's data: (its batches, the DATA_ATTRIBUTES of its data), the batches
+  (sliced.Batches, of `batches_type`): (train: E shuffled epochs of its
+  support examples, one pass over the support, one over the query). It sends
+  its query gradient g_k (summed over the cohort; with meta_loss 'client_mean',
+  of its mean query loss) and its report (to the server, client by client). The
   server state holds the weights, the server optimizer's state, the meta
   parameters and round t-1's record.
   """
-  client_work = build_client_work(model_fn, batches_type,
-                                  client_learning_rate=client_learning_rate,
-                                  client_mean=config.meta_loss == 'client_mean',
-                                  evaluates=config.learns)
+  client_type = tff.types.to_type(
+      (batches_type, tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])))
+
+  @tff.tensorflow.computation(rounds.keras_weights_type(model_fn), client_type)
+  def client_work(weights, client):
+    report, gradient = _client_work(model_fn(), client_learning_rate, weights, *client[0],
+                                    evaluates=config.learns)
+    if config.meta_loss == 'client_mean':
+      gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
+    report['attributes'] = client[1]
+    return collections.OrderedDict(update=gradient,
+                                   metrics=collections.OrderedDict(clients=tf.constant(1)),
+                                   report=report)
+
   server = MetaUAServer(config, server_optimizer, groups,
                         normalize_by_steps=normalize_by_steps)
   step = tf.function(server.step)
 
-  @tff.tensorflow.computation
-  def initialize():
-    model = model_fn()
-    weights = [tf.identity(v) for v in model.trainable_variables]
-    optimizer = server.optimizer.initialize([tf.TensorSpec(w.shape, w.dtype) for w in weights])
-    zeros = [tf.zeros_like(w) for w in weights]
-    attributes = len(config.attributes)
+  def meta_state(state):
+    weights, attributes = state['weights'], len(config.attributes)
     return collections.OrderedDict(
-        weights=weights, non_trainable=[tf.identity(v) for v in model.non_trainable_variables],
-        optimizer=optimizer,
         meta=collections.OrderedDict(
             rho=tf.zeros([server.num_groups]),
             theta_alpha=tf.zeros([server.num_groups, attributes])),
         previous=collections.OrderedDict(
-            weights=weights, optimizer=optimizer, m0=zeros,
+            weights=weights, optimizer=state['optimizer'],
+            m0=[tf.zeros_like(w) for w in weights],
             mj=[tf.zeros([attributes, *w.shape]) for w in weights]),
         has_previous=tf.constant(False), skipped_total=tf.constant(0.0))
 
-  server_type = initialize.type_signature.result
-
-  @tff.tensorflow.computation(server_type)
-  def distributor(state):
-    return state['weights']
+  initialize, get_model_weights, set_model_weights = rounds.keras_server_model(
+      model_fn, server.optimizer, meta_state)
+  distributor = tff.tensorflow.computation(lambda state: state['weights'],
+                                           initialize.type_signature.result)
 
   def finalizer(state, broadcast, summed, gradient, reports):
     del broadcast, summed  # the weights, the clients' count: the reports say it all
@@ -325,7 +299,6 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
       metrics['aggregator']['meta'] = tf.nest.map_structure(np.asarray, meta_metrics)
     return new_state, metrics
 
-  get_model_weights, set_model_weights = rounds.keras_model_weights(server_type)
   return rounds.Round(initialize, distributor, client_work, tff.aggregators.SumFactory(),
                       finalizer, get_model_weights, set_model_weights)
 

@@ -83,18 +83,13 @@ _REGISTERED: dict[str, Algorithm] = {}
 _LOADING = []  # non-empty once the built-in modules are (being) imported
 
 
-def _load_builtins() -> None:
-  if _LOADING:
-    return
-  _LOADING.append(True)
-  for module in BUILTIN_MODULES:
-    importlib.import_module(f'tff_rec.algorithms.{module}')
-
-
 def algorithms() -> dict[str, Algorithm]:
   """Name -> Algorithm, for every registered algorithm, by name (an order that does
   not depend on which module was imported first)."""
-  _load_builtins()
+  if not _LOADING:
+    _LOADING.append(True)
+    for module in BUILTIN_MODULES:
+      importlib.import_module(f'tff_rec.algorithms.{module}')
   return dict(sorted(_REGISTERED.items()))
 
 

@@ -152,14 +152,31 @@ def optimizer_round(initialize: tff.Computation, distributor: tff.Computation,
                set_model_weights, **fields)
 
 
-def keras_model_weights(state_type):
-  """(get_model_weights, set_model_weights) of a server state that holds a Keras
-  model's trainable variables under 'weights' and its others under
-  'non_trainable': as the model's ModelWeights, the rest of the state kept."""
-  return _model_weights_accessors(
-      state_type, lambda state: tff.learning.models.ModelWeights(
+def keras_server_model(model_fn: Callable[[], Any],
+                       optimizer: tff.learning.optimizers.Optimizer | None = None,
+                       more: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None):
+  """(initialize, get_model_weights, set_model_weights) of a server state that holds
+  a Keras model's trainable variables under 'weights', its others under
+  'non_trainable', `optimizer`'s state for the weights under 'optimizer' and
+  then more(that state)'s entries; the model weights are the model's
+  ModelWeights, the rest of the state kept."""
+
+  @tff.tensorflow.computation
+  def initialize():
+    model = model_fn()
+    weights = [tf.identity(v) for v in model.trainable_variables]
+    state = collections.OrderedDict(
+        weights=weights, non_trainable=[tf.identity(v) for v in model.non_trainable_variables])
+    if optimizer is not None:
+      state['optimizer'] = optimizer.initialize(
+          [tf.TensorSpec(w.shape, w.dtype) for w in weights])
+    state.update(more(state) if more else ())
+    return state
+
+  return (initialize, *_model_weights_accessors(
+      initialize.type_signature.result, lambda state: tff.learning.models.ModelWeights(
           trainable=state['weights'], non_trainable=state['non_trainable']),
-      lambda _, weights: {'weights': weights.trainable, 'non_trainable': weights.non_trainable})
+      lambda _, weights: {'weights': weights.trainable, 'non_trainable': weights.non_trainable}))
 
 
 def keras_weights_type(model_fn: Callable[[], Any]) -> tff.Type:

@@ -31,22 +31,6 @@ from tff_rec.training import functional
 from tff_rec.training import resources
 
 
-def _local_training(model, batches, x, server_control, client_control, learning_rate):
-  """K corrected SGD steps from x: (dy, dc, new c_i, loss sum, example count)."""
-
-  trained = functional.train(
-      model, tff.learning.optimizers.build_sgdm(learning_rate), x, batches,
-      hook=lambda grads: [g - ci + c for g, c, ci in zip(grads, server_control,
-                                                          client_control)])
-  steps = tf.cast(trained.steps, tf.float32)
-  dy = [y - start for y, start in zip(trained.weights, x)]
-  # c_i+ = c_i - c + (x - y) / (K lr); a client with no step keeps its variate.
-  new_control = [tf.where(steps > 0, ci - c - d / (tf.maximum(steps, 1.0) * learning_rate),
-                          ci) for ci, c, d in zip(client_control, server_control, dy)]
-  dc = [n - ci for n, ci in zip(new_control, client_control)]
-  return dy, dc, new_control, trained.loss_sum, tf.cast(trained.count, tf.float32)
-
-
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                 batches_type: tff.Type, *, client_learning_rate: float,
                 server_learning_rate: float, num_clients: int,
@@ -59,31 +43,33 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
   (`averaged`) a mean over the expected cohort such as TFF's DP mean.
   """
   weights_type = rounds.keras_weights_type(model_fn)
-
-  @tff.tensorflow.computation
-  def initial_server_state():
-    model = model_fn()
-    return collections.OrderedDict(
-        weights=[tf.identity(v) for v in model.trainable_variables],
-        non_trainable=[tf.identity(v) for v in model.non_trainable_variables],
-        control=[tf.zeros_like(v) for v in model.trainable_variables])
-
+  initial_server_state, get_model_weights, set_model_weights = rounds.keras_server_model(
+      model_fn, more=lambda state: {'control': [tf.zeros_like(w) for w in state['weights']]})
   server_state_type = initial_server_state.type_signature.result
 
   @tff.tensorflow.computation(server_state_type)
   def distributor(state):
     return collections.OrderedDict(model=state['weights'], control=state['control'])
 
-  @tff.tensorflow.computation(distributor.type_signature.result,
-                              batches_type, weights_type)
+  @tff.tensorflow.computation(distributor.type_signature.result, batches_type, weights_type)
   def client_work(broadcast, batches, client_control):
-    dy, dc, new_control, loss_sum, count = _local_training(
-        model_fn(), batches, broadcast['model'], broadcast['control'], client_control,
-        client_learning_rate)
+    # K corrected SGD steps from the broadcast x.
+    x, server_control = broadcast['model'], broadcast['control']
+    trained = functional.train(
+        model_fn(), tff.learning.optimizers.build_sgdm(client_learning_rate), x, batches,
+        hook=lambda grads: [g - ci + c for g, c, ci in zip(grads, server_control,
+                                                            client_control)])
+    steps = tf.cast(trained.steps, tf.float32)
+    dy = [y - start for y, start in zip(trained.weights, x)]
+    # c_i+ = c_i - c + (x - y) / (K lr); a client with no step keeps its variate.
+    new_control = [
+        tf.where(steps > 0, ci - c - d / (tf.maximum(steps, 1.0) * client_learning_rate), ci)
+        for ci, c, d in zip(client_control, server_control, dy)]
     return collections.OrderedDict(
-        update=collections.OrderedDict(dy=dy, dc=dc),
-        metrics=collections.OrderedDict(clients=tf.constant(1.0), loss_sum=loss_sum,
-                                        count=count),
+        update=collections.OrderedDict(
+            dy=dy, dc=[n - ci for n, ci in zip(new_control, client_control)]),
+        metrics=collections.OrderedDict(clients=tf.constant(1.0), loss_sum=trained.loss_sum,
+                                        count=tf.cast(trained.count, tf.float32)),
         state=new_control)
 
   @tff.tensorflow.computation(server_state_type, distributor.type_signature.result,
@@ -101,7 +87,6 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
         control=[c + d / num_clients for c, d in zip(state['control'], sum_dc)])
     return new_state, rounds.round_metrics(summed['loss_sum'], summed['count'])
 
-  get_model_weights, set_model_weights = rounds.keras_model_weights(server_state_type)
   return rounds.Round(initial_server_state, distributor, client_work, aggregation, finalizer,
                       get_model_weights, set_model_weights)
 
