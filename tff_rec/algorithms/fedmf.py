@@ -279,27 +279,23 @@ class Options:
     if self.secure_sum_bound < 0:
       raise ValueError(f'secure_sum_bound must be >= 0, got {self.secure_sum_bound}')
 
-  def group_ranks(self) -> list[int] | None:
-    """scolr's local ranks per client group, checked against the global rank."""
-    if self.local_ranks is None:
-      return None
-    try:
-      ranks = [int(r) for r in self.local_ranks.split('-')]
-    except ValueError:
-      raise ValueError(f'local_ranks must look like 1-2-4, got {self.local_ranks!r}') from None
-    if not all(1 <= r <= self.rank for r in ranks):
-      raise ValueError(f'local ranks {ranks} must be in 1..{self.rank} (the global rank '
-                       'R); raise --rank or lower them')
-    return ranks
-
 
 def local_ranks(options: Options, name: str, num_clients: int, seed: int):
   """(client index, round seed) -> the client's local rank: scolr's (its group's, or
-  uniform in 1..R drawn afresh every round); the rank itself for the other forms."""
-  ranks = options.group_ranks()
+  uniform in 1..R drawn afresh every round); the rank itself for the other forms. Any
+  form checks the group ranks against the global rank."""
+  if options.local_ranks is not None:
+    try:
+      ranks = [int(r) for r in options.local_ranks.split('-')]
+    except ValueError:
+      raise ValueError(f'local_ranks must look like 1-2-4, got {options.local_ranks!r}'
+                       ) from None
+    if not all(1 <= r <= options.rank for r in ranks):
+      raise ValueError(f'local ranks {ranks} must be in 1..{options.rank} (the global rank '
+                       'R); raise --rank or lower them')
   if name != 'scolr':
     return lambda client, round_seed: options.rank
-  if ranks is None:
+  if options.local_ranks is None:
     return lambda client, round_seed: int(
         np.random.default_rng([round_seed, 1]).integers(1, options.rank + 1))
   groups = capacities.assign(num_clients, len(ranks), seed=seed)
@@ -347,10 +343,9 @@ def build(task, options: Options, training, *, name: str):
   # or TFF's DP mean over the cohort in its place.
   if options.secure_sum_bound:
     factories = dict(sum_factory=tff.aggregators.SecureSumFactory(float(options.secure_sum_bound)))
-  elif training.aggregator.name == 'dp':
-    factories = dict(mean_factory=training.aggregator.dp_mean(training.clients_per_round))
   else:
-    factories = dict(sum_factory=training.aggregator.sum())
+    factory, averaged = training.aggregator.unweighted(training.clients_per_round)
+    factories = {'mean_factory' if averaged else 'sum_factory': factory}
   try:
     local_rank = local_ranks(options, name, len(task.train_client_ids), task.config.seed)
     form = item_updates.UpdateForm(FORM_OF[name], 0 if full else options.rank)
@@ -380,15 +375,12 @@ def build(task, options: Options, training, *, name: str):
     data = (np.int32(local_rank(user, seed)), task.mf_client_arguments(client_id, seed))
     return (user, data) if stored else (task.initial_users[user], *data)
 
-  if stored:
-    return api.Built(process, ids, client_input)
-
-  def evaluate(weights, part: str):
+  def evaluate(weights, part: str):  # reconstructed: the users are fitted to score them
     items = np.asarray(weights[ITEM_TABLE])
     return task.evaluate({'items': items, 'users': reconstructed_users(task, config, items)},
                          part)
 
-  return api.Built(process, ids, client_input, evaluate)
+  return api.Built(process, ids, client_input, None if stored else evaluate)
 
 
 def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndarray:

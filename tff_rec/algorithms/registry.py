@@ -33,7 +33,6 @@ NotApplicable = api.NotApplicable
 Training = api.Training
 Settings = api.Settings
 require = api.require
-STACKABLE = api.STACKABLE
 
 # The package's algorithm modules, each registering its algorithms when imported.
 BUILTIN_MODULES = ('baselines', 'fedsubavg', 'scaffold', 'metaua', 'fair', 'fedmf',
@@ -67,8 +66,8 @@ class Algorithm:
     if set(self.aggregators) - set(inner.NAMES) or 'mean' not in self.aggregators:
       raise ValueError(f'aggregators must include mean and be among {inner.NAMES}; got '
                        f'{self.aggregators}')
-    if set(self.stacks) - set(STACKABLE):
-      raise ValueError(f'stacks must be among {STACKABLE}; got {self.stacks}')
+    if set(self.stacks) - set(api.STACKABLE):
+      raise ValueError(f'stacks must be among {api.STACKABLE}; got {self.stacks}')
     if self.server_optimizer and self.server_optimizer not in optimizers.OPTIMIZERS:
       raise ValueError(f'unknown server optimizer {self.server_optimizer!r}')
 

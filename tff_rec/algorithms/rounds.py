@@ -284,9 +284,6 @@ def _learning_process(round_: Round) -> tff.learning.templates.LearningProcess:
                                                 set_model_weights)
 
 
-State = dict  # {'server': ..., 'aggregator': ..., 'clients': ...}
-
-
 def finish_with_reports(round_: Round, server, broadcast, summed, result, measurements,
                         reports: list) -> tuple[Any, collections.OrderedDict]:
   """The finalizer of a round with reports, run by its driver: (server state, metrics)."""
@@ -337,10 +334,10 @@ class FederatedRunner:
 
     self._initialize, self._next = initialize, next_fn
 
-  def initialize(self) -> State:
+  def initialize(self) -> dict:
     return dict(self._initialize())
 
-  def run(self, state: State, data: Sequence[Any], client_states: Sequence[Any]):
+  def run(self, state: dict, data: Sequence[Any], client_states: Sequence[Any]):
     """(new {'server', 'aggregator'} state, the clients' new states, metrics)."""
     clients = [collections.OrderedDict(place=np.int32(i), data=d,
                                        **({'state': client_states[i]} if client_states else {}))
@@ -398,13 +395,13 @@ class RoundProcess:
         else tf.nest.map_structure(_read_only, initial_client_states))
     self._runner = runner or FederatedRunner(round_)
 
-  def initialize(self) -> State:
+  def initialize(self) -> dict:
     state = self._runner.initialize()
     if self.initial_client_states is not None:
       state['clients'] = self.initial_client_states
     return state
 
-  def next(self, state: State, client_inputs: Sequence[Any]
+  def next(self, state: dict, client_inputs: Sequence[Any]
            ) -> tff.learning.templates.LearningProcessOutput:
     if not client_inputs:
       raise ValueError('a round needs at least one client')
@@ -430,13 +427,13 @@ class RoundProcess:
           clients, [_read_only(leaf) for leaf in leaves])
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  def get_model_weights(self, state: State):
+  def get_model_weights(self, state: dict):
     weights = self._runner.get_model_weights(state['server'])
     if self.round.clients_in_model:
       weights = {**weights, self.round.clients_in_model: state['clients']}
     return weights
 
-  def set_model_weights(self, state: State, weights) -> State:
+  def set_model_weights(self, state: dict, weights) -> dict:
     key = self.round.clients_in_model
     state = dict(state)
     if key:

@@ -49,14 +49,13 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
                 dataset_computation: tff.Computation,
                 client_optimizer: tff.learning.optimizers.Optimizer,
                 server_optimizer: tff.learning.optimizers.Optimizer,
-                aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
+                aggregator: tff.aggregators.WeightedAggregationFactory,
                 seed: int = 0, table_scales=None) -> rounds.Round:
   """The round. A client's data: (local rank (scolr; else ignored), the dataset
   computation's arguments: declared_tables.client_data).
 
   table_scales: table name -> a scale per row of its mean update (FedSubAvg).
   """
-  aggregator = aggregator or tff.aggregators.MeanFactory()
   initial = collections.OrderedDict(
       (k, np.asarray(v, np.float32)) for k, v in model.initial_weights.items())
   for name in model.tables:
