@@ -60,9 +60,9 @@ def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.Var
     return tff.learning.algorithms.build_fed_sgd(model_fn, **shared)
   if algorithm not in ALGORITHMS:
     raise ValueError(f'unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}')
+  client = _client_optimizer(algorithm, client_optimizer, proximal_strength)
   return tff.learning.algorithms.build_weighted_fed_avg(
-      model_fn, client_optimizer_fn=_client_optimizer(algorithm, client_optimizer,
-                                                      proximal_strength), client_weighting=client_weighting, **shared)
+      model_fn, client_optimizer_fn=client, client_weighting=client_weighting, **shared)
 
 
 def _refuse_lazy_adam(algorithm: str, client_optimizer: optimizers.OptimizerConfig,
