@@ -89,12 +89,11 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
   aggregate, as tff.learning's FedAvg does. Unlike tff.learning's clients, a
   client whose update is not finite is not dropped: the model then is not
   finite, and the run stops saying so (training.loop.Diverged)."""
-  weights_type = rounds.keras_weights_type(model_fn)
   initialize, *model_weights = rounds.keras_server_model(model_fn, server_optimizer)
   distributor = tff.tensorflow.computation(lambda state: state['weights'],
                                            initialize.type_signature.result)
 
-  @tff.tensorflow.computation(weights_type, batches_type)
+  @tff.tensorflow.computation(distributor.type_signature.result, batches_type)
   def client_work(weights, batches):
     trained = functional.train(model_fn(), client_optimizer, weights, batches)
     return collections.OrderedDict(

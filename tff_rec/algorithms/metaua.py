@@ -246,17 +246,6 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   client_type = tff.types.to_type(
       (batches_type, tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])))
 
-  @tff.tensorflow.computation(rounds.keras_weights_type(model_fn), client_type)
-  def client_work(weights, client):
-    report, gradient = _client_work(model_fn(), client_learning_rate, weights, *client[0],
-                                    evaluates=config.learns)
-    if config.meta_loss == 'client_mean':
-      gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
-    report['attributes'] = client[1]
-    return collections.OrderedDict(update=gradient,
-                                   metrics=collections.OrderedDict(clients=tf.constant(1)),
-                                   report=report)
-
   server = MetaUAServer(config, server_optimizer, groups,
                         normalize_by_steps=normalize_by_steps)
   step = tf.function(server.step)
@@ -277,6 +266,17 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
       model_fn, server.optimizer, meta_state)
   distributor = tff.tensorflow.computation(lambda state: state['weights'],
                                            initialize.type_signature.result)
+
+  @tff.tensorflow.computation(distributor.type_signature.result, client_type)
+  def client_work(weights, client):
+    report, gradient = _client_work(model_fn(), client_learning_rate, weights, *client[0],
+                                    evaluates=config.learns)
+    if config.meta_loss == 'client_mean':
+      gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
+    report['attributes'] = client[1]
+    return collections.OrderedDict(update=gradient,
+                                   metrics=collections.OrderedDict(clients=tf.constant(1)),
+                                   report=report)
 
   def finalizer(state, broadcast, summed, gradient, reports):
     del broadcast, summed  # the weights, the clients' count: the reports say it all

@@ -179,13 +179,6 @@ def keras_server_model(model_fn: Callable[[], Any],
       lambda _, weights: {'weights': weights.trainable, 'non_trainable': weights.non_trainable}))
 
 
-def keras_weights_type(model_fn: Callable[[], Any]) -> tff.Type:
-  """The TFF type of the model's trainable weights (a list of tensors)."""
-  with tf.Graph().as_default():
-    variables = model_fn().trainable_variables
-  return tff.types.to_type([tff.TensorType(v.dtype.as_numpy_dtype, v.shape) for v in variables])
-
-
 def _model_weights_accessors(state_type, read: Callable, replaced: Callable):
   """(get_model_weights, set_model_weights) of a state of `state_type` whose model
   weights are read(state); replaced(state, weights) -> the entries they replace."""

@@ -42,10 +42,10 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
   dy and dc go through `aggregation`: a sum (TFF's plain or secure sum), or
   (`averaged`) a mean over the expected cohort such as TFF's DP mean.
   """
-  weights_type = rounds.keras_weights_type(model_fn)
   initial_server_state, get_model_weights, set_model_weights = rounds.keras_server_model(
       model_fn, more=lambda state: {'control': [tf.zeros_like(w) for w in state['weights']]})
   server_state_type = initial_server_state.type_signature.result
+  weights_type = server_state_type['weights']
 
   @tff.tensorflow.computation(server_state_type)
   def distributor(state):
@@ -100,7 +100,10 @@ def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
   state is, per trainable variable, an [N, ...] array of their variates.
   `aggregation`: build_round's aggregation and averaged.
   """
-  shapes = [t.shape for t in rounds.keras_weights_type(model_fn)]
+  round_ = build_round(
+      model_fn, batches_type, client_learning_rate=client_learning_rate,
+      server_learning_rate=server_learning_rate, num_clients=num_clients, **aggregation)
+  shapes = [t.shape for t in round_.initialize.type_signature.result['weights']]
   parameters = sum(int(np.prod(s)) for s in shapes)
   refusal = resources.too_large(4 * num_clients * parameters,  # float32 variates
                                 f'{num_clients} clients x {parameters} parameters')
@@ -108,9 +111,6 @@ def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
     raise api.NotApplicable(
         f'--algorithm=scaffold keeps a control variate of the whole model for each client: '
         f'{refusal}; use fewer clients or a smaller model')
-  round_ = build_round(
-      model_fn, batches_type, client_learning_rate=client_learning_rate,
-      server_learning_rate=server_learning_rate, num_clients=num_clients, **aggregation)
   return rounds.compose(round_, [np.zeros((num_clients, *s), np.float32) for s in shapes])
 
 
