@@ -178,9 +178,21 @@ def write_json(path: pathlib.Path, value) -> None:
   write_text(path, json.dumps(value, indent=2, sort_keys=True))
 
 
+def _umask() -> int:
+  mask = os.umask(0)  # reading it means setting it: set back at once, at import
+  os.umask(mask)
+  return mask
+
+
+# A temporary file is made private (0600); what replaces the result gets the
+# mode open() would have given it, so colleagues can read the results.
+FILE_MODE = 0o666 & ~_umask()
+
+
 def write_text(path: pathlib.Path, text: str) -> None:
   """Writes a file atomically (temp file + rename): never half-written."""
   with tempfile.NamedTemporaryFile('w', dir=path.parent, delete=False,
                                    suffix='.tmp') as f:
     f.write(text)
+  os.chmod(f.name, FILE_MODE)
   os.replace(f.name, path)

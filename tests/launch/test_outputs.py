@@ -71,3 +71,9 @@ def test_a_run_whose_record_was_damaged_is_not_resumed(tmp_path, damage, message
    'broken': lambda: (tmp_path / 'config.json').write_text('{broken')}[damage]()
   with pytest.raises(app.UsageError, match=message):
     outputs.check_resumable(str(tmp_path), {'rounds': 3})
+
+
+def test_results_are_written_with_the_mode_open_gives_not_a_temporary_files(tmp_path):
+  outputs.write_text(tmp_path / 'table.md', 'x')
+  (tmp_path / 'plain.md').write_text('x')
+  assert (tmp_path / 'table.md').stat().st_mode == (tmp_path / 'plain.md').stat().st_mode
