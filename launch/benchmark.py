@@ -221,6 +221,10 @@ _DCN = dict(model='dcn', embedding_dim=4, batch_size=15, local_epochs=3)
 RUNTIME_WORKLOADS = {
     'FedMF d=64, 2 epochs, batch 256 (CoLR)': (
         'loo_ranking', dict(embedding_dim=64), 'fedmf', 60, {}, {}),
+    'FedMF d=64, reconstructed users (CoLR)': (
+        'loo_ranking', dict(embedding_dim=64, user_state='reconstructed'), 'fedmf', 60, {}, {}),
+    'Keras MF d=64, FedProx (leave-one-out)': (
+        'loo_ranking', dict(embedding_dim=64), 'fedprox', 60, {}, {}),
     'DCN FedAvg, 3 epochs, batch 15 (MetaUA)': (
         'ctr', _DCN, 'fedavg', 94, dict(client_learning_rate=0.01), {}),
     'DCN MetaUA': ('ctr', _DCN, 'metaua', 94, dict(client_learning_rate=0.01),
@@ -432,6 +436,8 @@ def bench_remote() -> str:
 
 CLIENT_BYTES_WORKLOADS = ('FedSubAvg LR', 'DCN FedAvg, 3 epochs, batch 15 (MetaUA)', 'DCN MetaUA',
                          'DCN FedNova', 'FedMF d=64, 2 epochs, batch 256 (CoLR)',
+                         'FedMF d=64, reconstructed users (CoLR)',
+                         'Keras MF d=64, FedProx (leave-one-out)',
                          'FAIR 1x-2x, Goodreads-100')
 
 
@@ -441,27 +447,24 @@ def _nbytes(value) -> int:
 
 def bench_client_bytes() -> str:
   """What the trainer hands a round: its cohort's client data, with the examples
-  in memory and with --client_data_dir (each client's index and seed; the
-  project's rounds on numpy batches also their batches' row numbers), beside
-  the model it broadcasts; the rounds checked equal on one loopback worker."""
-  from tff_rec import capabilities  # pylint: disable=g-import-not-at-top
+  in memory and with --client_data_dir (each client's index and seed; rounds
+  whose batches split a client's examples also their row numbers), beside the
+  model it broadcasts; the files run checked equal on one loopback worker and
+  natively."""
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import remote  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
   lines = ['| workload | clients | client data a round: examples / files | model broadcast '
-           '(per worker) | s/round on 1 worker: examples / files | same weights after the '
-           'rounds |', '|---|---|---|---|---|---|']
+           '(per worker) | s/round on 1 worker: examples / files | same weights: files on '
+           'the worker and natively | same weights: files and examples |',
+           '|---|---|---|---|---|---|---|']
   with _loopback_workers(1) as workers:
     for name in _chosen(CLIENT_BYTES_WORKLOADS):
       task_name, settings, algorithm, clients, trainer, options = RUNTIME_WORKLOADS[name]
       task = _task(task_name, settings)
-      # Clients that draw their examples where they train (the rankings' negatives)
-      # draw other ones than the trainer: their files run is checked against the
-      # native runtime's on the same files.
-      drawn = capabilities.has(task, 'drawn_where_trained')
       sent, seconds, weights = [], [], []
-      for on_files, runtime in ((False, 'remote'), (True, 'remote'),
-                                *([(True, 'native')] if drawn else [])):
+      for on_files, runtime in ((False, 'remote'), (True, 'remote'), (True, 'native')):
+        pathlib.Path(FLAGS.synthetic_dir).mkdir(parents=True, exist_ok=True)
         folder = pathlib.Path(tempfile.mkdtemp(dir=FLAGS.synthetic_dir))
 
         def measure(run):  # what the rounds' cohorts are handed
@@ -479,20 +482,25 @@ def bench_client_bytes() -> str:
           model = rounds.built.process.get_model_weights(rounds.state)
         weights.append(tf.nest.flatten(getattr(model, 'trainable', model)))  # or a dict's
         shutil.rmtree(folder)
-      same = all(np.array_equal(a, b) for a, b in zip(*weights[-2:], strict=True))
+
+      def same(a, b):
+        return 'yes' if all(np.array_equal(x, y) for x, y in zip(a, b, strict=True)) else 'no'
+
       lines.append(f'| {name} | {clients} | {sent[0] / 1024:,.1f} KB / {sent[1] / 1024:,.2f} '
                    f'KB | {_nbytes(weights[0]) / 1024:,.1f} KB | {seconds[0]:.3f} / '
-                   f'{seconds[1]:.3f} | {"yes" if same else "NO"}'
-                   f'{" (files: remote / native)" if drawn else ""} |')
+                   f'{seconds[1]:.3f} | {same(weights[1], weights[2]).upper()} | '
+                   f'{same(weights[0], weights[1])} |')
       print(lines[-1], flush=True)
   return (f'{FLAGS.rounds + 1} rounds of each workload on one launch.worker on loopback '
           '(seconds: the mean after the first), the same cohorts; client data: the bytes '
           'of the values the trainer passes a round for its cohort (the clients\' example '
-          'arrays, or with --client_data_dir their index and seed, and for the project\'s '
-          'rounds on numpy batches their batches\' row numbers); the model: its '
+          'arrays, or with --client_data_dir their index and seed, and for rounds whose '
+          "batches split a client's examples their row numbers); the model: its "
           "trainable weights' bytes, which the round sends each worker. Same weights: the "
-          'runs with and without files; where the clients draw their negatives where they '
-          'train (the rankings, with files), the files run on the worker and natively.\n\n'
+          'files run on the worker and natively (must be YES), and the runs with and '
+          'without files (no where the clients draw in TF where they train what numpy '
+          'draws on the trainer: the rankings\' negatives, the order of a task\'s own '
+          'batches).\n\n'
           + '\n'.join(lines))
 
 

@@ -28,17 +28,29 @@ class ClickModel:
     return tff.learning.models.from_keras_model(self.keras_model(), loss=self.loss(),
                                                 input_spec=self.input_spec)
 
-  @functools.cached_property
-  def dataset_computation(self) -> tff.Computation:
-    """(a client's example arrays, seed) -> its training batches (`batches`)."""
+  @property
+  def _examples_type(self) -> collections.OrderedDict:
     features, _ = self.input_spec
-    examples_type = collections.OrderedDict(
+    return collections.OrderedDict(
         **{c: tff.TensorType(np.int32, spec.shape) for c, spec in features.items()},
         label=tff.TensorType(np.float32, [None]))
 
-    @tff.tensorflow.computation(examples_type, np.int64)
+  @functools.cached_property
+  def dataset_computation(self) -> tff.Computation:
+    """(a client's example arrays, seed) -> its training batches (`batches`)."""
+    @tff.tensorflow.computation(self._examples_type, np.int64)
     def build(examples, seed):
       return lean.lean(self.batches(examples, seed=seed))
+
+    return build
+
+  @functools.cached_property
+  def batches_computation(self) -> tff.Computation:
+    """(a client's example arrays, seed) -> client_batches' batches, their order
+    drawn by TF (where a client reads its examples from files)."""
+    @tff.tensorflow.computation(self._examples_type, np.int64)
+    def build(examples, seed):
+      return self.batch_plan.batches_tf(self.model_input(examples), seed)
 
     return build
 

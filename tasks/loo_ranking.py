@@ -123,11 +123,12 @@ def load(config: Config) -> leave_one_out.LeaveOneOut:
 
 
 class _DrawnInClientWork(capabilities.Wrapper):
-  """The task with FedMF's round draws (each epoch's negatives and order) made in
-  TF by its dataset computation, from the round's seed: a client's data are its
-  positives (fixed) and the seed, which a worker reads from files
-  (client_files.ReadWhereTrained). TF's draws are not numpy's: every runtime
-  repeats a run drawing here, but it does not repeat a run drawing on the trainer."""
+  """The task with its round draws (FedMF's epochs' negatives and order, the
+  Keras clients' negatives) made in TF by its dataset computations, from the
+  round's seed: a client's data are its positives (fixed) and the seed, which a
+  worker reads from files (client_files.ReadWhereTrained). TF's draws are not
+  numpy's: every runtime repeats a run drawing here, but it does not repeat a
+  run drawing on the trainer."""
 
   def mf_client_arguments(self, client_id: str, seed) -> tuple[np.ndarray, np.int64]:
     user = self.wrapped.user_index(client_id)
@@ -152,6 +153,49 @@ class _DrawnInClientWork(capabilities.Wrapper):
                   tf.reshape(tf.gather(labels, order, batch_dims=1), [-1]))
 
     return build
+
+  # The Keras model's clients: one epoch of examples (the positives and
+  # num_negatives unseen items each) drawn here, batched as tff.learning's
+  # clients take them (dataset_computation) and as the project's rounds on
+  # numpy batches do (batches_computation, their order drawn by TF too).
+  def client_arguments(self, client_id: str, seed: int):
+    user = self.wrapped.user_index(client_id)
+    return np.int32(user), self.data.train.of(user).astype(np.int32), np.int64(seed)
+
+  ARGUMENT_TYPES = (np.int32, tff.TensorType(np.int32, [None]), np.int64)  # user, positives, seed
+
+  @functools.cached_property
+  def _examples(self) -> tff.Computation:
+    k, num_items = self.config.num_negatives, self.data.num_items
+
+    @tff.tensorflow.computation(*self.ARGUMENT_TYPES)
+    def build(user, positives, seed):
+      negatives = implicit.unseen_items_tf(positives, k * tf.size(positives), num_items,
+                                           implicit.seeds(seed, 1)[0])
+      items = tf.concat([positives, negatives], 0)
+      return collections.OrderedDict(
+          user=tf.fill(tf.shape(items), user), item=items,
+          label=tf.concat([tf.ones(tf.shape(positives)), tf.zeros(tf.shape(negatives))], 0))
+
+    return build
+
+  def _of_examples(self, computation: tff.Computation) -> tff.Computation:
+    """`computation` (of a client's examples and the seed) on the examples drawn here."""
+    examples = self._examples
+
+    @tff.tensorflow.computation(*self.ARGUMENT_TYPES)
+    def build(user, positives, seed):
+      return computation(examples(user, positives, seed), seed)
+
+    return build
+
+  @functools.cached_property
+  def dataset_computation(self) -> tff.Computation:
+    return self._of_examples(self.wrapped.dataset_computation)
+
+  @functools.cached_property
+  def batches_computation(self) -> tff.Computation:
+    return self._of_examples(self.wrapped.batches_computation)
 
 
 # Copies of each table a run holds at least: the initial table and the round's

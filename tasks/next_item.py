@@ -290,13 +290,27 @@ class Task:
     computation grows the worker instead (a 4 MB graph per call); arrays keep
     the trainer flat and the worker near flat.
     """
-    length = self.config.examples.context_length
-
-    @tff.tensorflow.computation(tff.TensorType(np.int32, [None, length]),
-                                tff.TensorType(np.int32, [None]), np.int64)
+    @tff.tensorflow.computation(*self._argument_types)
     def build(context, label, seed):
       examples = {'context': context, 'label': label}
       return lean.lean(self.batches(examples, seed=seed))
+
+    return build
+
+  @property
+  def _argument_types(self) -> tuple:
+    """Of client_arguments: context, label, seed."""
+    length = self.config.examples.context_length
+    return (tff.TensorType(np.int32, [None, length]), tff.TensorType(np.int32, [None]),
+            np.int64)
+
+  @functools.cached_property
+  def batches_computation(self) -> tff.Computation:
+    """(context, label, seed) -> client_batches' batches, their order drawn by TF
+    (where a client reads its examples from files)."""
+    @tff.tensorflow.computation(*self._argument_types)
+    def build(context, label, seed):
+      return self.batch_plan.batches_tf(_to_xy({'context': context, 'label': label}), seed)
 
     return build
 

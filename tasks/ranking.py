@@ -368,6 +368,18 @@ class _DrawnInClientWork(capabilities.Wrapper):
   def keras_dataset_computation(self) -> tff.Computation:
     return _keras_form(self.dataset_computation)
 
+  @functools.cached_property
+  def batches_computation(self) -> tff.Computation:
+    """The project's rounds on numpy batches: client_batches' Keras batches, drawn here."""
+    triples = self.dataset_computation
+
+    @tff.tensorflow.computation(triples.type_signature.parameter)
+    def build(arguments):
+      batches = triples(arguments)
+      return batches._replace(columns=_with_label(batches.columns))
+
+    return build
+
 
 def _keras_form(dataset_computation: tff.Computation) -> tff.Computation:
   """The computation's batches as (triples, an unused label), for Keras."""

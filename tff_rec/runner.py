@@ -4,6 +4,7 @@ runtime is decided in one place (`runtime_for`) and every run checks that its
 aggregation took effect."""
 
 import dataclasses
+import pathlib
 from typing import Callable, Sequence
 
 import numpy as np
@@ -85,10 +86,11 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
   training = runtime_for(name, task, training)
   kind = registry.kind_for(name, task)
   with context if context is not None else context_for(training):
-    files = None
+    files = []
     if client_data_dir:
       built, files = _reading_where_trained(name, task, training, options, client_data_dir)
-      files.write()  # once nothing refused the run
+      for written in files:  # once nothing refused the run
+        written.write()
     else:
       built = registry.build(name, task, training, **(options or {}))
     recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
@@ -108,19 +110,26 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
         checking.check(e.round_num, e.metrics)
       raise
     except Exception as e:  # pylint: disable=broad-except
-      unreadable = files and files.unreadable(e)  # a worker's error naming their files
+      # A worker's error naming one of the client files.
+      unreadable = next(filter(None, (f.unreadable(e) for f in files)), None)
       if not unreadable:
         raise
       raise client_files.UnreadableClientFiles(unreadable) from e
 
 
+# Under --client_data_dir: the folder of the clients' own fixed arrays.
+OWN_ARRAYS = 'own_arrays'
+
+
 def _reading_where_trained(name: str, task, training: registry.Training, options,
-                           folder: str) -> tuple[registry.Built, client_files.ClientFiles]:
+                           folder: str) -> tuple[registry.Built, list[client_files.ClientFiles]]:
   """The algorithm built to read its clients' examples from files under `folder`
   where they train: whatever takes the task's dataset computation (tff.learning's
   processes; FAIR, the table forms and FedMF) through it (client_files.
   ReadWhereTrained; a ranking's per-round draws move into it), the project's
-  rounds on numpy batches through their batches (client_files.BatchesWhereTrained).
+  rounds on numpy batches through their batches (client_files.BatchesWhereTrained),
+  a round's clients' own fixed arrays (a reconstructed user's initial vector)
+  from a folder of their own (client_files.ArraysWhereTrained).
   Built once: those builders read the task's batches, which the first wrapper
   leaves as they are."""
   try:
@@ -130,25 +139,33 @@ def _reading_where_trained(name: str, task, training: registry.Training, options
   built = registry.build(name, reading or task, training, **(options or {}))
   sample = built.client_input(built.client_ids[0], 0)
   if reading and not _sent_arrays(sample):
-    return built, reading.files
+    return built, [reading.files]
   round_ = rounds.round_of(built.process)
-  if round_ is None or not client_files.holds_batches(sample):
+  if round_ is None or (reading is None and not client_files.holds_batches(sample)):
     if reading is None:
       raise refusal
     raise registry.NotApplicable(
         f'--algorithm={name} still hands each client arrays from the trainer (examples '
-        f'drawn there every round on the {task.NAME} task, or a vector of its own such as a '
-        "reconstructed user's initial one), so it cannot read them from --client_data_dir")
+        f'drawn there every round on the {task.NAME} task), so it cannot read them from '
+        '--client_data_dir')
+  data_type = round_.client_work.type_signature.parameter[1]
   try:
-    reading = client_files.BatchesWhereTrained(
-        folder, built.client_ids, built.client_input,
-        round_.client_work.type_signature.parameter[1])
+    if client_files.holds_batches(sample):
+      batches = client_files.BatchesWhereTrained(
+          folder, built.client_ids, built.client_input, data_type, task=reading)
+      # The task's batches are made from its files; others' examples have their own.
+      files, reading = [batches.files or reading.files], batches
+    else:  # the examples read by the task's computation, the client's own arrays beside
+      files = [reading.files]
+      reading = client_files.ArraysWhereTrained(
+          pathlib.Path(folder) / OWN_ARRAYS, built.client_ids, built.client_input, data_type)
+      files.append(reading.files)
   except client_files.ClientFilesError as e:
     raise registry.NotApplicable(f'--algorithm={name} cannot read its clients\' examples from '
                                  f'--client_data_dir: {e}') from None
   return dataclasses.replace(
       built, process=rounds.with_client_data(built.process, reading.read),
-      client_input=reading.client_input), reading.files
+      client_input=reading.client_input), files
 
 
 def _sent_arrays(client_input) -> bool:

@@ -189,3 +189,84 @@ def test_batches_of_examples_drawn_every_round_are_refused(tmp_path):
 
   with pytest.raises(client_files.ClientFilesError, match='change every round'):
     client_files.BatchesWhereTrained(tmp_path, ['a'], drawn, sliced.tff_type(drawn('a', 0)))
+
+
+def _own_vector(client_id, seed):  # a reconstructed user's input: (its vector, index, seed)
+  return (np.full(3, ord(client_id), np.float32), np.int32(ord(client_id)), np.int64(seed))
+
+
+def test_a_clients_own_arrays_are_read_back_where_it_trains(tmp_path, tff_runtime):
+  data_type = tff.types.to_type((tff.TensorType(np.float32, [3]), np.int32, np.int64))
+  reading = client_files.ArraysWhereTrained(tmp_path, ['a', 'b'], _own_vector, data_type)
+  reading.files.write()
+  for k, client_id in enumerate(['a', 'b']):
+    sent = reading.client_input(client_id, 5)
+    assert sent[0] == k and sent[1:] == _own_vector(client_id, 5)[1:]  # the index, not the vector
+    got = reading.read(sent)
+    for a, b in zip(got, _own_vector(client_id, 5)):
+      np.testing.assert_array_equal(a, b)
+
+
+def test_own_arrays_that_change_every_round_are_refused(tmp_path):
+  def drawn(client_id, seed):
+    return (np.full(3, seed, np.float32), np.int64(seed))
+
+  with pytest.raises(client_files.ClientFilesError, match='change every round'):
+    client_files.ArraysWhereTrained(tmp_path, ['a'], drawn, tff.types.to_type(
+        (tff.TensorType(np.float32, [3]), np.int64)))
+
+
+@pytest.mark.parametrize('task_name', ['ctr', 'next_item', 'ranking', 'loo_ranking'])
+def test_a_tasks_own_batches_are_made_where_the_client_trains(
+    task_name, ml100k_dir, user_items_dir, ranking_dir, tmp_path, tff_runtime):
+  """The project's rounds on a task's numpy batches (client_batches): a round
+  sends the client's index and seed, and the task makes the batches from its
+  file where the client trains: numpy's batch sizes, the client's examples
+  (a ranking's positives, with unseen negatives), TF's order and draws."""
+  if task_name == 'ranking':
+    task = ranking.Task(ranking.Config(data_dir=str(user_items_dir), batch_size=4))
+  elif task_name == 'loo_ranking':
+    task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir), embedding_dim=4))
+  else:
+    module = tasks.module(task_name)
+    task = module.Task(module.make_config(data_dir=str(ml100k_dir), batch_size=8))
+  on_files = client_files.ReadWhereTrained(task, tmp_path / 'clients')
+  client = task.train_client_ids[3]
+
+  def client_input(client_id, seed):  # as SCAFFOLD's: (its index, its batches)
+    return np.int32(0), task.client_batches(client_id, seed)
+
+  reading = client_files.BatchesWhereTrained(
+      tmp_path / 'unused', task.train_client_ids, client_input,
+      tff.types.to_type((np.int32, sliced.tff_type(task.client_batches(client, 0)))),
+      task=on_files)
+  assert reading.files is None  # the task's files hold the examples
+  on_files.files.write()
+  sent = reading.client_input(client, 7)
+  assert [np.ndim(a) for a in tf.nest.flatten(sent)] == [0, 0, 0]  # a number, index, seed
+  expected, made = task.client_batches(client, 7), reading.read(sent)[1]
+  for name in ('starts', 'ends'):  # numpy's batch sizes
+    np.testing.assert_array_equal(getattr(made, name), getattr(expected, name))
+
+  def examples(batches):  # every column of every row, in order
+    return [np.asarray(tf.gather(v, batches.rows)) for v in tf.nest.flatten(batches.columns)]
+
+  got, numpy_drawn = examples(made), examples(expected)
+  if task_name == 'ranking':  # (user, negatives, positive, label): E epochs of triples
+    assert sorted(got[2]) == sorted(numpy_drawn[2])
+    negatives, positives = got[1].ravel(), got[2]
+  elif task_name == 'loo_ranking':  # (item, user, label): positives, unseen negatives
+    items, labels = got[0], got[2].ravel()
+    assert sorted(labels) == sorted(numpy_drawn[2].ravel())
+    negatives, positives = items[labels == 0], items[labels == 1]
+    assert sorted(positives) == sorted(numpy_drawn[0][numpy_drawn[2].ravel() == 1])
+  else:  # the client's examples as they are, in another order
+    for a, b in zip(tf.nest.flatten(made.columns), tf.nest.flatten(expected.columns),
+                    strict=True):
+      np.testing.assert_array_equal(a, b)
+    assert len(made.rows) == len(expected.rows) and not np.array_equal(made.rows, expected.rows)
+    assert np.bincount(made.rows).max() <= task.batch_plan.epochs  # once an epoch at most
+    return
+  assert len(negatives) and not set(positives.tolist()) & set(negatives.tolist())
+  again = examples(reading.read(reading.client_input(client, 8))[1])
+  assert not np.array_equal(again[1 if task_name == 'ranking' else 0], got[1 if task_name == 'ranking' else 0])

@@ -14,13 +14,25 @@ def _columns(rows):
                                  y=np.arange(rows, dtype=np.float32)[:, None] * 10)
 
 
+def _batches(plan, columns, seed, form='numpy'):
+  """plan's batches as numpy draws them on the trainer, or as TF draws them (`tf`)."""
+  if form == 'numpy':
+    return plan.batches(columns, seed=seed)
+  return tf.nest.map_structure(np.asarray, plan.batches_tf(
+      tf.nest.map_structure(tf.constant, columns), tf.constant(seed, tf.int64)))
+
+
+FORMS = ('numpy', 'tf')
+
+
+@pytest.mark.parametrize('form', FORMS)
 @pytest.mark.parametrize('plan, rows', [
     (sliced.Plan(4), 10), (sliced.Plan(4, epochs=3), 10), (sliced.Plan(4, epochs=3, steps=5), 10),
     (sliced.Plan(4, epochs=2, drop_remainder=True), 7), (sliced.Plan(16, epochs=2), 5),
     (sliced.Plan(3, epochs=2, buffer=4), 11), (sliced.Plan(4), 0)])
-def test_batches_have_tf_datas_sizes_and_each_epoch_is_a_permutation(plan, rows):
+def test_batches_have_tf_datas_sizes_and_each_epoch_is_a_permutation(plan, rows, form):
   columns = _columns(rows)
-  batches = plan.batches(columns, seed=7)
+  batches = _batches(plan, columns, 7, form)
   dataset = plan.dataset(tf.data.Dataset.from_tensor_slices(columns), seed=7)
   sizes = batches.ends - batches.starts
   assert list(sizes) == [len(b['x']) for b in dataset]
@@ -35,22 +47,24 @@ def test_batches_have_tf_datas_sizes_and_each_epoch_is_a_permutation(plan, rows)
     np.testing.assert_array_equal(batch['y'][:, 0], batch['x'] * 10)  # rows kept whole
 
 
-def test_the_order_is_a_function_of_the_seed():
+@pytest.mark.parametrize('form', FORMS)
+def test_the_order_is_a_function_of_the_seed(form):
   plan, columns = sliced.Plan(4, epochs=2), _columns(50)
-  first = plan.batches(columns, seed=3).rows
-  np.testing.assert_array_equal(plan.batches(columns, seed=3).rows, first)
-  assert not np.array_equal(plan.batches(columns, seed=4).rows, first)
+  first = _batches(plan, columns, 3, form).rows
+  np.testing.assert_array_equal(_batches(plan, columns, 3, form).rows, first)
+  assert not np.array_equal(_batches(plan, columns, 4, form).rows, first)
   assert not np.array_equal(first[:50], first[50:])  # each epoch reshuffled
 
 
-def test_a_small_buffer_shuffles_locally_as_tf_datas_does():
+@pytest.mark.parametrize('form', FORMS)
+def test_a_small_buffer_shuffles_locally_as_tf_datas_does(form):
   rows, buffer = 200, 5
-  order = sliced.Plan(8, buffer=buffer).batches(_columns(rows), seed=1).rows
+  order = _batches(sliced.Plan(8, buffer=buffer), _columns(rows), 1, form).rows
   np.testing.assert_array_equal(np.sort(order), np.arange(rows))
   # Draw k comes from the first k + buffer rows; a full shuffle breaks this.
   assert (order < np.arange(rows) + buffer).all()
-  assert not np.array_equal(order, np.arange(rows))
-  full = sliced.Plan(8).batches(_columns(rows), seed=1).rows
+  assert len(set(order - np.arange(rows))) > buffer  # random slots, not one pattern
+  full = _batches(sliced.Plan(8), _columns(rows), 1, form).rows
   assert not (full < np.arange(rows) + buffer).all()
 
 

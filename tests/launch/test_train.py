@@ -75,25 +75,6 @@ def test_a_run_without_an_output_dir_is_refused(ml100k_dir):
   assert '--output_dir is needed' in trainer.refusal(f'--data_dir={ml100k_dir}')
 
 
-def test_client_data_dir_is_refused_where_the_examples_cannot_stay_on_the_workers(
-    ranking_dir, user_items_dir, tmp_path):
-  clients = f'--client_data_dir={tmp_path / "clients"}'
-  _assert_refused("--algorithm=fedmf still hands each client arrays from the trainer (examples "
-                  'drawn there every round on the loo_ranking task, or a vector of its own such '
-                  "as a reconstructed user's initial one)", tmp_path, f'--data_dir={ranking_dir}',
-                  '--task=loo_ranking', '--algorithm=fedmf', '--user_state=reconstructed',
-                  clients)
-  _assert_refused("--algorithm=fedprox cannot read its clients' examples from "
-                  "--client_data_dir: the clients' examples change every round", tmp_path,
-                  f'--data_dir={ranking_dir}', '--task=loo_ranking', '--algorithm=fedprox',
-                  clients)  # its Keras clients' negatives: drawn on the trainer
-  _assert_refused("--algorithm=scaffold cannot read its clients' examples from "
-                  "--client_data_dir: the clients' examples change every round", tmp_path,
-                  f'--data_dir={user_items_dir}', '--task=ranking', '--algorithm=scaffold',
-                  '--client_optimizer=sgd', clients)  # numpy batches of sampled negatives
-  assert not (tmp_path / 'clients').exists()  # refused before anything was written
-
-
 def test_a_worker_without_the_client_files_or_with_others_stops_naming_them(
     ml100k_dir, tmp_path):
   clients = tmp_path / 'clients'

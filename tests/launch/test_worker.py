@@ -15,6 +15,7 @@ import pytest
 
 from tests import conftest
 from tests.launch import trainer
+from tff_rec import runner
 
 # A remote run that ends with an exception in one of grpc's threads fails.
 pytestmark = pytest.mark.filterwarnings('error::pytest.PytestUnhandledThreadExceptionWarning')
@@ -96,9 +97,10 @@ def _summary(out) -> dict:
 # One algorithm of each paper, on small data: (data fixture, flags). The dual
 # encoder's FedAvg is compared in the killed-worker test below. Every worker
 # reads its clients' examples from files (--client_data_dir, added by the test):
-# a round sends each client its index and seed (tff.learning's FedSubAvg; FAIR
-# and CoLR, whose clients draw their negatives from it) or its index and its
-# batches' row numbers (MetaUA, the project's round on numpy batches).
+# a round sends each client its index and seed (FedSubAvg and FedProx, the
+# FedAvg family's round on the task's batches; FAIR and CoLR, whose clients draw
+# their negatives from it) or its index and its batches' row numbers (MetaUA,
+# whose batches split the client's examples).
 PAPERS = {
     'FedSubAvg LR': ('ml100k_dir', ['--task=ctr', '--algorithm=fedsubavg',
                                     '--model=lr', '--rounds=2', '--clients_per_round=6',
@@ -109,15 +111,25 @@ PAPERS = {
                                       '--batch_size=4', '--factors=4', '--local_epochs=1']),
     'CoLR, stored users': ('ranking_dir', [*trainer.RANKING, '--algorithm=colr',
                                            '--rank=2', '--rounds=2']),
+    # Its initial user vectors are written once too and read where it trains.
+    'CoLR, reconstructed users': ('ranking_dir', [*trainer.RANKING, '--algorithm=colr',
+                                                  '--rank=2', '--rounds=2',
+                                                  '--user_state=reconstructed']),
+    # The Keras FedAvg family's round on a ranking's numpy batches: their order
+    # sent, their columns drawn where the clients train.
+    'FedProx, leave-one-out': ('ranking_dir', [*trainer.RANKING, '--algorithm=fedprox',
+                                               '--rounds=2']),
     'MetaUA LR': ('ml100k_dir', ['--task=ctr', '--algorithm=metaua', '--model=lr',
                                  '--rounds=2', '--clients_per_round=6', '--eval_every=2',
                                  '--batch_size=8']),
 }
 
 
-# The rankings' clients draw their negatives in TF where they train when they
-# read files (not numpy's draws on the trainer): the native run reads them too.
-DRAWN_WHERE_TRAINED = ('FAIR 1x-2x', 'CoLR, stored users')
+# Clients that read files draw in TF where they train what numpy draws on the
+# trainer without them (the rankings' negatives; the order of the batches of
+# the FedAvg family's round): the native run reads the files too.
+DRAWN_WHERE_TRAINED = ('FedSubAvg LR', 'FAIR 1x-2x', 'CoLR, stored users',
+                       'CoLR, reconstructed users', 'FedProx, leave-one-out')
 
 
 @pytest.mark.slow
@@ -144,6 +156,8 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   config = json.loads((tmp_path / 'r' / 'config.json').read_text())
   assert config['runtime'] == 'remote' and 'client_data_dir' in config
   assert (tmp_path / 'clients' / '0.tensors').exists()
+  if 'reconstructed' in paper:  # each initial user vector read from its own file
+    assert (tmp_path / 'clients' / runner.OWN_ARRAYS / '0.tensors').exists()
   # Both workers ran a share of the rounds (each round's merge runs on one of them).
   calls = [got[f'remote/calls/{w.address}'] for w in workers]
   assert min(calls) >= 2, calls  # 2 rounds: a share of each at least

@@ -12,8 +12,12 @@ file with TF ops.
 Two kinds of client work read them: tff.learning's, through the task's
 dataset computation (ReadWhereTrained: a round sends each client its index and
 seed), and the project's rounds, through the sliced.Batches of their clients'
-input (BatchesWhereTrained: its index and the batches' row numbers, which
-numpy drew on the trainer).
+input (BatchesWhereTrained: the task's own batches become its index and seed
+too, the task making them where the client trains; other batches of fixed
+examples, its index and their row numbers, drawn by numpy on the trainer). A
+round's client whose input still holds arrays of its own, fixed (a
+reconstructed user's initial vector), reads those from a second folder
+(ArraysWhereTrained).
 
 A file holds one client's columns, each `tf.io.serialize_tensor`ed, stacked
 into one serialized string vector. The fingerprint is a hash of the examples
@@ -136,51 +140,128 @@ class ClientFiles:
 
 class BatchesWhereTrained:
   """The project's rounds (tff_rec.algorithms.rounds) with their clients'
-  examples in files: a client's input holds sliced.Batches whose columns are
-  the client's examples, fixed, and the round's order as row numbers; here
-  each Batches' columns become the client's index (`client_input`), and
-  `read` (a TF computation, run where the client trains) makes the Batches
-  again from the client's file. So a round sends each client its index and
-  E epochs of row numbers, not its examples.
+  examples in files, in one of two ways:
 
-  For inputs whose every Batches holds the same columns whatever the seed;
-  others (sampled negatives drawn every round) are refused."""
+  - The client's input holds the task's own batches (`task`: a ReadWhereTrained
+    whose batches_computation reads the files): each becomes the client's index
+    and the round's seed, and the task makes the batches where the client
+    trains, its sampled negatives and its order drawn by TF there (not numpy's
+    draws: a run on the files does not repeat one without them). A round sends
+    each client two numbers.
+  - Any other batches whose columns are the client's examples, fixed (e.g. a
+    split of them): each Batches' columns become the client's index, the
+    examples are written here once, and their order, drawn by numpy on the
+    trainer, is sent as row numbers; the run repeats one without files.
+
+  `read` (a TF computation, run where the client trains) makes the client's
+  input again from what `client_input` sends. Other batches are refused."""
 
   def __init__(self, folder: str | pathlib.Path, client_ids: Sequence[str],
-               client_input: Callable[[str, int], Any], data_type: tff.Type):
+               client_input: Callable[[str, int], Any], data_type: tff.Type, task=None):
     ids = list(client_ids)
-    columns = [_shared_columns(client_input(ids[0], seed)) for seed in (1, 2)]
+    samples = [client_input(ids[0], seed) for seed in (1, 2)]
+    columns = [_shared_columns(sample) for sample in samples]
     if columns[0] is None:
       raise ClientFilesError("its clients' input holds no batches of examples (sliced."
                              'Batches) to write once for the workers to read')
-    if not _equal(*columns):
+    self._input, self._index = client_input, {c: k for k, c in enumerate(ids)}
+    if task is not None and task.reads('batches_computation') and all(
+        _equal(b, task.client_batches(ids[0], seed))
+        for seed, sample in zip((1, 2), samples) for b in _batches(sample)):
+      self._whole, self.files = True, None  # the task's files hold the examples
+      self._handle, batches_of = task.client_arguments, task.batches_computation
+      batches_type = next(_batch_types(data_type))
+      if not batches_type.is_assignable_from(batches_of.type_signature.result):
+        raise ClientFilesError(f"its task's batches made where the clients train "
+                               f'({batches_of.type_signature.result}) are not its '
+                               f"clients' ({batches_type})")
+      handle_type = batches_of.type_signature.parameter
+    elif _equal(*columns):
+      self._whole = False
+      structure = columns[0]
+      self.files = ClientFiles(folder, ids, lambda client_id: _flat(
+          _shared_columns(client_input(client_id, 0))))
+      read = self.files.reader(collections.OrderedDict(
+          (name, tff.TensorType(v.dtype, [None, *v.shape[1:]]))
+          for name, v in _flat(structure).items()))
+      self._handle = lambda client_id, seed: np.int32(self._index[client_id])
+      handle_type = tff.TensorType(np.int32)
+
+      def batches_of(sent):  # the Batches with the client's index for columns
+        examples = read(sent.columns)
+        return sent._replace(columns=tf.nest.pack_sequence_as(
+            structure, [examples[k] for k in _flat(structure)]))
+    else:
       raise ClientFilesError(
           "the clients' examples change every round (e.g. sampled negatives), so they "
           'cannot be written once for the workers to read')
-    self._input, self._index = client_input, {c: k for k, c in enumerate(ids)}
-    structure = columns[0]
-    self.files = ClientFiles(folder, ids, lambda client_id: _flat(
-        _shared_columns(client_input(client_id, 0))))
-    read = self.files.reader(collections.OrderedDict(
-        (name, tff.TensorType(v.dtype, [None, *v.shape[1:]]))
-        for name, v in _flat(structure).items()))
-    self.handle_type = _with_handles(data_type)
+    self.handle_type = _with_handles(data_type, handle_type, whole=self._whole)
 
     @tff.tensorflow.computation(self.handle_type)
     def read_batches(handles):
       # A lone Batches parameter arrives as a tff Struct: its Python containers back.
       handles = tff.types.type_to_py_container(handles, self.handle_type)
-      index = _batches(handles)[0].columns
-      examples = read(index)
-      columns = tf.nest.pack_sequence_as(structure, [examples[k] for k in _flat(structure)])
-      return _map_batches(lambda b: b._replace(columns=columns), handles)
+      sent = []
+      _map_typed(sent.append, handles, data_type)
+      made = batches_of(sent[0])
+      return _map_typed(lambda b: made if self._whole else b._replace(columns=made.columns),
+                        handles, data_type)
 
     self.read = read_batches
 
   def client_input(self, client_id: str, seed: int):
-    """The client's input with each Batches' columns replaced by its index."""
+    """The client's input with each Batches (or its columns) replaced by its handle."""
+    handle = self._handle(client_id, seed)
+    return _map_batches(lambda b: handle if self._whole else b._replace(columns=handle),
+                        self._input(client_id, seed))
+
+
+class ArraysWhereTrained:
+  """A round whose client's input, once its examples are read where it trains,
+  still holds arrays of the client's own that no round changes (a
+  reconstructed user's initial vector, FedMF's): they are written once too
+  (`files`), the input's top-level arrays become the client's index
+  (`client_input`), and `read` (a TF computation, run where the client trains)
+  puts them back. Arrays that change from round to round are refused."""
+
+  def __init__(self, folder: str | pathlib.Path, client_ids: Sequence[str],
+               client_input: Callable[[str, int], Any], data_type: tff.Type):
+    ids = list(client_ids)
+    first, second = (client_input(ids[0], seed) for seed in (1, 2))
+    if not isinstance(first, tuple) or isinstance(first, sliced.Batches):
+      raise ClientFilesError("its clients' input is not a tuple whose arrays could be "
+                             'written once for the workers to read')
+    self._arrays = [k for k, part in enumerate(first)
+                    if isinstance(part, np.ndarray) and part.ndim > 0]
+    rest = [part for k, part in enumerate(first) if k not in self._arrays]
+    if any(np.ndim(leaf) > 0 for leaf in tf.nest.flatten(rest)):
+      raise ClientFilesError("its clients' input holds arrays inside its parts, which are "
+                             'not written for the workers to read')
+    if not all(_equal(first[k], second[k]) for k in self._arrays):
+      raise ClientFilesError("the clients' arrays change every round (e.g. sampled "
+                             'examples), so they cannot be written once for the workers to read')
+    self._input, self._index = client_input, {c: k for k, c in enumerate(ids)}
+    self.files = ClientFiles(folder, ids, lambda client_id: {
+        str(k): np.asarray(client_input(client_id, 0)[k]) for k in self._arrays})
+    parts = [t for _, t in tff.structure.iter_elements(data_type)]
+    read = self.files.reader(collections.OrderedDict((str(k), parts[k]) for k in self._arrays))
+    handle_type = tff.StructWithPythonType(
+        [tff.TensorType(np.int32) if k in self._arrays else t for k, t in enumerate(parts)],
+        tuple)
+
+    @tff.tensorflow.computation(handle_type)
+    def read_arrays(sent):
+      sent = tff.types.type_to_py_container(sent, handle_type)
+      arrays = read(sent[self._arrays[0]])
+      return tuple(arrays[str(k)] if k in self._arrays else part for k, part in enumerate(sent))
+
+    self.read = read_arrays
+
+  def client_input(self, client_id: str, seed: int):
+    """The client's input with each of its arrays replaced by its index."""
     index = np.int32(self._index[client_id])
-    return _map_batches(lambda b: b._replace(columns=index), self._input(client_id, seed))
+    return tuple(index if k in self._arrays else part
+                 for k, part in enumerate(self._input(client_id, seed)))
 
 
 def _map_batches(fn, value):
@@ -195,6 +276,21 @@ def _map_batches(fn, value):
   if isinstance(value, (list, tuple)):
     return type(value)(_map_batches(fn, v) for v in value)
   return value
+
+
+def _map_typed(fn, value, value_type: tff.Type):
+  """`value` (of `value_type`) with fn applied where its type is a sliced.Batches
+  (where a handle stands in for one: `_map_batches` finds Batches themselves)."""
+  if not isinstance(value_type, tff.StructType):
+    return value
+  if getattr(value_type, 'python_container', None) is sliced.Batches:
+    return fn(value)
+  types = [t for _, t in tff.structure.iter_elements(value_type)]
+  if isinstance(value, Mapping):
+    return type(value)((k, _map_typed(fn, v, t)) for (k, v), t in zip(value.items(), types))
+  if isinstance(value, tuple) and hasattr(value, '_fields'):
+    return type(value)(*(_map_typed(fn, v, t) for v, t in zip(value, types)))
+  return type(value)(_map_typed(fn, v, t) for v, t in zip(value, types))
 
 
 def holds_batches(client_input) -> bool:
@@ -229,21 +325,36 @@ def _equal(a, b) -> bool:
   return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
-def _with_handles(data_type: tff.Type) -> tff.Type:
-  """`data_type` with each Batches' columns an int32 client index."""
+def _with_handles(data_type: tff.Type, handle_type: tff.Type, *, whole: bool) -> tff.Type:
+  """`data_type` with each Batches (`whole`) or each Batches' columns of `handle_type`."""
   if not isinstance(data_type, tff.StructType):
     return data_type
   container = getattr(data_type, 'python_container', None)
-  elements = [(name, (tff.TensorType(np.int32) if name == 'columns' else t)
-               if container is sliced.Batches else _with_handles(t))
+  if container is sliced.Batches and whole:
+    return handle_type
+  elements = [(name, (handle_type if name == 'columns' else t)
+               if container is sliced.Batches else _with_handles(t, handle_type, whole=whole))
               for name, t in tff.structure.iter_elements(data_type)]
   return tff.StructWithPythonType(elements, container) if container else tff.StructType(elements)
 
 
+def _batch_types(data_type: tff.Type):
+  """The types of the Batches in `data_type`, in order."""
+  if isinstance(data_type, tff.StructType):
+    if getattr(data_type, 'python_container', None) is sliced.Batches:
+      yield data_type
+    else:
+      for _, t in tff.structure.iter_elements(data_type):
+        yield from _batch_types(t)
+
+
 # The forms a task may give its clients' data in: (dataset computation, client
-# arguments) pairs. A Keras or weight-table model's; FedMF's private users' rows.
+# arguments) pairs. A Keras or weight-table model's; FedMF's private users' rows;
+# the Keras model's client_batches made where the client trains, of the same
+# arguments (the project's rounds on numpy batches, BatchesWhereTrained).
 FORMS = (('dataset_computation', 'client_arguments'),
-         ('mf_dataset_computation', 'mf_client_arguments'))
+         ('mf_dataset_computation', 'mf_client_arguments'),
+         ('batches_computation', 'client_arguments'))
 
 
 class ReadWhereTrained(capabilities.Wrapper):
@@ -275,12 +386,12 @@ class ReadWhereTrained(capabilities.Wrapper):
           'for the workers to read')
     self._folder, self._index = folder, {client_id: k for k, client_id in enumerate(ids)}
 
-  # Made when first asked, not in the constructor: a project's round built on
-  # this task reads its batches, never these (runner builds every algorithm so).
+  # Made when first asked, not in the constructor: a project's round on fixed
+  # batches writes files of its own, never these (BatchesWhereTrained).
   @functools.cached_property
   def files(self) -> ClientFiles:
     return ClientFiles(self._folder, list(self._index), lambda client_id: {
-        f'{arguments}:{name}': column for _, arguments in self._forms
+        f'{arguments}:{name}': column for arguments in dict.fromkeys(f[1] for f in self._forms)
         for name, column in _columns(getattr(self.wrapped, arguments)(client_id, 0)).items()})
 
   def _reading(self, form: tuple[str, str], computation: tff.Computation) -> tff.Computation:
@@ -302,6 +413,10 @@ class ReadWhereTrained(capabilities.Wrapper):
       return computation(*parts, seed)
 
     return reading
+
+  def reads(self, computation: str) -> bool:
+    """Whether the task's `computation` (a form's, FORMS) reads the files."""
+    return any(computation == form[0] for form in self._forms)
 
   def _arguments(self, client_id: str, seed: int):
     return np.int32(self._index[client_id]), np.int64(seed)

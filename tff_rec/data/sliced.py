@@ -113,6 +113,48 @@ class Plan:
                     self.batch_size)
 
 
+  def batches_tf(self, columns, seed) -> Batches:
+    """The batches of `columns` (tensors), the same plan drawn by TF from `seed`
+    (int64): where a client trains from files, which TFF's worker cannot run
+    numpy in. Stateless, so a seed gives the same batches on every runtime;
+    they are not numpy's draws."""
+    count = tf.shape(tf.nest.flatten(columns)[0])[0]
+    seed = tf.cast(seed, tf.int64)
+    order = tf.concat([_shuffled_tf(count, self.buffer, tf.stack([seed, epoch]))
+                       for epoch in range(self.epochs)] or [tf.zeros([0], tf.int32)], 0)
+    size = tf.size(order)
+    if self.drop_remainder:
+      size -= size % self.batch_size
+    if self.steps:
+      size = tf.minimum(size, self.steps * self.batch_size)
+    rows = order[:size]
+    starts = tf.range(0, size, self.batch_size)
+    return Batches(columns, starts, tf.minimum(starts + self.batch_size, size), rows)
+
+
+def _shuffled_tf(rows: tf.Tensor, buffer: int, seed: tf.Tensor) -> tf.Tensor:
+  """_shuffled's permutation of range(rows), drawn by TF from `seed` ([2] int64)."""
+  def buffered():  # each draw takes a random held row and refills its slot
+    def draw(step, held, order):
+      slot = tf.random.stateless_uniform(
+          [], tf.random.experimental.stateless_fold_in(seed, step), maxval=tf.size(held),
+          dtype=tf.int32)
+      order = order.write(step, held[slot])
+      following = step + buffer
+      refill = tf.where(following < rows, following, held[-1])  # or the last, moved
+      held = tf.tensor_scatter_nd_update(held, [[slot]], [refill])
+      return step + 1, held[:tf.size(held) - tf.cast(following >= rows, tf.int32)], order
+
+    _, _, order = tf.while_loop(
+        lambda step, *_: step < rows, draw,
+        (0, tf.range(tf.minimum(rows, buffer)), tf.TensorArray(tf.int32, size=rows)),
+        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]), None))
+    return order.stack()
+
+  return tf.cond(rows <= buffer,
+                 lambda: tf.argsort(tf.random.stateless_uniform([rows], seed)), buffered)
+
+
 def _batched(columns, rows: np.ndarray, batch_size: int) -> Batches:
   starts = np.arange(0, len(rows), batch_size, dtype=np.int32)
   return Batches(columns, starts, np.minimum(starts + batch_size, len(rows)).astype(np.int32),
