@@ -117,8 +117,11 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
       raise client_files.UnreadableClientFiles(unreadable) from e
 
 
-# Under --client_data_dir: the folder of the clients' own fixed arrays.
-OWN_ARRAYS = 'own_arrays'
+# Under --client_data_dir, beside the task's files (each layout in a folder of
+# its own, so runs of different algorithms can share the directory): the
+# clients' own fixed arrays, and the examples of batches whose order the
+# trainer sends (client_files.BatchesWhereTrained's row numbers).
+OWN_ARRAYS, ROW_BATCHES = 'own_arrays', 'row_batches'
 
 
 def _reading_where_trained(name: str, task, training: registry.Training, options,
@@ -152,7 +155,8 @@ def _reading_where_trained(name: str, task, training: registry.Training, options
   try:
     if client_files.holds_batches(sample):
       batches = client_files.BatchesWhereTrained(
-          folder, built.client_ids, built.client_input, data_type, task=reading)
+          pathlib.Path(folder) / ROW_BATCHES, built.client_ids, built.client_input, data_type,
+          task=reading)
       # The task's batches are made from its files; others' examples have their own.
       files, reading = [batches.files or reading.files], batches
     else:  # the examples read by the task's computation, the client's own arrays beside

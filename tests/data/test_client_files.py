@@ -214,6 +214,9 @@ def test_own_arrays_that_change_every_round_are_refused(tmp_path):
   with pytest.raises(client_files.ClientFilesError, match='change every round'):
     client_files.ArraysWhereTrained(tmp_path, ['a'], drawn, tff.types.to_type(
         (tff.TensorType(np.float32, [3]), np.int64)))
+  with pytest.raises(client_files.ClientFilesError, match='not a tuple'):
+    client_files.ArraysWhereTrained(tmp_path, ['a'], lambda c, s: {'x': np.zeros(2)},
+                                    tff.types.to_type({'x': tff.TensorType(np.float64, [2])}))
 
 
 @pytest.mark.parametrize('task_name', ['ctr', 'next_item', 'ranking', 'loo_ranking'])

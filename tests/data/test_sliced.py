@@ -83,3 +83,11 @@ def test_batches_of_some_rows_shuffle_them_as_batches_of_those_rows_alone():
   np.testing.assert_array_equal(batches.ends, alone.ends)
   np.testing.assert_array_equal(sliced.in_order(columns, 4, some).rows, some)
   np.testing.assert_array_equal(sliced.in_order(columns, 4, list(some)).rows, some)
+
+
+def test_tfs_order_draws_from_a_stream_of_its_own():
+  """A task's own draws from [seed, k] (a ranking's negatives) stay independent of it."""
+  rows = _batches(sliced.Plan(4, epochs=2), _columns(50), 7, 'tf').rows
+  for k in range(3):
+    drawn = np.argsort(tf.random.stateless_uniform([50], tf.constant([7, k], tf.int64)))
+    assert not np.array_equal(rows[:50], drawn) and not np.array_equal(rows[50:], drawn)

@@ -155,9 +155,11 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
     assert got[key] == pytest.approx(expected[key], rel=1e-4, abs=1e-6), key
   config = json.loads((tmp_path / 'r' / 'config.json').read_text())
   assert config['runtime'] == 'remote' and 'client_data_dir' in config
-  assert (tmp_path / 'clients' / '0.tensors').exists()
+  clients = tmp_path / 'clients'
+  assert (clients / ('0.tensors' if paper in DRAWN_WHERE_TRAINED else
+                     f'{runner.ROW_BATCHES}/0.tensors')).exists()
   if 'reconstructed' in paper:  # each initial user vector read from its own file
-    assert (tmp_path / 'clients' / runner.OWN_ARRAYS / '0.tensors').exists()
+    assert (clients / runner.OWN_ARRAYS / '0.tensors').exists()
   # Both workers ran a share of the rounds (each round's merge runs on one of them).
   calls = [got[f'remote/calls/{w.address}'] for w in workers]
   assert min(calls) >= 2, calls  # 2 rounds: a share of each at least

@@ -165,16 +165,13 @@ class BatchesWhereTrained:
       raise ClientFilesError("its clients' input holds no batches of examples (sliced."
                              'Batches) to write once for the workers to read')
     self._input, self._index = client_input, {c: k for k, c in enumerate(ids)}
-    if task is not None and task.reads('batches_computation') and all(
-        _equal(b, task.client_batches(ids[0], seed))
-        for seed, sample in zip((1, 2), samples) for b in _batches(sample)):
+    own = task is not None and task.reads('batches_computation') and _the_tasks_batches(
+        task, ids[:OWN_BATCHES_CHECKED], client_input)
+    batches_type = next(_batch_types(data_type), None)
+    made_type = own and task.batches_computation.type_signature.result
+    if own and batches_type and batches_type.is_assignable_from(made_type):
       self._whole, self.files = True, None  # the task's files hold the examples
       self._handle, batches_of = task.client_arguments, task.batches_computation
-      batches_type = next(_batch_types(data_type))
-      if not batches_type.is_assignable_from(batches_of.type_signature.result):
-        raise ClientFilesError(f"its task's batches made where the clients train "
-                               f'({batches_of.type_signature.result}) are not its '
-                               f"clients' ({batches_type})")
       handle_type = batches_of.type_signature.parameter
     elif _equal(*columns):
       self._whole = False
@@ -191,6 +188,9 @@ class BatchesWhereTrained:
         examples = read(sent.columns)
         return sent._replace(columns=tf.nest.pack_sequence_as(
             structure, [examples[k] for k in _flat(structure)]))
+    elif own:
+      raise ClientFilesError(f"its task's batches made where the clients train ({made_type}) "
+                             f"are not its clients' ({batches_type})")
     else:
       raise ClientFilesError(
           "the clients' examples change every round (e.g. sampled negatives), so they "
@@ -276,6 +276,19 @@ def _map_batches(fn, value):
   if isinstance(value, (list, tuple)):
     return type(value)(_map_batches(fn, v) for v in value)
   return value
+
+
+# Clients whose input BatchesWhereTrained compares with their task's batches
+# (seeds 1 and 2): more than one, so that a client whose batches no seed changes
+# (one example) cannot pass for the rest.
+OWN_BATCHES_CHECKED = 3
+
+
+def _the_tasks_batches(task, client_ids: Sequence[str], client_input) -> bool:
+  """Whether every Batches of these clients' input is their task's client_batches."""
+  return all(_equal(b, task.client_batches(client_id, seed))
+             for client_id in client_ids for seed in (1, 2)
+             for b in _batches(client_input(client_id, seed)))
 
 
 def _map_typed(fn, value, value_type: tff.Type):

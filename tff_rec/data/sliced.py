@@ -27,6 +27,7 @@ import tensorflow_federated as tff
 from tff_rec.data import lean
 
 FULL_SHUFFLE = 1 << 16  # tf.data's shuffle buffer holding any client's examples
+ORDER_STREAM = -1  # Plan.batches_tf's seeds: [seed, -1] folded with each epoch
 
 
 class Batches(NamedTuple):
@@ -119,8 +120,10 @@ class Plan:
     numpy in. Stateless, so a seed gives the same batches on every runtime;
     they are not numpy's draws."""
     count = tf.shape(tf.nest.flatten(columns)[0])[0]
-    seed = tf.cast(seed, tf.int64)
-    order = tf.concat([_shuffled_tf(count, self.buffer, tf.stack([seed, epoch]))
+    # A stream of its own: draws from [seed, k] (a task's negatives) stay independent.
+    order_seed = tf.stack([tf.cast(seed, tf.int64), tf.constant(ORDER_STREAM, tf.int64)])
+    order = tf.concat([_shuffled_tf(count, self.buffer,
+                                    tf.random.experimental.stateless_fold_in(order_seed, epoch))
                        for epoch in range(self.epochs)] or [tf.zeros([0], tf.int32)], 0)
     size = tf.size(order)
     if self.drop_remainder:
