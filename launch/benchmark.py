@@ -447,8 +447,8 @@ def _nbytes(value) -> int:
 
 def bench_client_bytes() -> str:
   """What the trainer hands a round: its cohort's client data, with the examples
-  in memory and with --client_data_dir (each client's index and seed; rounds
-  whose batches split a client's examples also their row numbers), beside the
+  in memory and with --client_data_dir (each client's index and seed; batches
+  no task's plan made also their row numbers), beside the
   model it broadcasts; the files run checked equal on one loopback worker and
   natively."""
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
@@ -494,8 +494,8 @@ def bench_client_bytes() -> str:
   return (f'{FLAGS.rounds + 1} rounds of each workload on one launch.worker on loopback '
           '(seconds: the mean after the first), the same cohorts; client data: the bytes '
           'of the values the trainer passes a round for its cohort (the clients\' example '
-          'arrays, or with --client_data_dir their index and seed, and for rounds whose '
-          "batches split a client's examples their row numbers); the model: its "
+          'arrays, or with --client_data_dir their index and seed, and for batches no '
+          "task's plan made their row numbers); the model: its "
           "trainable weights' bytes, which the round sends each worker. Same weights: the "
           'files run on the worker and natively (must be YES), and the runs with and '
           'without files (no where the clients draw in TF where they train what numpy '

@@ -156,7 +156,7 @@ def _reading_where_trained(name: str, task, training: registry.Training, options
     if client_files.holds_batches(sample):
       batches = client_files.BatchesWhereTrained(
           pathlib.Path(folder) / ROW_BATCHES, built.client_ids, built.client_input, data_type,
-          task=reading)
+          task=reading, plan=getattr(task, 'batch_plan', None))
       # The task's batches are made from its files; others' examples have their own.
       files, reading = [batches.files or reading.files], batches
     else:  # the examples read by the task's computation, the client's own arrays beside

@@ -165,22 +165,31 @@ def _client_input(client_id, seed):
                            np.ones(3, np.float32)))
 
 
-def test_a_rounds_batches_are_read_back_where_the_client_trains(tmp_path, tff_runtime):
+@pytest.mark.parametrize('planned', [False, True])
+def test_a_rounds_batches_are_read_back_where_the_client_trains(planned, tmp_path, tff_runtime):
+  """The in-order pass's order is written with the examples; the shuffled one's
+  is sent as numpy's rows, or, given the plan that made it, drawn by TF there."""
   data_type = tff.types.to_type([[sliced.tff_type(b) for b in _client_input('a', 0)[1][0]],
                                  tff.TensorType(np.float32, [3])])
+  plan = sliced.Plan(1, epochs=2)
   reading = client_files.BatchesWhereTrained(tmp_path, list(EXAMPLES), _client_input,
-                                             data_type)
+                                             data_type, plan=plan if planned else None)
   reading.files.write()
-  for client_id in EXAMPLES:
+  for k, client_id in enumerate(EXAMPLES):
     sent = reading.client_input(client_id, 5)
-    batches = _client_input(client_id, 5)[1][0]
-    for handle, expected in zip(sent[1][0], batches):
-      assert np.ndim(handle.columns) == 0  # the index, not the examples
-      np.testing.assert_array_equal(handle.rows, expected.rows)
-    got = reading.read(sent[1])
-    for read, expected in zip(got[0], batches):
-      for a, b in zip(tf.nest.flatten(read), tf.nest.flatten(expected)):
-        np.testing.assert_array_equal(a, b)
+    shuffled, in_order = _client_input(client_id, 5)[1][0]
+    for handle in sent[1][0]:
+      assert [np.ndim(a) for a in handle.columns] == [0, 0]  # the index and seed, not examples
+      assert list(handle.columns) == [k, 5]
+    sent_rows = [len(handle.rows) for handle in sent[1][0]]
+    assert sent_rows == [0 if planned else len(shuffled.rows), 0]
+    got_shuffled, got_in_order = reading.read(sent[1])[0]
+    for a, b in zip(tf.nest.flatten(got_in_order), tf.nest.flatten(in_order)):
+      np.testing.assert_array_equal(a, b)
+    expected = plan.batches_tf(tf.nest.map_structure(tf.constant, in_order.columns),
+                               tf.constant(5, tf.int64)) if planned else shuffled
+    for a, b in zip(tf.nest.flatten(got_shuffled), tf.nest.flatten(expected)):
+      np.testing.assert_array_equal(a, b)
 
 
 def test_batches_of_examples_drawn_every_round_are_refused(tmp_path):

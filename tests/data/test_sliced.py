@@ -74,10 +74,15 @@ def test_in_order_is_one_pass_with_a_partial_last_batch():
   np.testing.assert_array_equal(batches.rows, np.arange(10))
 
 
-def test_batches_of_some_rows_shuffle_them_as_batches_of_those_rows_alone():
+@pytest.mark.parametrize('form', FORMS)
+def test_batches_of_some_rows_shuffle_them_as_batches_of_those_rows_alone(form):
   plan, columns, some = sliced.Plan(4, epochs=2), _columns(30), np.array([3, 5, 8, 13, 21, 29])
-  alone = plan.batches({k: v[some] for k, v in columns.items()}, seed=5)
-  batches = plan.batches(columns, seed=5, rows=some)
+  alone = _batches(plan, {k: v[some] for k, v in columns.items()}, 5, form)
+  if form == 'numpy':
+    batches = plan.batches(columns, seed=5, rows=some)
+  else:
+    batches = tf.nest.map_structure(np.asarray, plan.batches_tf(
+        tf.nest.map_structure(tf.constant, columns), tf.constant(5, tf.int64), tf.constant(some)))
   np.testing.assert_array_equal(batches.rows, some[alone.rows])
   np.testing.assert_array_equal(batches.starts, alone.starts)
   np.testing.assert_array_equal(batches.ends, alone.ends)

@@ -97,10 +97,10 @@ def _summary(out) -> dict:
 # One algorithm of each paper, on small data: (data fixture, flags). The dual
 # encoder's FedAvg is compared in the killed-worker test below. Every worker
 # reads its clients' examples from files (--client_data_dir, added by the test):
-# a round sends each client its index and seed (FedSubAvg and FedProx, the
-# FedAvg family's round on the task's batches; FAIR and CoLR, whose clients draw
-# their negatives from it) or its index and its batches' row numbers (MetaUA,
-# whose batches split the client's examples).
+# a round sends each client its index and seed: FAIR and CoLR draw their
+# negatives from it, the project's rounds the order of their batches (FedSubAvg
+# and FedProx, the FedAvg family's round on the task's batches; MetaUA, whose
+# batches split the client's examples).
 PAPERS = {
     'FedSubAvg LR': ('ml100k_dir', ['--task=ctr', '--algorithm=fedsubavg',
                                     '--model=lr', '--rounds=2', '--clients_per_round=6',
@@ -125,13 +125,6 @@ PAPERS = {
 }
 
 
-# Clients that read files draw in TF where they train what numpy draws on the
-# trainer without them (the rankings' negatives; the order of the batches of
-# the FedAvg family's round): the native run reads the files too.
-DRAWN_WHERE_TRAINED = ('FedSubAvg LR', 'FAIR 1x-2x', 'CoLR, stored users',
-                       'CoLR, reconstructed users', 'FedProx, leave-one-out')
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize('paper', PAPERS)
 def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_path, capfd):
@@ -139,7 +132,7 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   flags = [f'--data_dir={request.getfixturevalue(data_fixture)}', *flags]
   files = [f'--client_data_dir={tmp_path / "clients"}']
   native = trainer.train_here(*flags, '--runtime=native', f'--output_dir={tmp_path / "n"}',
-                              *(files if paper in DRAWN_WHERE_TRAINED else []))
+                              *files)  # TF's draws where the clients train, as remotely
   assert native.returncode == 0, native.stderr[-3000:]
   remote = trainer.train_here(*flags, '--runtime=remote', *files,
                               f'--workers={",".join(w.address for w in workers)}',
@@ -156,8 +149,8 @@ def test_two_workers_train_to_the_native_numbers(paper, workers, request, tmp_pa
   config = json.loads((tmp_path / 'r' / 'config.json').read_text())
   assert config['runtime'] == 'remote' and 'client_data_dir' in config
   clients = tmp_path / 'clients'
-  assert (clients / ('0.tensors' if paper in DRAWN_WHERE_TRAINED else
-                     f'{runner.ROW_BATCHES}/0.tensors')).exists()
+  assert (clients / (f'{runner.ROW_BATCHES}/0.tensors' if paper == 'MetaUA LR' else
+                     '0.tensors')).exists()
   if 'reconstructed' in paper:  # each initial user vector read from its own file
     assert (clients / runner.OWN_ARRAYS / '0.tensors').exists()
   # Both workers ran a share of the rounds (each round's merge runs on one of them).

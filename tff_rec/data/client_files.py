@@ -148,16 +148,20 @@ class BatchesWhereTrained:
     trains, its sampled negatives and its order drawn by TF there (not numpy's
     draws: a run on the files does not repeat one without them). A round sends
     each client two numbers.
-  - Any other batches whose columns are the client's examples, fixed (e.g. a
-    split of them): each Batches' columns become the client's index, the
-    examples are written here once, and their order, drawn by numpy on the
-    trainer, is sent as row numbers; the run repeats one without files.
+  - Any other batches whose columns are the client's examples, fixed (MetaUA's
+    split of them): the examples are written here once, each Batches' columns
+    become the client's index and seed, and its order is written with them
+    where no round changes it (an in-order pass), made where the client trains
+    where it is `plan`'s over rows of the client's own (the rows written; TF's
+    order, as above), or else sent as the row numbers numpy drew on the
+    trainer (the one case that repeats a run without files to the digit).
 
   `read` (a TF computation, run where the client trains) makes the client's
   input again from what `client_input` sends. Other batches are refused."""
 
   def __init__(self, folder: str | pathlib.Path, client_ids: Sequence[str],
-               client_input: Callable[[str, int], Any], data_type: tff.Type, task=None):
+               client_input: Callable[[str, int], Any], data_type: tff.Type, task=None,
+               plan: sliced.Plan | None = None):
     ids = list(client_ids)
     samples = [client_input(ids[0], seed) for seed in (1, 2)]
     columns = [_shared_columns(sample) for sample in samples]
@@ -165,29 +169,54 @@ class BatchesWhereTrained:
       raise ClientFilesError("its clients' input holds no batches of examples (sliced."
                              'Batches) to write once for the workers to read')
     self._input, self._index = client_input, {c: k for k, c in enumerate(ids)}
+    checked = _largest(ids, client_input)
     own = task is not None and task.reads('batches_computation') and _the_tasks_batches(
-        task, ids[:OWN_BATCHES_CHECKED], client_input)
+        task, checked, client_input)
     batches_type = next(_batch_types(data_type), None)
     made_type = own and task.batches_computation.type_signature.result
     if own and batches_type and batches_type.is_assignable_from(made_type):
       self._whole, self.files = True, None  # the task's files hold the examples
-      self._handle, batches_of = task.client_arguments, task.batches_computation
-      handle_type = batches_of.type_signature.parameter
+      self._handle, make = task.client_arguments, task.batches_computation
+      handle_type = make.type_signature.parameter
+
+      def batches_of(sent):  # the same batches for each Batches sent
+        return [make(sent[0])] * len(sent)
     elif _equal(*columns):
       self._whole = False
-      structure = columns[0]
-      self.files = ClientFiles(folder, ids, lambda client_id: _flat(
-          _shared_columns(client_input(client_id, 0))))
+      structure, kinds = columns[0], _kinds(checked, client_input, plan)
+
+      def stored(client_id):  # the examples, and what of each Batches is the client's own
+        value = client_input(client_id, 0)
+        arrays = _flat(_shared_columns(value))
+        for j, (kind, b) in enumerate(zip(kinds, _batches(value))):
+          if kind == FIXED:
+            arrays.update({f'b{j}/starts': b.starts, f'b{j}/ends': b.ends, f'b{j}/rows': b.rows})
+          elif kind == PLANNED:
+            arrays[f'b{j}/rows'] = np.unique(b.rows)
+        return arrays
+
+      self.files = ClientFiles(folder, ids, stored)
       read = self.files.reader(collections.OrderedDict(
           (name, tff.TensorType(v.dtype, [None, *v.shape[1:]]))
-          for name, v in _flat(structure).items()))
-      self._handle = lambda client_id, seed: np.int32(self._index[client_id])
-      handle_type = tff.TensorType(np.int32)
+          for name, v in stored(ids[0]).items()))
+      self._kinds = kinds
+      self._handle = lambda client_id, seed: (np.int32(self._index[client_id]), np.int64(seed))
+      handle_type = tff.StructWithPythonType([np.int32, np.int64], tuple)
 
-      def batches_of(sent):  # the Batches with the client's index for columns
-        examples = read(sent.columns)
-        return sent._replace(columns=tf.nest.pack_sequence_as(
-            structure, [examples[k] for k in _flat(structure)]))
+      def batches_of(sent):  # every Batches sent, with (index, seed) for columns
+        index, seed = sent[0].columns
+        examples = read(index)
+        columns_read = tf.nest.pack_sequence_as(structure, [examples[k] for k in _flat(structure)])
+        made = []
+        for j, (kind, b) in enumerate(zip(kinds, sent)):
+          if kind == FIXED:
+            made.append(sliced.Batches(columns_read, *(examples[f'b{j}/{part}']
+                                                       for part in ('starts', 'ends', 'rows'))))
+          elif kind == PLANNED:
+            made.append(plan.batches_tf(columns_read, seed, examples[f'b{j}/rows']))
+          else:
+            made.append(b._replace(columns=columns_read))
+        return made
     elif own:
       raise ClientFilesError(f"its task's batches made where the clients train ({made_type}) "
                              f"are not its clients' ({batches_type})")
@@ -203,17 +232,27 @@ class BatchesWhereTrained:
       handles = tff.types.type_to_py_container(handles, self.handle_type)
       sent = []
       _map_typed(sent.append, handles, data_type)
-      made = batches_of(sent[0])
-      return _map_typed(lambda b: made if self._whole else b._replace(columns=made.columns),
-                        handles, data_type)
+      made = iter(batches_of(sent))
+      return _map_typed(lambda _: next(made), handles, data_type)
 
     self.read = read_batches
 
   def client_input(self, client_id: str, seed: int):
-    """The client's input with each Batches (or its columns) replaced by its handle."""
+    """The client's input with each Batches replaced by its handle (the task's
+    batches), or its columns by it and the order left out where the client's
+    file holds or makes it."""
     handle = self._handle(client_id, seed)
-    return _map_batches(lambda b: handle if self._whole else b._replace(columns=handle),
-                        self._input(client_id, seed))
+    if self._whole:
+      return _map_batches(lambda _: handle, self._input(client_id, seed))
+    kinds = iter(self._kinds)
+
+    def sent(b):
+      if next(kinds) == SENT:
+        return b._replace(columns=handle)
+      none = np.zeros(0, np.int32)
+      return sliced.Batches(handle, none, none, none)
+
+    return _map_batches(sent, self._input(client_id, seed))
 
 
 class ArraysWhereTrained:
@@ -278,10 +317,37 @@ def _map_batches(fn, value):
   return value
 
 
-# Clients whose input BatchesWhereTrained compares with their task's batches
-# (seeds 1 and 2): more than one, so that a client whose batches no seed changes
-# (one example) cannot pass for the rest.
-OWN_BATCHES_CHECKED = 3
+# What BatchesWhereTrained does with each Batches of fixed examples: its order
+# is the same every round (FIXED: written with the examples), the task's plan
+# over rows of its own (PLANNED: the rows written, the order drawn where the
+# client trains), or neither (SENT: numpy's order sent every round).
+FIXED, PLANNED, SENT = 'fixed', 'planned', 'sent'
+
+
+def _kinds(client_ids: Sequence[str], client_input, plan: sliced.Plan | None) -> list[str]:
+  """The kind of each Batches in these clients' input (seeds 1 and 2)."""
+  def planned(b, seed):
+    return plan is not None and _equal(b, plan.batches(b.columns, seed, rows=np.unique(b.rows)))
+
+  pairs = [list(zip(*(_batches(client_input(client_id, seed)) for seed in (1, 2))))
+           for client_id in client_ids]  # per client, per Batches: its two rounds
+  return [FIXED if all(_equal(*pair) for pair in each) else
+          PLANNED if all(planned(b, seed) for pair in each for b, seed in zip(pair, (1, 2)))
+          else SENT for each in zip(*pairs)]
+
+
+# BatchesWhereTrained tells what each Batches is from the largest few of the
+# first clients (seeds 1 and 2): a client of one example, whose order no seed
+# changes, cannot pass for the rest.
+CHECKED, CANDIDATES = 3, 50
+
+
+def _largest(client_ids: Sequence[str], client_input) -> list[str]:
+  """The CHECKED clients of the first CANDIDATES with the most rows in their batches."""
+  def rows(client_id):
+    return sum(len(b.rows) for b in _batches(client_input(client_id, 1)))
+
+  return sorted(client_ids[:CANDIDATES], key=rows, reverse=True)[:CHECKED]
 
 
 def _the_tasks_batches(task, client_ids: Sequence[str], client_input) -> bool:

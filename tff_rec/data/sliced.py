@@ -114,12 +114,12 @@ class Plan:
                     self.batch_size)
 
 
-  def batches_tf(self, columns, seed) -> Batches:
-    """The batches of `columns` (tensors), the same plan drawn by TF from `seed`
-    (int64): where a client trains from files, which TFF's worker cannot run
-    numpy in. Stateless, so a seed gives the same batches on every runtime;
-    they are not numpy's draws."""
-    count = tf.shape(tf.nest.flatten(columns)[0])[0]
+  def batches_tf(self, columns, seed, rows: tf.Tensor | None = None) -> Batches:
+    """The batches of `columns` (tensors; of their `rows`, by default all), the
+    same plan drawn by TF from `seed` (int64): where a client trains from
+    files, which TFF's worker cannot run numpy in. Stateless, so a seed gives
+    the same batches on every runtime; they are not numpy's draws."""
+    count = tf.shape(tf.nest.flatten(columns)[0])[0] if rows is None else tf.size(rows)
     # A stream of its own: draws from [seed, k] (a task's negatives) stay independent.
     order_seed = tf.stack([tf.cast(seed, tf.int64), tf.constant(ORDER_STREAM, tf.int64)])
     order = tf.concat([_shuffled_tf(count, self.buffer,
@@ -130,9 +130,10 @@ class Plan:
       size -= size % self.batch_size
     if self.steps:
       size = tf.minimum(size, self.steps * self.batch_size)
-    rows = order[:size]
+    order = order[:size]
     starts = tf.range(0, size, self.batch_size)
-    return Batches(columns, starts, tf.minimum(starts + self.batch_size, size), rows)
+    return Batches(columns, starts, tf.minimum(starts + self.batch_size, size),
+                   order if rows is None else tf.gather(tf.cast(rows, tf.int32), order))
 
 
 def _shuffled_tf(rows: tf.Tensor, buffer: int, seed: tf.Tensor) -> tf.Tensor:
