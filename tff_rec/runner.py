@@ -75,9 +75,9 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
   own settings, or a nullcontext inside one already entered); by default the
   resolved runtime's own. With `client_data_dir`, the clients' examples are
   written there once and read by the client work (`_reading_where_trained`): a
-  round sends each client its index and seed (tff.learning's processes) or its
-  index and its batches' row numbers (the project's rounds), and a worker that
-  cannot read them raises UnreadableClientFiles. `on_start` sees what was built before the
+  round sends each client its index and seed (the row numbers too of batches no
+  task's plan made), and a worker that cannot read them raises
+  UnreadableClientFiles. `on_start` sees what was built before the
   first round and may return the run's Recording. Evaluation follows
   task.EVAL_PARTS, each part's metrics prefixed by its name. After the first
   round, a run whose metrics show nothing of its secure sum or DP raises
@@ -119,8 +119,8 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
 
 # Under --client_data_dir, beside the task's files (each layout in a folder of
 # its own, so runs of different algorithms can share the directory): the
-# clients' own fixed arrays, and the examples of batches whose order the
-# trainer sends (client_files.BatchesWhereTrained's row numbers).
+# clients' own fixed arrays, and the examples (and split rows) of batches that
+# are not the task's own (client_files.BatchesWhereTrained).
 OWN_ARRAYS, ROW_BATCHES = 'own_arrays', 'row_batches'
 
 

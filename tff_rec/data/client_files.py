@@ -13,11 +13,11 @@ Two kinds of client work read them: tff.learning's, through the task's
 dataset computation (ReadWhereTrained: a round sends each client its index and
 seed), and the project's rounds, through the sliced.Batches of their clients'
 input (BatchesWhereTrained: the task's own batches become its index and seed
-too, the task making them where the client trains; other batches of fixed
-examples, its index and their row numbers, drawn by numpy on the trainer). A
-round's client whose input still holds arrays of its own, fixed (a
-reconstructed user's initial vector), reads those from a second folder
-(ArraysWhereTrained).
+too, the task making them where the client trains; batches of the client's
+fixed examples, split, are made there from the rows written with them, and
+only an order no plan made is sent, as row numbers). A round's client whose
+input still holds arrays of its own, fixed (a reconstructed user's initial
+vector), reads those from a folder of their own (ArraysWhereTrained).
 
 A file holds one client's columns, each `tf.io.serialize_tensor`ed, stacked
 into one serialized string vector. The fingerprint is a hash of the examples

@@ -13,7 +13,8 @@ the round's client seed (the project's clients; shuffled before they reach
 the client, so the client's graph only gathers). Batches hold the client's
 examples once and the order as row numbers: a round sends E epochs of row
 numbers rather than E copies of the examples, and the examples themselves are
-fixed, so a worker can read them from files (client_files).
+fixed, so a worker can read them from files (client_files), and draw the same
+plan's order there (`Plan.batches_tf`: TF's draws, not numpy's).
 """
 
 import collections
