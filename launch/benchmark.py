@@ -458,13 +458,17 @@ def bench_client_bytes() -> str:
            '(per worker) | s/round on 1 worker: examples / files | same weights: files on '
            'the worker and natively | same weights: files and examples |',
            '|---|---|---|---|---|---|---|']
+
+  def same(a, b):
+    return 'yes' if all(np.array_equal(x, y) for x, y in zip(a, b, strict=True)) else 'no'
+
+  pathlib.Path(FLAGS.synthetic_dir).mkdir(parents=True, exist_ok=True)
   with _loopback_workers(1) as workers:
     for name in _chosen(CLIENT_BYTES_WORKLOADS):
       task_name, settings, algorithm, clients, trainer, options = RUNTIME_WORKLOADS[name]
       task = _task(task_name, settings)
       sent, seconds, weights = [], [], []
       for on_files, runtime in ((False, 'remote'), (True, 'remote'), (True, 'native')):
-        pathlib.Path(FLAGS.synthetic_dir).mkdir(parents=True, exist_ok=True)
         folder = pathlib.Path(tempfile.mkdtemp(dir=FLAGS.synthetic_dir))
 
         def measure(run):  # what the rounds' cohorts are handed
@@ -482,10 +486,6 @@ def bench_client_bytes() -> str:
           model = rounds.built.process.get_model_weights(rounds.state)
         weights.append(tf.nest.flatten(getattr(model, 'trainable', model)))  # or a dict's
         shutil.rmtree(folder)
-
-      def same(a, b):
-        return 'yes' if all(np.array_equal(x, y) for x, y in zip(a, b, strict=True)) else 'no'
-
       lines.append(f'| {name} | {clients} | {sent[0] / 1024:,.1f} KB / {sent[1] / 1024:,.2f} '
                    f'KB | {_nbytes(weights[0]) / 1024:,.1f} KB | {seconds[0]:.3f} / '
                    f'{seconds[1]:.3f} | {same(weights[1], weights[2]).upper()} | '

@@ -169,9 +169,9 @@ class BatchesWhereTrained:
       raise ClientFilesError("its clients' input holds no batches of examples (sliced."
                              'Batches) to write once for the workers to read')
     self._input, self._index = client_input, {c: k for k, c in enumerate(ids)}
-    checked = _largest(ids, client_input)
+    checked = _checked_inputs(ids, client_input)
     own = task is not None and task.reads('batches_computation') and _the_tasks_batches(
-        task, checked, client_input)
+        task, checked)
     batches_type = next(_batch_types(data_type), None)
     made_type = own and task.batches_computation.type_signature.result
     if own and batches_type and batches_type.is_assignable_from(made_type):
@@ -183,7 +183,7 @@ class BatchesWhereTrained:
         return [make(sent[0])] * len(sent)
     elif _equal(*columns):
       self._whole = False
-      structure, kinds = columns[0], _kinds(checked, client_input, plan)
+      structure, kinds = columns[0], _kinds(checked, plan)
 
       def stored(client_id):  # the examples, and what of each Batches is the client's own
         value = client_input(client_id, 0)
@@ -324,13 +324,13 @@ def _map_batches(fn, value):
 FIXED, PLANNED, SENT = 'fixed', 'planned', 'sent'
 
 
-def _kinds(client_ids: Sequence[str], client_input, plan: sliced.Plan | None) -> list[str]:
-  """The kind of each Batches in these clients' input (seeds 1 and 2)."""
+def _kinds(checked: dict[str, list], plan: sliced.Plan | None) -> list[str]:
+  """The kind of each Batches in the checked clients' input (_checked_inputs)."""
   def planned(b, seed):
     return plan is not None and _equal(b, plan.batches(b.columns, seed, rows=np.unique(b.rows)))
 
-  pairs = [list(zip(*(_batches(client_input(client_id, seed)) for seed in (1, 2))))
-           for client_id in client_ids]  # per client, per Batches: its two rounds
+  pairs = [list(zip(*map(_batches, inputs)))
+           for inputs in checked.values()]  # per client, per Batches: its two rounds
   return [FIXED if all(_equal(*pair) for pair in each) else
           PLANNED if all(planned(b, seed) for pair in each for b, seed in zip(pair, (1, 2)))
           else SENT for each in zip(*pairs)]
@@ -342,19 +342,23 @@ def _kinds(client_ids: Sequence[str], client_input, plan: sliced.Plan | None) ->
 CHECKED, CANDIDATES = 3, 50
 
 
-def _largest(client_ids: Sequence[str], client_input) -> list[str]:
-  """The CHECKED clients of the first CANDIDATES with the most rows in their batches."""
+def _checked_inputs(client_ids: Sequence[str], client_input) -> dict[str, list]:
+  """{client: its inputs of seeds 1 and 2} of the CHECKED clients of the first
+  CANDIDATES with the most rows in their batches."""
+  first = {client_id: client_input(client_id, 1) for client_id in client_ids[:CANDIDATES]}
+
   def rows(client_id):
-    return sum(len(b.rows) for b in _batches(client_input(client_id, 1)))
+    return sum(len(b.rows) for b in _batches(first[client_id]))
 
-  return sorted(client_ids[:CANDIDATES], key=rows, reverse=True)[:CHECKED]
+  return {client_id: [first[client_id], client_input(client_id, 2)]
+          for client_id in sorted(first, key=rows, reverse=True)[:CHECKED]}
 
 
-def _the_tasks_batches(task, client_ids: Sequence[str], client_input) -> bool:
-  """Whether every Batches of these clients' input is their task's client_batches."""
+def _the_tasks_batches(task, checked: dict[str, list]) -> bool:
+  """Whether every Batches of the checked clients' input is their task's client_batches."""
   return all(_equal(b, task.client_batches(client_id, seed))
-             for client_id in client_ids for seed in (1, 2)
-             for b in _batches(client_input(client_id, seed)))
+             for client_id, inputs in checked.items() for seed, value in zip((1, 2), inputs)
+             for b in _batches(value))
 
 
 def _map_typed(fn, value, value_type: tff.Type):

@@ -114,7 +114,6 @@ class Plan:
     return _batched(tf.nest.map_structure(np.asarray, columns), rows[order[:size]],
                     self.batch_size)
 
-
   def batches_tf(self, columns, seed, rows: tf.Tensor | None = None) -> Batches:
     """The batches of `columns` (tensors; of their `rows`, by default all), the
     same plan drawn by TF from `seed` (int64): where a client trains from
