@@ -232,3 +232,43 @@ def test_metaua_bad_options_are_refused(ml100k_dir, options, runtime, message):
   task = _ctr_task(ml100k_dir)
   with pytest.raises(ValueError, match=message):
     _build(task, 'metaua', runtime=runtime, **options)
+
+
+def test_a_client_computes_the_losses_and_query_gradient_the_server_reads(ml100k_dir):
+  task = _ctr_task(ml100k_dir)
+  client = max(task.train_client_ids, key=lambda c: len(task.client_examples(c)['label']))
+  (train, support, query), _ = metaua.split_client(task, client, 0, 1, query_fraction=0.3)
+  batches = tf.nest.map_structure(tf.convert_to_tensor, (train, support, query))
+  model = task.keras_model()
+  weights = [v.numpy() for v in model.trainable_variables]
+  loss_fn = task.loss()
+
+  def summed_loss(rows):  # the loss summed over examples, as one batch
+    x, y = tf.nest.map_structure(lambda v: tf.gather(v, rows), support.columns)
+    return loss_fn(y, model(x, training=False)) * len(rows)
+
+  def work(**options):
+    return tf.nest.map_structure(np.asarray, metaua._client_work(
+        task.model_fn(), 0.05, weights, *batches, **options))
+
+  report, gradient = work(learns=True, attributes=('local_loss', 'loss_ratio'))
+  examples = len(support.rows) + len(query.rows)
+  with tf.GradientTape() as tape:
+    query_loss = summed_loss(query.rows)
+  want_gradient = tape.gradient(query_loss, model.trainable_variables)
+  before = (summed_loss(support.rows) + query_loss) / examples
+  for variable, weight, update in zip(model.trainable_variables, weights, report['update']):
+    variable.assign(weight + update)
+  after = (summed_loss(support.rows) + summed_loss(query.rows)) / examples
+  np.testing.assert_allclose(report['local_loss'], before, rtol=1e-5)
+  np.testing.assert_allclose(report['loss_ratio'], after / before, rtol=1e-5)
+  assert report['loss_ratio'] < 1  # training lowered the loss: after read the trained weights
+  for got, want in zip(gradient, want_gradient, strict=True):
+    np.testing.assert_allclose(got, tf.convert_to_tensor(want), rtol=1e-4, atol=1e-6)
+  assert (report['support_count'], report['query_count']) == (len(support.rows),
+                                                              len(query.rows))
+  # Only what the server reads: no loss ratio unless weighed by it; FedNova nothing.
+  report, _ = work(learns=True, attributes=('local_loss',))
+  assert 'local_loss' in report and 'loss_ratio' not in report
+  report, gradient = work(learns=False, attributes=('local_loss',))
+  assert 'local_loss' not in report and not any(np.any(g) for g in gradient)

@@ -71,10 +71,15 @@ META_LOSSES = ('sum', 'client_mean', 'mean')
 
 
 def _client_work(model, learning_rate: float, weights, train, support, query, *,
-                 evaluates: bool = True):
-  """One client's round: (report for the server, g_k). Without `evaluates`
-  (nothing is learned from the losses and g_k: FedNova, the 'none' ablation)
-  the support and query sets are only counted, and g_k is zero."""
+                 learns: bool, attributes: Sequence[str] = ()):
+  """One client's round: (report for the server, g_k). Only what the server
+  reads is computed: g_k when it `learns` (else zero: FedNova, the 'none'
+  ablation), and of the losses around training (local_loss: the support's and
+  query's at w_t; loss_ratio: theirs after training over before) those among
+  the `attributes` it weighs clients by. The support and query sets are
+  always counted."""
+  before_needed = learns and bool({'local_loss', 'loss_ratio'} & set(attributes))
+  after_needed = learns and 'loss_ratio' in attributes
 
   @tf.function  # one function, so its control dependencies order assignments and steps
   def run():
@@ -82,36 +87,39 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
     for variable, value in zip(variables, weights):
       variable.assign(value)
 
-    def loss_sum(batches):
-      total = tf.constant(0.0)
-      if evaluates:
-        for s in tf.range(batches.steps()):
-          output = model.forward_pass(batches.batch(s), training=False)
-          total += output.loss * tf.cast(output.num_examples, tf.float32)
-      return total, tf.cast(tf.reduce_sum(batches.ends - batches.starts), tf.float32)
-
-    support_before, support_count = loss_sum(support)
-    query_before, query_count = loss_sum(query)
-    gradient = [tf.zeros_like(v) for v in variables]
-    if evaluates:
-      for s in tf.range(query.steps()):  # g_k: the gradient of the summed query loss at w_t
+    def loss_sum(batches, with_gradient: bool = False):
+      """The loss summed over the batches' examples at the variables' values,
+      and (`with_gradient`, else zero) its gradient."""
+      total, gradient = tf.constant(0.0), [tf.zeros_like(v) for v in variables]
+      for s in tf.range(batches.steps()):
         with tf.GradientTape() as tape:
-          output = model.forward_pass(query.batch(s), training=False)
-          total = output.loss * tf.cast(output.num_examples, tf.float32)
-        gradient = [g + tf.convert_to_tensor(d) for g, d in
-                    zip(gradient, tape.gradient(total, variables))]
+          output = model.forward_pass(batches.batch(s), training=False)
+          batch_total = output.loss * tf.cast(output.num_examples, tf.float32)
+        total += batch_total
+        if with_gradient:
+          gradient = [g + tf.convert_to_tensor(d) for g, d in
+                      zip(gradient, tape.gradient(batch_total, variables))]
+      return total, gradient
+
+    counts = [tf.cast(tf.reduce_sum(b.ends - b.starts), tf.float32) for b in (support, query)]
+    all_count = tf.maximum(counts[0] + counts[1], 1.0)
+    report = collections.OrderedDict(support_count=counts[0], query_count=counts[1])
+    # g_k: the gradient of the summed query loss at w_t; that loss is local_loss's too
+    query_before, gradient = (loss_sum(query, with_gradient=True) if learns
+                              else (None, [tf.zeros_like(v) for v in variables]))
+    if before_needed:
+      before = (loss_sum(support)[0] + query_before) / all_count
+      report['local_loss'] = before
     trained = functional.train(model, tff.learning.optimizers.build_sgdm(learning_rate),
                                weights, train)
-    for variable, value in zip(variables, trained.weights):
-      variable.assign(value)  # the losses after training read the variables
-    support_after, query_after = loss_sum(support)[0], loss_sum(query)[0]  # 0 unless evaluates
-    all_count = tf.maximum(support_count + query_count, 1.0)
-    before = (support_before + query_before) / all_count
-    after = (support_after + query_after) / all_count
-    report = collections.OrderedDict(
-        update=[t - w for t, w in zip(trained.weights, weights)], local_loss=before,
-        loss_ratio=after / tf.maximum(before, 1e-12), steps=tf.cast(trained.steps, tf.float32),
-        support_count=support_count, query_count=query_count, train_loss=trained.loss_sum,
+    if after_needed:
+      for variable, value in zip(variables, trained.weights):
+        variable.assign(value)  # the losses after training read the variables
+      after = (loss_sum(support)[0] + loss_sum(query)[0]) / all_count
+      report['loss_ratio'] = after / tf.maximum(before, 1e-12)
+    report.update(
+        update=[t - w for t, w in zip(trained.weights, weights)],
+        steps=tf.cast(trained.steps, tf.float32), train_loss=trained.loss_sum,
         train_count=tf.cast(trained.count, tf.float32))
     return report, gradient
 
@@ -196,7 +204,8 @@ class MetaUAServer:
       skipped = tf.cast(tf.logical_and(state['has_previous'], tf.logical_not(finite)),
                         tf.float32)
     num_samples = reports['support_count']
-    z = self.attributes(reports, client_attributes)
+    z = (self.attributes(reports, client_attributes) if self.config.learns  # else unread
+         else tf.zeros([tf.size(num_samples), self.num_groups, len(self.config.attributes)]))
     alpha = self.weights(meta['theta_alpha'], z, num_samples)  # [K, G]
     updates = reports['update']
     if self.normalize_by_steps:  # FedNova
@@ -270,7 +279,7 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   @tff.tensorflow.computation(distributor.type_signature.result, client_type)
   def client_work(weights, client):
     report, gradient = _client_work(model_fn(), client_learning_rate, weights, *client[0],
-                                    evaluates=config.learns)
+                                    learns=config.learns, attributes=config.attributes)
     if config.meta_loss == 'client_mean':
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
     report['attributes'] = client[1]
