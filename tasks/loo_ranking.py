@@ -367,22 +367,28 @@ class Task(click_model.ClickModel):
                     ) -> dict[str, float]:
     if part not in self.data.held_out:
       raise ValueError(f'loo_ranking evaluates "validation" or "test", got {part!r}')
-    held_out, negatives = self.data.held_out[part], self.data.negatives[part]
-    positive = np.einsum('ud,ud->u', users, items[held_out])
+    positive = np.einsum('ud,ud->u', users, items[self.data.held_out[part]])
     # Blocks of users: the candidates' vectors are users x 99 x d floats at once
     # otherwise (23.6 GiB at 10^6 users and d = 64).
-    negative = np.concatenate([
-        np.einsum('ud,ucd->uc', users[start:start + RANK_BLOCK_USERS],
-                  items[negatives[start:start + RANK_BLOCK_USERS]])
-        for start in range(0, len(users), RANK_BLOCK_USERS)])
-    return metrics.sampled_rank_metrics(positive, negative, self.config.top_k)
+    return self._ranked(part, positive, lambda block, candidates: np.einsum(
+        'ud,ucd->uc', users[block], items[candidates]))
 
   def popularity(self, part: str = 'test') -> dict[str, float]:
     """The same metrics ranking items by their number of training users."""
-    counts = np.bincount(self.data.train.items, minlength=self.data.num_items)
-    held_out, negatives = self.data.held_out[part], self.data.negatives[part]
-    return metrics.sampled_rank_metrics(counts[held_out].astype(float),
-                                        counts[negatives].astype(float), self.config.top_k)
+    counts = np.bincount(self.data.train.items, minlength=self.data.num_items).astype(float)
+    return self._ranked(part, counts[self.data.held_out[part]],
+                        lambda _, candidates: counts[candidates])
+
+  def _ranked(self, part: str, positive: np.ndarray, candidate_scores) -> dict[str, float]:
+    """The metrics of the held-out items' `positive` scores, the candidates'
+    scored (candidate_scores(block of users, their candidates)) and ranked a
+    block of users at a time: the candidates are drawn again as they are read
+    (leave_one_out.Candidates), and users x 99 scores would be as large."""
+    candidates = self.data.negatives[part]
+    ranks = [metrics.sampled_ranks(positive[block], candidate_scores(block, candidates[block]))
+             for block in (slice(start, start + RANK_BLOCK_USERS)
+                           for start in range(0, len(positive), RANK_BLOCK_USERS))]
+    return metrics.rank_metrics(np.concatenate(ranks), self.config.top_k)
 
   # Centralized baseline -----------------------------------------------------------
 

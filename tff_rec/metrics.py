@@ -86,12 +86,22 @@ def sampled_rank_metrics(positive: np.ndarray, negatives: np.ndarray, k: int
   """Mean HR@k and NDCG@k of each user's held-out item among its negatives.
 
   positive: [users] the held-out item's score; negatives: [users, C] the
-  sampled items' scores. The item's 0-based rank is the number of negatives
-  scoring at least as high (ties and NaN scores count against it, so a
-  constant or diverged model gets HR 0, not 1); HR@k = rank < k, NDCG@k = 1 / log2(rank + 2) within the top k.
+  sampled items' scores (rank_metrics of sampled_ranks).
   """
+  return rank_metrics(sampled_ranks(positive, negatives), k)
+
+
+def sampled_ranks(positive: np.ndarray, negatives: np.ndarray) -> np.ndarray:
+  """[users] each held-out item's 0-based rank: the number of its negatives
+  scoring at least as high (ties and NaN scores count against it, so a
+  constant or diverged model gets HR 0, not 1)."""
   # "not below" rather than ">=": a NaN score counts against the item, too.
-  rank = (~(np.asarray(negatives) < np.asarray(positive)[:, None])).sum(axis=1)
+  return (~(np.asarray(negatives) < np.asarray(positive)[:, None])).sum(axis=1)
+
+
+def rank_metrics(rank: np.ndarray, k: int) -> dict[str, float]:
+  """Mean HR@k (rank < k) and NDCG@k (1 / log2(rank + 2) within the top k) of
+  0-based ranks."""
   hit = rank < k
   return {f'hr_at_{k}': float(hit.mean()),
           f'ndcg_at_{k}': float(np.where(hit, 1.0 / np.log2(rank + 2.0), 0.0).mean())}

@@ -43,6 +43,30 @@ def test_negatives_are_distinct_never_interacted_and_fixed_by_the_seed():
   assert not np.array_equal(other.negatives['test'], split.negatives['test'])
 
 
+def test_candidates_read_back_one_stream_drawn_in_user_order_from_any_block(monkeypatch):
+  # What the split once stored: each part's negatives drawn user after user from
+  # one stream, validation's then test's. Read back from blocks of 3 users.
+  monkeypatch.setattr(leave_one_out, 'NEGATIVES_BLOCK', 3)
+  rng = np.random.default_rng(2)
+  rows = [(u, int(i), t) for u in range(11) for t, i in enumerate(rng.choice(300, 25, False))]
+  split = leave_one_out.from_ratings(_ratings(rows), num_negatives=7, seed=5)
+  stream, want = np.random.default_rng(5), {}
+  for part in ('validation', 'test'):
+    want[part] = np.stack([leave_one_out._unseen(  # pylint: disable=protected-access
+        np.concatenate([split.train.of(u), [split.held_out['validation'][u],
+                                            split.held_out['test'][u]]]),
+        split.num_items, 7, stream) for u in range(11)])
+  for part, candidates in split.negatives.items():
+    assert candidates.shape == (11, 7) and len(candidates.states) == 4
+    np.testing.assert_array_equal(np.asarray(candidates), want[part])
+    for start, stop in ((0, 11), (2, 7), (4, 5), (9, 11), (10, 20)):
+      np.testing.assert_array_equal(candidates[start:stop], want[part][start:stop])
+    np.testing.assert_array_equal(candidates[5], want[part][5])
+    np.testing.assert_array_equal(candidates[-1], want[part][10])
+  with pytest.raises(IndexError):
+    split.negatives['test'][11]  # pylint: disable=expression-not-assigned
+
+
 def test_users_below_min_interactions_are_skipped_and_counted():
   rows = ([(1, i, i) for i in range(25)] + [(2, i, i) for i in range(19)] + [(3, 0, 0)]
           + [(4, 100 + i, i) for i in range(20)])

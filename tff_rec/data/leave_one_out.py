@@ -3,7 +3,7 @@
 Every interaction is a positive. Each user's interactions are ordered by time;
 the latest is held out for test, the one before for validation, the rest are
 training positives. Evaluation ranks a held-out item among `num_candidates`
-items the user never interacted with, drawn once with a seed (without
+items the user never interacted with, drawn with a seed (without
 replacement), so every evaluation of every model sees the same candidates.
 Users with fewer than `min_interactions` distinct items (CoLR keeps users
 with at least 20) are skipped and counted, never an error.
@@ -19,6 +19,58 @@ import pandas as pd
 from tff_rec.data import user_items
 
 MIN_SPLIT = 3  # one training positive, the validation item and the test item
+NEGATIVES_BLOCK = 4096  # users whose candidates one kept generator state draws again
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidates:
+  """One part's sampled candidates, [users, count] item indices, drawn again when
+  read: at 10^6 users the two parts' 99 items a user held 755 MB, three times
+  the user vectors. The split draws every user's once, in user order from one
+  stream, keeping only the stream's state at every NEGATIVES_BLOCK-th user, so
+  a slice reads back the very items that draw made. Index it with a user or a
+  slice of users; np.asarray(candidates) draws them all."""
+  train: user_items.ItemLists
+  held_out: tuple[np.ndarray, ...]  # [users] item index, each held-out part's
+  num_items: int
+  count: int
+  states: tuple[dict, ...]  # the generator's state at users 0, NEGATIVES_BLOCK, ...
+
+  @property
+  def num_users(self) -> int:
+    return len(self.held_out[0])
+
+  def __len__(self) -> int:
+    return self.num_users
+
+  @property
+  def shape(self) -> tuple[int, int]:
+    return (self.num_users, self.count)
+
+  def __getitem__(self, key):
+    if isinstance(key, slice):
+      start, stop, step = key.indices(self.num_users)
+      if step != 1:
+        raise IndexError('candidates are read by contiguous slices of users')
+      return self._rows(start, max(start, stop))
+    user = range(self.num_users)[key]  # an IndexError out of range
+    return self._rows(user, user + 1)[0]
+
+  def __array__(self, dtype=None, copy=None):
+    del copy  # always a new array
+    return self._rows(0, self.num_users).astype(dtype or np.int32, copy=False)
+
+  def _rows(self, start: int, stop: int) -> np.ndarray:
+    rows = np.empty((stop - start, self.count), np.int32)
+    first = start - start % NEGATIVES_BLOCK
+    rng = np.random.Generator(np.random.PCG64())
+    rng.bit_generator.state = self.states[first // NEGATIVES_BLOCK]
+    for user in range(first, stop):  # the block's earlier users advance the stream
+      history = np.concatenate([self.train.of(user), [h[user] for h in self.held_out]])
+      drawn = _unseen(history, self.num_items, self.count, rng)
+      if user >= start:
+        rows[user - start] = drawn
+    return rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +80,7 @@ class LeaveOneOut:
   item_ids: np.ndarray          # [items] the dataset's id of each item index
   train: user_items.ItemLists   # training positives, oldest first
   held_out: dict[str, np.ndarray]    # 'validation' / 'test' -> [users] item index
-  negatives: dict[str, np.ndarray]   # 'validation' / 'test' -> [users, C] item indices
+  negatives: dict[str, Candidates]   # 'validation' / 'test' -> [users, C] item indices
   skipped_users: int            # users with fewer than min_interactions items
 
   @property
@@ -71,20 +123,23 @@ def split(user_ids: np.ndarray, sequences: list[np.ndarray], *, min_interactions
                      f'they never interacted with (catalogue of {len(item_ids)}), and each '
                      f'held-out item is ranked among {num_negatives} of them: this needs a '
                      f'catalogue of at least {max(map(len, dense)) + num_negatives} items')
-  rng = np.random.default_rng(seed)
-  # int32, written in place: at 10^6 users the two parts' 198 items a user are most
-  # of the split's memory, and a list of per-user arrays stacked held three times it.
-  negatives = {}
-  for part in ('validation', 'test'):
-    negatives[part] = np.empty((len(dense), num_negatives), np.int32)
-    for row, s in zip(negatives[part], dense):
-      row[:] = _unseen(s, len(item_ids), num_negatives, rng)
+  train = user_items.ItemLists.from_lists([s[:-2] for s in dense])
+  held_out = {'validation': np.array([s[-2] for s in dense]),
+              'test': np.array([s[-1] for s in dense])}
+
+  rng, negatives = np.random.default_rng(seed), {}
+  for part in ('validation', 'test'):  # each user's drawn once here, for the states
+    states = []
+    for user, s in enumerate(dense):
+      if user % NEGATIVES_BLOCK == 0:
+        states.append(rng.bit_generator.state)
+      _unseen(s, len(item_ids), num_negatives, rng)
+    negatives[part] = Candidates(train, tuple(held_out.values()), len(item_ids),
+                                 num_negatives, tuple(states))
   return LeaveOneOut(
       user_ids=np.asarray(user_ids)[kept], item_ids=item_ids,
-      train=user_items.ItemLists.from_lists([s[:-2] for s in dense]),
-      held_out={'validation': np.array([s[-2] for s in dense]),
-                'test': np.array([s[-1] for s in dense])},
-      negatives=negatives, skipped_users=len(sequences) - len(kept))
+      train=train, held_out=held_out, negatives=negatives,
+      skipped_users=len(sequences) - len(kept))
 
 
 def _latest_occurrences(sequence: np.ndarray) -> np.ndarray:
