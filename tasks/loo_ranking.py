@@ -147,7 +147,7 @@ class _DrawnInClientWork(capabilities.Wrapper):
                                                       negatives_seed), [epochs, k * size])
       items = tf.concat([tf.tile(positives[None], [epochs, 1]), negatives], axis=1)
       labels = tf.concat([tf.ones([epochs, size]), tf.zeros([epochs, k * size])], axis=1)
-      order = implicit.permutations_tf(epochs, (1 + k) * size, order_seed)
+      order = sliced.permutations_tf(epochs, (1 + k) * size, order_seed)
       epoch = tf.repeat(tf.range(epochs), (1 + k) * size)
       return rows(epoch, tf.reshape(tf.gather(items, order, batch_dims=1), [-1]),
                   tf.reshape(tf.gather(labels, order, batch_dims=1), [-1]))

@@ -357,7 +357,7 @@ class _DrawnInClientWork(capabilities.Wrapper):
     def build(user, positives, seed):
       order_seed, negatives_seed = implicit.seeds(seed, 2)
       size = tf.size(positives)
-      order = tf.reshape(implicit.permutations_tf(epochs, size, order_seed), [-1])
+      order = tf.reshape(sliced.permutations_tf(epochs, size, order_seed), [-1])
       negatives = implicit.unseen_items_tf(positives, epochs * size * k, num_items,
                                            negatives_seed)
       return triples(user, tf.gather(positives, order), tf.reshape(negatives, [-1, k]))

@@ -46,11 +46,6 @@ def unseen_items_tf(seen: tf.Tensor, count, num_items: int, seed: tf.Tensor) -> 
   return draws + tf.searchsorted(below, draws, side='right')
 
 
-def permutations_tf(count: int, size, seed: tf.Tensor) -> tf.Tensor:
-  """[count, size]: `count` independent uniform permutations of range(size)."""
-  return tf.argsort(tf.random.stateless_uniform([count, size], seed), axis=1)
-
-
 def epoch_batches(columns: dict[str, tf.Tensor], epochs: int, batch_size: int
                   ) -> sliced.Batches:
   """Batches of `columns`, whose rows are `epochs` equal epochs one after the

@@ -155,8 +155,12 @@ def _shuffled_tf(rows: tf.Tensor, buffer: int, seed: tf.Tensor) -> tf.Tensor:
         shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]), None))
     return order.stack()
 
-  return tf.cond(rows <= buffer,
-                 lambda: tf.argsort(tf.random.stateless_uniform([rows], seed)), buffered)
+  return tf.cond(rows <= buffer, lambda: permutations_tf(1, rows, seed)[0], buffered)
+
+
+def permutations_tf(count: int, size, seed: tf.Tensor) -> tf.Tensor:
+  """[count, size]: `count` independent uniform permutations of range(size)."""
+  return tf.argsort(tf.random.stateless_uniform([count, size], seed), axis=1)
 
 
 def _batched(columns, rows: np.ndarray, batch_size: int) -> Batches:
