@@ -458,8 +458,9 @@ class ReadWhereTrained(capabilities.Wrapper):
       task = task.drawn_where_trained()
     super().__init__(task)
     ids = list(task.train_client_ids)
+    fixed = functools.cache(lambda arguments: _fixed(task, arguments, ids[0]))  # forms share
     self._forms = [form for form in FORMS if all(capabilities.has(task, name) for name in form)
-                   and _fixed(task, form, ids[0])]
+                   and fixed(form[1])]
     keras = capabilities.has(task, 'keras_dataset_computation') and (
         task.keras_dataset_computation.type_signature.parameter)
     if not self._forms or keras not in (False, task.dataset_computation.type_signature.parameter):
@@ -539,9 +540,9 @@ def _typed(k: int, part) -> list[tuple[str, tff.Type]]:
   return [(_column(k), part)]
 
 
-def _fixed(task, form: tuple[str, str], client_id: str) -> bool:
-  """Whether the form's client arguments are fixed arrays whatever the seed, then the seed."""
-  first, second = (getattr(task, form[1])(client_id, seed) for seed in (1, 2))
+def _fixed(task, arguments: str, client_id: str) -> bool:
+  """Whether the task's client `arguments` are fixed arrays whatever the seed, then the seed."""
+  first, second = (getattr(task, arguments)(client_id, seed) for seed in (1, 2))
   try:
     a, b = _columns(first), _columns(second)
   except (TypeError, ValueError):
