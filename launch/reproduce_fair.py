@@ -143,15 +143,25 @@ def _table2_cells(task) -> dict[str, tuple[str, str | None]]:
           **{f'fair_hom_{s}': ('fair_hom', s) for s in HOM_BEYOND}}
 
 
+def _at_rate(stem: str, rate: float | None) -> str:
+  """A configuration's cell stem at client Adam `rate` (the tables' own stem at
+  --learning_rate, or with no rate given)."""
+  return stem if rate is None or rate == FLAGS.learning_rate else f'{stem}_lr{rate:g}'
+
+
 def run_seeded(cells: dict[str, tuple[str, str | None]], seeds: list[int], rounds: int,
-               prefix: str = '') -> dict[str, list[str]]:
+               prefix: str = '', rates: dict[str, float] | None = None
+               ) -> dict[str, list[str]]:
   """Runs configurations seed by seed (every configuration's first seed first, so
-  a cut reproduction has the most configurations); stem -> its cells' names."""
-  names = {stem: _seeded(f'{prefix}{stem}', seeds) for stem in cells}
+  a cut reproduction has the most configurations), each algorithm at its client
+  Adam rate in `rates` (by default --learning_rate); stem -> its cells' names."""
+  rates = rates or {}
+  names = {stem: _seeded(_at_rate(f'{prefix}{stem}', rates.get(algorithm)), seeds)
+           for stem, (algorithm, _) in cells.items()}
   for i, seed in enumerate(seeds):
     for stem, (algorithm, scheme) in cells.items():
       _federated(names[stem][i], algorithm, f'--seed={seed}',
-                 *_capacity(scheme), rounds=rounds)
+                 *_capacity(scheme), rounds=rounds, rate=rates.get(algorithm))
   return names
 
 
@@ -410,9 +420,8 @@ def run_tuned(task, chosen: dict[str, float | None], seeds: list[int]
   chosen rate over the seeds, seed by seed: stem -> its cells (Table 2's own
   where that is the tables' rate; None until the method's sweep is complete)."""
   configurations = _configurations(task, RUN_ORDER)
-  names = {stem: None if chosen[algorithm] is None else _seeded(
-      stem if chosen[algorithm] == FLAGS.learning_rate
-      else f'{stem}_lr{chosen[algorithm]:g}', seeds)
+  names = {stem: None if chosen[algorithm] is None
+           else _seeded(_at_rate(stem, chosen[algorithm]), seeds)
            for stem, (algorithm, _) in configurations.items()}
   for i, seed in enumerate(seeds):
     for stem, (algorithm, scheme) in configurations.items():
@@ -485,30 +494,35 @@ def run_central(seeds: list[int], rates: list[float]) -> None:
       _central_cell(f'{_central_stem(rate)}_s{seed}', rate, seed)
 
 
-def run_ablations(task, seeds: list[int]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def run_ablations(task, seeds: list[int], rates: dict[str, float] | None = None
+                  ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
   """Runs the consistency ablation and Table 3, seed by seed; for each, stem ->
-  its cells' names."""
-  consistency = {stem: _seeded(stem, seeds) for stem in CONSISTENCY}
+  its cells' names. With `rates` (by method, as chosen on validation): FAIR's
+  cells, consistent or not, at FAIR-HET's rate, FULL-TRN's (FedAvg on the 1x
+  users alone) and FedAvg's at FedAvg's."""
+  het, fedavg = (rates or {}).get('fair'), (rates or {}).get('fedavg')
+  consistency = {stem: _seeded(_at_rate(stem, het), seeds) for stem in CONSISTENCY}
   table3_seeds = [TABLE3_SEED + s for s in seeds]
   clients = cell_records.derived(_records(), 'train_clients',
                                  lambda: len(task().train_client_ids))
-  table3 = {f'{a}_{f}': _seeded(f'{a}_{f}', table3_seeds)
+  table3 = {f'{a}_{f}': _seeded(_at_rate(f'{a}_{f}', fedavg if a == 'full_trn' else het),
+                                table3_seeds)
             for f in FULL_FRACTIONS for a in ('full_trn', 'fair')}
   for i, seed in enumerate(seeds):
     for stem, names in consistency.items():
       _federated(names[i], stem.removesuffix(f'_{CONSISTENCY_SCHEME}'),
-                 f'--capacities={CONSISTENCY_SCHEME}', f'--seed={seed}')
+                 f'--capacities={CONSISTENCY_SCHEME}', f'--seed={seed}', rate=het)
     for fraction in FULL_FRACTIONS:
       args = ('--capacities=1x-2x', f'--capacity_fractions={fraction},{1 - fraction:.2f}',
               '--capacity_assignment=random', f'--seed={TABLE3_SEED + seed}')
       ones = _full_trn_clients(clients, fraction, TABLE3_SEED + seed)
       _federated(table3[f'full_trn_{fraction}'][i], 'full_trn', *args,
-                 f'--clients_per_round={min(10, ones)}')
-      _federated(table3[f'fair_{fraction}'][i], 'fair', *args)
+                 f'--clients_per_round={min(10, ones)}', rate=fedavg)
+      _federated(table3[f'fair_{fraction}'][i], 'fair', *args, rate=het)
   # Table 2's FedAvg at Table 3's seeds: what each seed's model, cohorts and negatives
   # give with no user left out and no subspace, to tell a seed's luck from FAIR's.
   table3['fedavg'] = run_seeded({'fedavg': ('fedavg', None)}, table3_seeds,
-                                FLAGS.rounds)['fedavg']
+                                FLAGS.rounds, rates=rates)['fedavg']
   return consistency, table3
 
 
@@ -591,6 +605,30 @@ def main(argv):
   tuned = run_tuned(task, chosen_rates, seeds)
   long_names = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_')
   lazy = run_lazy(seeds)
+  # The seeded table, Table 3 and the consistency ablation again, each method at the
+  # rate its sweep chose (once every sweep has chosen).
+  tuned_rates = None if None in chosen_rates.values() else chosen_rates
+  if tuned_rates:
+    tuned_long = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_', tuned_rates)
+    tuned_consistency, tuned_table3 = run_ablations(task, seeds, tuned_rates)
+    tuned_text = f"""Each method at the client Adam rate its validation sweep chose
+({', '.join(f'{_label(a, None)} {r:g}' for a, r in tuned_rates.items())}; FULL-TRN at
+FedAvg's, FAIR's consistent and inconsistent subspaces at FAIR-HET's), seeds {seeds}; a cell
+at {FLAGS.learning_rate:g} is the tables' own.
+
+{FLAGS.long_rounds} rounds:
+
+{chr(10).join(long_table(task, tuned_long, floor))}
+
+Table 3 ({FLAGS.rounds} rounds, seeds {[TABLE3_SEED + s for s in seeds]}):
+
+{chr(10).join(table3_rows(tuned_table3, floor))}
+
+Consistent vs inconsistent subspaces ({FLAGS.rounds} rounds):
+
+{chr(10).join(consistency_rows(tuned_consistency, floor))}"""
+  else:
+    tuned_text = 'Not run yet: a method\'s validation sweep has not chosen its rate.'
 
   results = pathlib.Path(FLAGS.results_dir)
   results.mkdir(parents=True, exist_ok=True)
@@ -663,6 +701,10 @@ Mean ± std over the seeds that finished; "vs" columns give the difference of
 the means where it exceeds the two stds added, else "within noise".
 
 {chr(10).join(long_table(task, long_names, floor))}
+
+## {FLAGS.long_rounds} rounds, Table 3 and the consistency ablation at each method's chosen rate
+
+{tuned_text}
 
 ## Table 2 ({FLAGS.rounds} rounds, seeds {seeds}): heterogeneous capacities (first half of users 1x, second half cx)
 
