@@ -872,27 +872,41 @@ def _population_memory_case(users: int) -> dict:
     pass
   held = collections.Counter()
   _held_bytes(task, 'task', held, set())
+  trimmed = resources.memory_metrics()['memory/rss_mb']
+  # What evaluating costs now that the candidates are drawn again when read.
+  rng = np.random.default_rng(0)
+  weights = {'users': rng.normal(size=(len(task.data.user_ids), POPULATION_DIM)),
+             'items': rng.normal(size=(task.data.num_items, POPULATION_DIM))}
+  weights = {k: v.astype(np.float32) for k, v in weights.items()}
+  started = time.perf_counter()
+  task.evaluate(weights, 'validation')
+  evaluate_s = time.perf_counter() - started
+  started = time.perf_counter()
+  task.popularity('validation')
   return {'users': len(task.data.user_ids), 'start_mb': memory.start / 2**20,
-          'peak_mb': memory.peak / 2**20, 'built_mb': built,
-          'trimmed_mb': resources.memory_metrics()['memory/rss_mb'],
-          'held_mb': {k: v / 2**20 for k, v in held.most_common() if v >= 2**20}}
+          'peak_mb': memory.peak / 2**20, 'built_mb': built, 'trimmed_mb': trimmed,
+          'held_mb': {k: v / 2**20 for k, v in held.most_common() if v >= 2**20},
+          'evaluate_s': evaluate_s, 'popularity_s': time.perf_counter() - started}
 
 
 def bench_population_memory() -> str:
   lines = ['| users | MB before reading | MB peak while reading and splitting | MB built | MB '
-           'once the freed heap is returned | MB the task\'s arrays hold | of which (MB) |',
-           '|---' * 7 + '|']
+           'once the freed heap is returned | MB the task\'s arrays hold | of which (MB) | '
+           's to evaluate (validation) | s for popularity |', '|---' * 9 + '|']
   for users in POPULATION_SIZES:
     r = _in_fresh_process(f'population_memory:{users}')
     parts = ', '.join(f'{k.removeprefix("task.")} {v:.0f}' for k, v in r['held_mb'].items())
     lines.append(f'| {r["users"]:,} | {r["start_mb"]:.0f} | {r["peak_mb"]:.0f} | '
                  f'{r["built_mb"]:.0f} | {r["trimmed_mb"]:.0f} | '
-                 f'{sum(r["held_mb"].values()):.0f} | {parts} |')
+                 f'{sum(r["held_mb"].values()):.0f} | {parts} | {r["evaluate_s"]:.1f} | '
+                 f'{r["popularity_s"]:.1f} |')
     print(lines[-1], flush=True)
   return ('The ranking task (leave-one-out) of the synthetic populations above, built in a '
           'fresh process per size; "freed heap returned": after gc and glibc\'s '
           'malloc_trim(0); the arrays: numpy arrays (and containers) the task reaches, each '
-          'counted once, by attribute (those of 1 MB or more).\n\n' + '\n'.join(lines))
+          'counted once, by attribute (those of 1 MB or more); then one evaluation of random '
+          'user and item vectors, and the popularity floor, on the validation part.\n\n'
+          + '\n'.join(lines))
 
 
 SOAK_EVERY = 50
