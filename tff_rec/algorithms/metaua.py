@@ -283,6 +283,9 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
     if config.meta_loss == 'client_mean':
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
     report['attributes'] = client[1]
+    # One tensor, not one per variable: every client's report comes back to the
+    # driver, where each tensor costs (about 0.05 s a round for DCN's 17, 94 clients).
+    report['update'] = tf.concat([tf.reshape(u, [-1]) for u in report['update']], 0)
     return collections.OrderedDict(update=gradient,
                                    metrics=collections.OrderedDict(clients=tf.constant(1)),
                                    report=report)
@@ -290,6 +293,11 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   def finalizer(state, broadcast, summed, gradient, reports):
     del broadcast, summed  # the weights, the clients' count: the reports say it all
     server_state = {k: v for k, v in state.items() if k != 'non_trainable'}
+    shapes = [np.shape(w) for w in server_state['weights']]
+    reports = dict(reports, update=[  # [K, size] -> each variable's [K, ...]
+        part.reshape(-1, *shape) for part, shape in zip(np.split(
+            reports['update'], np.cumsum([np.prod(s, dtype=int) for s in shapes])[:-1],
+            axis=1), shapes)])
     new_state, meta_metrics = step(server_state, reports, reports['attributes'],
                                    list(gradient))
     new_state = tf.nest.map_structure(np.asarray, new_state)
