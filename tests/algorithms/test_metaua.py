@@ -257,8 +257,9 @@ def test_a_client_computes_the_losses_and_query_gradient_the_server_reads(ml100k
     query_loss = summed_loss(query.rows)
   want_gradient = tape.gradient(query_loss, model.trainable_variables)
   before = (summed_loss(support.rows) + query_loss) / examples
-  for variable, weight, update in zip(model.trainable_variables, weights, report['update']):
-    variable.assign(weight + update)
+  updates = np.split(report['update'], np.cumsum([w.size for w in weights])[:-1])
+  for variable, weight, update in zip(model.trainable_variables, weights, updates, strict=True):
+    variable.assign(weight + update.reshape(weight.shape))
   after = (summed_loss(support.rows) + summed_loss(query.rows)) / examples
   np.testing.assert_allclose(report['local_loss'], before, rtol=1e-5)
   np.testing.assert_allclose(report['loss_ratio'], after / before, rtol=1e-5)

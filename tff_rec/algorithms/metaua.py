@@ -72,12 +72,11 @@ META_LOSSES = ('sum', 'client_mean', 'mean')
 
 def _client_work(model, learning_rate: float, weights, train, support, query, *,
                  learns: bool, attributes: Sequence[str] = ()):
-  """One client's round: (report for the server, g_k). Only what the server
-  reads is computed: g_k when it `learns` (else zero: FedNova, the 'none'
-  ablation), and of the losses around training (local_loss: the support's and
-  query's at w_t; loss_ratio: theirs after training over before) those among
-  the `attributes` it weighs clients by. The support and query sets are
-  always counted."""
+  """One client's round: (report for the server, its update flat; g_k). Only
+  what the server reads is computed: g_k when it `learns` (else zero: FedNova,
+  the 'none' ablation), and of the losses around training (local_loss: the
+  support's and query's at w_t; loss_ratio: theirs after training over before)
+  those among the `attributes` it weighs clients by."""
   before_needed = learns and bool({'local_loss', 'loss_ratio'} & set(attributes))
   after_needed = learns and 'loss_ratio' in attributes
 
@@ -108,8 +107,7 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
     query_before, gradient = (loss_sum(query, with_gradient=True) if learns
                               else (None, [tf.zeros_like(v) for v in variables]))
     if before_needed:
-      before = (loss_sum(support)[0] + query_before) / all_count
-      report['local_loss'] = before
+      report['local_loss'] = before = (loss_sum(support)[0] + query_before) / all_count
     trained = functional.train(model, tff.learning.optimizers.build_sgdm(learning_rate),
                                weights, train)
     if after_needed:
@@ -117,8 +115,8 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
         variable.assign(value)  # the losses after training read the variables
       after = (loss_sum(support)[0] + loss_sum(query)[0]) / all_count
       report['loss_ratio'] = after / tf.maximum(before, 1e-12)
-    report.update(
-        update=[t - w for t, w in zip(trained.weights, weights)],
+    report.update(  # the update flat: each report's tensors cost at the driver (rounds)
+        update=tf.concat([tf.reshape(t - w, [-1]) for t, w in zip(trained.weights, weights)], 0),
         steps=tf.cast(trained.steps, tf.float32), train_loss=trained.loss_sum,
         train_count=tf.cast(trained.count, tf.float32))
     return report, gradient
@@ -283,9 +281,6 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
     if config.meta_loss == 'client_mean':
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
     report['attributes'] = client[1]
-    # One tensor, not one per variable: every client's report comes back to the
-    # driver, where each tensor costs (about 0.05 s a round for DCN's 17, 94 clients).
-    report['update'] = tf.concat([tf.reshape(u, [-1]) for u in report['update']], 0)
     return collections.OrderedDict(update=gradient,
                                    metrics=collections.OrderedDict(clients=tf.constant(1)),
                                    report=report)
@@ -293,11 +288,9 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   def finalizer(state, broadcast, summed, gradient, reports):
     del broadcast, summed  # the weights, the clients' count: the reports say it all
     server_state = {k: v for k, v in state.items() if k != 'non_trainable'}
-    shapes = [np.shape(w) for w in server_state['weights']]
-    reports = dict(reports, update=[  # [K, size] -> each variable's [K, ...]
-        part.reshape(-1, *shape) for part, shape in zip(np.split(
-            reports['update'], np.cumsum([np.prod(s, dtype=int) for s in shapes])[:-1],
-            axis=1), shapes)])
+    weights = server_state['weights']  # the flat [K, size] updates -> [K, ...] each
+    flat = np.split(reports['update'], np.cumsum([np.size(w) for w in weights])[:-1], axis=1)
+    reports = dict(reports, update=[f.reshape(-1, *np.shape(w)) for f, w in zip(flat, weights)])
     new_state, meta_metrics = step(server_state, reports, reports['attributes'],
                                    list(gradient))
     new_state = tf.nest.map_structure(np.asarray, new_state)
