@@ -420,15 +420,9 @@ def run_tuned(task, chosen: dict[str, float | None], seeds: list[int]
   chosen rate over the seeds, seed by seed: stem -> its cells (Table 2's own
   where that is the tables' rate; None until the method's sweep is complete)."""
   configurations = _configurations(task, RUN_ORDER)
-  names = {stem: None if chosen[algorithm] is None
-           else _seeded(_at_rate(stem, chosen[algorithm]), seeds)
-           for stem, (algorithm, _) in configurations.items()}
-  for i, seed in enumerate(seeds):
-    for stem, (algorithm, scheme) in configurations.items():
-      if names[stem] is not None and chosen[algorithm] != FLAGS.learning_rate:
-        _federated(names[stem][i], algorithm, *_capacity(scheme), f'--seed={seed}',
-                   rate=chosen[algorithm])
-  return names
+  names = run_seeded({stem: c for stem, c in configurations.items() if chosen[c[0]] is not None},
+                     seeds, FLAGS.rounds, rates=chosen)
+  return {stem: names.get(stem) for stem in configurations}
 
 
 def capacity_grid(names: dict[str, list[str] | str | None], cell,

@@ -62,6 +62,7 @@ ATTRIBUTES = ('num_samples', 'local_loss', 'update_norm', 'loss_ratio', 'positiv
 # Statistics of the client's data, passed with its input (the others it computes
 # in training; update_norm is per group, taken at the server).
 DATA_ATTRIBUTES = ('num_samples', 'positive_rate', 'unique_features')
+LOSS_ATTRIBUTES = ('local_loss', 'loss_ratio')  # from the losses around its training
 STANDARDISE_EPSILON = 1e-6
 # How the cohort's query losses make the meta loss: 'sum' over every query
 # example (eq. 1 as written), 'client_mean' (each client's mean, summed over
@@ -77,7 +78,7 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
   the 'none' ablation), and of the losses around training (local_loss: the
   support's and query's at w_t; loss_ratio: theirs after training over before)
   those among the `attributes` it weighs clients by."""
-  before_needed = learns and bool({'local_loss', 'loss_ratio'} & set(attributes))
+  before_needed = learns and bool(set(LOSS_ATTRIBUTES) & set(attributes))
   after_needed = learns and 'loss_ratio' in attributes
 
   @tf.function  # one function, so its control dependencies order assignments and steps
@@ -167,7 +168,7 @@ class MetaUAServer:
             [tf.add_n([s for s, g in zip(squares, self.groups) if g == group])
              for group in range(self.num_groups)], axis=-1)))
         continue
-      value = (reports[name] if name in ('local_loss', 'loss_ratio')
+      value = (reports[name] if name in LOSS_ATTRIBUTES
                else client_attributes[:, DATA_ATTRIBUTES.index(name)])
       columns.append(tf.tile(value[:, None], [1, self.num_groups]))
     z = tf.stack(columns, axis=-1)
