@@ -96,3 +96,24 @@ def test_tfs_order_draws_from_a_stream_of_its_own():
   for k in range(3):
     drawn = np.argsort(tf.random.stateless_uniform([50], tf.constant([7, k], tf.int64)))
     assert not np.array_equal(rows[:50], drawn) and not np.array_equal(rows[50:], drawn)
+
+
+def test_joined_batches_split_back_into_their_parts_batch_for_batch():
+  columns = _columns(20)
+  parts = [sliced.Plan(3, epochs=2).batches(columns, 5, np.arange(12)),
+           sliced.in_order(columns, 4, np.arange(12)),
+           sliced.in_order(columns, 4, np.zeros(0, np.int64)),  # an empty part: no step
+           sliced.in_order(columns, 5, np.arange(12, 20))]
+  joined, part_ends = sliced.joined(parts)
+  assert list(part_ends) == [8, 11, 11, 13]
+  split = sliced.split(tf.nest.map_structure(tf.constant, joined), tf.constant(part_ends))
+  for part, got in zip(parts, split, strict=True):
+    assert int(got.steps()) == len(part.starts)
+    for step in range(len(part.starts)):
+      want = part.batch(tf.constant(step))
+      np.testing.assert_array_equal(got.batch(tf.constant(step))['x'], want['x'])
+
+
+def test_batches_over_other_columns_are_not_joined():
+  with pytest.raises(ValueError, match='share their columns'):
+    sliced.joined([sliced.in_order(_columns(5), 2), sliced.in_order(_columns(5), 2)])

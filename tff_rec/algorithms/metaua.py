@@ -243,16 +243,15 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   """MetaUA's (and FedNova's) round: the project's round with reports, its
   server step (MetaUAServer) run where the round's driver runs.
 
-  A client's data: (its batches, the DATA_ATTRIBUTES of its data), the batches
-  (sliced.Batches, of `batches_type`): (train: E shuffled epochs of its
-  support examples, one pass over the support, one over the query). It sends
-  its query gradient g_k (summed over the cohort; with meta_loss 'client_mean',
-  of its mean query loss) and its report (to the server, client by client). The
-  server state holds the weights, the server optimizer's state, the meta
-  parameters and round t-1's record.
+  A client's data: (its batches of `batches_type`, sliced.joined from three
+  parts: train (E shuffled epochs of its support examples), one pass over the
+  support, one over the query; where the parts end; the DATA_ATTRIBUTES of its
+  data). It sends its query gradient g_k (summed over the cohort; with
+  meta_loss 'client_mean', of its mean query loss) and its report (to the
+  server, client by client).
   """
-  client_type = tff.types.to_type(
-      (batches_type, tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])))
+  client_type = tff.types.to_type((batches_type, tff.TensorType(np.int32, [3]),
+                                   tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])))
 
   server = MetaUAServer(config, server_optimizer, groups,
                         normalize_by_steps=normalize_by_steps)
@@ -277,11 +276,12 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
 
   @tff.tensorflow.computation(distributor.type_signature.result, client_type)
   def client_work(weights, client):
-    report, gradient = _client_work(model_fn(), client_learning_rate, weights, *client[0],
+    report, gradient = _client_work(model_fn(), client_learning_rate, weights,
+                                    *sliced.split(client[0], client[1]),
                                     learns=config.learns, attributes=config.attributes)
     if config.meta_loss == 'client_mean':
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
-    report['attributes'] = client[1]
+    report['attributes'] = client[2]
     return collections.OrderedDict(update=gradient,
                                    metrics=collections.OrderedDict(clients=tf.constant(1)),
                                    report=report)
@@ -380,18 +380,18 @@ def build(task, config: Options, training, *, name: str, normalize_by_steps: boo
   layers = [v.name.split('/')[0] for v in variables]
   groups = [sorted(set(layers), key=layers.index).index(l) for l in layers]
   parameters = sum(int(np.prod(v.shape)) for v in variables)
-  probe = split_client(task, task.train_client_ids[0], 0, 0, config.query_fraction)
-  process = rounds.compose(build_round(
-      task.model_fn, tff.types.to_type([sliced.tff_type(b) for b in probe[0]]), config=config,
-      client_learning_rate=training.client_optimizer.learning_rate,
-      server_optimizer=training.server_optimizer.build(), groups=groups,
-      model_bytes=4 * parameters, normalize_by_steps=normalize_by_steps))
-  ids = list(task.train_client_ids)
+  ids, query = list(task.train_client_ids), config.query_fraction
   position = {client: k for k, client in enumerate(ids)}
 
   def client_input(client_id: str, seed: int):
-    return split_client(task, client_id, position[client_id], seed, config.query_fraction)
+    parts, attributes = split_client(task, client_id, position[client_id], seed, query)
+    return (*sliced.joined(parts), attributes)
 
+  process = rounds.compose(build_round(
+      task.model_fn, sliced.tff_type(client_input(ids[0], 0)[0]), config=config,
+      client_learning_rate=training.client_optimizer.learning_rate,
+      server_optimizer=training.server_optimizer.build(), groups=groups,
+      model_bytes=4 * parameters, normalize_by_steps=normalize_by_steps))
   return api.Built(process, ids, client_input)
 
 
@@ -408,7 +408,8 @@ def split_client(task, client_id: str, index: int, seed: int, query_fraction: fl
   support, held = np.flatnonzero(~in_query), np.flatnonzero(in_query)
   distinct = sum(len(np.unique(v[support][v[support] != 0]))
                  for k, v in examples.items() if k != 'label')
-  plan, columns = task.batch_plan, task.model_input(examples)  # the three share them
+  plan = task.batch_plan  # the three share the columns: one copy travels (sliced.joined)
+  columns = tf.nest.map_structure(np.asarray, task.model_input(examples))
   batches = (plan.batches(columns, seed, support),
              sliced.in_order(columns, plan.batch_size, support),
              sliced.in_order(columns, plan.batch_size, held))

@@ -19,7 +19,7 @@ plan's order there (`Plan.batches_tf`: TF's draws, not numpy's).
 
 import collections
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -67,6 +67,33 @@ def tff_type(batches: Batches):
       lambda v: tff.TensorType(v.dtype, [None, *v.shape[1:]]), batches.columns)
   rows = tff.TensorType(np.int32, [None])
   return tff.types.to_type(Batches(columns, rows, rows, rows))
+
+
+def joined(parts: Sequence[Batches]) -> tuple[Batches, np.ndarray]:
+  """(one Batches, the step where each part ends): numpy `parts` over the same
+  columns as one, their batches one after another; `split` undoes it. A
+  client's input costs per tensor it holds (TFF's runtimes convert each one, a
+  client at a time), so one copy of the columns travels: MetaUA's three
+  Batches took 0.12 s a round more than FedAvg's one (94 DCN clients)."""
+  columns = tf.nest.flatten(parts[0].columns)
+  if any(any(a is not b for a, b in zip(tf.nest.flatten(p.columns), columns, strict=True))
+         for p in parts):
+    raise ValueError('joined Batches must share their columns (the same arrays)')
+  offsets = np.cumsum([0] + [len(p.rows) for p in parts[:-1]]).astype(np.int32)
+  return (Batches(parts[0].columns,
+                  np.concatenate([p.starts + o for p, o in zip(parts, offsets)]),
+                  np.concatenate([p.ends + o for p, o in zip(parts, offsets)]),
+                  np.concatenate([p.rows for p in parts])),
+          np.cumsum([len(p.starts) for p in parts]).astype(np.int32))
+
+
+def split(batches: Batches, part_ends: tf.Tensor) -> list[Batches]:
+  """The parts `joined` made of `batches` (in a TF computation; `part_ends` of a
+  static length)."""
+  bounds = tf.concat([[0], part_ends], 0)
+  return [batches._replace(starts=batches.starts[bounds[k]:bounds[k + 1]],
+                           ends=batches.ends[bounds[k]:bounds[k + 1]])
+          for k in range(part_ends.shape[0])]
 
 
 def in_order(columns, batch_size: int, rows: np.ndarray | None = None) -> Batches:
