@@ -79,7 +79,7 @@ def launch_once(module: str, out: pathlib.Path, *args: str) -> dict[str, float]:
     if done.returncode == common.DIVERGED_EXIT_CODE and summary.exists():
       break  # a result: the summary says where it diverged
     done.check_returncode()
-  return json.loads(summary.read_text())
+  return outputs.read_summary(summary)
 
 
 def _task_args() -> list[str]:
@@ -218,7 +218,7 @@ def run_cell(runs_dir: str, name: str, module: str, *args: str, wanted: bool = T
   record = pathlib.Path(records_dir) / name if records_dir else None
   if record and (record / 'summary.json').exists():
     check_same_settings(record, (*_task_args(), *args))
-    return json.loads((record / 'summary.json').read_text())
+    return outputs.read_summary(record / 'summary.json')
   out = pathlib.Path(runs_dir) / name
   if not (out / 'summary.json').exists() and not wanted:
     return NOT_RUN
@@ -300,7 +300,7 @@ def mean_of_last(runs_dir: str, name: str, metric: str, k: int,
   """The mean of a finished cell's last `k` evaluations of `metric` (a sweep's score:
   one evaluation swings); NaN when it diverged, None when it has not finished."""
   summary = cell_file(runs_dir, name, 'summary.json', records_dir)
-  if summary.exists() and diverged(json.loads(summary.read_text())):
+  if summary.exists() and diverged(outputs.read_summary(summary)):
     return math.nan
   rows = read_curve(runs_dir, name, metric, records_dir)
   return None if rows is None else float(rows[metric].tail(k).mean())

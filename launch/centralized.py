@@ -73,7 +73,7 @@ def main(argv):
     common.stop_diverged(e, out, 'a lower --learning_rate')
   if target:
     metrics.update(progress.first_reached(out / 'metrics.csv', 'epoch', target))
-  outputs.write_json(out / 'summary.json', metrics)
+  outputs.write_summary(out / 'summary.json', metrics)
   print(f'done: {out / "summary.json"}', flush=True)
 
 

@@ -72,7 +72,7 @@ def run(main) -> None:
 def stop_diverged(diverged: loop.Diverged, out: pathlib.Path, cures: str) -> None:
   """Writes the summary of a run that diverged, says so, and exits non-zero."""
   last, unit = diverged.last_evaluation, diverged.unit
-  outputs.write_json(out / 'summary.json', {
+  outputs.write_summary(out / 'summary.json', {
       **diverged.metrics, f'diverged_at_{unit}': diverged.round_num,
       'diverged': diverged.what,
       **({f'last_finite_{unit}': diverged.last_evaluated_round} if last else {}),

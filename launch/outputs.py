@@ -5,6 +5,7 @@ import datetime
 import fcntl
 import importlib.metadata
 import json
+import math
 import os
 import pathlib
 import platform
@@ -176,6 +177,18 @@ def machine() -> dict:
 def write_json(path: pathlib.Path, value) -> None:
   """Writes JSON atomically: never half-written."""
   write_text(path, json.dumps(value, indent=2, sort_keys=True))
+
+
+def write_summary(path: pathlib.Path, metrics: dict) -> None:
+  """A run's summary.json as strict JSON, which any parser reads: a value that is
+  not finite (a diverged run's loss) as null; read_summary reads it as NaN."""
+  write_json(path, {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                    for k, v in metrics.items()})
+
+
+def read_summary(path: pathlib.Path) -> dict:
+  """A summary.json's values, null as NaN (records before write_summary hold NaN)."""
+  return {k: math.nan if v is None else v for k, v in json.loads(path.read_text()).items()}
 
 
 def _umask() -> int:

@@ -32,7 +32,6 @@ compression_hr.png to --results_dir.
 import collections
 import dataclasses
 import functools
-import json
 import pathlib
 
 from absl import flags
@@ -192,7 +191,7 @@ def _result(cells: list[str]) -> dict | None:
   for cell in cells:
     summary = cell_records.cell_file(FLAGS.runs_dir, cell, 'summary.json', _records())
     if summary.exists():
-      runs.append((json.loads(summary.read_text()), _metrics(cell)))
+      runs.append((outputs.read_summary(summary), _metrics(cell)))
   if not runs:
     return None
   return dict(

@@ -39,7 +39,6 @@ the batches. Writes table.md and one curve plot per setting.
 """
 
 import functools
-import json
 import pathlib
 
 from absl import app
@@ -200,7 +199,7 @@ def _summary(name: str | None) -> dict | None:
   if name is None:
     return None
   path = cell_records.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
-  return json.loads(path.read_text()) if path.exists() else None
+  return outputs.read_summary(path) if path.exists() else None
 
 
 def _final_value(name: str, metric: str) -> float | None:

@@ -287,7 +287,7 @@ def main(argv):
   if metrics:  # nothing when a finished run is run again: its summary stands
     if target:
       metrics.update(progress.first_reached(out[0] / 'metrics.csv', 'round', target))
-    outputs.write_json(summary, metrics)
+    outputs.write_summary(summary, metrics)
   print(f'done: {out[0] / "summary.json"}', flush=True)
 
 

@@ -1,6 +1,7 @@
 """The output folder: a run resumes only under the settings it started with."""
 
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -77,3 +78,15 @@ def test_results_are_written_with_the_mode_open_gives_not_a_temporary_files(tmp_
   outputs.write_text(tmp_path / 'table.md', 'x')
   (tmp_path / 'plain.md').write_text('x')
   assert (tmp_path / 'table.md').stat().st_mode == (tmp_path / 'plain.md').stat().st_mode
+
+
+def test_a_summary_is_strict_json_and_reads_back_not_finite_values_as_nan(tmp_path):
+  path = tmp_path / 'summary.json'
+  outputs.write_summary(path, {'loss': float('nan'), 'grad': float('-inf'), 'auc': 0.5,
+                               'diverged_at_round': 2, 'diverged': 'the loss'})
+  assert json.loads(path.read_text()) == {'loss': None, 'grad': None, 'auc': 0.5,
+                                          'diverged_at_round': 2, 'diverged': 'the loss'}
+  read = outputs.read_summary(path)
+  assert math.isnan(read['loss']) and math.isnan(read['grad']) and read['auc'] == 0.5
+  path.write_text('{"loss": NaN}')  # a record written before summaries were strict
+  assert math.isnan(outputs.read_summary(path)['loss'])
