@@ -104,14 +104,20 @@ def test_joined_batches_split_back_into_their_parts_batch_for_batch():
            sliced.in_order(columns, 4, np.arange(12)),
            sliced.in_order(columns, 4, np.zeros(0, np.int64)),  # an empty part: no step
            sliced.in_order(columns, 5, np.arange(12, 20))]
-  joined, part_ends = sliced.joined(parts)
-  assert list(part_ends) == [8, 11, 11, 13]
-  split = sliced.split(tf.nest.map_structure(tf.constant, joined), tf.constant(part_ends))
-  for part, got in zip(parts, split, strict=True):
+  joined = sliced.joined(parts)
+  assert list(joined.part_ends) == [8, 11, 11, 13]
+  for part, back in zip(parts, joined.parts(), strict=True):  # numpy: each part as it was
+    for field in ('starts', 'ends', 'rows'):
+      np.testing.assert_array_equal(getattr(back, field), getattr(part, field))
+  in_tf = tf.nest.map_structure(tf.constant, joined)
+  for part, got, again in zip(parts, in_tf.parts(), sliced.joined(in_tf.parts()).parts(),
+                              strict=True):  # and joined again in TF
+    assert int(again.steps()) == len(part.starts)
     assert int(got.steps()) == len(part.starts)
     for step in range(len(part.starts)):
       want = part.batch(tf.constant(step))
       np.testing.assert_array_equal(got.batch(tf.constant(step))['x'], want['x'])
+      np.testing.assert_array_equal(again.batch(tf.constant(step))['x'], want['x'])
 
 
 def test_batches_over_other_columns_are_not_joined():

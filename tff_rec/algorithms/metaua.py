@@ -243,15 +243,15 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   """MetaUA's (and FedNova's) round: the project's round with reports, its
   server step (MetaUAServer) run where the round's driver runs.
 
-  A client's data: (its batches of `batches_type`, sliced.joined from three
-  parts: train (E shuffled epochs of its support examples), one pass over the
-  support, one over the query; where the parts end; the DATA_ATTRIBUTES of its
-  data). It sends its query gradient g_k (summed over the cohort; with
+  A client's data: (its batches, sliced.Joined of `batches_type`'s three parts:
+  train (E shuffled epochs of its support examples), one pass over the support,
+  one over the query; the DATA_ATTRIBUTES of its data). It sends its query gradient g_k (summed over the cohort; with
   meta_loss 'client_mean', of its mean query loss) and its report (to the
   server, client by client).
   """
-  client_type = tff.types.to_type((batches_type, tff.TensorType(np.int32, [3]),
-                                   tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])))
+  client_type = tff.types.to_type((
+      sliced.Joined(batches_type, tff.TensorType(np.int32, [3])),
+      tff.TensorType(np.float32, [len(DATA_ATTRIBUTES)])))
 
   server = MetaUAServer(config, server_optimizer, groups,
                         normalize_by_steps=normalize_by_steps)
@@ -277,11 +277,11 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   @tff.tensorflow.computation(distributor.type_signature.result, client_type)
   def client_work(weights, client):
     report, gradient = _client_work(model_fn(), client_learning_rate, weights,
-                                    *sliced.split(client[0], client[1]),
+                                    *client[0].parts(),
                                     learns=config.learns, attributes=config.attributes)
     if config.meta_loss == 'client_mean':
       gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
-    report['attributes'] = client[2]
+    report['attributes'] = client[1]
     return collections.OrderedDict(update=gradient,
                                    metrics=collections.OrderedDict(clients=tf.constant(1)),
                                    report=report)
@@ -385,10 +385,10 @@ def build(task, config: Options, training, *, name: str, normalize_by_steps: boo
 
   def client_input(client_id: str, seed: int):
     parts, attributes = split_client(task, client_id, position[client_id], seed, query)
-    return (*sliced.joined(parts), attributes)
+    return sliced.joined(parts), attributes
 
   process = rounds.compose(build_round(
-      task.model_fn, sliced.tff_type(client_input(ids[0], 0)[0]), config=config,
+      task.model_fn, sliced.tff_type(client_input(ids[0], 0)[0].batches), config=config,
       client_learning_rate=training.client_optimizer.learning_rate,
       server_optimizer=training.server_optimizer.build(), groups=groups,
       model_bytes=4 * parameters, normalize_by_steps=normalize_by_steps))

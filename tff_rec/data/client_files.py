@@ -231,7 +231,7 @@ class BatchesWhereTrained:
       # A lone Batches parameter arrives as a tff Struct: its Python containers back.
       handles = tff.types.type_to_py_container(handles, self.handle_type)
       sent = []
-      _map_typed(sent.append, handles, data_type)
+      _map_typed(lambda b: sent.append(b) or b, handles, data_type)
       made = iter(batches_of(sent))
       return _map_typed(lambda _: next(made), handles, data_type)
 
@@ -305,9 +305,11 @@ class ArraysWhereTrained:
 
 def _map_batches(fn, value):
   """`value` with fn applied to each sliced.Batches in it (through tuples, lists
-  and dicts)."""
+  and dicts; to each part of a sliced.Joined, joined again)."""
   if isinstance(value, sliced.Batches):
     return fn(value)
+  if isinstance(value, sliced.Joined):
+    return sliced.joined([fn(part) for part in value.parts()])
   if isinstance(value, Mapping):
     return type(value)((k, _map_batches(fn, v)) for k, v in value.items())
   if isinstance(value, tuple) and hasattr(value, '_fields'):
@@ -368,6 +370,8 @@ def _map_typed(fn, value, value_type: tff.Type):
     return value
   if getattr(value_type, 'python_container', None) is sliced.Batches:
     return fn(value)
+  if getattr(value_type, 'python_container', None) is sliced.Joined:
+    return sliced.joined([fn(part) for part in value.parts()])
   types = [t for _, t in tff.structure.iter_elements(value_type)]
   if isinstance(value, Mapping):
     return type(value)((k, _map_typed(fn, v, t)) for (k, v), t in zip(value.items(), types))
@@ -383,7 +387,7 @@ def holds_batches(client_input) -> bool:
 
 def _batches(value) -> list[sliced.Batches]:
   found = []
-  _map_batches(found.append, value)
+  _map_batches(lambda b: found.append(b) or b, value)
   return found
 
 
@@ -426,6 +430,8 @@ def _batch_types(data_type: tff.Type):
   if isinstance(data_type, tff.StructType):
     if getattr(data_type, 'python_container', None) is sliced.Batches:
       yield data_type
+    elif getattr(data_type, 'python_container', None) is sliced.Joined:
+      yield from [data_type.batches] * data_type.part_ends.shape[0]
     else:
       for _, t in tff.structure.iter_elements(data_type):
         yield from _batch_types(t)
