@@ -1,6 +1,7 @@
 """Clients' examples written once and read by the client work, from real files."""
 
 import collections
+import functools
 
 import numpy as np
 import pytest
@@ -155,40 +156,50 @@ def test_a_task_whose_clients_get_other_examples_every_round_is_refused(tmp_path
     client_files.ReadWhereTrained(Drawn(), tmp_path)
 
 
-def _client_input(client_id, seed):
+def _client_input(client_id, seed, joined=False):
   """A project round's client input: (a client index, (shuffled training batches
-  and one in-order pass over the same examples, a few attributes))."""
+  and one in-order pass over the same examples, as two Batches or `joined` as
+  MetaUA's are, a few attributes))."""
   examples = (collections.OrderedDict(item=EXAMPLES[client_id]['item']),
               EXAMPLES[client_id]['label'][:, None])
   plan = sliced.Plan(1, epochs=2)
-  return (np.int32(seed), ([plan.batches(examples, seed), sliced.in_order(examples, 1)],
+  batches = [plan.batches(examples, seed), sliced.in_order(examples, 1)]
+  return (np.int32(seed), (sliced.joined(batches) if joined else batches,
                            np.ones(3, np.float32)))
 
 
+@pytest.mark.parametrize('joined', [False, True])
 @pytest.mark.parametrize('planned', [False, True])
-def test_a_rounds_batches_are_read_back_where_the_client_trains(planned, tmp_path, tff_runtime):
+def test_a_rounds_batches_are_read_back_where_the_client_trains(planned, joined, tmp_path,
+                                                                tff_runtime):
   """The in-order pass's order is written with the examples; the shuffled one's
-  is sent as numpy's rows, or, given the plan that made it, drawn by TF there."""
-  data_type = tff.types.to_type([[sliced.tff_type(b) for b in _client_input('a', 0)[1][0]],
-                                 tff.TensorType(np.float32, [3])])
+  is sent as numpy's rows, or, given the plan that made it, drawn by TF there;
+  the parts of joined batches each as a Batches would be, joined again there."""
+  client_input = functools.partial(_client_input, joined=joined)
+  parts = _client_input('a', 0)[1][0]
+  batches_type = ([sliced.tff_type(b) for b in parts] if not joined else sliced.Joined(
+      sliced.tff_type(parts[0]), tff.TensorType(np.int32, [2])))
+  data_type = tff.types.to_type([batches_type, tff.TensorType(np.float32, [3])])
   plan = sliced.Plan(1, epochs=2)
-  reading = client_files.BatchesWhereTrained(tmp_path, list(EXAMPLES), _client_input,
+  reading = client_files.BatchesWhereTrained(tmp_path, list(EXAMPLES), client_input,
                                              data_type, plan=plan if planned else None)
   reading.files.write()
   for k, client_id in enumerate(EXAMPLES):
     sent = reading.client_input(client_id, 5)
     shuffled, in_order = _client_input(client_id, 5)[1][0]
-    for handle in sent[1][0]:
+    handles = sent[1][0].parts() if joined else sent[1][0]
+    for handle in handles:
       assert [np.ndim(a) for a in handle.columns] == [0, 0]  # the index and seed, not examples
       assert list(handle.columns) == [k, 5]
-    sent_rows = [len(handle.rows) for handle in sent[1][0]]
+    sent_rows = [len(handle.rows) for handle in handles]
     assert sent_rows == [0 if planned else len(shuffled.rows), 0]
-    got_shuffled, got_in_order = reading.read(sent[1])[0]
-    for a, b in zip(tf.nest.flatten(got_in_order), tf.nest.flatten(in_order)):
+    got = reading.read(sent[1])[0]
+    got_shuffled, got_in_order = got.parts() if joined else got
+    for a, b in zip(tf.nest.flatten(got_in_order), tf.nest.flatten(in_order), strict=True):
       np.testing.assert_array_equal(a, b)
     expected = plan.batches_tf(tf.nest.map_structure(tf.constant, in_order.columns),
                                tf.constant(5, tf.int64)) if planned else shuffled
-    for a, b in zip(tf.nest.flatten(got_shuffled), tf.nest.flatten(expected)):
+    for a, b in zip(tf.nest.flatten(got_shuffled), tf.nest.flatten(expected), strict=True):
       np.testing.assert_array_equal(a, b)
 
 
