@@ -36,6 +36,7 @@ from tasks import click_model
 from tasks import setting
 from tff_rec import capabilities
 from tff_rec import metrics
+from tff_rec.data import client_index
 from tff_rec.data import implicit
 from tff_rec.data import interactions
 from tff_rec.data import leave_one_out
@@ -238,11 +239,11 @@ class Task(click_model.ClickModel):
                                           config.seed)
     self.initial_users = mf.initial_table(len(self.data.user_ids), config.embedding_dim,
                                           config.seed + 1)
-    self._client_index = {str(u): k for k, u in enumerate(self.data.user_ids)}
+    self._client_index = client_index.ClientIndex(self.data.user_ids)
 
   @property
   def train_client_ids(self) -> list[str]:
-    return list(self._client_index)
+    return list(self._client_index.ids)
 
   def describe(self) -> str:
     d = self.data

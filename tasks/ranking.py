@@ -23,6 +23,7 @@ import tensorflow_federated as tff
 from tasks import setting
 from tff_rec import capabilities
 from tff_rec import metrics
+from tff_rec.data import client_index
 from tff_rec.data import implicit
 from tff_rec.data import interactions
 from tff_rec.data import sliced
@@ -131,12 +132,12 @@ class Task:
                                   config.factors, config.mlp_layers)
     self.vocab_size = self.data.num_items
     counts = self.data.train.counts
-    self._client_index = {str(uid): k for k, uid in enumerate(self.data.user_ids)
-                          if counts[k] > 0}
+    self._client_index = client_index.ClientIndex(self.data.user_ids,
+                                                  np.flatnonzero(counts > 0))
 
   @property
   def train_client_ids(self) -> list[str]:
-    return list(self._client_index)
+    return list(self._client_index.ids)
 
   def describe(self) -> str:
     return (f'{len(self.data.user_ids)} users, {self.data.num_items} items'
