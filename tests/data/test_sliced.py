@@ -120,6 +120,10 @@ def test_joined_batches_split_back_into_their_parts_batch_for_batch():
       np.testing.assert_array_equal(again.batch(tf.constant(step))['x'], want['x'])
 
 
-def test_batches_over_other_columns_are_not_joined():
+def test_batches_over_other_columns_or_not_in_order_are_not_joined():
   with pytest.raises(ValueError, match='share their columns'):
     sliced.joined([sliced.in_order(_columns(5), 2), sliced.in_order(_columns(5), 2)])
+  columns = _columns(5)
+  some = sliced.in_order(columns, 2).where(np.array([True, False, True]))
+  with pytest.raises(ValueError, match='batch after batch'):
+    sliced.joined([some, sliced.in_order(columns, 2)])
