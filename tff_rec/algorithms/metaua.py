@@ -245,9 +245,9 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
 
   A client's data: (its batches, sliced.Joined of `batches_type`'s three parts:
   train (E shuffled epochs of its support examples), one pass over the support,
-  one over the query; the DATA_ATTRIBUTES of its data). It sends its query gradient g_k (summed over the cohort; with
-  meta_loss 'client_mean', of its mean query loss) and its report (to the
-  server, client by client).
+  one over the query; the DATA_ATTRIBUTES of its data). It sends its query
+  gradient g_k (summed over the cohort; with meta_loss 'client_mean', of its
+  mean query loss) and its report (to the server, client by client).
   """
   client_type = tff.types.to_type((
       sliced.Joined(batches_type, tff.TensorType(np.int32, [3])),

@@ -98,8 +98,9 @@ def joined(parts: Sequence[Batches]) -> Joined:
          for p in parts):
     raise ValueError('joined Batches must share their columns (the same arrays)')
   concat, _, cumsum, size = _ops(parts[0].rows)
-  if size is len and not all(np.array_equal(np.append(p.starts, len(p.rows)),
-                                            np.insert(p.ends, 0, 0)) for p in parts):
+  numpy = isinstance(parts[0].rows, np.ndarray)  # tensors: made by this module, not checked
+  if numpy and not all(np.array_equal(np.append(p.starts, len(p.rows)), np.insert(p.ends, 0, 0))
+                       for p in parts):
     raise ValueError('joined Batches must each cover their rows in order, batch after batch')
   offsets = cumsum([0] + [size(p.rows) for p in parts[:-1]])
   return Joined(
