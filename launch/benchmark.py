@@ -35,8 +35,8 @@ eval_memory: DIN (the CTR task's defaults otherwise) on MovieLens-100K and on Am
 population: FedMF with stored users and CoLR r=4 on synthetic populations
        of 10^4 and 10^6 users (power-law interaction counts over a 10^5-item
        catalogue, seeded), 1,000 clients a round, on the in-process runtime,
-       each in a fresh process: seconds per round, the memory the population
-       takes, and the peak.
+       each in a fresh process: seconds per round, and the resident memory at
+       its peak while the data are read, once built and at its peak in the rounds.
 population_memory: the same populations' ranking task built in a fresh process
        per size: the resident memory while reading and splitting, once built,
        and once glibc returned its freed heap; what the task's arrays hold.
@@ -783,30 +783,38 @@ def synthetic_population(users: int, items: int, seed: int, root: pathlib.Path
 def _population_case(users: int, algorithm: str) -> dict:
   """One algorithm's rounds on a synthetic population, in this process: seconds
   per round (FLAGS.rounds after a warm-up), resident memory before the task is
-  read, once it is built with the algorithm, and at its peak."""
+  read, at its peak while it is read, once it is built with the algorithm, and
+  at its peak over the rounds."""
   from tff_rec.training import resources  # pylint: disable=g-import-not-at-top
   path = synthetic_population(users, POPULATION_ITEMS, 0, pathlib.Path(FLAGS.synthetic_dir))
   name, options = POPULATION_ALGORITHMS[algorithm]
   built_mb = []
+
+  def start(_):
+    built_mb.append(resources.memory_metrics()['memory/rss_mb'])
+    memory.phase = 'rounds'
+
   with _PeakRss(0.01) as memory:
+    memory.phase = 'reading'
     started = time.perf_counter()
     task = _task('loo_ranking', dict(data_dir=str(path), min_interactions=POPULATION_MIN_COUNT,
                                      embedding_dim=POPULATION_DIM))
     read_s = time.perf_counter() - started
-    seconds = _run_rounds(
-        task, 'inprocess', name, POPULATION_CLIENTS, {}, options,
-        on_start=lambda _: built_mb.append(resources.memory_metrics()['memory/rss_mb'])
-    ).seconds
+    memory.phase = None
+    seconds = _run_rounds(task, 'inprocess', name, POPULATION_CLIENTS, {}, options,
+                          on_start=start).seconds
   return {'users': len(task.data.user_ids), 'items': int(task.data.num_items),
           'interactions': int(len(task.data.train.items)), 'read_s': read_s,
           'seconds': seconds, 'start_mb': memory.start / 2**20, 'built_mb': built_mb[0],
-          'peak_mb': memory.peak / 2**20}
+          'reading_peak_mb': memory.peaks['reading'] / 2**20,
+          'rounds_peak_mb': memory.peaks['rounds'] / 2**20, 'peak_mb': memory.peak / 2**20}
 
 
 def bench_population() -> str:
   lines = ['| algorithm | users | train interactions | s / round | vs 10^4 | MB before '
-           'reading | MB built | MB peak | peak growth vs 10^4 | user vectors MB (N x '
-           f'{POPULATION_DIM} floats) | reading the data s |', '|---' * 11 + '|']
+           'reading | MB peak while reading | MB built | MB peak in the rounds | rounds\' '
+           'peak growth vs 10^4 | user vectors MB (N x '
+           f'{POPULATION_DIM} floats) | reading the data s |', '|---' * 12 + '|']
   for algorithm in POPULATION_ALGORITHMS:
     if FLAGS.population and not any(a in algorithm for a in FLAGS.population):
       continue
@@ -818,8 +826,8 @@ def bench_population() -> str:
         lines.append(
             f'| {algorithm} | {r["users"]:,} | {r["interactions"]:,} | {r["seconds"]:.3f} | '
             f'{r["seconds"] / small["seconds"]:.2f}x | {r["start_mb"]:.0f} | '
-            f'{r["built_mb"]:.0f} | {r["peak_mb"]:.0f} | '
-            f'{r["peak_mb"] - small["peak_mb"]:+.0f} MB | '
+            f'{r["reading_peak_mb"]:.0f} | {r["built_mb"]:.0f} | {r["rounds_peak_mb"]:.0f} | '
+            f'{r["rounds_peak_mb"] - small["rounds_peak_mb"]:+.0f} MB | '
             f'{r["users"] * POPULATION_DIM * 4 / 2**20:.0f} | {r["read_s"]:.0f} |')
         print(lines[-1], flush=True)
   return (f'{POPULATION_CLIENTS:,} clients a round, d={POPULATION_DIM}, in-process runtime, '

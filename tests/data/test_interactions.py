@@ -18,7 +18,7 @@ U_DATA = dict(user_column='user', item_column='item', time_column='time',
 
 
 def _read(path, **columns):
-  return interactions.read(path, interactions.Columns(**columns))
+  return dict(interactions.read(path, interactions.Columns(**columns)).items())
 
 
 def test_a_csv_export_with_string_ids_and_dates_becomes_time_ordered_sequences(tmp_path):

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tff_rec.data import item_lists
 from tff_rec.data import leave_one_out
 
 
@@ -76,11 +77,24 @@ def test_users_below_min_interactions_are_skipped_and_counted():
 
 
 def test_a_repeated_item_counts_once_at_its_latest_position():
-  split = leave_one_out.from_sequences({5: np.array([1, 2, 3, 2, 4]), 6: np.arange(5, 9)},
-                                       min_interactions=3, num_negatives=1, seed=0)
+  sequences = item_lists.Sequences.of({5: [1, 2, 3, 2, 4], 6: range(5, 9)})
+  split = leave_one_out.from_sequences(sequences, min_interactions=3, num_negatives=1, seed=0)
   ids = split.item_ids
   assert list(ids[split.train.of(0)]) == [1, 3]
   assert ids[split.held_out['validation'][0]] == 2 and ids[split.held_out['test'][0]] == 4
+
+
+@pytest.mark.parametrize('block', [1, 7, 1 << 20])  # 1: a block a user, or one past it
+def test_repeats_are_dropped_block_by_block_as_user_by_user(monkeypatch, block):
+  monkeypatch.setattr(leave_one_out, 'DISTINCT_BLOCK', block)
+  rng = np.random.default_rng(3)
+  lists = {u: rng.integers(0, 12, rng.integers(0, 25)) for u in range(60)}
+  distinct = leave_one_out._latest_occurrences(  # pylint: disable=protected-access
+      item_lists.Sequences.of(lists).lists)
+  for user, items in lists.items():
+    _, last_from_end = np.unique(items[::-1], return_index=True)
+    np.testing.assert_array_equal(distinct.of(user),
+                                  items[np.sort(len(items) - 1 - last_from_end)])
 
 
 @pytest.mark.parametrize('options, message', [
@@ -90,7 +104,8 @@ def test_a_repeated_item_counts_once_at_its_latest_position():
 ])
 def test_bad_settings_are_refused_with_the_fix(options, message):
   with pytest.raises(ValueError, match=message):
-    leave_one_out.from_sequences({1: np.arange(20), 2: np.arange(5, 25)}, **options)
+    leave_one_out.from_sequences(
+        item_lists.Sequences.of({1: range(20), 2: range(5, 25)}), **options)
 
 
 @pytest.mark.parametrize('num_items,seen,count', [

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from tff_rec.data import ctr_file
+from tff_rec.data import item_lists
 from tff_rec.data import sequence_clicks
 from tff_rec.data import tables
 
@@ -12,7 +13,7 @@ SEQUENCES = {7: np.array([3, 1, 4, 5]), 2: np.array([9, 3]), 5: np.array([6])}
 
 
 def test_each_step_after_the_first_is_a_click_and_a_non_click_with_the_earlier_items():
-  rows = sequence_clicks.din_rows(SEQUENCES, history_length=2, seed=0)
+  rows = sequence_clicks.din_rows(item_lists.Sequences.of(SEQUENCES), history_length=2, seed=0)
   user7 = rows[rows['user'] == 7]
   assert list(user7['label']) == [1, 0, 1, 0, 1, 0]
   assert list(user7['item'][user7['label'] == 1]) == [1, 4, 5]
@@ -25,19 +26,19 @@ def test_each_step_after_the_first_is_a_click_and_a_non_click_with_the_earlier_i
 def test_non_clicks_are_catalogue_items_the_user_never_had():
   sequences = {u: np.random.default_rng(u).choice(30, 12, replace=False) + 100
                for u in range(40)}
-  rows = sequence_clicks.din_rows(sequences, seed=3)
+  rows = sequence_clicks.din_rows(item_lists.Sequences.of(sequences), seed=3)
   catalogue = set(np.concatenate(list(sequences.values())).tolist())
   for user, items in rows[rows['label'] == 0].groupby('user')['item']:
     assert set(items) <= catalogue - set(sequences[user].tolist())
-  again = sequence_clicks.din_rows(sequences, seed=3)
+  again = sequence_clicks.din_rows(item_lists.Sequences.of(sequences), seed=3)
   pd.testing.assert_frame_equal(rows, again)  # the seed fixes the draws
-  other = sequence_clicks.din_rows(sequences, seed=4)
+  other = sequence_clicks.din_rows(item_lists.Sequences.of(sequences), seed=4)
   assert (other['item'] != rows['item']).any()
 
 
 def test_the_rows_read_as_a_ctr_file_with_their_own_test_pairs(tmp_path):
   path = tmp_path / 'clicks.csv'
-  sequence_clicks.din_rows(SEQUENCES, seed=0).to_csv(path, index=False)
+  sequence_clicks.din_rows(item_lists.Sequences.of(SEQUENCES), seed=0).to_csv(path, index=False)
   examples = ctr_file.read(path, ctr_file.Columns(
       'label', 'user', ('user', 'item'), ('history',), test='test',
       shared_vocabularies=(('item', 'history'),)))
@@ -49,7 +50,7 @@ def test_a_validation_part_of_clicks_takes_each_users_last_whole_pairs(tmp_path)
   path = tmp_path / 'clicks.csv'
   sequences = {1: np.arange(1, 7), 2: np.arange(1, 4), 3: np.arange(1, 15),  # 5, 2, 13 pairs
                4: np.arange(15, 18)}
-  sequence_clicks.din_rows(sequences, seed=0).to_csv(path, index=False)
+  sequence_clicks.din_rows(item_lists.Sequences.of(sequences), seed=0).to_csv(path, index=False)
   examples = ctr_file.read(path, ctr_file.Columns(
       'label', 'user', ('user', 'item'), ('history',), test='test',
       shared_vocabularies=(('item', 'history'),))).with_validation('chronological', 0.1, 0)
@@ -69,9 +70,9 @@ def test_a_validation_part_of_clicks_takes_each_users_last_whole_pairs(tmp_path)
 ])
 def test_sequences_that_give_no_rows_or_no_non_click_are_refused(sequences, message):
   with pytest.raises(tables.DataFormatError, match=message):
-    sequence_clicks.din_rows(sequences)
+    sequence_clicks.din_rows(item_lists.Sequences.of(sequences))
 
 
 def test_a_history_length_below_one_is_refused():
   with pytest.raises(ValueError, match='history_length must be >= 1, got 0'):
-    sequence_clicks.din_rows(SEQUENCES, history_length=0)
+    sequence_clicks.din_rows(item_lists.Sequences.of(SEQUENCES), history_length=0)

@@ -116,3 +116,36 @@ def test_a_gzipped_sequence_file_with_a_bom_reads_as_the_plain_file(tmp_path):
   data = user_items.load(path, test_fraction=0.3)
   np.testing.assert_array_equal(data.train.of(0), [5, 6])
   np.testing.assert_array_equal(data.test.of(1), [8])
+
+
+@pytest.mark.parametrize('chunk', [7, 1 << 24])  # 7: chunks end inside lines and numbers
+def test_the_bulk_parse_reads_what_the_line_by_line_reader_reads(tmp_path, monkeypatch, chunk):
+  monkeypatch.setattr(user_items, 'CHUNK_CHARACTERS', chunk)
+  path = tmp_path / 'sequences.txt'
+  rng = np.random.default_rng(0)
+  lines = [' '.join(map(str, [u, *rng.integers(0, 10**6, rng.integers(0, 30))]))
+           for u in rng.permutation(300)]
+  lines[5:5] = ['', '   ', '\t12345 007 +8\t 9  ']  # blank lines; an id written as Python reads it
+  path.write_text('\r\n'.join(lines))  # Windows line ends, no final one
+  with tables.open_text(path) as f:
+    bulk = user_items._parse_in_bulk(f)  # pylint: disable=protected-access
+  assert bulk is not None  # read in bulk, not left to the line-by-line reader
+  one_by_one = user_items._read_line_by_line(path)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(bulk.user_ids, one_by_one.user_ids)
+  np.testing.assert_array_equal(bulk.lists.offsets, one_by_one.lists.offsets)
+  np.testing.assert_array_equal(bulk.lists.items, one_by_one.lists.items)
+  assert bulk.user_ids[5] == 12345 and bulk.lists.of(5).tolist() == [7, 8, 9]
+
+
+@pytest.mark.parametrize('line', ['5 1+2 x', '5 \u0663'])
+def test_what_the_bulk_parse_cannot_vouch_for_is_read_line_by_line(tmp_path, line):
+  # numpy reads '1+2 x' as two ids (then stops, warning) and no Arabic digit: each
+  # goes to the reader that refuses the line or reads it whole (ids clipped at
+  # 2^63 - 1: test_bad_lines_name_file_and_line).
+  path = tmp_path / 'sequences.txt'
+  path.write_text(f'1 2 3\n{line}\n', encoding='utf-8')
+  if 'x' in line:
+    with pytest.raises(tables.DataFormatError, match=r'sequences.txt:2: non-integer field'):
+      user_items.read_lines(path)
+  else:
+    assert user_items.read_lines(path).lists.of(1).tolist() == [int(line.split()[1])]

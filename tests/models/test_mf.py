@@ -65,3 +65,10 @@ def test_initial_user_vectors_are_fixed_by_seed_and_user():
   assert not np.array_equal(mf.initial_user(5, 8, seed=1), mf.initial_user(6, 8, seed=1))
   table = mf.initial_table(2000, 16, seed=0)
   assert abs(table.std() - 0.25) < 0.01  # N(0, 1/d)
+
+
+def test_an_initial_table_drawn_block_by_block_is_the_one_draw_of_every_record(monkeypatch):
+  monkeypatch.setattr(mf, 'INITIAL_BLOCK', 3)  # 3 rows at a time: 4 blocks, the last short
+  rng = np.random.default_rng(7)
+  once = (rng.standard_normal((11, 5)) / np.sqrt(5)).astype(np.float32)
+  np.testing.assert_array_equal(mf.initial_table(11, 5, seed=7), once)

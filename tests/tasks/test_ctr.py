@@ -11,6 +11,7 @@ from tff_rec import metrics
 from tff_rec.algorithms import api
 from tff_rec.algorithms import heat as heat_lib
 from tff_rec.algorithms import registry
+from tff_rec.data import item_lists
 from tff_rec.data import sequence_clicks
 from tff_rec.runtime import inprocess
 from tff_rec.training import loop
@@ -286,8 +287,7 @@ def test_interactions_become_the_clicks_of_the_ctr_file_sequence_clicks_writes(t
            for k, item in enumerate(reversed(items))]
   (tmp_path / 'export.csv').write_text(  # rows not in time order
       'user,item,time\n' + ''.join(f'{u},{i},{t}\n' for u, i, t in pairs))
-  rows = sequence_clicks.din_rows({u: np.asarray(s) for u, s in sequences.items()},
-                                  history_length=2, seed=5)
+  rows = sequence_clicks.din_rows(item_lists.Sequences.of(sequences), history_length=2, seed=5)
   rows.to_csv(tmp_path / 'clicks.csv', index=False)
   columns = sequence_clicks.CTR_COLUMNS
   from_file = task_lib.read_examples(task_lib.make_config(

@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from tff_rec.data import item_lists
 from tff_rec.data import tables
 
 SUFFIXES = ('.csv', '.tsv', '.tab', '.txt', '.data', '.dat')  # a folder's candidate files
@@ -82,8 +83,9 @@ def file_of(data_dir: str | pathlib.Path) -> pathlib.Path:
   return tables.file_of(data_dir, SUFFIXES, 'interactions file (CSV/TSV)')
 
 
-def read(data_dir: str | pathlib.Path, columns: Columns) -> dict[int, np.ndarray]:
-  """user id -> its item ids, in time order (ties and no time: file order)."""
+def read(data_dir: str | pathlib.Path, columns: Columns) -> item_lists.Sequences:
+  """Each user's item ids in time order (ties and no time: file order), users in
+  id order."""
   path = file_of(data_dir)
   frame = _frame(path, columns)
   if columns.rating_column is not None:
@@ -99,7 +101,8 @@ def read(data_dir: str | pathlib.Path, columns: Columns) -> dict[int, np.ndarray
   order = np.lexsort((time, users))  # stable: ties keep file order
   users, items = users[order], items[order]
   starts = np.flatnonzero(np.diff(users, prepend=users[0] - 1))
-  return {int(users[s]): items[s:e] for s, e in zip(starts, [*starts[1:], len(users)])}
+  return item_lists.Sequences(users[starts].astype(np.int64), item_lists.ItemLists(
+      np.append(starts, len(users)).astype(np.int64), items.astype(np.int64)))
 
 
 def _frame(path: pathlib.Path, columns: Columns) -> pd.DataFrame:

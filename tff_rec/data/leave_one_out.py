@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from tff_rec.data import user_items
+from tff_rec.data import item_lists
 
 MIN_SPLIT = 3  # one training positive, the validation item and the test item
 NEGATIVES_BLOCK = 4096  # users whose candidates one kept generator state draws again
@@ -30,7 +30,7 @@ class Candidates:
   stream, keeping only the stream's state at every NEGATIVES_BLOCK-th user, so
   a slice reads back the very items that draw made. Index it with a user or a
   slice of users; np.asarray(candidates) draws them all."""
-  train: user_items.ItemLists
+  train: item_lists.ItemLists
   held_out: tuple[np.ndarray, ...]  # [users] item index, each held-out part's
   num_items: int
   count: int
@@ -78,7 +78,7 @@ class LeaveOneOut:
   """Users' training positives and held-out items (user k is user_ids[k])."""
   user_ids: np.ndarray          # [users] the dataset's user ids
   item_ids: np.ndarray          # [items] the dataset's id of each item index
-  train: user_items.ItemLists   # training positives, oldest first
+  train: item_lists.ItemLists   # training positives, oldest first
   held_out: dict[str, np.ndarray]    # 'validation' / 'test' -> [users] item index
   negatives: dict[str, Candidates]   # 'validation' / 'test' -> [users, C] item indices
   skipped_users: int            # users with fewer than min_interactions items
@@ -92,61 +92,87 @@ def from_ratings(ratings: pd.DataFrame, **options) -> LeaveOneOut:
   """From a (user_id, item_id, timestamp) table; ties in time keep table order."""
   ordered = ratings.sort_values(['user_id', 'timestamp'], kind='stable')
   users, starts = np.unique(ordered['user_id'].to_numpy(), return_index=True)
-  sequences = np.split(ordered['item_id'].to_numpy(np.int64), starts[1:])
-  return split(users, sequences, **options)
+  return split(users, item_lists.ItemLists(np.append(starts, len(ordered)).astype(np.int64),
+                                           ordered['item_id'].to_numpy(np.int64)), **options)
 
 
-def from_sequences(sequences: dict[int, np.ndarray], **options) -> LeaveOneOut:
+def from_sequences(sequences: item_lists.Sequences, **options) -> LeaveOneOut:
   """From time-ordered per-user item lists (user_items.read_lines)."""
-  users = np.array(sorted(sequences), np.int64)
-  return split(users, [sequences[int(u)] for u in users], **options)
+  ordered = sequences.in_id_order()
+  return split(ordered.user_ids, ordered.lists, **options)
 
 
-def split(user_ids: np.ndarray, sequences: list[np.ndarray], *, min_interactions: int = 20,
+def split(user_ids: np.ndarray, sequences: item_lists.ItemLists, *, min_interactions: int = 20,
           num_negatives: int = 99, seed: int = 0) -> LeaveOneOut:
-  """The leave-one-out split of time-ordered item sequences (one per user)."""
+  """The leave-one-out split of time-ordered item sequences (user k's: sequences.of(k))."""
   if min_interactions < MIN_SPLIT:
     raise ValueError(f'min_interactions must be >= {MIN_SPLIT} (a training item, the '
                      f'validation item and the test item), got {min_interactions}')
   if num_negatives < 1:
     raise ValueError(f'num_negatives must be >= 1, got {num_negatives}')
-  sequences = [_latest_occurrences(s) for s in sequences]
-  kept = [k for k, s in enumerate(sequences) if len(s) >= min_interactions]
-  if not kept:
+  distinct = _latest_occurrences(sequences)
+  kept = np.flatnonzero(distinct.counts >= min_interactions)
+  if not len(kept):
     raise ValueError(f'no user has {min_interactions} or more distinct items; lower '
                      'min_interactions')
-  item_ids = np.unique(np.concatenate([sequences[k] for k in kept]))
-  dense = [np.searchsorted(item_ids, sequences[k]) for k in kept]
-  too_few_unseen = [len(s) + num_negatives > len(item_ids) for s in dense]
-  if any(too_few_unseen):
-    raise ValueError(f'{sum(too_few_unseen)} users have fewer than {num_negatives} items '
+  if len(kept) < len(distinct.counts):
+    distinct = distinct.take(kept)
+  item_ids = np.unique(distinct.items)
+  dense = item_lists.ItemLists(distinct.offsets, np.searchsorted(item_ids, distinct.items))
+  too_few_unseen = dense.counts + num_negatives > len(item_ids)
+  if too_few_unseen.any():
+    raise ValueError(f'{too_few_unseen.sum()} users have fewer than {num_negatives} items '
                      f'they never interacted with (catalogue of {len(item_ids)}), and each '
                      f'held-out item is ranked among {num_negatives} of them: this needs a '
-                     f'catalogue of at least {max(map(len, dense)) + num_negatives} items')
-  train = user_items.ItemLists.from_lists([s[:-2] for s in dense])
-  held_out = {'validation': np.array([s[-2] for s in dense]),
-              'test': np.array([s[-1] for s in dense])}
+                     f'catalogue of at least {dense.counts.max() + num_negatives} items')
+  ends = dense.offsets[1:]
+  in_train = np.ones(len(dense.items), bool)
+  in_train[ends - 1] = in_train[ends - 2] = False
+  train = item_lists.ItemLists.from_counts(dense.counts - 2, dense.items[in_train])
+  held_out = {'validation': dense.items[ends - 2], 'test': dense.items[ends - 1]}
 
   rng, negatives = np.random.default_rng(seed), {}
   for part in ('validation', 'test'):  # each user's drawn once here, for the states
     states = []
-    for user, s in enumerate(dense):
+    for user in range(len(kept)):
       if user % NEGATIVES_BLOCK == 0:
         states.append(rng.bit_generator.state)
-      _unseen(s, len(item_ids), num_negatives, rng)
+      _unseen(dense.of(user), len(item_ids), num_negatives, rng)
     negatives[part] = Candidates(train, tuple(held_out.values()), len(item_ids),
                                  num_negatives, tuple(states))
   return LeaveOneOut(
       user_ids=np.asarray(user_ids)[kept], item_ids=item_ids,
       train=train, held_out=held_out, negatives=negatives,
-      skipped_users=len(sequences) - len(kept))
+      skipped_users=len(sequences.counts) - len(kept))
 
 
-def _latest_occurrences(sequence: np.ndarray) -> np.ndarray:
-  """Each item once, at its latest position (a repeat is a newer interaction)."""
-  sequence = np.asarray(sequence, np.int64)
-  _, last_from_end = np.unique(sequence[::-1], return_index=True)
-  return sequence[np.sort(len(sequence) - 1 - last_from_end)]
+DISTINCT_BLOCK = 1 << 20  # items a pass of _latest_occurrences sorts at once
+
+
+def _latest_occurrences(sequences: item_lists.ItemLists) -> item_lists.ItemLists:
+  """Each list's items once each, at their latest position (a repeat is a newer
+  interaction), in order; a block of users at a time, so its sort's arrays stay
+  small however many users there are."""
+  kept, counts, start, users = [], [], 0, len(sequences.counts)
+  while start < users:
+    stop = max(start + 1, int(np.searchsorted(
+        sequences.offsets, sequences.offsets[start] + DISTINCT_BLOCK, 'right')) - 1)
+    first = sequences.offsets[start]
+    block = item_lists.ItemLists(sequences.offsets[start:stop + 1] - first,
+                                 sequences.items[first:sequences.offsets[stop]])
+    rows, items = block.rows, block.items
+    # By user, then item, the latest first among a user's repeats (lexsort is stable).
+    order = len(items) - 1 - np.lexsort((items[::-1], rows[::-1]))
+    latest = np.ones(len(order), bool)
+    latest[1:] = (rows[order[1:]] != rows[order[:-1]]) | (items[order[1:]] != items[order[:-1]])
+    local = np.sort(order[latest])
+    kept.append(first + local)
+    counts.append(np.bincount(rows[local], minlength=stop - start))
+    start = stop
+  if sum(map(len, kept)) == len(sequences.items):
+    return sequences  # no repeats
+  return item_lists.ItemLists.from_counts(np.concatenate(counts),
+                                          sequences.items[np.concatenate(kept)])
 
 
 def _unseen(seen: np.ndarray, num_items: int, count: int, rng) -> np.ndarray:

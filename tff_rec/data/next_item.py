@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import tensorflow_federated as tff
 
+from tff_rec.data import item_lists
+
 Examples = dict[str, np.ndarray]  # 'context': [N, L] int32, 'label': [N] int32
 
 
@@ -55,14 +57,12 @@ class UserExamples:
     return {'context': self.context[mask], 'label': self.label[mask]}
 
 
-def ratings_from_sequences(sequences: dict[int, np.ndarray]) -> pd.DataFrame:
+def ratings_from_sequences(sequences: item_lists.Sequences) -> pd.DataFrame:
   """Time-ordered item sequences as ratings whose timestamp is the position."""
-  users = list(sequences)
-  lengths = [len(sequences[u]) for u in users]
   return pd.DataFrame({
-      'user_id': np.repeat(users, lengths),
-      'item_id': np.concatenate([sequences[u] for u in users]),
-      'timestamp': np.concatenate([np.arange(n) for n in lengths])})
+      'user_id': np.repeat(sequences.user_ids, sequences.lists.counts),
+      'item_id': sequences.lists.items,
+      'timestamp': sequences.lists.positions})
 
 
 def item_vocabulary(item_ids: np.ndarray) -> pd.Index:

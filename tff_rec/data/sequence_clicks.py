@@ -18,6 +18,7 @@ import pandas as pd
 
 from tff_rec.data import ctr_file
 from tff_rec.data import implicit
+from tff_rec.data import item_lists
 from tff_rec.data import tables
 
 COLUMNS = ('user', 'item', 'history', 'label', 'test')
@@ -26,13 +27,13 @@ CTR_COLUMNS = ctr_file.Columns(label='label', client='user', features=('user', '
                                list_features=('history',), test='test')
 
 
-def din_rows(sequences: dict[int, np.ndarray], *, history_length: int = 10,
+def din_rows(sequences: item_lists.Sequences, *, history_length: int = 10,
              seed: int = 0) -> pd.DataFrame:
   """A click and a sampled non-click per interaction after each user's first."""
   if history_length < 1:
     raise ValueError(f'history_length must be >= 1, got {history_length}')
-  catalogue = np.unique(np.concatenate(list(sequences.values())))
-  if not any(len(s) >= 2 for s in sequences.values()):
+  catalogue = np.unique(sequences.lists.items)
+  if not (sequences.lists.counts >= 2).any():
     raise tables.DataFormatError('no user has two interactions: no click has a history')
   rng = np.random.default_rng(seed)
   users, items, histories, labels, tests = [], [], [], [], []

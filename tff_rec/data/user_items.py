@@ -17,12 +17,13 @@ list and drops the test items, for choosing settings without touching test.
 """
 
 import dataclasses
-import math
 import pathlib
+import warnings
 
 import numpy as np
 
 from tff_rec.data import interactions
+from tff_rec.data import item_lists
 from tff_rec.data import movielens
 from tff_rec.data import tables
 
@@ -31,69 +32,107 @@ PAIR = ('train.txt', 'test.txt')
 
 
 @dataclasses.dataclass(frozen=True)
-class ItemLists:
-  """Users' item lists in CSR form: user k's items are items[offsets[k]:offsets[k+1]]."""
-  offsets: np.ndarray  # [users + 1] int64
-  items: np.ndarray    # [interactions] int64
-
-  def of(self, user: int) -> np.ndarray:
-    return self.items[self.offsets[user]:self.offsets[user + 1]]
-
-  @property
-  def counts(self) -> np.ndarray:
-    return np.diff(self.offsets)
-
-  @classmethod
-  def from_lists(cls, lists: list[np.ndarray]) -> 'ItemLists':
-    offsets = np.zeros(len(lists) + 1, np.int64)
-    offsets[1:] = np.cumsum([len(l) for l in lists])
-    items = np.concatenate(lists).astype(np.int64) if lists else np.zeros(0, np.int64)
-    return cls(offsets, items)
-
-
-@dataclasses.dataclass(frozen=True)
 class UserItems:
   """Train and test item lists of the same users (user k is user_ids[k])."""
   user_ids: np.ndarray  # [users] the file's uids, ascending
-  train: ItemLists
-  test: ItemLists
+  train: item_lists.ItemLists
+  test: item_lists.ItemLists
   num_items: int
   renumbered: bool = False  # item ids renumbered 0.. (the file's left over 90% unused)
 
 
-def read_lines(path: pathlib.Path) -> dict[int, np.ndarray]:
-  """uid -> items of one file (plain or gzip), in file order; errors name the file
+def read_lines(path: pathlib.Path) -> item_lists.Sequences:
+  """The users of one file (plain or gzip), in file order; errors name the file
   and line."""
-  users = {}
   try:
     with tables.open_text(path) as f:
-      for number, line in enumerate(f, 1):
-        fields = line.split()
-        if not fields:
-          continue
-        try:
-          values = np.array([int(v) for v in fields], np.int64)
-        except ValueError:
-          raise tables.DataFormatError(
-              f'{path}:{number}: non-integer field; expected {EXPECTED} (a CSV / TSV of '
-              'interactions: declare its user_column and item_column)') from None
-        except OverflowError:
-          raise tables.DataFormatError(
-              f'{path}:{number}: an id past 2^63 - 1; expected {EXPECTED} (for other ids, '
-              'an interactions file with declared columns numbers them)') from None
-        if (values < 0).any():
-          raise tables.DataFormatError(f'{path}:{number}: negative id; expected {EXPECTED}')
-        if values[0] in users:
-          raise tables.DataFormatError(
-              f'{path}:{number}: user {values[0]} appears twice; for a file of one '
-              'interaction a line (e.g. `user item`), declare its columns (columns=user,item, '
-              'user_column=user, item_column=item)')
-        users[int(values[0])] = values[1:]
+      parsed = _parse_in_bulk(f)
   except UnicodeDecodeError as e:
     raise tables.not_text(path, e) from None
+  return parsed if parsed is not None else _read_line_by_line(path)
+
+
+CHUNK_CHARACTERS = 1 << 24
+_WHITESPACE = np.frombuffer(b' \t\n\v\f\r', np.uint8)  # what numpy's text parser skips
+_LARGEST = np.iinfo(np.int64).max  # where numpy's parser clips a larger id
+
+
+def _parse_in_bulk(f) -> item_lists.Sequences | None:
+  """The file's lines parsed by numpy, a chunk of lines at a time (seconds for 10^7
+  ids, where the line-by-line reader takes minutes), or None where a line needs
+  the line-by-line reader: one it would refuse, which it names, or one numpy
+  cannot vouch for (non-ASCII text, an id at or past 2^63 - 1)."""
+  counts, values, pending = [], [], ''
+  while True:
+    chunk = f.read(CHUNK_CHARACTERS)
+    text = pending + chunk
+    cut = text.rfind('\n') + 1 if chunk else len(text)
+    text, pending = text[:cut], text[cut:]
+    if text.strip():
+      if not text.isascii():
+        return None
+      with warnings.catch_warnings(record=True) as stopped:
+        warnings.simplefilter('always')  # numpy warns where a field is not an integer
+        parsed = np.fromstring(text, np.int64, sep=' ')
+      fields = _fields_per_line(text)
+      if stopped or len(parsed) != fields.sum():
+        return None
+      counts.append(fields)
+      values.append(parsed)
+    if not chunk:
+      break
+  if not counts:
+    return None
+  counts, values = np.concatenate(counts), np.concatenate(values)
+  firsts = np.cumsum(counts) - counts
+  user_ids = values[firsts]
+  if (values < 0).any() or (values == _LARGEST).any() or len(np.unique(user_ids)) < len(counts):
+    return None
+  is_item = np.ones(len(values), bool)
+  is_item[firsts] = False
+  return item_lists.Sequences(user_ids,
+                              item_lists.ItemLists.from_counts(counts - 1, values[is_item]))
+
+
+def _fields_per_line(text: str) -> np.ndarray:
+  """[non-blank lines] how many whitespace-separated fields each has."""
+  codes = np.frombuffer(text.encode('ascii'), np.uint8)
+  space = np.isin(codes, _WHITESPACE)
+  starts = np.flatnonzero(~space & np.concatenate([[True], space[:-1]]))
+  lines = np.bincount(np.searchsorted(np.flatnonzero(codes == ord('\n')), starts))
+  return lines[lines > 0]
+
+
+def _read_line_by_line(path: pathlib.Path) -> item_lists.Sequences:
+  """read_lines one line at a time: what names a bad line, and what reads the
+  lines the bulk parse leaves to it."""
+  users = {}
+  with tables.open_text(path) as f:
+    for number, line in enumerate(f, 1):
+      fields = line.split()
+      if not fields:
+        continue
+      try:
+        values = np.array([int(v) for v in fields], np.int64)
+      except ValueError:
+        raise tables.DataFormatError(
+            f'{path}:{number}: non-integer field; expected {EXPECTED} (a CSV / TSV of '
+            'interactions: declare its user_column and item_column)') from None
+      except OverflowError:
+        raise tables.DataFormatError(
+            f'{path}:{number}: an id past 2^63 - 1; expected {EXPECTED} (for other ids, '
+            'an interactions file with declared columns numbers them)') from None
+      if (values < 0).any():
+        raise tables.DataFormatError(f'{path}:{number}: negative id; expected {EXPECTED}')
+      if values[0] in users:
+        raise tables.DataFormatError(
+            f'{path}:{number}: user {values[0]} appears twice; for a file of one '
+            'interaction a line (e.g. `user item`), declare its columns (columns=user,item, '
+            'user_column=user, item_column=item)')
+      users[int(values[0])] = values[1:]
   if not users:
     raise tables.DataFormatError(f'{path}: no users; expected {EXPECTED}')
-  return users
+  return item_lists.Sequences.of(users)
 
 
 def single_sequence_file(data_dir: str | pathlib.Path) -> pathlib.Path | None:
@@ -107,7 +146,7 @@ def single_sequence_file(data_dir: str | pathlib.Path) -> pathlib.Path | None:
 
 
 def sequences(data_dir: str | pathlib.Path, columns: interactions.Columns
-              ) -> dict[int, np.ndarray] | None:
+              ) -> item_lists.Sequences | None:
   """Time-ordered item sequences: of an interactions file when its columns are
   declared, else of `data_dir`'s sequence file; None when it has neither."""
   if columns.declared:
@@ -116,15 +155,15 @@ def sequences(data_dir: str | pathlib.Path, columns: interactions.Columns
   return read_lines(sequence) if sequence else None
 
 
-def split_sequences(sequences: dict[int, np.ndarray], test_fraction: float
-                    ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-  """Each user's last ceil(fraction * len) items (at most len - 1, none of an empty
-  list) go to test."""
-  train, test = {}, {}
-  for uid, items in sequences.items():
-    held = max(0, min(math.ceil(test_fraction * len(items)), len(items) - 1))
-    train[uid], test[uid] = items[:len(items) - held], items[len(items) - held:]
-  return train, test
+def split_ends(lists: item_lists.ItemLists, fraction: float
+               ) -> tuple[item_lists.ItemLists, item_lists.ItemLists]:
+  """Each list's last ceil(fraction * len) items (at most len - 1, none of an empty
+  list) apart: (the lists without them, those items)."""
+  counts = lists.counts
+  held = np.maximum(0, np.minimum(np.ceil(fraction * counts).astype(np.int64), counts - 1))
+  kept = lists.positions < np.repeat(counts - held, counts)
+  return (item_lists.ItemLists.from_counts(counts - held, lists.items[kept]),
+          item_lists.ItemLists.from_counts(held, lists.items[~kept]))
 
 
 def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
@@ -149,18 +188,17 @@ def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
           f'{root}: expected train.txt and test.txt, or one sequence file (the file '
           f'itself, or a folder with exactly one *.txt; found {found}); each with '
           f'{EXPECTED}.')
-    train, test = split_sequences(ordered, test_fraction)
-  user_ids = np.array(sorted(set(train) | set(test)), np.int64)
-  empty = np.zeros(0, np.int64)
-  train_lists = [train.get(int(u), empty) for u in user_ids]
-  test_lists = [test.get(int(u), empty) for u in user_ids]
-  items = np.unique(np.concatenate(train_lists + test_lists))
+    train, test = (item_lists.Sequences(ordered.user_ids, part)
+                   for part in split_ends(ordered.lists, test_fraction))
+  user_ids = np.union1d(train.user_ids, test.user_ids)
+  train_lists, test_lists = train.aligned(user_ids), test.aligned(user_ids)
+  items = np.unique(np.concatenate([train_lists.items, test_lists.items]))
   renumbered = 10 * len(items) < 1 + int(items[-1])  # over 90% of 0..max unused
   if renumbered:
-    train_lists, test_lists = ([np.searchsorted(items, l) for l in lists]
-                               for lists in (train_lists, test_lists))
-  return UserItems(user_ids, ItemLists.from_lists(train_lists),
-                   ItemLists.from_lists(test_lists),
+    train_lists, test_lists = (
+        item_lists.ItemLists(lists.offsets, np.searchsorted(items, lists.items))
+        for lists in (train_lists, test_lists))
+  return UserItems(user_ids, train_lists, test_lists,
                    len(items) if renumbered else 1 + int(items[-1]), renumbered)
 
 
@@ -173,17 +211,11 @@ def heaviest(data: UserItems, count: int) -> UserItems:
   totals = data.train.counts + data.test.counts
   kept = np.sort(np.argsort(-totals, kind='stable')[:count])
   return dataclasses.replace(data, user_ids=data.user_ids[kept],
-                             train=_subset(data.train, kept), test=_subset(data.test, kept))
+                             train=data.train.take(kept), test=data.test.take(kept))
 
 
 def validation_split(data: UserItems, fraction: float) -> UserItems:
-  """The train lists split again: their last `fraction` (as split_sequences)
-  becomes the held-out part, and the test items are dropped."""
-  train, held = split_sequences({k: data.train.of(k) for k in range(len(data.user_ids))},
-                                fraction)
-  return dataclasses.replace(data, train=ItemLists.from_lists(list(train.values())),
-                             test=ItemLists.from_lists(list(held.values())))
-
-
-def _subset(lists: ItemLists, users: np.ndarray) -> ItemLists:
-  return ItemLists.from_lists([lists.of(k) for k in users])
+  """The train lists split again: their last `fraction` (as load splits a
+  sequence file) becomes the held-out part, and the test items are dropped."""
+  train, held = split_ends(data.train, fraction)
+  return dataclasses.replace(data, train=train, test=held)
