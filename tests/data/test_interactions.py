@@ -18,7 +18,7 @@ U_DATA = dict(user_column='user', item_column='item', time_column='time',
 
 
 def _read(path, **columns):
-  return dict(interactions.read(path, interactions.Columns(**columns)).items())
+  return dict(interactions.read(path, interactions.Columns(**columns)).per_user())
 
 
 def test_a_csv_export_with_string_ids_and_dates_becomes_time_ordered_sequences(tmp_path):

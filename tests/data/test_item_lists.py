@@ -21,11 +21,11 @@ def test_take_gathers_the_users_lists_in_the_order_asked():
 
 def test_sequences_in_id_order_and_aligned_to_more_ids():
   sequences = item_lists.Sequences.of(LISTS)
-  assert [(u, s.tolist()) for u, s in sequences.items()] == [
+  assert [(u, s.tolist()) for u, s in sequences.per_user()] == [
       (u, l) for u, l in LISTS.items()]  # the file's order
   ordered = sequences.in_id_order()
   assert ordered.user_ids.tolist() == [2, 4, 7, 9]
-  assert [s.tolist() for _, s in ordered.items()] == [[], [6], [1, 2, 3], [4, 5]]
+  assert [s.tolist() for _, s in ordered.per_user()] == [[], [6], [1, 2, 3], [4, 5]]
   assert ordered.in_id_order() is ordered
   aligned = sequences.aligned(np.array([1, 2, 4, 5, 7, 9, 11]))
   assert _as_lists(aligned) == [[], [], [6], [], [1, 2, 3], [4, 5], []]

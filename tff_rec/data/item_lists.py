@@ -73,7 +73,7 @@ class Sequences:
   def __len__(self) -> int:
     return len(self.user_ids)
 
-  def items(self):
+  def per_user(self):
     """(uid, its items) of every user, in order."""
     for k, uid in enumerate(self.user_ids):
       yield int(uid), self.lists.of(k)

@@ -37,7 +37,7 @@ def din_rows(sequences: item_lists.Sequences, *, history_length: int = 10,
     raise tables.DataFormatError('no user has two interactions: no click has a history')
   rng = np.random.default_rng(seed)
   users, items, histories, labels, tests = [], [], [], [], []
-  for user, sequence in sequences.items():
+  for user, sequence in sequences.per_user():
     n = len(sequence)
     if n < 2:
       continue  # no interaction with an earlier one
