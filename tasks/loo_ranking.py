@@ -199,20 +199,20 @@ class _DrawnInClientWork(capabilities.Wrapper):
     return self._of_examples(self.wrapped.batches_computation)
 
 
-# Copies of each table a run holds at least: the initial table and the round's
-# state, and while a round writes the next state (rounds.RoundProcess); a
+# Copies of each table a run holds at least: the round's state and, while a round
+# writes it, the next state (rounds.RoundProcess), and the initial item table; a
 # reconstructed user table only its initial one.
-TABLE_COPIES, RECONSTRUCTED_USER_COPIES = 3, 1
+USER_COPIES, ITEM_COPIES = {'stored': 2, 'reconstructed': 1}, 3
 
 
 def _check_tables_fit(num_users: int, num_items: int, config: Config) -> None:
   """Refuses, before the tables are allocated, a population whose tables do not fit."""
-  user_copies = TABLE_COPIES if config.stored else RECONSTRUCTED_USER_COPIES
+  user_copies = USER_COPIES[config.user_state]
   d = config.embedding_dim
   refusal = resources.too_large(
-      4 * d * (num_users * user_copies + num_items * TABLE_COPIES),
+      4 * d * (num_users * user_copies + num_items * ITEM_COPIES),
       f'{num_users} users x {d} floats x {user_copies} ({config.user_state} users) and '
-      f'{num_items} items x {d} floats x {TABLE_COPIES} (copies of each table)')
+      f'{num_items} items x {d} floats x {ITEM_COPIES} (copies of each table)')
   if refusal:
     raise ValueError(f'{refusal}; use a smaller --embedding_dim or fewer users'
                      + ('' if user_copies == 1 else ', or --user_state=reconstructed'))
@@ -237,9 +237,20 @@ class Task(click_model.ClickModel):
     _check_tables_fit(len(self.data.user_ids), self.data.num_items, config)
     self.initial_items = mf.initial_table(self.data.num_items, config.embedding_dim,
                                           config.seed)
-    self.initial_users = mf.initial_table(len(self.data.user_ids), config.embedding_dim,
-                                          config.seed + 1)
     self._client_index = client_index.ClientIndex(self.data.user_ids)
+
+  def initial_user_table(self) -> np.ndarray:
+    """Every user's starting vector, made anew at each call: a stored run's process
+    makes its first state of it and keeps no copy (a third of its user tables:
+    244 MB at 10^6 users x 64 floats)."""
+    return mf.initial_table(len(self.data.user_ids), self.config.embedding_dim,
+                            self.config.seed + 1)
+
+  @functools.cached_property
+  def initial_users(self) -> np.ndarray:
+    """The starting vectors, made once and kept: reconstructed users start from theirs
+    every round, and the Keras algorithms' model starts from them."""
+    return self.initial_user_table()
 
   @property
   def train_client_ids(self) -> list[str]:

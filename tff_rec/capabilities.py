@@ -119,7 +119,9 @@ class PrivateUsers(Protocol):
   """A matrix factorization whose user vectors stay on their clients (FedMF)."""
 
   initial_items: np.ndarray
-  initial_users: np.ndarray
+  initial_users: np.ndarray  # made once and kept
+
+  def initial_user_table(self) -> np.ndarray: ...  # initial_users, made anew at each call
   mf_dataset_computation: Any  # tff.Computation: a client's rows -> its sliced batches
 
   def client_rows(self, user: int, seed, epochs: int): ...

@@ -5,6 +5,8 @@ exactly; on both runtimes (SCAFFOLD's variates, FedMF's stored users and
 MetaUA's reports go through this; their own tests check the algorithms)."""
 
 import collections
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -125,6 +127,29 @@ def test_the_initial_client_states_are_shared_read_only_never_copied(tff_runtime
     assert np.shares_memory(array, initial[name]) and not array.flags.writeable, name
   state = rounds.compose(_round(), initial).next(state, [(3, 2.0)]).state
   assert not state['clients']['total'].flags.writeable
+
+
+@pytest.mark.parametrize('runtime', RUNTIMES)
+def test_initial_client_states_made_at_each_initialize_are_held_by_the_state_alone(
+    tff_runtime, runtime):
+  made = []
+
+  def initial():
+    made.append(collections.OrderedDict(total=np.ones((NUM_CLIENTS, 2), np.float32),
+                                        visits=np.zeros(NUM_CLIENTS, np.int32)))
+    return made[-1]
+
+  process = inprocess.for_runtime(rounds.compose(_round(), initial), runtime)
+  assert not made  # nothing made until a run starts
+  state = process.initialize()
+  assert len(made) == 1 and not state['clients']['total'].flags.writeable
+  table = weakref.ref(made.pop()['total'])
+  state = process.next(state, [(3, 2.0)]).state
+  gc.collect()
+  assert table() is None  # the next state replaced it, and nothing else held it
+  np.testing.assert_array_equal(state['clients']['total'][3], [2.5, -1.5])
+  process.initialize()
+  assert len(made) == 1  # made again
 
 
 @pytest.mark.parametrize('runtime', RUNTIMES)

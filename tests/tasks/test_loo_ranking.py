@@ -94,6 +94,16 @@ def test_real_beauty_keeps_users_with_20_items(real_beauty):
   assert task.data.skipped_users > 20_000 and 0 < len(task.data.user_ids) < 2_000
 
 
+def test_a_stored_run_keeps_no_initial_user_table_beside_its_state(ranking_dir, tff_runtime):
+  # The process makes its first state of the task's initial vectors at initialize;
+  # a task that kept them too would hold a third user table (rounds.RoundProcess).
+  task = _task(ranking_dir, embedding_dim=8)
+  process, _, _ = _process(task)
+  state = process.initialize()
+  assert 'initial_users' not in vars(task)  # never made and kept (a cached property)
+  np.testing.assert_array_equal(state['clients'], task.initial_users)  # the same vectors
+
+
 def test_federated_colr_learns_beyond_its_initial_ranking(ranking_dir, tff_runtime):
   task = _task(ranking_dir, embedding_dim=8, batch_size=32)
   process, ids, client_input = _process(task, rank=2)
@@ -237,9 +247,9 @@ def test_a_population_whose_tables_do_not_fit_is_refused_before_they_are_allocat
 
   monkeypatch.setattr(task_lib.mf, 'initial_table', allocating)
   half = resources.machine_memory() / 2
-  # Stored users keep 3 copies of their table: this dimension fits with 1, not with 3.
-  dim = int(half / 4 / (2 * users + 3 * items))
-  with pytest.raises(ValueError, match=rf'{users} users x {dim} floats x 3 \(stored users\) '
+  # Stored users keep 2 copies of their table: this dimension fits with 1, not with 2.
+  dim = int(half / 4 / (1.5 * users + 3 * items))
+  with pytest.raises(ValueError, match=rf'{users} users x {dim} floats x 2 \(stored users\) '
                      rf'and {items} items x {dim} floats x 3 .*--user_state=reconstructed'):
     _task(ranking_dir, embedding_dim=dim)
   with pytest.raises(AssertionError, match='allocated'):  # 1 copy of the users fits

@@ -32,6 +32,7 @@ sampled negatives; the client also sends that row mask).
 import collections
 import dataclasses
 import math
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -233,16 +234,17 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
 
 def build_process(config: FedMFConfig, initial_items: np.ndarray,
                   dataset_computation: tff.Computation,
-                  initial_users: np.ndarray | None = None, **round_options):
-  """FedMF's process (rounds.compose of build_round): with `initial_users`, every
-  user's vector is kept on its client between rounds ([users, d] client states;
-  client inputs are (user index, client data)); without, reconstructed."""
+                  initial_users: np.ndarray | Callable[[], np.ndarray] | None = None,
+                  **round_options):
+  """FedMF's process (rounds.compose of build_round): with `initial_users` (the
+  [users, d] float32 vectors, or a function making them at each initialize), every
+  user's vector is kept on its client between rounds (client states; client inputs
+  are (user index, client data)); without, reconstructed."""
   if (initial_users is None) == (not config.reconstruction_epochs):
     raise ValueError('stored user vectors are never reconstructed (reconstruction_epochs=0 '
                      'with initial_users), and reconstructed ones are not stored')
   round_ = build_round(config, initial_items, dataset_computation, **round_options)
-  return rounds.compose(round_, None if initial_users is None
-                        else np.asarray(initial_users, np.float32))
+  return rounds.compose(round_, initial_users)
 
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
@@ -367,7 +369,7 @@ def build(task, options: Options, training, *, name: str):
     item_scale = heat.row_scales(task, name, 'clients', training.max_correction)[ITEM_TABLE]
   ids = list(task.train_client_ids)
   process = build_process(config, task.initial_items, task.mf_dataset_computation,
-                          task.initial_users if stored else None, item_scale=item_scale,
+                          task.initial_user_table if stored else None, item_scale=item_scale,
                           **factories)
 
   def client_input(client_id: str, seed: int):  # reconstructed: initial vector first
