@@ -120,9 +120,9 @@ class PrivateUsers(Protocol):
 
   initial_items: np.ndarray
   initial_users: np.ndarray  # made once and kept
+  mf_dataset_computation: Any  # tff.Computation: a client's rows -> its sliced batches
 
   def initial_user_table(self) -> np.ndarray: ...  # initial_users, made anew at each call
-  mf_dataset_computation: Any  # tff.Computation: a client's rows -> its sliced batches
 
   def client_rows(self, user: int, seed, epochs: int): ...
 

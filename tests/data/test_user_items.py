@@ -56,6 +56,8 @@ def test_a_user_only_in_test_has_no_train_items(tmp_path):
 @pytest.mark.parametrize('line, message', [
     ('0 1 x', r'train.txt:2: non-integer field'),
     ('0 1 -3', r'train.txt:2: negative id'),
+    ('0 1 +', r'train.txt:2: non-integer field'),  # numpy reads a lone sign as 0
+    ('0 -', r'train.txt:2: non-integer field'),
     ('7 1', r'train.txt:2: user 7 appears twice'),
     ('8,1', r'train.txt:2: non-integer field; .* declare its user_column and item_column'),
     ('8 ' + '9' * 23, r'train.txt:2: an id past 2\^63 - 1'),
@@ -149,3 +151,22 @@ def test_what_the_bulk_parse_cannot_vouch_for_is_read_line_by_line(tmp_path, lin
       user_items.read_lines(path)
   else:
     assert user_items.read_lines(path).lists.of(1).tolist() == [int(line.split()[1])]
+
+
+def test_bad_bytes_are_named_after_an_earlier_bad_line_and_after_a_line_by_line_start(
+    tmp_path, monkeypatch):
+  path = tmp_path / 'sequences.txt'
+  path.write_bytes(b'1 2\n3 x\n' + b' ' * 20_000 + b'\n\xff\n')
+  with pytest.raises(tables.DataFormatError, match=r'sequences.txt:2: non-integer field'):
+    user_items.read_lines(path)  # the line comes first, as read line by line
+  monkeypatch.setattr(user_items, 'CHUNK_CHARACTERS', 7)
+  path.write_bytes('1\xa02\n'.encode() + b' ' * 20 + b'\n\xff\n')  # NBSP: line by line
+  with pytest.raises(tables.DataFormatError, match=r'sequences.txt: not UTF-8 text'):
+    user_items.read_lines(path)
+
+
+def test_a_fraction_outside_0_1_is_refused(tmp_path):
+  data = user_items.load(fixtures.write_user_items(tmp_path, {0: [1, 2]}, {0: [3]}))
+  for fraction in (0, 1, float('nan')):
+    with pytest.raises(ValueError, match='fraction must be in'):
+      user_items.validation_split(data, fraction)

@@ -244,6 +244,8 @@ def build_process(config: FedMFConfig, initial_items: np.ndarray,
     raise ValueError('stored user vectors are never reconstructed (reconstruction_epochs=0 '
                      'with initial_users), and reconstructed ones are not stored')
   round_ = build_round(config, initial_items, dataset_computation, **round_options)
+  if initial_users is not None and not callable(initial_users):
+    initial_users = np.asarray(initial_users, np.float32)
   return rounds.compose(round_, initial_users)
 
 

@@ -101,8 +101,9 @@ def read(data_dir: str | pathlib.Path, columns: Columns) -> item_lists.Sequences
   order = np.lexsort((time, users))  # stable: ties keep file order
   users, items = users[order], items[order]
   starts = np.flatnonzero(np.diff(users, prepend=users[0] - 1))
-  return item_lists.Sequences(users[starts].astype(np.int64), item_lists.ItemLists(
-      np.append(starts, len(users)).astype(np.int64), items.astype(np.int64)))
+  return item_lists.Sequences(users[starts].astype(np.int64, copy=False), item_lists.ItemLists(
+      np.append(starts, len(users)).astype(np.int64, copy=False),
+      items.astype(np.int64, copy=False)))
 
 
 def _frame(path: pathlib.Path, columns: Columns) -> pd.DataFrame:

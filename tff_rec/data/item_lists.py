@@ -35,7 +35,7 @@ class ItemLists:
     """The lists of `users` (indices), in that order."""
     users = np.asarray(users, np.int64)
     counts = self.counts[users]
-    if (np.diff(users) > 0).all():  # a subset in order: a mask, not an index an item
+    if (np.diff(users) > 0).all():  # a subset in order: chosen by a mask over the users
       chosen = np.zeros(len(self.counts), bool)
       chosen[users] = True
       return ItemLists.from_counts(counts, self.items[np.repeat(chosen, self.counts)])
