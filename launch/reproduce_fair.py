@@ -394,6 +394,14 @@ def federated_sweep(algorithm: str, scheme: str | None, grid=FEDERATED_GRID,
                                               '--seed=0', rate=rate, rounds=rounds))
 
 
+NOT_CHOSEN = 'Not run yet: a method\'s validation sweep has not chosen its rate.'
+
+
+def _rates_text(rates: dict[str, float]) -> str:
+  """Each method's chosen rate, as the tables name them."""
+  return ', '.join(f'{_label(a, None)} {r:g}' for a, r in rates.items())
+
+
 def _scores(sweep: dict[float, float | None], chosen: float | None) -> str:
   """A sweep's rates and scores, the chosen one in bold."""
   return ', '.join(f'{"**" * (r == chosen)}{r:g}: ' + ('not run' if v is None else f'{v:.3f}')
@@ -613,22 +621,24 @@ def main(argv):
   tuned_rates = None if None in chosen_rates.values() else chosen_rates
   if tuned_rates:
     tuned_long = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_', tuned_rates)
-  # The seeded table again at each method's rate chosen over --long_rounds.
+  # The seeded table again at each method's rate chosen over --long_rounds. Cells
+  # run in this order, so this sweep, which decides the tuned 200-round reading,
+  # runs before the ablations at the --rounds choices below.
   long_sweep_rows, long_chosen = federated_sweeps(validation_floor, grid=LONG_GRID,
                                                   rounds=FLAGS.long_rounds, prefix='long_')
   if None in long_chosen.values():
-    long_tuned_text = 'Not run yet: a method\'s validation sweep has not chosen its rate.'
+    long_tuned_text = NOT_CHOSEN
   else:
     long_tuned = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_', long_chosen)
     long_tuned_text = (
         f"Each method at the rate its {FLAGS.long_rounds}-round sweep chose "
-        f"({', '.join(f'{_label(a, None)} {r:g}' for a, r in long_chosen.items())}), "
+        f"({_rates_text(long_chosen)}), "
         f"seeds {seeds}: the cells of the two seeded tables above at those rates.\n\n"
         + '\n'.join(long_table(task, long_tuned, floor)))
   if tuned_rates:
     tuned_consistency, tuned_table3 = run_ablations(task, seeds, tuned_rates)
     tuned_text = f"""Each method at the client Adam rate its validation sweep chose
-({', '.join(f'{_label(a, None)} {r:g}' for a, r in tuned_rates.items())}; FULL-TRN at
+({_rates_text(tuned_rates)}; FULL-TRN at
 FedAvg's, FAIR's consistent and inconsistent subspaces at FAIR-HET's), seeds {seeds}; a cell
 at {FLAGS.learning_rate:g} is the tables' own.
 
@@ -644,7 +654,7 @@ Consistent vs inconsistent subspaces ({FLAGS.rounds} rounds):
 
 {chr(10).join(consistency_rows(tuned_consistency, floor))}"""
   else:
-    tuned_text = 'Not run yet: a method\'s validation sweep has not chosen its rate.'
+    tuned_text = NOT_CHOSEN
 
   results = pathlib.Path(FLAGS.results_dir)
   results.mkdir(parents=True, exist_ok=True)
