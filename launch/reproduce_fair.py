@@ -538,7 +538,7 @@ def run_ablations(task, seeds: list[int], rates: dict[str, float] | None = None
 
 
 def _by_seed(values: list[float]) -> str:
-  return ' / '.join(f'{v:.3f}' for v in values)
+  return ' / '.join(f'{v:.3f}' for v in values) or 'not run'
 
 
 def table3_rows(table3: dict[str, list[str]], popularity: float) -> list[str]:
