@@ -538,7 +538,7 @@ def run_ablations(task, seeds: list[int], rates: dict[str, float] | None = None
 
 
 def _by_seed(values: list[float]) -> str:
-  return ' / '.join(f'{v:.3f}' for v in values) or 'not run'
+  return ' / '.join(f'{v:.3f}' for v in values) or cell_records.NOT_RUN
 
 
 def table3_rows(table3: dict[str, list[str]], popularity: float) -> list[str]:
