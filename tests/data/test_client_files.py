@@ -223,7 +223,7 @@ def test_a_clients_own_arrays_are_read_back_where_it_trains(tmp_path, tff_runtim
     sent = reading.client_input(client_id, 5)
     assert sent[0] == k and sent[1:] == _own_vector(client_id, 5)[1:]  # the index, not the vector
     got = reading.read(sent)
-    for a, b in zip(got, _own_vector(client_id, 5)):
+    for a, b in zip(got, _own_vector(client_id, 5), strict=True):
       np.testing.assert_array_equal(a, b)
 
 
