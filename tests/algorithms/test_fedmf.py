@@ -73,6 +73,18 @@ def test_fedmf_round_is_one_sgd_step_on_items_and_user(tff_runtime, runtime):
 
 
 @pytest.mark.parametrize('runtime', ['native', 'inprocess'])
+def test_each_client_of_a_cohort_gets_back_its_own_user_vector(tff_runtime, runtime):
+  # Cohort order differs from client order: a runtime that pairs states with the
+  # wrong clients (or reverses a shard's outputs) stores another client's user.
+  _, _, output = _stored_round(_config(), clients=(1, 0), runtime=runtime)
+  for client in (0, 1):
+    _, user_grad = _one_step_gradient(USERS[client], DATA[client][1], DATA[client][2])
+    np.testing.assert_allclose(output.state['clients'][client],
+                               USERS[client] - LR * user_grad, atol=1e-6)
+  np.testing.assert_array_equal(output.state['clients'][2], USERS[2])
+
+
+@pytest.mark.parametrize('runtime', ['native', 'inprocess'])
 def test_colr_round_moves_items_by_the_gradient_projected_on_the_shared_basis(tff_runtime,
                                                                               runtime):
   rank = 2
