@@ -28,7 +28,7 @@ class Progress:
               'on', flush=True)
     per_step = (time.monotonic() - self.started) / (step - self.first + 1)
     eta = per_step * (self.total - step)
-    values = '  '.join(f'{label} {metrics[key]:.4g}'
+    values = '  '.join(f'{label} {metrics[key]:#.4g}'  # '#': 6.800 beside 6.832, not 6.8
                        for label, key in self.shown.items() if key in metrics)
     print(f'{self.unit} {step}/{self.total}  {values}  '
           f'{per_step:.2f} s/{self.unit}  ETA {_duration(eta)}', flush=True)
