@@ -28,7 +28,7 @@ class Progress:
               'on', flush=True)
     per_step = (time.monotonic() - self.started) / (step - self.first + 1)
     eta = per_step * (self.total - step)
-    values = '  '.join(f'{label} {metrics[key]:#.4g}'  # '#': 6.800 beside 6.832, not 6.8
+    values = '  '.join(f'{label} {_four_digits(metrics[key])}'
                        for label, key in self.shown.items() if key in metrics)
     print(f'{self.unit} {step}/{self.total}  {values}  '
           f'{per_step:.2f} s/{self.unit}  ETA {_duration(eta)}', flush=True)
@@ -81,6 +81,11 @@ def first_reached(metrics_csv: pathlib.Path, step: str, target) -> dict:
   print(f'target {metric}{op}{value:g}: ' + (f'reached at {step} {first}' if first else
         f'not reached in {int(table[step].max())} {step}s'), flush=True)
   return {'target': f'{metric}{op}{value:g}', 'rounds_to_target': first}
+
+
+def _four_digits(value: float) -> str:
+  """6.800 beside 6.832, not 6.8 ('#' keeps trailing zeros); 3200, not '3200.'."""
+  return f'{value:#.4g}'.rstrip('.')
 
 
 def _duration(seconds: float) -> str:

@@ -21,8 +21,10 @@ def test_the_first_round_that_reached_the_target_counts(tmp_path, target, first)
 
 def test_a_progress_line_shows_four_digits_of_each_metric_trailing_zeros_kept(capsys):
   shown = progress.Progress(20, 'round', {'loss': 'train/loss', 'rss MB': 'memory/rss_mb',
-                                          'val auc': 'eval/auc'})
-  shown(1, {'train/loss': 6.8, 'memory/rss_mb': 689.0, 'eval/auc': 0.034661})
+                                          'val auc': 'eval/auc', 'bytes': 'train/bytes'})
+  shown(1, {'train/loss': 6.8, 'memory/rss_mb': 689.0, 'eval/auc': 0.034661,
+            'train/bytes': 3200.0})
   line = capsys.readouterr().out
-  assert line.startswith('round 1/20  loss 6.800  rss MB 689.0  val auc 0.03466  '), line
+  assert line.startswith(
+      'round 1/20  loss 6.800  rss MB 689.0  val auc 0.03466  bytes 3200  '), line
   assert ' s/round  ETA ' in line, line
