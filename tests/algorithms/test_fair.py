@@ -171,24 +171,28 @@ def test_tiers_must_cover_the_model_tables(user_items_dir):
 @pytest.mark.slow
 def test_fedsubavg_stacked_on_fair_scales_each_item_row_of_the_round_by_n_over_heat(
     user_items_dir, tff_runtime):
+  """Unbounded, and with max_correction 4, which cuts some rows' N/n_m and not others."""
+  bound = 4.0
   task = _task(user_items_dir, local_epochs=1)
   cohort = task.train_client_ids[:3]
   deltas = []
-  for stack in ((), ('fedsubavg',)):
-    built = registry.build('fair', task, dataclasses.replace(TRAINING, stack=stack),
-                           capacities='1x-2x')
+  for stack, bound in (((), None), (('fedsubavg',), None), (('fedsubavg',), bound)):
+    training = dataclasses.replace(TRAINING, stack=stack, max_correction=bound)
+    built = registry.build('fair', task, training, capacities='1x-2x')
     state = built.process.initialize()
     before = built.process.get_model_weights(state)
     state = built.process.next(state, [built.client_input(c, 4) for c in cohort]).state
     after = built.process.get_model_weights(state)
     deltas.append({k: np.asarray(after[k]) - np.asarray(before[k]) for k in after})
-  plain, stacked = deltas
+  plain, stacked, bounded = deltas
   heat = np.zeros(task.data.num_items)
   for client in task.train_client_ids:  # clients whose positives hold the item, by examples
     positives = task.data.train.of(int(client))
     heat[np.unique(positives)] += len(positives)
   scale = np.where(heat > 0, task.data.train.counts.sum() / np.maximum(heat, 1), 1.0)
   for name in plain:
-    expected = plain[name] * scale[:, None] if name in neumf.ITEM_TABLES else plain[name]
-    np.testing.assert_allclose(stacked[name], expected, rtol=1e-4, atol=1e-6, err_msg=name)
-  assert np.abs(plain['item_gmf']).max() > 1e-4
+    for delta, factor in ((stacked, scale), (bounded, np.minimum(scale, bound))):
+      expected = plain[name] * factor[:, None] if name in neumf.ITEM_TABLES else plain[name]
+      np.testing.assert_allclose(delta[name], expected, rtol=1e-4, atol=1e-6, err_msg=name)
+  moved = np.abs(plain['item_gmf']).max(axis=1) > 1e-4
+  assert (moved & (scale > bound * 1.1)).any() and (moved & (scale > 1) & (scale < bound)).any()

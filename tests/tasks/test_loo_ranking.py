@@ -172,23 +172,28 @@ def test_scolr_local_ranks_uniform_or_by_client_group(ranking_dir):
 
 def test_fedsubavg_stacked_on_colr_scales_each_item_row_of_the_update_by_n_over_heat(
     ranking_dir, tff_runtime):
+  """Unbounded, and with max_correction 4, which cuts some rows' N/n_m and not others."""
   task = _task(ranking_dir, embedding_dim=8)
   deltas = []
-  for stack in ((), ('fedsubavg',)):
-    training = registry.Training(SGD, optimizers.OptimizerConfig('sgd', 1.0), stack=stack)
+  for stack, bound in (((), None), (('fedsubavg',), None), (('fedsubavg',), 4.0)):
+    training = registry.Training(SGD, optimizers.OptimizerConfig('sgd', 1.0), stack=stack,
+                                 max_correction=bound)
     built = registry.build('colr', task, training, rank=2)
     state = built.process.initialize()
     before = built.process.get_model_weights(state)['items']
     state = built.process.next(state, [built.client_input(c, 3)
                                        for c in built.client_ids[:4]]).state
     deltas.append(built.process.get_model_weights(state)['items'] - before)
-  plain, stacked = deltas
+  plain, stacked, bounded = deltas
   heat = np.zeros(task.data.num_items)
   for user in range(len(task.data.user_ids)):
     heat[np.unique(task.data.train.of(user))] += 1
   scale = np.where(heat > 0, len(task.data.user_ids) / np.maximum(heat, 1), 1.0)
   np.testing.assert_allclose(stacked, plain * scale[:, None], rtol=1e-4, atol=1e-7)
-  assert np.abs(plain).max() > 1e-4 and scale.max() > 2
+  np.testing.assert_allclose(bounded, plain * np.minimum(scale, 4.0)[:, None], rtol=1e-4,
+                             atol=1e-7)
+  moved = np.abs(plain).max(axis=1) > 1e-4
+  assert (moved & (scale > 4.5)).any() and (moved & (scale > 1) & (scale < 4)).any()
 
 
 def test_keras_mf_scores_like_the_tables_and_evaluates_from_its_model_weights(ranking_dir):

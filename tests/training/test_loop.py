@@ -128,3 +128,22 @@ def test_divergence_is_a_non_finite_loss_or_model_or_a_round_that_trained_nothin
     metrics, weights, what):
   found = loop._divergence(metrics, weights)  # pylint: disable=protected-access
   assert (found is None) if what is None else (what in found)
+
+
+def test_a_round_that_trained_nothing_stops_the_run_though_it_is_not_evaluated(
+    tff_runtime, tmp_path):
+  """Evaluated every 3 rounds; round 1's clients hold no example. The run stops at
+  round 1, releases its metrics, and reports no round as done."""
+  memory = tff.program.MemoryReleaseManager()
+  round_1 = {loop.client_seed(5, 1, c) for c in map(str, range(6))}  # its clients' seeds
+  empty_first_round = lambda c, seed: _client_dataset(c, seed).take(0 if seed in round_1 else -1)
+  seen = []
+  with pytest.raises(loop.Diverged, match='diverged at round 1: no client trained') as stop:
+    loop.run(_process(), client_ids=[str(i) for i in range(6)],
+             client_input=empty_first_round,
+             schedule=loop.Schedule(rounds=3, clients_per_round=3, eval_every=3, seed=5),
+             evaluate=lambda w: {'validation/norm': 1.0}, release_managers=[memory],
+             on_round=lambda r, m: seen.append(r))
+  assert (stop.value.last_evaluation, stop.value.last_evaluated_round) == ({}, None)
+  assert seen == [] and [key for key, _ in memory.values().items()] == [1]
+  assert stop.value.metrics[loop.TRAIN_EXAMPLES] == 0
