@@ -24,18 +24,21 @@ def _finished_run(path, **config):
     ('--nologq_correction', '--capacities=1x-2x', '--context_length=10', '--epochs=5',
      '--epochs=3'),  # the last of a repeated flag counts, as in absl
     ('--output_dir=x', '--stack=fedsubavg,fair', '--top_k=none'),  # not recorded; lists; None
+    ('--drop_remainder=True', '--learning_rate=0.01'),  # absl's spellings of a value
 ])
 def test_a_finished_run_is_reused_under_the_flags_it_was_made_with(tmp_path, args):
   run = _finished_run(
       tmp_path / 'cell', epochs=3, data_dir='../shared/data/ml-100k', logq_correction=False,
       capacities='1x-2x', optimizer={'name': 'adam', 'learning_rate': 0.01},
-      examples={'context_length': 10}, stack=['fedsubavg', 'fair'], top_k=None)
+      examples={'context_length': 10}, stack=['fedsubavg', 'fair'], top_k=None,
+      drop_remainder=True)
   cell_records.check_same_settings(run, args)
 
 
 @pytest.mark.parametrize('args, named', [
     (('--epochs=5',), '--epochs=5 (recorded: 3)'),
     (('--client_learning_rate=0.1',), '--client_learning_rate=0.1 (recorded: 0.01)'),
+    (('--client_learning_rate=0.0101',), '--client_learning_rate=0.0101 (recorded: 0.01)'),
     (('--server_adaptivity=0.01',), '--server_adaptivity=0.01 (recorded: 0.001)'),
     (('--data_dir=../shared/data/amazon-beauty',), '--data_dir=../shared/data/amazon-beauty'),
     (('--drop_remainder',), '--drop_remainder=true (recorded: False)'),
@@ -102,14 +105,18 @@ def test_a_derived_value_is_computed_once_and_read_back_as_json(tmp_path):
 
 def test_a_sweep_cell_scores_the_mean_of_its_last_evaluations_nan_if_it_diverged(tmp_path):
   run = _finished_run(tmp_path / 'runs' / 'cell')
-  (run / 'metrics.csv').write_text('round,eval/auc\n1,0.1\n2,\n3,0.5\n4,0.7\n5,0.9\n')
+  (run / 'metrics.csv').write_text('round,eval/auc\n1,0.1\n2,\n3,0.5\n4,0.6\n5,1.0\n')
   score = cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3)
   assert score == pytest.approx(0.7)  # rounds 3-5: a round without evaluation is not one
   assert cell_records.mean_of_last(str(tmp_path / 'runs'), 'other', 'eval/auc', 3) is None
+  assert cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/ndcg', 3) is None
   (run / 'summary.json').write_text(json.dumps({'diverged_at_round': 5}))
   assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
   # A run from before the trainer stopped diverging runs: its training loss is NaN.
   (run / 'summary.json').write_text(json.dumps({cell_records.TRAIN_LOSS: math.nan}))
+  assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
+  # Under the name records held it before the rounds took tff.learning's layout.
+  (run / 'summary.json').write_text(json.dumps({'train/train/loss': math.nan}))
   assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
 
 
@@ -150,3 +157,19 @@ def test_only_selects_cells_by_name_or_pattern_and_names_what_matched_none(
   else:
     with pytest.raises((SystemExit, app.UsageError), match=re.escape(outcome)):
       reproduce([])
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures('reproduction_flags')
+def test_a_cell_whose_run_diverged_is_recorded_as_its_result(ranking_dir, tmp_path):
+  """A real trainer process that stops at round 1 (exit 3): its summary is the cell's
+  result, recorded with the run's files, not CANNOT_RUN."""
+  args = ('launch.train', f'--data_dir={ranking_dir}', '--rounds=3', '--clients_per_round=5',
+          '--batch_size=32', '--embedding_dim=8', '--client_learning_rate=1e9')
+  result = cell_records.run_cell(str(tmp_path / 'runs'), 'cell', *args,
+                                 records_dir=str(tmp_path / 'cells'))
+  assert result['diverged_at_round'] == 1 and cell_records.diverged(result)
+  record = tmp_path / 'cells' / 'cell'
+  assert sorted(p.name for p in record.iterdir()) == sorted(cell_records.RECORD_FILES)
+  assert cell_records.run_cell(str(tmp_path / 'elsewhere'), 'cell', *args, wanted=False,
+                               records_dir=str(tmp_path / 'cells')) == result

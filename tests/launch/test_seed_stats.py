@@ -15,11 +15,17 @@ def test_spread_is_mean_and_sample_std_of_the_seeds():
 @pytest.mark.parametrize('a, b, expected', [
     ([0.30, 0.31, 0.32], [0.20, 0.21, 0.22], '+0.100'),  # gap 0.1 > stds 0.01 + 0.01
     ([0.30, 0.35, 0.40], [0.25, 0.30, 0.35], 'within noise'),  # gap 0.05 < 0.05 + 0.05
+    # gap 0.055: beyond either std alone (0.05, 0.01), inside their sum
+    ([0.30, 0.35, 0.40], [0.285, 0.295, 0.305], 'within noise'),
     ([0.3], [0.2, 0.21], 'one seed: no spread'),
     ([], [0.2], cell_records.NOT_RUN),
 ])
 def test_versus_calls_a_difference_real_only_beyond_both_stds(a, b, expected):
   assert seed_stats.versus(a, b) == expected
+
+
+def test_versus_scales_the_difference_it_shows():
+  assert seed_stats.versus([0.30, 0.31, 0.32], [0.20, 0.21, 0.22], 100, 1) == '+10.0'
 
 
 @pytest.mark.parametrize('values, floor, expected', [

@@ -6,6 +6,7 @@ import math
 from absl import app
 import pytest
 
+from launch import cell_records
 from launch import seeded_table
 
 pytestmark = pytest.mark.usefixtures('reproduction_flags')
@@ -27,16 +28,19 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
   _record(task, 'a_s1', **{'test/hr': 0.3, LOSS: 0.4})
   _record(task, 'nan_s0', **{'test/hr': 0.0, LOSS: math.nan})
   _record(task, 'nan_s1', **{LOSS: 0.0, 'diverged_at_round': 2})  # stopped: no test metric
+  _record(task, 'old_s0', **{'test/hr': 0.0, LOSS: math.nan})  # from before the trainer stopped
   # A row may reuse another reproduction's record: NAME_sS, or NAME for seed 0.
   _record(tmp_path / 'other', 'paper', **{'test/hr': 0.2, LOSS: 0.3})
   _record(tmp_path / 'other', 'paper_s1', **{'test/hr': 0.4, LOSS: 0.3})
   _record(tmp_path / 'other', 'seeded_s0', **{'test/hr': 0.5, LOSS: 0.3})
   _record(tmp_path / 'other', 'seeded_s1', **{'test/hr': 0.7, LOSS: 0.3})
+  _record(tmp_path / 'other', 'single', **{'test/hr': 0.6, LOSS: 0.3})  # seed 0's only
   table = seeded_table.Table(
       'loo_ranking', 'T', ('test/hr',),
-      {'a': ('A', ('--x=1',), None), 'nan': ('NaN', (), None),
+      {'a': ('A', ('--x=1',), None), 'nan': ('NaN', (), None), 'old': ('Old', (), None),
        'gone': ('Gone', (), None), 'paper': ('P', (), tmp_path / 'other' / 'paper'),
-       'seeded': ('S', (), tmp_path / 'other' / 'seeded')},
+       'seeded': ('S', (), tmp_path / 'other' / 'seeded'),
+       'single': ('One', (), tmp_path / 'other' / 'single')},
       ('--rounds=3',), None, (('data_dir', 'd'),))
 
   lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), records,
@@ -47,9 +51,11 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
   rows = lines[6:-1]
   assert rows == ['| A | 0.200 ± 0.141 | 0.100, 0.300 |',
                   '| NaN | diverged | training loss NaN in 1 and diverged in 1 of 2 seeds |',
+                  '| Old | diverged | training loss NaN in 1 of 1 seeds |',
                   '| Gone | not run | not run |',
                   '| P | 0.300 ± 0.141 | 0.200, 0.400 |',
-                  '| S | 0.600 ± 0.141 | 0.500, 0.700 |']
+                  '| S | 0.600 ± 0.141 | 0.500, 0.700 |',
+                  '| One | 0.600 | 0.600 |']  # seed 1 not run: seed 0's record is not its
   assert not (tmp_path / 'runs').exists()
 
 
@@ -107,29 +113,35 @@ def test_every_row_is_held_against_the_versus_rows_beyond_noise_only(tmp_path):
 
 
 def test_last_k_shows_the_mean_of_each_runs_last_evaluations_and_compares_it(tmp_path):
-  """A metric that swings: the final values favour one row, the last two
-  evaluations' means the other; the versus column reads the means."""
+  """A metric that swings: the final values favour one row, the last three
+  evaluations' means the other; the versus columns read the means, popularity's
+  being its one value."""
   records = tmp_path / 'cells' / 'loo_ranking'
-  curves = {'base': ([0.1, 0.3, 0.5], [0.1, 0.3, 0.5]), 'swing': ([0.9, 0.9, 0.1],
-                                                                  [0.9, 0.9, 0.2])}
+  curves = {'base': ([0.2, 0.1, 0.3, 0.5], [0.2, 0.1, 0.3, 0.5]),
+            'swing': ([0.1, 0.9, 0.9, 0.1], [0.1, 0.9, 0.9, 0.2])}
   for row, seeds in curves.items():
     for seed, curve in enumerate(seeds):
       name = f'{row}_s{seed}'
-      _record(records, name, **{'test/hr': curve[-1], LOSS: 0.4})
+      _record(records, name, rounds=5, **{'test/hr': curve[-1], LOSS: 0.4})
       (records / name / 'metrics.csv').write_text(
           'round,test/hr\n1,\n' + ''.join(f'{r},{v}\n' for r, v in enumerate(curve, 2)))
   table = seeded_table.Table(
       'loo_ranking', 'T', ('test/hr',), {r: (r.upper(), (), None) for r in curves},
-      ('--rounds=3',), None, (('data_dir', 'd'),), versus=('base',), last_k=2)
+      ('--rounds=5',), '', (('data_dir', 'd'),), versus=('base', 'popularity'), last_k=3)
+  (tmp_path / 'cells' / cell_records.DERIVED_FILE).write_text(json.dumps(
+      {seeded_table._popularity_key(table, s): {'test/hr': 0.4}  # pylint: disable=protected-access
+       for s in (0, 1)}))
 
   lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), tmp_path / 'cells',
                                 wanted=False)
 
-  assert 'mean of the last 2 evaluations' in lines[2]
-  assert lines[4] == ('| method | hr | hr, mean of the last 2 | vs BASE (mean of the last 2) | '
-                      'per seed (hr) |')
-  assert lines[6] == '| BASE | 0.500 ± 0.000 | 0.400 ± 0.000 |  | 0.500, 0.500 |'
-  assert lines[7] == '| SWING | 0.150 ± 0.071 | 0.525 ± 0.035 | +0.125 | 0.100, 0.200 |'
+  assert 'mean of the last 3 evaluations' in lines[2]
+  assert lines[4] == ('| method | hr | hr, mean of the last 3 | vs BASE (mean of the last 3) | '
+                      'vs popularity (mean of the last 3) | per seed (hr) |')
+  assert lines[6:9] == [
+      '| popularity | 0.400 ± 0.000 | 0.400 ± 0.000 | +0.100 |  | 0.400, 0.400 |',
+      '| BASE | 0.500 ± 0.000 | 0.300 ± 0.000 |  | -0.100 | 0.500, 0.500 |',
+      '| SWING | 0.150 ± 0.071 | 0.650 ± 0.024 | +0.350 | +0.250 | 0.100, 0.200 |']
 
 
 def test_a_sweep_run_scores_its_metric_nan_when_it_diverged_and_none_unrun():
@@ -168,3 +180,13 @@ def test_a_sweep_with_an_unrun_rate_chooses_nothing_yet():
   assert '| 0.3 | not run |' in lines
   assert lines[-2] == ('Rates tried: 0.1, 0.3 (not run); not chosen yet: the sweep is not '
                        'complete.')
+
+
+def test_a_sweep_whose_extensions_ran_out_says_its_rate_is_at_the_edge():
+  runs = {0.1: {'v': 0.5, LOSS: 0.4}, 0.3: {'v': 0.6, LOSS: 0.4}, 1.0: {'v': 0.7, LOSS: 0.4}}
+  swept = seeded_table.sweep_rates((0.1, 0.3), runs.get, 'v', max_extensions=1)
+
+  assert swept.chosen == 1.0
+  assert seeded_table.sweep_lines(swept, 'M', ('v',))[-2] == (
+      'Rates tried: 0.1, 0.3, **1**; 1 wins, at the edge of the rates tried (its extensions '
+      'ran out).')
