@@ -24,6 +24,11 @@ def test_basis_rows_are_orthogonal_scaled_and_unbiased():
   np.testing.assert_allclose(mean, np.eye(8), atol=0.1)
 
 
+def test_each_table_of_a_round_has_its_own_basis():
+  bases = factor_sum.round_bases(factor_sum.round_seed(5, 0), 2, {'users': 3, 'items': 3})
+  assert np.abs(bases['users'].numpy() - bases['items'].numpy()).max() > 1e-2
+
+
 def _value_type(rows, rank):
   return tff.types.to_type(collections.OrderedDict(
       dense=tff.TensorType(np.float32, [2]),

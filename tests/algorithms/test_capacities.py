@@ -33,6 +33,8 @@ def test_fractions_and_random_assignment():
   assert tiers.tolist() != sorted(tiers.tolist())  # shuffled
   again = capacities.assign(10, 2, fractions=[0.2, 0.8], assignment='random', seed=101)
   np.testing.assert_array_equal(tiers, again)
+  # Group sizes are the nearest to the fractions: 0.7 of 4 clients is 3 (0.75), not 2.
+  assert np.bincount(capacities.assign(4, 2, fractions=[0.7, 0.3])).tolist() == [3, 1]
 
 
 @pytest.mark.parametrize('kwargs, message', [
@@ -52,7 +54,9 @@ def test_hashed_tiers_nest_and_share_seeds():
   assert list(tiers) == ['1x', '2x', '8x']
   assert isinstance(tiers['1x']['a'], compressed_table.Full)
   m2, m8 = tiers['2x']['a'].memory_size, tiers['8x']['a'].memory_size
-  assert (m2, m8) == (404, 101) and m2 % m8 == 0  # 808 rounded to a multiple of 8
+  assert (m2, m8) == (404, 101) and m2 % m8 == 0  # 808, a multiple of 8
+  b2, b8 = tiers['2x']['b'].memory_size, tiers['8x']['b'].memory_size
+  assert (b2, b8) == (200, 50)  # 404 rounded down to 400, a multiple of 8: 202 would not nest
   assert tiers['2x']['a'].seed == tiers['8x']['a'].seed != tiers['2x']['b'].seed
   inconsistent = capacities.hashed_tiers({'a': (101, 8)}, [2, 8], seed=3, consistent=False)
   assert inconsistent['2x']['a'].seed != inconsistent['8x']['a'].seed
