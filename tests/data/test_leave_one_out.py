@@ -101,11 +101,19 @@ def test_repeats_are_dropped_block_by_block_as_user_by_user(monkeypatch, block):
     (dict(min_interactions=2), 'min_interactions must be >= 3'),
     (dict(min_interactions=50), 'no user has 50 or more distinct items'),
     (dict(num_negatives=30), 'fewer than 30 items they never interacted with'),
+    # each user leaves 5 of the 25 items unseen: 6 is one too many
+    (dict(num_negatives=6), 'fewer than 6 items .* a catalogue of at least 26 items'),
 ])
 def test_bad_settings_are_refused_with_the_fix(options, message):
   with pytest.raises(ValueError, match=message):
     leave_one_out.from_sequences(
         item_lists.Sequences.of({1: range(20), 2: range(5, 25)}), **options)
+
+
+def test_as_many_negatives_as_a_user_left_unseen_is_accepted():
+  split = leave_one_out.from_sequences(
+      item_lists.Sequences.of({1: range(20), 2: range(5, 25)}), num_negatives=5)
+  assert sorted(split.negatives['test'][0]) == [20, 21, 22, 23, 24]
 
 
 @pytest.mark.parametrize('num_items,seen,count', [
