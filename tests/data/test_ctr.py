@@ -76,6 +76,31 @@ def test_random_validation_is_a_seeded_share_of_the_training_rows():
     e.rows('dev')
 
 
+def test_validation_of_marked_test_pairs_takes_whole_pairs_and_leaves_one_to_train():
+  """Test rows the data marked, a click and its non-click per client: client 0's two
+  training rows are one pair, kept for training; client 1's last of two pairs
+  validates."""
+  marked = np.array([0, 0, 1, 1, 0, 0, 0, 0, 1, 1], bool)
+  e = ctr.CtrExamples({}, np.tile([1.0, 0.0], 5).astype(np.float32),
+                      np.array([0] * 4 + [1] * 6), marked, {}, np.array([7, 9]),
+                      test_marked=True).with_validation('chronological', 0.2, 0)
+  np.testing.assert_array_equal(e.rows('validation'), [6, 7])
+  np.testing.assert_array_equal(e.rows('train'), [0, 1, 4, 5])
+
+
+def test_ages_fall_in_the_bucket_their_lower_end_starts():
+  """ML-1M's buckets 1, 18, 25, 35, 45, 50, 56: 18 and 25 start theirs."""
+  ages = [17, 18, 24, 25, 56, 60]
+  data = movielens.MovieLens(
+      pd.DataFrame({'user_id': range(6), 'item_id': [1] * 6, 'rating': [4] * 6,
+                    'timestamp': range(6)}),
+      pd.DataFrame({'user_id': range(6), 'age': ages, 'gender': ['M'] * 6,
+                    'occupation': ['x'] * 6, 'zip': ['1'] * 6}),
+      pd.DataFrame({'item_id': [1], 'title': ['a'], 'genres': ['Drama']}))
+  e = ctr.make_examples(data, test_fraction=0.5)
+  np.testing.assert_array_equal(e.features['age'], [1, 2, 2, 3, 4, 4])  # 1, 18, 18, 25, 56
+
+
 def test_real_movielens_100k(real_ml100k):
   e = ctr.make_examples(movielens.load(real_ml100k))
   assert len(e.labels) == 100_000 and len(e.user_ids) == 943
