@@ -255,16 +255,20 @@ def test_din_on_a_ctr_file_embeds_the_item_and_its_history_in_one_table(tmp_path
 
 
 def test_item_baselines_score_by_training_clicks_and_click_rate(tmp_path):
-  path = tmp_path / 'clicks.csv'  # training: a clicked 1 of 1, b 2 of 6; test: a+, b-, b+
+  """Training: a clicked 1 of 4, b 8 of 10, c 1 of 1; test: b+, c+, c-, a-. Scoring
+  by how often an item was shown, by its unsmoothed rate (c 1.0 > b 0.8, where
+  smoothing puts b 0.75 above c 0.67) or counting the test rows would each give
+  other values."""
+  training = [('a', 1)] + [('a', 0)] * 3 + [('b', 1)] * 8 + [('b', 0)] * 2 + [('c', 1)]
+  path = tmp_path / 'clicks.csv'
   path.write_text('label,user,item,test\n' + ''.join(
-      f'{label},u{k},{item},0\n' for k, (item, label) in enumerate(
-          [('a', 1)] + [('b', 1)] * 2 + [('b', 0)] * 4))
-                  + '1,u0,a,1\n0,u1,b,1\n1,u2,b,1\n')
+      f'{label},u{k},{item},0\n' for k, (item, label) in enumerate(training))
+                  + '1,u0,b,1\n1,u1,c,1\n0,u2,c,1\n0,u3,a,1\n')
   task = task_lib.Task(task_lib.Config(data_dir=str(path), client_column='user',
                                        feature_columns=('item',), test_column='test'))
   popularity, click_rate = task.item_baselines('item')
-  assert popularity == 0.25  # clicks a 1 < b 2: a+ loses to b-, b+ ties it
-  assert click_rate == 0.75  # smoothed rates a 2/3 > b 3/8: a+ beats b-, b+ ties it
+  assert popularity == 0.75  # clicks b 8 > c 1 = a 1: b+ wins both, c+ ties both
+  assert click_rate == 0.875  # smoothed b 0.75 > c 0.67 > a 0.33: c+ ties c- only
 
 
 def _same_examples(a, b) -> None:
