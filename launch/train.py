@@ -91,7 +91,9 @@ flags.DEFINE_enum('aggregator', 'mean', inner.NAMES,
                   "secure sum (--secure_bound; in-process runtime) or TFF's DP "
                   '(--dp_noise_multiplier, --dp_clip).')
 flags.DEFINE_float('secure_bound', None, '--aggregator=secure: each value clipped to '
-                   '+-bound before the secure sum (> 0; default 1).')
+                   '+-bound before the secure sum; under a weighted mean, each value '
+                   "times its client's weight (> 0; default 1). The round's metrics "
+                   'count the clipped clients.')
 flags.DEFINE_float('dp_noise_multiplier', None, '--aggregator=dp: Gaussian noise stddev '
                    'over the clip (default 1).', lower_bound=0)
 flags.DEFINE_float('dp_clip', None, "--aggregator=dp: each client's update clipped to this "

@@ -83,3 +83,15 @@ def test_dp_noise_repeats_with_its_seed_is_fresh_each_round_and_is_measured(tff_
                                    dp_clip=0.5).missing_evidence(metrics)
   assert inner.InnerAggregator('dp').missing_evidence(metrics) == [
       'dp_clip [0.5] where the settings give 1.0']
+
+
+def test_dp_noise_differs_between_tensors_of_the_same_shape(tff_runtime):
+  """Each tensor of the update draws its own noise: two of one shape noised alike
+  would correlate what DP adds to them."""
+  value_type = tff.types.to_type({'a': tff.TensorType(np.float32, [100]),
+                                  'b': tff.TensorType(np.float32, [100])})
+  process = inner.InnerAggregator('dp', dp_noise_multiplier=1.0, dp_clip=1.0).mean(
+      2).create(value_type, tff.TensorType(np.float32))
+  zeros = {'a': np.zeros(100, np.float32), 'b': np.zeros(100, np.float32)}
+  result = process.next(process.initialize(), [zeros] * 2, [np.float32(1)] * 2).result
+  assert np.abs(result['a']).max() > 0 and not np.allclose(result['a'], result['b'])

@@ -7,6 +7,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import next_item as task_lib
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import baselines
 from tff_rec.models import hashed_embedding
 from tff_rec.runtime import inprocess
@@ -53,7 +54,7 @@ def test_dual_encoder_rounds_match_native(ml100k_dir, tff_runtime, algorithm):
   assert native.metrics['client_work']['train']['num_examples'] > 0
 
 
-def _hashed_process(impl):
+def _hashed_process(impl, model_aggregator=None):
   spec = (tf.TensorSpec([None, 2], tf.int32), tf.TensorSpec([None, 1], tf.float32))
 
   def model_fn():
@@ -69,7 +70,8 @@ def _hashed_process(impl):
 
   return baselines.build_process('fedavg', model_fn,
                                  client_optimizer=optimizers.OptimizerConfig('sgd', 0.5),
-                                 server_optimizer=optimizers.OptimizerConfig('sgd', 1.0))
+                                 server_optimizer=optimizers.OptimizerConfig('sgd', 1.0),
+                                 model_aggregator=model_aggregator)
 
 
 def _hashed_clients(sizes, seed: int) -> list[tf.data.Dataset]:
@@ -102,6 +104,29 @@ def test_an_empty_client_inside_a_chunk_counts_zero_examples(tff_runtime):
     local = _rounds(inprocess.InProcessLearningProcess(_hashed_process('op')), [clients])
   _assert_same(native, local)
   assert local.metrics['client_work']['train']['num_examples'] == 12
+
+
+def test_the_secure_mean_is_the_weighted_mean_of_signed_updates_and_shows_both_sums(
+    tff_runtime):
+  """TFF's secure sum under the weighted mean, of the weighted values and of the
+  weights: with a bound above every weighted value (an update times its client's
+  examples) the round is the plain mean's, to quantization, negative parts and all."""
+  clients = _hashed_clients([3, 9], seed=3)
+  plain, secure = (_rounds(inprocess.InProcessLearningProcess(_hashed_process(
+      'composite', aggregator)), [clients]) for aggregator in (
+          None, inner.InnerAggregator('secure', secure_bound=100.0).mean(2)))
+  initial = _hashed_process('composite').initialize().global_model_weights.trainable
+  deltas = [[np.asarray(w) - i for w, i in zip(output.state.global_model_weights.trainable,
+                                               initial, strict=True)]
+            for output in (plain, secure)]
+  for a, b in zip(*deltas, strict=True):
+    np.testing.assert_allclose(b, a, atol=1e-5)
+  assert min(d.min() for d in deltas[0]) < -1e-3  # signed: a sum clipped at 0 would differ
+  measured = secure.metrics['aggregator']
+  assert (measured['mean_value']['secure_lower_threshold'],
+          measured['mean_value']['secure_upper_threshold']) == (-100.0, 100.0)
+  assert measured['mean_weight']['secure_upper_threshold'] == inner.SECURE_WEIGHT_BOUND
+  assert measured['mean_value']['secure_lower_clipped_count'] == 0
 
 
 def test_parallelism_refuses_settings_a_cohort_cannot_fill():

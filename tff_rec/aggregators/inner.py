@@ -36,7 +36,9 @@ SECURE_WEIGHT_BOUND = float(2**20 - 1)
 
 @dataclasses.dataclass(frozen=True)
 class InnerAggregator:
-  """mean | secure (values clipped to +-secure_bound before the secure sum) | dp."""
+  """mean | secure (values clipped to +-secure_bound before the secure sum; under a
+  weighted mean, as TFF's MeanFactory sums them, each value times its client's
+  weight) | dp."""
   name: str = 'mean'
   secure_bound: float = 1.0
   dp_noise_multiplier: float = 1.0
