@@ -319,12 +319,22 @@ def _last_round(path: pathlib.Path) -> dict[str, float]:
 
 
 def _stopping_after(stop: int | None, target, on_round):
-  """`on_round`, the target's metric checked, then a stop once round `stop` is done
-  (the loop has saved its checkpoint before it calls on_round)."""
+  """`on_round`, the target's metric checked, a warning the first time a secure sum
+  clips, then a stop once round `stop` is done (the loop has saved its checkpoint
+  before it calls on_round)."""
+  warned = []
 
   def then_stop(round_num: int, metrics: dict[str, float]) -> None:
     on_round(round_num, metrics)
     progress.check_target_reported(target, metrics)
+    clipping = inner.secure_clipping(metrics)
+    if clipping and not warned:
+      warned.append(round_num)
+      print(f'warning: round {round_num}: the secure sum clipped the values of '
+            f'{clipping[0]:g} clients at +-{clipping[1]:g} (under a weighted mean, each '
+            "value is the update times its client's weight); a larger --secure_bound "
+            "(--secure_sum_bound for FedMF's forms) keeps them whole. Every round's "
+            'counts: *_clipped_count in metrics.csv', file=sys.stderr, flush=True)
     if round_num == stop:
       raise _Stopped()
 

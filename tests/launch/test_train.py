@@ -6,6 +6,7 @@ import re
 import textwrap
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from launch import progress
@@ -388,6 +389,20 @@ def test_ranking_colr_trains_in_process_through_secure_sum(ranking_dir, tmp_path
   assert summary['train/aggregator/bytes_up'] == 200 * 2 * 4  # A: items x rank floats
   assert summary['train/aggregator/secure_upper_clipped_count'] == 0
   assert summary['train/aggregator/secure_upper_threshold'] == 2.0
+  assert 'warning' not in done.stderr
+  # A bound that bites, in a process as a user runs it, with stored users: the run
+  # says so once, naming the round, the count and the cure, and prints no error line
+  # (compiling the secure sum's state in-process logged a Grappler error that was not).
+  stored = [f for f in flags if f != '--user_state=reconstructed']
+  done = trainer.train(*stored, '--secure_sum_bound=1e-4', f'--output_dir={tmp_path / "b"}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  clipped = pd.read_csv(tmp_path / 'b' / 'metrics.csv')
+  first = clipped[['train/aggregator/secure_upper_clipped_count',
+                   'train/aggregator/secure_lower_clipped_count']].iloc[0].max()
+  assert first > 0 and done.stderr.count('warning: ') == 1, done.stderr[-2000:]
+  assert (f'warning: round 1: the secure sum clipped the values of {first:g} clients at '
+          '+-0.0001 (') in done.stderr and '--secure_sum_bound' in done.stderr
+  assert not re.search(r'^\S+ \S+: E |Traceback', done.stderr, re.M), done.stderr
 
 
 @pytest.mark.slow

@@ -120,6 +120,20 @@ class InnerAggregator:
     return tff.aggregators.SumFactory()
 
 
+CLIPPED_COUNTS = ('secure_upper_clipped_count', 'secure_lower_clipped_count')
+
+
+def secure_clipping(metrics: Mapping[str, float]) -> tuple[float, float] | None:
+  """(the most clients whose values one of a round's secure sums clipped, that sum's
+  upper bound), from the round's flattened metrics; None where no sum clipped."""
+  worst = None
+  for key, value in metrics.items():
+    prefix, _, name = key.rpartition('/')
+    if name in CLIPPED_COUNTS and value > 0 and (worst is None or value > worst[0]):
+      worst = (value, metrics.get(f'{prefix}/secure_upper_threshold', float('nan')))
+  return worst
+
+
 class SeededGaussianSumQuery(tfp.GaussianSumQuery):
   """tensorflow_privacy's Gaussian sum query (what TFF's gaussian_fixed builds), its
   noise drawn from (seed, round) instead of unseeded: a DP run repeats exactly."""

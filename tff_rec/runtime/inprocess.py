@@ -55,7 +55,8 @@ def _modular_sum(modulus, x):
 
 
 def _grappler_config() -> tf.compat.v1.ConfigProto:
-  """Grappler off while TFF compiles the MapReduceForm: its pass there fails on
+  """Grappler off while TFF compiles the MapReduceForm (and the initialization: a
+  secure sum's state has no tensor to fetch): its pass there fails on
   Keras' backward functions inside the dataset loop ("function_optimizer failed:
   ... inputs from different frames") and on computations with no result ("Failed
   to detect the fetch node(s)"), and logs each as an error. Grappler still
@@ -172,7 +173,7 @@ class InProcessRound:
     self._result_type = next_fn.type_signature.result
     run = tensorflow_runner.TensorFlowRunner
     self._initialize = run(tff.backends.mapreduce.get_state_initialization_computation(
-        initialize))
+        initialize, grappler_config=_GRAPPLER))
     self._prepare = run(form.prepare)
     self._zero = run(form.zero, sessions=self._threads)
     self._clients = tensorflow_runner.ClientChain(
