@@ -55,8 +55,8 @@ def _modular_sum(modulus, x):
 
 
 def _grappler_config() -> tf.compat.v1.ConfigProto:
-  """Grappler off while TFF compiles the MapReduceForm (and the initialization: a
-  secure sum's state has no tensor to fetch): its pass there fails on
+  """Grappler off while TFF compiles the MapReduceForm and the state's initialization
+  (CoLR's secure sum with stored users logged a fetch error there): its pass fails on
   Keras' backward functions inside the dataset loop ("function_optimizer failed:
   ... inputs from different frames") and on computations with no result ("Failed
   to detect the fetch node(s)"), and logs each as an error. Grappler still
