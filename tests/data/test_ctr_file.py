@@ -50,6 +50,20 @@ def test_a_shared_vocabulary_gives_one_value_one_id_and_a_test_column_marks_the_
   np.testing.assert_array_equal(examples.is_test, [True, False, True])
 
 
+def test_many_interleaved_rows_keep_each_clients_file_order(tmp_path):
+  """40 rows, two clients taking turns (numpy's unstable sort reorders this many)."""
+  path = _write(tmp_path, 'label,user,item,history\n' + ''.join(
+      f'{k % 2},{"ab"[k % 2]},i{k:02d},\n' for k in range(40)))
+  examples = ctr_file.read(path, DIN_STYLE)
+  np.testing.assert_array_equal(examples.features['item'], [*range(1, 41, 2), *range(2, 41, 2)])
+
+
+def test_list_items_are_read_without_the_spaces_around_them(tmp_path):
+  path = _write(tmp_path, 'label,user,item,history\n1,a,x,"y, z"\n0,a,y,"y,z"\n')
+  history = ctr_file.read(path, DIN_STYLE).features['history']
+  np.testing.assert_array_equal(history[0], history[1])
+
+
 def test_a_tsv_is_read_by_its_extension(tmp_path):
   path = _write(tmp_path, 'click\tuser\tsite\n1\tu1\ts\n0\tu1\t\n', 'clicks.tsv')
   examples = ctr_file.read(path, ctr_file.Columns('click', 'user', ('site',)))
@@ -77,6 +91,9 @@ def test_a_trailing_delimiter_does_not_shift_the_columns(tmp_path):
     ('label,user,item\n1,a,x\nyes,b,y\n', ctr_file.Columns('label', 'user', ('item',)),
      "clicks.csv, line 3: label column label='yes' is not a number"),
     ('label,user,item,history\n1,a,x,"y,z"\n0,b,x,"y,,z"\n', DIN_STYLE,
+     "clicks.csv, line 3: list feature history='y,,z' has an empty item"),
+    # rows are grouped by client before lists are read: the line is still the file's
+    ('label,user,item,history\n1,b,x,"y,z"\n0,a,x,"y,,z"\n1,b,x,y\n', DIN_STYLE,
      "clicks.csv, line 3: list feature history='y,,z' has an empty item"),
     ('label,user,item\n', ctr_file.Columns('label', 'user', ('item',)),
      'a header but no rows'),
