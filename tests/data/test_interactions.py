@@ -50,6 +50,21 @@ def test_a_headerless_tab_file_takes_names_and_keeps_integer_ids(tmp_path):
   np.testing.assert_array_equal(unordered[7], [30, 20])  # no time: file order
 
 
+def test_a_tab_file_whose_fields_hold_commas_splits_on_its_tabs(tmp_path):
+  path = tmp_path / 'export.tsv'  # the first line decides, and holds both
+  path.write_text('1\t5\tToy Story, The\n1\t6\tHeat\n')
+  np.testing.assert_array_equal(_read(path, user_column='user', item_column='item',
+                                      columns=('user', 'item', 'title'))[1], [5, 6])
+
+
+def test_ids_with_spaces_around_them_are_the_same_integer_ids(tmp_path):
+  path = tmp_path / 'export.csv'
+  path.write_text('user,item\n 3, 12\n3,7\n')
+  sequences = _read(path, user_column='user', item_column='item')
+  assert list(sequences) == [3]
+  np.testing.assert_array_equal(sequences[3], [12, 7])
+
+
 def test_a_pairs_file_is_read_once_its_columns_are_named_and_refused_before(tmp_path):
   path = tmp_path / 'pairs.txt'
   path.write_text('1 10\n2 11\n1 12\n')
