@@ -99,6 +99,10 @@ def test_heaviest_keeps_the_users_with_most_items_in_uid_order(tmp_path):
   for count in (0, 5):
     with pytest.raises(ValueError, match=f'cannot keep the {count} heaviest users: there are 4'):
       user_items.heaviest(user_items.load(root), count)
+  # Test items count too: uid 1 holds fewer training items but more in all.
+  other = fixtures.write_user_items(tmp_path / 'other', {0: [1, 2, 3], 1: [1]},
+                                    {0: [], 1: [2, 3, 4]})
+  np.testing.assert_array_equal(user_items.heaviest(user_items.load(other), 1).user_ids, [1])
 
 
 def test_validation_split_holds_out_the_end_of_train_and_drops_test(tmp_path):
