@@ -77,6 +77,12 @@ def test_popularity_ranks_by_train_users(tmp_path):
   metrics = task.popularity()
   # Top unseen item: user 0, 1 -> 2 (hit); user 2 -> 1 (hit); user 3 -> 1 (hit).
   assert metrics['hr_at_1'] == 1.0 and metrics['ndcg_at_1'] == 1.0
+  # A user without test items is left out of the means (not a NaN in them, nor a miss).
+  root = fixtures.write_user_items(tmp_path / 'other',
+                                   {0: [9, 1], 1: [9, 1], 2: [9, 2, 3], 3: [2]},
+                                   {0: [2], 1: [3], 2: [], 3: []})
+  # Unseen, item 2 tops users 0 and 1: user 0 hits, user 1 (test item 3) does not.
+  assert _task(root, top_k=1).popularity()['hr_at_1'] == 0.5
 
 
 def test_amazon_style_sequence_file_works_unchanged(tmp_path):
