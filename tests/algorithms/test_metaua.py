@@ -273,3 +273,29 @@ def test_a_client_computes_the_losses_and_query_gradient_the_server_reads(ml100k
   assert 'local_loss' in report and 'loss_ratio' not in report
   report, gradient = work(learns=False, attributes=('local_loss',))
   assert 'local_loss' not in report and not any(np.any(g) for g in gradient)
+
+
+def test_a_clients_query_split_is_fixed_its_support_alone_trains_and_is_described(
+    ml100k_dir):
+  """On DIN's examples: their histories' padding 0 is not a feature value."""
+  task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir), model='din', batch_size=8,
+                             local_epochs=1))
+  client = max(task.train_client_ids, key=lambda c: len(task.client_examples(c)['label']))
+  examples = task.client_examples(client)
+  count = len(examples['label'])
+  (train, support, query), described = metaua.split_client(task, client, 0, 1, 0.3)
+  support_rows, query_rows = np.asarray(support.rows), np.asarray(query.rows)
+  assert len(query_rows) == round(0.3 * count) > 0
+  assert sorted([*support_rows, *query_rows]) == list(range(count))
+  assert sorted(np.asarray(train.rows)) == sorted(support_rows)  # one epoch of the support
+  (again, support_again, query_again), _ = metaua.split_client(task, client, 0, 2, 0.3)
+  np.testing.assert_array_equal(query_again.rows, query_rows)  # fixed across rounds
+  assert list(np.asarray(again.rows)) != list(np.asarray(train.rows))  # reshuffled
+  distinct = sum(len(set(v[support_rows].ravel()) - {0}) for k, v in examples.items()
+                 if k != 'label')
+  assert any((v[support_rows] == 0).any() for k, v in examples.items() if k != 'label')
+  np.testing.assert_allclose(described, [len(support_rows),
+                                         examples['label'][support_rows].mean(), distinct])
+  # Nearly all query (round(0.999 n) is n): one example is kept to train on.
+  (_, support, _), _ = metaua.split_client(task, client, 0, 1, 0.999)
+  assert len(np.asarray(support.rows)) == 1
