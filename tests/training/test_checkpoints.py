@@ -1,5 +1,6 @@
 import asyncio
 import collections
+import pathlib
 
 import numpy as np
 import pytest
@@ -53,6 +54,29 @@ def test_mismatched_state_is_a_clear_error(tmp_path):
     _run(manager.load(1, other))
   with pytest.raises(checkpoints.CheckpointMismatchError, match='holds 4 arrays; the state has 1'):
     _run(manager.load(1, [np.zeros(1)]))
+  wider = collections.OrderedDict(STATE, weights=[np.zeros([2, 3], np.float64),
+                                                  np.zeros([0], np.float32)])
+  with pytest.raises(checkpoints.CheckpointMismatchError,
+                     match=r'array \d is float32\[2, 3\], the state expects float64\[2, 3\]'):
+    _run(manager.load(1, wider))
+
+
+def test_a_save_that_fails_mid_write_leaves_no_version(tmp_path, monkeypatch):
+  """The disk fills after some bytes: the version is absent, not half there."""
+  manager = checkpoints.NumpyProgramStateManager(tmp_path)
+
+  def cut_short(file, **arrays):  # numpy's writer, given a file or a path
+    del arrays
+    if hasattr(file, 'write'):
+      file.write(b'PK partial')
+    else:
+      pathlib.Path(file).write_bytes(b'PK partial')
+    raise OSError(28, 'No space left on device')
+
+  monkeypatch.setattr(checkpoints.np, 'savez', cut_short)
+  with pytest.raises(OSError, match='No space left'):
+    _run(manager.save(STATE, 1))
+  assert _run(manager.get_versions()) is None
 
 
 def test_an_unreadable_latest_version_is_set_aside_for_the_newest_readable(tmp_path):
