@@ -2,6 +2,7 @@
 
 import json
 import math
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -90,3 +91,26 @@ def test_a_summary_is_strict_json_and_reads_back_not_finite_values_as_nan(tmp_pa
   assert math.isnan(read['loss']) and math.isnan(read['grad']) and read['auc'] == 0.5
   path.write_text('{"loss": NaN}')  # a record written before summaries were strict
   assert math.isnan(outputs.read_summary(path)['loss'])
+
+
+def test_the_same_command_again_keeps_the_finished_runs_summary_in_place(tmp_path):
+  config = {'task': 'loo_ranking', 'rounds': 3}
+  outputs.output_dir(str(tmp_path), config)
+  (tmp_path / 'summary.json').write_text('{"test/hr_at_10": 0.5}')
+  outputs.output_dir(str(tmp_path), config)  # not an extension: the same rounds
+  assert (tmp_path / 'summary.json').read_text() == '{"test/hr_at_10": 0.5}'
+  assert not list(tmp_path.glob('summary_at_round_*'))
+
+
+def test_a_record_copy_cut_short_leaves_no_record_file(tmp_path, monkeypatch):
+  """A copy that fails half-way (a full disk) never leaves a half file under the name."""
+  (tmp_path / 'metrics.csv').write_text('round,loss\n1,0.5\n')
+
+  def cut_short(source, target):
+    pathlib.Path(target).write_text('round,lo')
+    raise OSError(28, 'No space left on device')
+
+  monkeypatch.setattr(outputs.shutil, 'copyfile', cut_short)
+  with pytest.raises(OSError, match='No space left'):
+    outputs.copy_atomically(tmp_path / 'metrics.csv', tmp_path / 'record.csv')
+  assert not (tmp_path / 'record.csv').exists()
