@@ -48,6 +48,7 @@ from launch import seed_stats
 from launch import seeded_table
 from tasks import loo_ranking
 from tff_rec.aggregators import factor_sum
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import item_updates
 from tff_rec.data import implicit
@@ -69,8 +70,7 @@ RANKS = (1, 2, 4, 8, 16, 32)
 GLOBAL_RANKS = (2, 4, 8, 16, 32, 64)
 COMPRESSIONS = {'colr': 'CoLR', 'svd': 'SVD', 'topk': 'top-k'}
 SECURE_RANK = 4
-SECURE_CLIPPED = ('train/aggregator/secure_upper_clipped_count',
-                  'train/aggregator/secure_lower_clipped_count')
+SECURE_CLIPPED = tuple(f'train/aggregator/{c}' for c in inner.CLIPPED_COUNTS)
 # The paper's Table 2: FedMF-64 on ML-1M moves 0.95 MB up and 0.95 MB down a
 # client a round and is charged 80.43 min of communication over 1000 rounds,
 # 2.7 s per MB moved: about 0.37 MB/s.

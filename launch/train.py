@@ -243,8 +243,9 @@ def main(argv):
     _, metrics = runner.run(
         task, name, training, schedule, options=options, context=context,
         client_data_dir=FLAGS.client_data_dir, on_start=start,
-        on_round=_stopping_after(stop, target, progress.Progress(
-            FLAGS.rounds, 'round', {**task.PROGRESS, 'rss MB': 'memory/rss_mb'})))
+        on_round=_stopping_after(stop, target, _warning_once_when_clipped(
+            progress.Progress(FLAGS.rounds, 'round',
+                              {**task.PROGRESS, 'rss MB': 'memory/rss_mb'}))))
   except checkpoints.CheckpointMismatchError as e:  # e.g. saved before the state's form changed
     raise SystemExit(f'error: {e}; resume it with the code that wrote it, or start afresh '
                      'in a new --output_dir') from None
@@ -318,23 +319,33 @@ def _last_round(path: pathlib.Path) -> dict[str, float]:
   return {k: float(v) for k, v in row.dropna().items()}
 
 
-def _stopping_after(stop: int | None, target, on_round):
-  """`on_round`, the target's metric checked, a warning the first time a secure sum
-  clips, then a stop once round `stop` is done (the loop has saved its checkpoint
-  before it calls on_round)."""
-  warned = []
+def _warning_once_when_clipped(on_round):
+  """`on_round`, then a warning the first round a secure sum clips (its metrics count
+  the clients it clipped every round)."""
+  warned = False
 
-  def then_stop(round_num: int, metrics: dict[str, float]) -> None:
+  def then_warn(round_num: int, metrics: dict[str, float]) -> None:
+    nonlocal warned
     on_round(round_num, metrics)
-    progress.check_target_reported(target, metrics)
     clipping = inner.secure_clipping(metrics)
     if clipping and not warned:
-      warned.append(round_num)
+      warned = True
       print(f'warning: round {round_num}: the secure sum clipped the values of '
             f'{clipping[0]:g} clients at +-{clipping[1]:g} (under a weighted mean, each '
             "value is the update times its client's weight); a larger --secure_bound "
             "(--secure_sum_bound for FedMF's forms) keeps them whole. Every round's "
             'counts: *_clipped_count in metrics.csv', file=sys.stderr, flush=True)
+
+  return then_warn
+
+
+def _stopping_after(stop: int | None, target, on_round):
+  """`on_round`, the target's metric checked, then a stop once round `stop` is done
+  (the loop has saved its checkpoint before it calls on_round)."""
+
+  def then_stop(round_num: int, metrics: dict[str, float]) -> None:
+    on_round(round_num, metrics)
+    progress.check_target_reported(target, metrics)
     if round_num == stop:
       raise _Stopped()
 

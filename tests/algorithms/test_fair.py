@@ -176,8 +176,8 @@ def test_fedsubavg_stacked_on_fair_scales_each_item_row_of_the_round_by_n_over_h
   task = _task(user_items_dir, local_epochs=1)
   cohort = task.train_client_ids[:3]
   deltas = []
-  for stack, bound in (((), None), (('fedsubavg',), None), (('fedsubavg',), bound)):
-    training = dataclasses.replace(TRAINING, stack=stack, max_correction=bound)
+  for stack, cap in (((), None), (('fedsubavg',), None), (('fedsubavg',), bound)):
+    training = dataclasses.replace(TRAINING, stack=stack, max_correction=cap)
     built = registry.build('fair', task, training, capacities='1x-2x')
     state = built.process.initialize()
     before = built.process.get_model_weights(state)

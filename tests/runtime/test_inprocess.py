@@ -112,10 +112,11 @@ def test_the_secure_mean_is_the_weighted_mean_of_signed_updates_and_shows_both_s
   weights: with a bound above every weighted value (an update times its client's
   examples) the round is the plain mean's, to quantization, negative parts and all."""
   clients = _hashed_clients([3, 9], seed=3)
-  plain, secure = (_rounds(inprocess.InProcessLearningProcess(_hashed_process(
-      'composite', aggregator)), [clients]) for aggregator in (
-          None, inner.InnerAggregator('secure', secure_bound=100.0).mean(2)))
-  initial = _hashed_process('composite').initialize().global_model_weights.trainable
+  processes = [inprocess.InProcessLearningProcess(_hashed_process('composite', aggregator))
+               for aggregator in (None, inner.InnerAggregator('secure', secure_bound=100.0)
+                                  .mean(2))]
+  initial = processes[0].get_model_weights(processes[0].initialize()).trainable
+  plain, secure = (_rounds(process, [clients]) for process in processes)
   deltas = [[np.asarray(w) - i for w, i in zip(output.state.global_model_weights.trainable,
                                                initial, strict=True)]
             for output in (plain, secure)]
