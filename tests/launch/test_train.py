@@ -400,8 +400,8 @@ def test_ranking_colr_trains_in_process_through_secure_sum(ranking_dir, tmp_path
   first = clipped[['train/aggregator/secure_upper_clipped_count',
                    'train/aggregator/secure_lower_clipped_count']].iloc[0].max()
   assert first > 0 and done.stderr.count('warning: ') == 1, done.stderr[-2000:]
-  assert (f'warning: round 1: the secure sum clipped the values of {first:g} clients at '
-          '+-0.0001 (') in done.stderr and '--secure_sum_bound' in done.stderr
+  assert (f'warning: round 1: the secure sum clipped the values of {first:g} clients to '
+          '[-0.0001, 0.0001] (') in done.stderr and '--secure_sum_bound' in done.stderr
   assert not re.search(r'^\S+ \S+: E |Traceback', done.stderr, re.M), done.stderr
 
 

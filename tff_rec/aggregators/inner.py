@@ -123,14 +123,16 @@ class InnerAggregator:
 CLIPPED_COUNTS = ('secure_upper_clipped_count', 'secure_lower_clipped_count')
 
 
-def secure_clipping(metrics: Mapping[str, float]) -> tuple[float, float] | None:
+def secure_clipping(metrics: Mapping[str, float]) -> tuple[float, float, float] | None:
   """(the most clients whose values one of a round's secure sums clipped, that sum's
-  upper bound), from the round's flattened metrics; None where no sum clipped."""
+  lower and upper bounds), from the round's flattened metrics; None where no sum
+  clipped."""
   worst = None
   for key, value in metrics.items():
     prefix, _, name = key.rpartition('/')
     if name in CLIPPED_COUNTS and value > 0 and (worst is None or value > worst[0]):
-      worst = (value, metrics.get(f'{prefix}/secure_upper_threshold', float('nan')))
+      worst = (value, *(metrics.get(f'{prefix}/secure_{side}_threshold', float('nan'))
+                        for side in ('lower', 'upper')))
   return worst
 
 
