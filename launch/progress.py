@@ -7,6 +7,8 @@ import time
 from absl import app
 import pandas as pd
 
+from tff_rec.training import loop
+
 
 class Progress:
   """Prints one line per step: chosen metrics, time per step and an ETA.
@@ -28,8 +30,11 @@ class Progress:
               'on', flush=True)
     per_step = (time.monotonic() - self.started) / (step - self.first + 1)
     eta = per_step * (self.total - step)
-    values = '  '.join(f'{label} {_four_digits(metrics[key])}'
-                       for label, key in self.shown.items() if key in metrics)
+    nothing = loop.trained_nothing(metrics)  # its loss of 0 is a mean over no example
+    values = '  '.join(
+        ['no example trained (none of the cohort\'s clients holds a batch)'] * nothing
+        + [f'{label} {_four_digits(metrics[key])}' for label, key in self.shown.items()
+           if key in metrics and not (nothing and key == loop.TRAIN_LOSS)])
     print(f'{self.unit} {step}/{self.total}  {values}  '
           f'{per_step:.2f} s/{self.unit}  ETA {_duration(eta)}', flush=True)
 

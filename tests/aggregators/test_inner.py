@@ -38,6 +38,11 @@ def test_mean_and_dp_without_noise_are_the_means_they_claim(tff_runtime):
                              rtol=1e-5)  # DP weighs clients equally
 
 
+def test_the_mean_of_a_cohort_that_trained_no_example_is_zero_not_nan(tff_runtime):
+  run, initialize = _aggregate(inner.InnerAggregator('mean').mean(3))
+  np.testing.assert_array_equal(run(initialize(), VALUES, [np.float32(0)] * 3), [0, 0])
+
+
 @pytest.mark.parametrize('settings, message', [
     (dict(name='median'), "unknown aggregator 'median'"),
     (dict(name='secure', secure_bound=0.0), 'secure_bound must be > 0'),

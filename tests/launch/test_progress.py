@@ -4,6 +4,7 @@ from a run's metrics.csv (a resumed run counts every round)."""
 import pytest
 
 from launch import progress
+from tff_rec.training import loop
 
 
 @pytest.mark.parametrize('target, first', [
@@ -28,3 +29,13 @@ def test_a_progress_line_shows_four_digits_of_each_metric_trailing_zeros_kept(ca
   assert line.startswith(
       'round 1/20  loss 6.800  rss MB 689.0  val auc 0.03466  bytes 3200  '), line
   assert ' s/round  ETA ' in line, line
+
+
+def test_a_round_that_trained_no_example_says_so_and_shows_no_loss(capsys):
+  shown = progress.Progress(20, 'round', {'loss': loop.TRAIN_LOSS, 'val auc': 'eval/auc'})
+  shown(3, {loop.TRAIN_LOSS: 0.0, loop.TRAIN_EXAMPLES: 0.0, 'eval/auc': 0.5})
+  shown(4, {loop.TRAIN_LOSS: 0.25, loop.TRAIN_EXAMPLES: 8.0})
+  nothing, trained = capsys.readouterr().out.splitlines()[-2:]
+  assert nothing.startswith("round 3/20  no example trained (none of the cohort's clients "
+                            'holds a batch)  val auc 0.5000  '), nothing
+  assert 'loss' not in nothing and trained.startswith('round 4/20  loss 0.2500  '), trained

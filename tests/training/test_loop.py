@@ -119,28 +119,58 @@ def test_resumed_run_reaches_the_same_state_as_an_uninterrupted_one(tff_runtime,
     ({loop.TRAIN_LOSS: 0.5, loop.TRAIN_EXAMPLES: 12.0}, [np.ones(3)], None),
     ({loop.TRAIN_LOSS: float('nan'), loop.TRAIN_EXAMPLES: 12.0}, None, 'training loss is nan'),
     ({loop.TRAIN_LOSS: float('inf')}, None, 'training loss is inf'),
-    ({loop.TRAIN_LOSS: 0.0, loop.TRAIN_EXAMPLES: 0.0}, None, 'no client trained an example'),
+    ({loop.TRAIN_LOSS: 0.0, loop.TRAIN_EXAMPLES: 0.0}, [np.ones(3)], None),  # an empty cohort
+    ({loop.TRAIN_LOSS: 0.0, loop.TRAIN_EXAMPLES: 0.0}, [np.asarray([np.nan])],
+     'weights are not finite'),
     ({loop.TRAIN_LOSS: 0.5}, {'items': np.asarray([1.0, np.inf])}, 'weights are not finite'),
     ({loop.TRAIN_LOSS: 0.5}, tff.learning.models.ModelWeights([np.ones(2)], [np.asarray(np.nan)]),
      'weights are not finite'),
 ])
-def test_divergence_is_a_non_finite_loss_or_model_or_a_round_that_trained_nothing(
+def test_divergence_is_a_non_finite_loss_or_model(
     metrics, weights, what):
   found = loop._divergence(metrics, weights)  # pylint: disable=protected-access
   assert (found is None) if what is None else (what in found)
 
 
-def test_a_round_that_trained_nothing_stops_the_run_though_it_is_not_evaluated(
-    tff_runtime, tmp_path):
-  """Evaluated every 3 rounds; round 1's clients hold no example. The run stops at
-  round 1, releases its metrics, and reports no round as done."""
+def _empty_first_round(seed):
+  """Client input whose round-1 clients (of 6, seeded `seed`) hold no example."""
+  round_1 = {loop.client_seed(seed, 1, c) for c in map(str, range(6))}
+  return lambda c, s: _client_dataset(c, s).take(0 if s in round_1 else -1)
+
+
+def test_a_round_that_trained_nothing_is_no_divergence_the_run_goes_on(tff_runtime):
+  """Round 1's clients hold no example (an empty cohort); evaluated every 3 rounds."""
   memory = tff.program.MemoryReleaseManager()
-  round_1 = {loop.client_seed(5, 1, c) for c in map(str, range(6))}  # its clients' seeds
-  empty_first_round = lambda c, seed: _client_dataset(c, seed).take(0 if seed in round_1 else -1)
   seen = []
-  with pytest.raises(loop.Diverged, match='diverged at round 1: no client trained') as stop:
-    loop.run(_process(), client_ids=[str(i) for i in range(6)],
-             client_input=empty_first_round,
+  loop.run(_process(), client_ids=[str(i) for i in range(6)],
+           client_input=_empty_first_round(5),
+           schedule=loop.Schedule(rounds=3, clients_per_round=3, eval_every=3, seed=5),
+           evaluate=lambda w: {'validation/norm': 1.0}, release_managers=[memory],
+           on_round=lambda r, m: seen.append((r, m[loop.TRAIN_EXAMPLES])))
+  assert [r for r, _ in seen] == [1, 2, 3] and seen[0][1] == 0 and seen[1][1] > 0
+
+
+class _NonFiniteModel:
+  """A process whose model reads as non-finite (the rest is the process's)."""
+
+  def __init__(self, process):
+    self.process = process
+    self.initialize, self.next = process.initialize, process.next
+
+  def get_model_weights(self, state):
+    weights = self.process.get_model_weights(state)
+    return tf.nest.map_structure(lambda w: np.full_like(w, np.nan), weights)
+
+
+def test_a_round_that_trained_nothing_has_its_model_checked_though_not_evaluated(
+    tff_runtime):
+  """A non-finite model is what tff.learning's clients may show only by training no
+  example: the run stops at round 1, releases it, and reports no round as done."""
+  memory = tff.program.MemoryReleaseManager()
+  seen = []
+  with pytest.raises(loop.Diverged, match="diverged at round 1: the model's weights") as stop:
+    loop.run(_NonFiniteModel(_process()), client_ids=[str(i) for i in range(6)],
+             client_input=_empty_first_round(5),
              schedule=loop.Schedule(rounds=3, clients_per_round=3, eval_every=3, seed=5),
              evaluate=lambda w: {'validation/norm': 1.0}, release_managers=[memory],
              on_round=lambda r, m: seen.append(r))

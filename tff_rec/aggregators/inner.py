@@ -69,14 +69,17 @@ class InnerAggregator:
     return self.name == 'secure'
 
   def mean(self, clients_per_round: int) -> tff.aggregators.WeightedAggregationFactory:
-    """The weighted mean of the clients' values through this aggregation."""
+    """The weighted mean of the clients' values through this aggregation; 0 where
+    their weights sum to 0 (a cohort that trained no example: TFF's default, 0 / 0,
+    would make the model NaN)."""
     if self.name == 'secure':
       return tff.aggregators.MeanFactory(
           value_sum_factory=self.sum(),
-          weight_sum_factory=tff.aggregators.SecureSumFactory(SECURE_WEIGHT_BOUND, 0.0))
+          weight_sum_factory=tff.aggregators.SecureSumFactory(SECURE_WEIGHT_BOUND, 0.0),
+          no_nan_division=True)
     if self.name == 'dp':
       return tff.aggregators.as_weighted_aggregator(self.dp_mean(clients_per_round))
-    return tff.aggregators.MeanFactory()
+    return tff.aggregators.MeanFactory(no_nan_division=True)
 
   def dp_mean(self, clients_per_round: int) -> tff.aggregators.UnweightedAggregationFactory:
     """TFF's DP-FedAvg mean: clipped values, noised sum over the expected cohort."""

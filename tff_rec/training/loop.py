@@ -30,9 +30,7 @@ TRAIN_EXAMPLES = 'train/client_work/train/num_examples'
 
 
 class Diverged(ArithmeticError):
-  """The run stopped: its training loss or model became non-finite, or a round
-  trained no example (what tff.learning's clients report once the model is
-  non-finite: no examples and a loss of 0)."""
+  """The run stopped: its training loss or model became non-finite."""
 
   def __init__(self, round_num: int, what: str, metrics: dict[str, float],
                last_evaluation: dict[str, float], last_evaluated_round: int | None,
@@ -145,8 +143,13 @@ def run(process: tff.learning.templates.LearningProcess, *,
     last = round_num == schedule.rounds
     evaluating = schedule.eval_every is not None and (
         last or (schedule.eval_every and round_num % schedule.eval_every == 0))
-    weights = process.get_model_weights(state) if evaluating else None
+    # A round that trained no example is checked whether evaluated or not: its
+    # cohort may hold no batch (drop_remainder), or its model may be non-finite.
+    weights = (process.get_model_weights(state)
+               if evaluating or trained_nothing(metrics) else None)
     what = _divergence(metrics, weights)
+    if what and trained_nothing(metrics):
+      what += "; the round trained no example (none of its cohort's clients held a batch)"
     if what:
       _release(release_managers, metrics, round_num)
       raise Diverged(round_num, what, metrics, evaluated, evaluated_round)
@@ -177,14 +180,17 @@ def non_finite_losses(metrics: dict[str, float]) -> str | None:
   return ', '.join(f'{k} is {metrics[k]}' for k in losses) or None
 
 
+def trained_nothing(metrics: dict[str, float]) -> bool:
+  """Whether a round's clients trained no example (its training loss, a mean over
+  none, then reads 0)."""
+  return metrics.get(TRAIN_EXAMPLES) == 0
+
+
 def _divergence(metrics: dict[str, float], weights) -> str | None:
-  """What shows that the run has diverged, or None: a non-finite training loss,
-  a round that trained no example, or (when given) non-finite model weights."""
+  """What shows that the run has diverged, or None: a non-finite training loss or
+  (when given) non-finite model weights."""
   if TRAIN_LOSS in metrics and not np.isfinite(metrics[TRAIN_LOSS]):
     return f'the training loss is {metrics[TRAIN_LOSS]}'
-  if metrics.get(TRAIN_EXAMPLES, 1) == 0:
-    return ('no client trained an example (what tff.learning\'s clients report once the '
-            'model is no longer finite, or when none of the cohort\'s clients holds a batch)')
   if weights is not None and not all(
       np.isfinite(np.sum(w)) for w in tf.nest.flatten(_arrays(weights))):
     return "the model's weights are not finite"
