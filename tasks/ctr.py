@@ -117,6 +117,8 @@ class Config:
     for name in ('history_length', 'batch_size', 'local_epochs'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+    if self.test_fraction is not None and not 0 < self.test_fraction < 1:
+      raise ValueError(f'test_fraction must be in (0, 1), got {self.test_fraction}')
     if not 0 <= self.validation_fraction < 1:
       raise ValueError(f'validation_fraction must be in [0, 1), got {self.validation_fraction}')
     if self.embedding_stddev <= 0:
@@ -133,7 +135,9 @@ class Config:
 
   @property
   def resolved_test_fraction(self) -> float:
-    return self.test_fraction or DEFAULT_TEST_FRACTION[self.split]
+    if self.test_fraction is None:
+      return DEFAULT_TEST_FRACTION[self.split]
+    return self.test_fraction
 
 
 def make_config(**values) -> Config:

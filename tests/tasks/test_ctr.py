@@ -212,6 +212,13 @@ def test_a_validation_part_leaves_training_and_is_scored_beside_test(ml100k_dir)
     task_lib.Config(validation_fraction=1.0)
 
 
+@pytest.mark.parametrize('fraction', [0.0, -0.5, 1.0])
+def test_a_test_fraction_outside_0_1_is_refused_not_taken_for_the_default(fraction):
+  with pytest.raises(ValueError, match=r'test_fraction must be in \(0, 1\), got '):
+    task_lib.Config(test_fraction=fraction)
+  assert task_lib.Config(test_fraction=0.05).resolved_test_fraction == 0.05
+
+
 def test_logits_scored_in_chunks_are_every_row_in_order(lr_task, monkeypatch):
   model = lr_task.keras_model()
   rng = np.random.default_rng(0)
