@@ -88,6 +88,9 @@ class Config:
                  'reconstruction_epochs', 'top_k'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
+    if self.top_k > EVAL_CANDIDATES:  # at 100 of 100 candidates, every HR would be 1
+      raise ValueError(f'top_k must be at most {EVAL_CANDIDATES} (each held-out item is '
+                       f'ranked among {EVAL_CANDIDATES + 1} candidates), got {self.top_k}')
     if self.l2 < 0:
       raise ValueError(f'l2 must be >= 0, got {self.l2}')
     if self.min_interactions < leave_one_out.MIN_SPLIT:  # before the data is read
@@ -228,11 +231,11 @@ class Task(click_model.ClickModel):
   TRAIN_DEFAULTS = dict(clients_per_round=10, client_optimizer='sgd', client_learning_rate=0.5,
                         server_optimizer='sgd', server_learning_rate=1.0)
   EVAL_PARTS = ('validation', 'test')
-  PROGRESS = {'loss': loop.TRAIN_LOSS, 'val hr': 'validation/hr_at_10',
-              'test hr': 'test/hr_at_10', 'bytes up': 'train/aggregator/bytes_up'}
-
   def __init__(self, config: Config):
     self.config = config
+    k = config.top_k
+    self.PROGRESS = {'loss': loop.TRAIN_LOSS, 'val hr': f'validation/hr_at_{k}',
+                     'test hr': f'test/hr_at_{k}', 'bytes up': 'train/aggregator/bytes_up'}
     self.data = load(config)
     _check_tables_fit(len(self.data.user_ids), self.data.num_items, config)
     self.initial_items = mf.initial_table(self.data.num_items, config.embedding_dim,

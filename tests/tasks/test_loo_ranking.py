@@ -268,3 +268,16 @@ def test_reconstruction_epochs_are_refused_for_stored_users():
                      'user_state=reconstructed; leave it out here'):
     task_lib.Config(reconstruction_epochs=3)
   task_lib.Config(reconstruction_epochs=3, user_state='reconstructed')
+
+
+def test_top_k_names_the_progress_metrics_and_stops_below_the_candidates(ranking_dir):
+  task = _task(ranking_dir, embedding_dim=3, top_k=5)
+  rng = np.random.default_rng(0)
+  weights = {'items': rng.normal(size=(task.data.num_items, 3)),
+             'users': rng.normal(size=(len(task.data.user_ids), 3))}
+  shown = {task.PROGRESS['val hr'], task.PROGRESS['test hr']}
+  assert shown == {'validation/hr_at_5', 'test/hr_at_5'}
+  assert 'hr_at_5' in task.evaluate(weights, 'validation')  # what the line shows is reported
+  task_lib.Config(top_k=task_lib.EVAL_CANDIDATES)
+  with pytest.raises(ValueError, match=r'top_k must be at most 99 .* 100 candidates\), got 100'):
+    task_lib.Config(top_k=100)
