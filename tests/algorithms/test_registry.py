@@ -254,3 +254,16 @@ def test_every_process_sets_the_model_weights_it_gives(algorithm, ml100k_dir, ra
                         built.process.get_model_weights(state), shifted)
   output = built.process.next(state, [built.client_input(c, 1) for c in built.client_ids[:3]])
   assert np.isfinite(tf.nest.flatten(built.process.get_model_weights(output.state))[0]).all()
+
+
+@pytest.mark.parametrize('setting', ['client_optimizer', 'client_learning_rate'])
+def test_a_setting_an_algorithm_has_no_use_for_is_refused_when_given(setting):
+  value = {'client_optimizer': 'adam', 'client_learning_rate': 0.7}[setting]
+  with pytest.raises(registry.NotApplicable, match=rf'--{setting} does not apply to '
+                     '--algorithm=fedsgd: each client sends the gradient of its loss'):
+    registry.training(ctr.Task, 'fedsgd', **{setting: value})
+  registry.training(ctr.Task, 'fedavg', **{setting: value})
+  assert registry.training(ctr.Task, 'fedsgd').server_optimizer.name  # the defaults stand
+  with pytest.raises(ValueError, match=r"unused_settings must name training settings; got "
+                     r"\['local_epochs'\]"):
+    registry.Algorithm('x', {'keras': print}, unused_settings={'local_epochs': 'why'})

@@ -220,8 +220,10 @@ COMPOSES = dict(aggregators=inner.NAMES, stacks=('fedsubavg',))
 registry.register('fedavg', registry.Algorithm(
     'FedAvg: client optimizer for the local epochs, server optimizer on the mean update',
     FEDAVG_BUILDERS, heat_lib.WeightingOptions, **COMPOSES))
+_ONE_GRADIENT = 'each client sends the gradient of its loss at the broadcast model'
 registry.register('fedsgd', registry.Algorithm(
-    'FedSGD: one gradient per client per round', {'keras': build_fedsgd}, **COMPOSES))
+    'FedSGD: one gradient per client per round', {'keras': build_fedsgd}, **COMPOSES,
+    unused_settings=dict(client_optimizer=_ONE_GRADIENT, client_learning_rate=_ONE_GRADIENT)))
 registry.register('fedprox', registry.Algorithm(
     'FedProx: FedAvg with a proximal term', _builders('fedprox'), FedProxOptions, **COMPOSES))
 # FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).

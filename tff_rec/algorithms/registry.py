@@ -58,8 +58,13 @@ class Algorithm:
   aggregators: tuple[str, ...] = ('mean',)
   stacks: tuple[str, ...] = ()
   composition_note: str = ''  # why it honours no more, for the refusal
+  # Training settings (Settings fields) it has no use for: given, they are refused.
+  unused_settings: Mapping[str, str] = dataclasses.field(default_factory=dict)  # name: why
 
   def __post_init__(self):
+    unknown = set(self.unused_settings) - {f.name for f in dataclasses.fields(Settings)}
+    if unknown:
+      raise ValueError(f'unused_settings must name training settings; got {sorted(unknown)}')
     if set(self.builders) - set(api.MODEL_KINDS) or not self.builders:
       raise ValueError(f'builders must map model kinds {sorted(api.MODEL_KINDS)} to '
                        f'builders; got {sorted(self.builders)}')
@@ -227,6 +232,9 @@ def training(task, name: str, *, aggregator: inner.InnerAggregator = inner.Inner
   """The settings of algorithm `name` on `task`: the task's TRAIN_DEFAULTS, then the
   algorithm's defaults, then `settings` (fields of Settings; None takes the default)."""
   given = Settings(**settings).given()
+  for unused, why in get(name).unused_settings.items():
+    if unused in given:
+      raise NotApplicable(f'--{unused} does not apply to --algorithm={name}: {why}')
   setting = {**task.TRAIN_DEFAULTS, **get(name).own_settings(), **given}
   adaptivity = setting.get('server_adaptivity')
   if 'server_adaptivity' not in given and setting['server_optimizer'] == 'sgd':
