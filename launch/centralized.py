@@ -48,6 +48,7 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   task = common.build_task(config)
+  progress.check_target_part(target, ('train', *task.EVAL_PARTS))
   steps = {'steps_per_epoch': FLAGS.steps_per_epoch} if FLAGS.steps_per_epoch else {}
   if steps and FLAGS.task != 'ctr':
     raise app.UsageError(f'--steps_per_epoch does not apply to --task={FLAGS.task}')

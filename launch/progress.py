@@ -54,6 +54,14 @@ def parse_target(text: str | None) -> tuple[str, str, float] | None:
                        'e.g. eval/test_auc>=0.6')
 
 
+def check_target_part(target, parts) -> None:
+  """A UsageError, before training, for a target outside the parts a run reports
+  (train/ and the task's evaluation parts)."""
+  if target is not None and target[0].split('/', 1)[0] not in parts:
+    raise app.UsageError(f'--target metric {target[0]!r}: this run reports metrics under '
+                         f'{", ".join(p + "/" for p in sorted(set(parts)))} only')
+
+
 def check_target_reported(target, metrics: dict[str, float]) -> None:
   """A UsageError once a step's metrics hold others of the target's part (its
   prefix, e.g. eval/) but not the target's metric: a misspelt target stops at

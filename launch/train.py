@@ -206,6 +206,7 @@ def main(argv):
     raise app.UsageError(f'--stop_after_round={stop} must be a multiple of --checkpoint_every'
                          f'={FLAGS.checkpoint_every} below --rounds={FLAGS.rounds}')
   task = common.build_task(task_config)
+  progress.check_target_part(target, ('train', *task.EVAL_PARTS))
   try:
     training = runner.runtime_for(name, task, training)
   except ValueError as e:

@@ -256,6 +256,8 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
     ('--model=xgboost', 'flag --model=xgboost: value should be one of <lr|dcn|din>'),
     ('--heat=rows', 'flag --heat=rows: value should be one of <clients|examples>'),
     ('--target=auc>0.6', '--target=auc>0.6: expected METRIC>=VALUE or METRIC<=VALUE'),
+    ('--target=test/auc>=0.6', "--target metric 'test/auc': this run reports metrics under "
+     'eval/, train/ only'),
     ('--algorithm=fedadam --server_optimizer=sgd', '--server_optimizer=sgd does not apply to '
      '--algorithm=fedadam: its server optimizer is adam'),
     ('--capacities=1x-2x', '--capacities does not apply to --algorithm=fedavg'),
