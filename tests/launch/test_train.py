@@ -225,6 +225,11 @@ def test_resume_refuses_other_flags(ml100k_dir, tmp_path):
      'are only 8 clients'),
     ('--algorithm=fedhm --capacities=1x-64x', 'FedHM cannot hold table item_gmf'),
     ('--capacity_fractions=0.5,x', '--capacity_fractions must be a list of floats'),
+    ('--algorithm=fair_hom --capacity_fractions=0.5,0.5', '--capacity_fractions and '
+     '--capacity_assignment split the clients into capacity groups, and fair_hom has one'),
+    ('--capacities=1x --capacity_assignment=random', 'and --capacities=1x has one'),
+    ('--algorithm=colr --local_ranks=1-2', '--algorithm=colr: --local_ranks applies to scolr '
+     'only'),
     ('--loss=global_softmax', '--loss does not apply to --task=ranking'),
     ('--clients_per_round=9', '--clients_per_round=9 is larger than the 8 training clients'),
 ])

@@ -205,6 +205,12 @@ def build(task, options: Options, training, *, name: str):
           shapes, scheme, seed=seed + 1,
           impl='composite' if training.runtime == 'native' else 'auto',  # native: no op
           consistent=name != 'fair_inconsistent')
+    grouping = options.capacity_fractions is not None or (
+        options.capacity_assignment != Options.capacity_assignment)
+    if grouping and len(scheme) == 1 and name != 'full_trn':  # full_trn chose by them
+      one = 'fair_hom' if name == 'fair_hom' else f'--capacities={options.capacities}'
+      raise ValueError('--capacity_fractions and --capacity_assignment split the clients '
+                       f'into capacity groups, and {one} has one; leave them out')
     tier_of = capacities.assign(
         len(ids), len(scheme),
         fractions=options.capacity_fractions if len(scheme) > 1 else None,

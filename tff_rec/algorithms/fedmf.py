@@ -287,7 +287,9 @@ class Options:
 def local_ranks(options: Options, name: str, num_clients: int, seed: int):
   """(client index, round seed) -> the client's local rank: scolr's (its group's, or
   uniform in 1..R drawn afresh every round); the rank itself for the other forms. Any
-  form checks the group ranks against the global rank."""
+  form checks the group ranks against the global rank; the others refuse them."""
+  if options.local_ranks is not None and name != 'scolr':
+    raise ValueError('--local_ranks applies to scolr only')
   if options.local_ranks is not None:
     try:
       ranks = [int(r) for r in options.local_ranks.split('-')]
@@ -325,9 +327,6 @@ def check_aggregation(options: Options, training, name: str) -> None:
 
 def build(task, options: Options, training, *, name: str):
   """FedMF (name 'fedmf') or an item-update form (colr, scolr, svd, topk)."""
-  if options.local_ranks is not None and name != 'scolr':
-    raise api.NotApplicable(f'--local_ranks applies to scolr only, not --algorithm='
-                            f'{name}')
   full = FORM_OF[name] == 'full'
   if full and options.rank != Options.rank:
     raise api.NotApplicable(f'--rank applies to the compressed forms (colr, scolr, svd, '
