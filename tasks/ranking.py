@@ -116,6 +116,12 @@ class Task:
 
   def __init__(self, config: Config):
     self.config = config
+    setting.refuse_unused(
+        config, 'test_fraction',
+        config.held_out == 'validation' or not user_items.is_pair(config.data_dir,
+                                                                  config.interactions),
+        'to one sequence or interactions file, and to held_out=validation; a train.txt '
+        'and test.txt pair is split already')
     data = user_items.load(config.data_dir, test_fraction=config.test_fraction,
                            columns=config.interactions)
     if config.top_users:

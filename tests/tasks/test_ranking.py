@@ -215,3 +215,13 @@ def test_neumf_declares_its_item_tables_and_private_user_rows(user_items_dir):
   assert list(model.tables) == ['item_gmf', 'item_mlp']
   assert list(model.per_user_tables) == ['user_gmf', 'user_mlp']
   assert declared['item_mlp'].features == ('positive', 'negatives')
+
+
+def test_test_fraction_on_a_train_and_test_pair_is_refused_unless_it_splits_validation(
+    user_items_dir):
+  with pytest.raises(ValueError, match='test_fraction applies to one sequence or '
+                     'interactions file, and to held_out=validation; a train.txt'):
+    _task(user_items_dir, test_fraction=0.5)
+  validation = _task(user_items_dir, test_fraction=0.5, held_out='validation')
+  assert len(validation.data.test.items) != len(
+      _task(user_items_dir, held_out='validation').data.test.items)  # it splits

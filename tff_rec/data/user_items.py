@@ -179,6 +179,13 @@ def split_ends(lists: item_lists.ItemLists, fraction: float
           item_lists.ItemLists.from_counts(held, lists.items[~kept]))
 
 
+def is_pair(data_dir: str | pathlib.Path, columns: interactions.Columns) -> bool:
+  """Whether `load` reads `data_dir` as a train.txt/test.txt pair (split already)."""
+  root = pathlib.Path(data_dir)
+  root = root.parent if root.is_file() and root.name in PAIR else root
+  return (root / PAIR[0]).is_file() and not columns.declared
+
+
 def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
          columns: interactions.Columns = interactions.Columns()) -> UserItems:
   """The train.txt/test.txt pair of `data_dir` (the folder, or either file of
@@ -189,7 +196,7 @@ def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
   root = pathlib.Path(data_dir)
   if root.is_file() and root.name in PAIR:
     root = root.parent
-  if (root / PAIR[0]).is_file() and not columns.declared:
+  if is_pair(data_dir, columns):
     tables.require_files(root, list(PAIR), dataset='user-items')
     train, test = (read_lines(root / name) for name in PAIR)
   else:
