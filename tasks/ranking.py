@@ -150,7 +150,7 @@ class Task:
             + (' (renumbered 0.. in id order: the file\'s ids left over 90% of 0..max unused)'
                if self.data.renumbered else '')
             + f', {self.data.train.counts.sum()} train / {self.data.test.counts.sum()} '
-            'test interactions')
+            f'{self.config.held_out} interactions')
 
   @functools.cached_property
   def tables(self) -> tuple[tables_lib.Table, ...]:

@@ -225,3 +225,5 @@ def test_test_fraction_on_a_train_and_test_pair_is_refused_unless_it_splits_vali
   validation = _task(user_items_dir, test_fraction=0.5, held_out='validation')
   assert len(validation.data.test.items) != len(
       _task(user_items_dir, held_out='validation').data.test.items)  # it splits
+  held_out = len(validation.data.test.items)
+  assert validation.describe().endswith(f' / {held_out} validation interactions')
