@@ -130,8 +130,10 @@ class Config:
     setting.refuse_unused(self, 'embedding_dim', self.model != 'lr',
                           'to the models with embeddings (dcn, din), not lr')
     setting.refuse_unused(self, 'history_length', self.model == 'din' and not self.client_column,
-                          "to DIN's history made from MovieLens or interactions; a CTR file's "
-                          'history is its list columns')
+                          "to DIN's history (model din) made from MovieLens or interactions; a "
+                          "CTR file's history is its list columns")
+    setting.refuse_unused(self, 'list_separator', bool(self.list_columns),
+                          "to a CTR file's list_columns")
 
   @property
   def resolved_test_fraction(self) -> float:

@@ -363,6 +363,12 @@ def test_settings_a_model_or_file_does_not_use_are_refused(settings, message):
   task_lib.Config(**{**settings, 'model': 'din', 'client_column': None})  # where it applies
 
 
+def test_a_list_separator_without_list_columns_is_refused():
+  with pytest.raises(ValueError, match="list_separator applies to a CTR file's list_columns"):
+    task_lib.Config(client_column='user', feature_columns=('item',), list_separator='|')
+  task_lib.Config(client_column='user', list_columns=('history',), list_separator='|')
+
+
 def test_dins_clicks_of_a_sequence_file_refuse_a_split_and_say_which_rows_are_test(tmp_path):
   path = tmp_path / 'seq.txt'
   path.write_text('1 1 2 3 4\n2 2 3 4 5\n3 3 4 5 1\n')

@@ -41,7 +41,7 @@ class Columns:
     if repeated:
       raise ValueError(f'columns {repeated} are declared more than once')
     if not self.features and not self.list_features:
-      raise ValueError('declare at least one feature column')
+      raise ValueError('declare at least one feature column (feature_columns or list_columns)')
     grouped = [c for group in self.shared_vocabularies for c in group]
     stray = sorted(set(grouped) - {*self.features, *self.list_features})
     if stray or len(grouped) != len(set(grouped)):
