@@ -46,7 +46,8 @@ def main(argv):
   try:
     optimizer = optimizers.OptimizerConfig(FLAGS.optimizer, FLAGS.learning_rate)
   except ValueError as e:
-    raise app.UsageError(str(e)) from None
+    raise app.UsageError(f'--optimizer={FLAGS.optimizer} --learning_rate='
+                         f'{FLAGS.learning_rate}: {e}') from None
   task = common.build_task(config)
   progress.check_target_part(target, ('train', *task.EVAL_PARTS))
   steps = {'steps_per_epoch': FLAGS.steps_per_epoch} if FLAGS.steps_per_epoch else {}

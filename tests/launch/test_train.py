@@ -36,7 +36,9 @@ from tff_rec.data import client_files
     ('--rounds=4 --checkpoint_every=2 --stop_after_round=3',
      '--stop_after_round=3 must be a multiple of --checkpoint_every=2 below --rounds=4'),
     ('--clients_per_round=0', 'clients_per_round must be >= 1, got 0'),
-    ('--client_learning_rate=-1', 'client_learning_rate must be >= 0, got -1.0'),
+    ('--client_learning_rate=-1', 'client_learning_rate must be > 0, got -1.0'),
+    ('--client_learning_rate=0', 'client_learning_rate must be > 0, got 0.0'),
+    ('--server_learning_rate=nan', 'server_learning_rate must be > 0, got nan'),
     ('--clients_per_round=25', '--clients_per_round=25 is larger than the 24 training '
      'clients; use at most 24'),
     ('--threads=2', '--threads applies to --runtime=inprocess'),
@@ -268,7 +270,8 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
     ('--capacities=1x-2x', '--capacities does not apply to --algorithm=fedavg'),
     ('--algorithm=scaffold --server_optimizer=adam', 'scaffold takes SGD steps at the '
      'clients and the server'),
-    ('--algorithm=fedavg --server_adaptivity=0.001', 'adaptivity applies to adagrad and adam'),
+    ('--algorithm=fedavg --server_adaptivity=0.001', '--server_optimizer=sgd: adaptivity '
+     'applies to adagrad and adam, not sgd'),
 ])
 def test_ctr_bad_flags_stop_before_training(flag, message, ml100k_dir, tmp_path):
   _assert_refused(message, tmp_path, '--task=ctr', f'--data_dir={ml100k_dir}',

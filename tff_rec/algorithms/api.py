@@ -46,8 +46,8 @@ class Settings:
     if self.clients_per_round is not None and self.clients_per_round < 1:
       raise ValueError(f'clients_per_round must be >= 1, got {self.clients_per_round}')
     for name in ('client_learning_rate', 'server_learning_rate', 'server_adaptivity'):
-      if (getattr(self, name) or 0) < 0:
-        raise ValueError(f'{name} must be >= 0, got {getattr(self, name)}')
+      if getattr(self, name) is not None and not getattr(self, name) > 0:  # NaN too
+        raise ValueError(f'{name} must be > 0, got {getattr(self, name)}')
     for name in ('client_optimizer', 'server_optimizer'):
       if getattr(self, name) not in (None, *optimizers.OPTIMIZERS):
         raise ValueError(f'unknown {name} {getattr(self, name)!r}; choose one of '

@@ -240,9 +240,18 @@ def training(task, name: str, *, aggregator: inner.InnerAggregator = inner.Inner
   if 'server_adaptivity' not in given and setting['server_optimizer'] == 'sgd':
     adaptivity = None  # a default tau of an adaptive server the settings replaced by SGD
   return Training(
-      client_optimizer=optimizers.OptimizerConfig(setting['client_optimizer'],
-                                                   setting['client_learning_rate']),
-      server_optimizer=optimizers.OptimizerConfig(setting['server_optimizer'],
-                                                  setting['server_learning_rate'], adaptivity),
+      client_optimizer=_optimizer('client', setting['client_optimizer'],
+                                  setting['client_learning_rate']),
+      server_optimizer=_optimizer('server', setting['server_optimizer'],
+                                  setting['server_learning_rate'], adaptivity),
       aggregator=aggregator, runtime=runtime, clients_per_round=setting['clients_per_round'],
       stack=tuple(stack))
+
+
+def _optimizer(side: str, name: str, rate: float, adaptivity: float | None = None
+               ) -> optimizers.OptimizerConfig:
+  """The client's or server's optimizer; an error naming the flag that chose it."""
+  try:
+    return optimizers.OptimizerConfig(name, rate, adaptivity)
+  except ValueError as e:
+    raise ValueError(f'--{side}_optimizer={name}: {e}') from None

@@ -28,10 +28,10 @@ class OptimizerConfig:
       raise ValueError(f'unknown optimizer {self.name!r}; choose one of {OPTIMIZERS}')
     if not self.learning_rate > 0:
       raise ValueError(f'learning rate must be > 0, got {self.learning_rate}')
-    if self.adaptivity is not None and (self.name in ('sgd', 'lazy_adam')
-                                        or not self.adaptivity > 0):
-      raise ValueError(f'adaptivity applies to adagrad and adam and must be > 0; got '
-                       f'{self.adaptivity} for {self.name}')
+    if self.adaptivity is not None and self.name in ('sgd', 'lazy_adam'):
+      raise ValueError(f'adaptivity applies to adagrad and adam, not {self.name}')
+    if self.adaptivity is not None and not self.adaptivity > 0:
+      raise ValueError(f'adaptivity must be > 0, got {self.adaptivity}')
 
   def build(self) -> tff.learning.optimizers.Optimizer:
     tau = self.adaptivity
