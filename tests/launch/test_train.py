@@ -268,8 +268,9 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
     ('--algorithm=fedadam --server_optimizer=sgd', '--server_optimizer=sgd does not apply to '
      '--algorithm=fedadam: its server optimizer is adam'),
     ('--capacities=1x-2x', '--capacities does not apply to --algorithm=fedavg'),
-    ('--algorithm=scaffold --server_optimizer=adam', 'scaffold takes SGD steps at the '
-     'clients and the server'),
+    ('--algorithm=scaffold --server_optimizer=adam', "scaffold takes SGD steps at the "
+     "clients and the server; this run's are sgd / adam (as given, else the task's "
+     'defaults): give --client_optimizer=sgd --server_optimizer=sgd'),
     ('--algorithm=fedavg --server_adaptivity=0.001', '--server_optimizer=sgd: adaptivity '
      'applies to adagrad and adam, not sgd'),
 ])

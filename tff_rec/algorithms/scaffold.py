@@ -119,9 +119,9 @@ def build(task, options, training, *, name: str):
   del options  # none
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
     raise api.NotApplicable(
-        f'--algorithm={name} takes SGD steps at the clients and the server; got '
-        f'--client_optimizer={training.client_optimizer.name} / --server_optimizer='
-        f'{training.server_optimizer.name}')
+        f'--algorithm={name} takes SGD steps at the clients and the server; this run\'s '
+        f'are {training.client_optimizer.name} / {training.server_optimizer.name} (as given, '
+        f'else the task\'s defaults): give --client_optimizer=sgd --server_optimizer=sgd')
   ids = list(task.train_client_ids)
   aggregation, averaged = training.aggregator.unweighted(training.clients_per_round)
   process = build_process(
