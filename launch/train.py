@@ -45,8 +45,10 @@ from tff_rec.training import loop
 native.compiler = quiet_start.quiet_compiler(native.compiler)
 
 flags.DEFINE_enum('algorithm', None, sorted(registry.algorithms()),
-                  "Learning algorithm (default: the task's; fedavg, or fedmf for "
-                  'loo_ranking). `python -m launch.matrix` shows which run where.')
+                  "Learning algorithm (default: the task's; " + ', '.join(
+                      f'{name} {module.Task.DEFAULT_ALGORITHM}'
+                      for name, module in sorted(tasks.TASKS.items()))
+                  + '). `python -m launch.matrix` shows which run where.')
 flags.DEFINE_integer('rounds', 100, 'Training rounds. A run resumed with more extends it (the one '
                      'setting a resume may change).', lower_bound=1)
 flags.DEFINE_integer('eval_every', 10, 'Evaluate every N rounds (0: only after the last).',

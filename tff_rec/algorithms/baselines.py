@@ -202,7 +202,8 @@ def _fedavg_as(build, options):
   def build_fedavg(task, weighting: heat_lib.WeightingOptions, training, *, name: str):
     if weighting.heat:
       raise api.NotApplicable(
-          f'--heat applies to Keras-model tasks; --algorithm={name} on --task={task.NAME} '
+          f'--heat applies where --algorithm={name} trains a Keras model; on '
+          f'--task={task.NAME} it is {build.__module__.rsplit(".", 1)[-1]}\'s round, which '
           'weighs clients by their training examples')
     return build(task, options, training, name=name)
 
