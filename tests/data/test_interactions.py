@@ -40,6 +40,16 @@ def test_a_csv_export_with_string_ids_and_dates_becomes_time_ordered_sequences(t
   assert list(kept) == [1, 2] and list(kept[1]) == [1]
 
 
+def test_dates_are_read_in_the_one_order_that_reads_every_row(tmp_path):
+  """Day-first where only it reads every row (13/01), month-first where only it does
+  (01/13), whatever the first row (04/12, either way)."""
+  for first, later in (('04/12/1997', '27/11/1997'), ('12/04/1997', '11/27/1997')):
+    path = tmp_path / 'export.csv'
+    path.write_text(f'user,item,time\n1,5,{first}\n1,6,{later}\n1,7,01/01/1998\n')
+    sequences = _read(path, user_column='user', item_column='item', time_column='time')
+    np.testing.assert_array_equal(sequences[1], [6, 5, 7])  # 27 Nov, 4 Dec, 1 Jan
+
+
 def test_a_headerless_tab_file_takes_names_and_keeps_integer_ids(tmp_path):
   path = tmp_path / 'u.data'
   path.write_text('7\t30\t3\t200\n5\t10\t4\t100\n7\t20\t5\t100\n')
@@ -194,8 +204,12 @@ def test_gzip_bom_and_double_colon_files_read_as_plain_ones(tmp_path, compress):
     ('user,item\n1,2\n2, \n', {}, "item (item_column) of data row 2 is ' ', not an id"),
     ('user,item,time\n1,2,100\n1,3,\n', dict(time_column='time'),
      "time (time_column) of data row 2 is '', not a number (as the first row's time is)"),
-    ('user,item,time\n1,2,02/01/2020\n1,3,13/01/2020\n', dict(time_column='time'),
-     "data row 2 is '13/01/2020', not a number or a date in the first row's format"),
+    ('user,item,time\n1,2,02/01/2020\n1,3,03/01/2020\n', dict(time_column='time'),
+     "time (time_column) reads month-first and day-first alike (data row 1: '02/01/2020'); "
+     'write its dates as ISO 8601'),
+    ('user,item,time\n1,2,02/01/2020\n1,3,13/01/2020\n1,4,01/13/2020\n',
+     dict(time_column='time'), "data row 2 is '13/01/2020', not a number or a date in one "
+     'format (month-first or day-first)'),  # neither reads every row
     ('user,item,rating\n1,2,5\n', dict(columns=('user', 'item', 'rating')),
      'its first line is a header (user,item,rating); with a header, leave columns out'),
 ])

@@ -160,8 +160,9 @@ def _numbers(frame: pd.DataFrame, column: str, path: pathlib.Path, setting: str)
 
 def _times(frame: pd.DataFrame, column: str, path: pathlib.Path) -> np.ndarray:
   """Numbers as they are, else dates (as nanoseconds): the first row decides which.
-  Dates are ISO 8601, or all of the first row's format: one at a time, 02/01 and
-  13/01 would be read one month-first and the other day-first."""
+  Dates are ISO 8601, or all of one format, month-first or day-first, whichever
+  reads every row (one at a time, 02/01 and 13/01 would be read one month-first
+  and the other day-first); a file that reads both ways, differently, is refused."""
   values = frame[column]
   numbers = pd.to_numeric(values, errors='coerce')
   if pd.notna(numbers.iloc[0]):
@@ -172,9 +173,18 @@ def _times(frame: pd.DataFrame, column: str, path: pathlib.Path) -> np.ndarray:
   if dates.isna().any():
     with warnings.catch_warnings():  # "could not infer format": the error below says it
       warnings.simplefilter('ignore', UserWarning)
-      dates = pd.to_datetime(values, errors='coerce')
+      month_first, day_first = (pd.to_datetime(values, errors='coerce', dayfirst=day)
+                                for day in (False, True))
+    both = month_first.notna().all() and day_first.notna().all()
+    if both and not month_first.equals(day_first):
+      row = int(np.argmax((month_first != day_first).to_numpy()))
+      raise tables.DataFormatError(
+          f'{path}: {column} (time_column) reads month-first and day-first alike (data row '
+          f'{frame.index[row] + 1}: {values.iloc[row]!r}); write its dates as ISO 8601 '
+          '(YYYY-MM-DD)')
+    dates = day_first if day_first.notna().all() and not both else month_first
   _check_parsed(dates, frame, column, path, 'time_column',
-                "a number or a date in the first row's format")
+                'a number or a date in one format (month-first or day-first)')
   return dates.to_numpy('datetime64[ns]').astype(np.int64)
 
 
