@@ -14,21 +14,24 @@ class Progress:
   """Prints one line per step: chosen metrics, time per step and an ETA.
 
   `shown` maps a short label to a metric key; absent metrics are skipped.
-  The first step seen may be past 1 (a resumed run): the ETA counts from it.
+  The first step seen may be past 1 (a resumed run): the ETA counts from it. Its
+  time includes set-up and compiling, so later steps are timed from its end.
   """
 
   def __init__(self, total: int, unit: str, shown: dict[str, str]):
     self.total, self.unit, self.shown = total, unit, shown
     self.first = None
-    self.started = time.monotonic()  # the first step's time includes set-up
+    self.started = time.monotonic()
 
   def __call__(self, step: int, metrics: dict[str, float]) -> None:
+    now = time.monotonic()
     if self.first is None:
-      self.first = step
+      self.first, self.first_done = step, now
       if step > 1:
         print(f'resumed from the checkpoint of {self.unit} {step - 1}: {self.unit} {step} '
               'on', flush=True)
-    per_step = (time.monotonic() - self.started) / (step - self.first + 1)
+    per_step = ((now - self.started) if step == self.first
+                else (now - self.first_done) / (step - self.first))
     eta = per_step * (self.total - step)
     nothing = loop.trained_nothing(metrics)  # its loss of 0 is a mean over no example
     values = '  '.join(

@@ -39,3 +39,14 @@ def test_a_round_that_trained_no_example_says_so_and_shows_no_loss(capsys):
   assert nothing.startswith("round 3/20  no example trained (none of the cohort's clients "
                             'holds a batch)  val auc 0.5000  '), nothing
   assert 'loss' not in nothing and trained.startswith('round 4/20  loss 0.2500  '), trained
+
+
+def test_the_eta_leaves_out_the_first_steps_set_up(capsys, monkeypatch):
+  clock = iter([0.0, 30.0, 32.0, 34.0])  # set-up and step 1: 30 s; then 2 s a step
+  monkeypatch.setattr(progress.time, 'monotonic', lambda: next(clock))
+  shown = progress.Progress(10, 'round', {})
+  for step in (1, 2, 3):
+    shown(step, {})
+  lines = capsys.readouterr().out.splitlines()
+  assert lines[0].endswith('30.00 s/round  ETA 4m30s'), lines[0]
+  assert lines[2].endswith('2.00 s/round  ETA 0m14s'), lines[2]
