@@ -65,8 +65,10 @@ def test_every_declared_aggregator_is_in_every_built_process(kind, aggregator, r
   for name, algorithm in registry.algorithms().items():
     builder = algorithm.builders.get(kind.split(':')[0])
     if aggregator in algorithm.aggregators and builder is not None:
+      sgd = {} if 'client_optimizer' in algorithm.unused_settings else {
+          'client_optimizer': 'sgd'}  # FedSGD's clients have none
       training = dataclasses.replace(registry.training(
-          task, name, aggregator=inner.InnerAggregator(aggregator), client_optimizer='sgd',
+          task, name, aggregator=inner.InnerAggregator(aggregator), **sgd,
           server_optimizer=algorithm.server_optimizer or 'sgd'), runtime='inprocess')
       try:
         process = builder(task, algorithm.options(), training, name=name).process
