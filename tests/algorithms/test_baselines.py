@@ -14,10 +14,12 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec import losses
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import baselines
 from tff_rec.algorithms import rounds
 from tff_rec.data import sliced
 from tff_rec.models import dual_encoder
+from tff_rec.runtime import inprocess
 from tff_rec.training import optimizers
 
 VOCAB, LENGTH, DIM, BATCH = 30, 4, 4, 4
@@ -259,3 +261,28 @@ def test_the_projects_fedavg_round_trains_as_tff_learnings_on_the_same_batches(
     assert not np.allclose(own, initial)  # it trained
     np.testing.assert_allclose(own, tff_weights, rtol=1e-5, atol=1e-6)
   assert np.isfinite(loss) and loss > 0
+
+
+@pytest.mark.parametrize('aggregator', ['mean', 'secure'])
+def test_the_projects_round_keeps_a_finite_model_when_its_cohort_trained_no_example(
+    aggregator, tff_runtime):
+  """The weights sum to 0: the inner mean is 0, not 0 / 0 (tff.learning's finalizer
+  drops a NaN update; the project's round has none to drop)."""
+  def model_fn():
+    return tff.learning.models.from_keras_model(
+        _keras_model('global_softmax'), loss=losses.GlobalSoftmax(), input_spec=INPUT_SPEC)
+
+  plan = sliced.Plan(BATCH, epochs=1)
+  empty = [plan.batches((collections.OrderedDict(context=c[:0]), l[:0]), seed=k)
+           for k, (c, l) in enumerate(CLIENTS)]
+  sgd = optimizers.OptimizerConfig('sgd', 1.0)
+  process = inprocess.InProcessLearningProcess(rounds.compose(baselines.build_round(
+      model_fn, sliced.tff_type(empty[0]),
+      inner.InnerAggregator(aggregator, secure_bound=100.0).mean(3),
+      client_optimizer=sgd.build(), server_optimizer=sgd.build())))
+  state = process.initialize()
+  output = process.next(state, empty)
+  assert output.metrics['client_work']['train']['num_examples'] == 0
+  for before, after in zip(process.get_model_weights(state).trainable,
+                           process.get_model_weights(output.state).trainable, strict=True):
+    np.testing.assert_array_equal(after, before)  # SGD on a zero mean: unchanged
