@@ -11,6 +11,7 @@ import pathlib
 import platform
 import shutil
 import tempfile
+from typing import Any, Mapping
 
 from absl import app
 
@@ -50,18 +51,22 @@ def copy_atomically(source: pathlib.Path, target: pathlib.Path) -> None:
   os.replace(temporary, target)
 
 
-def check_resumable(path: str, run_config: dict) -> dict | None:
+def check_resumable(path: str, run_config: dict,
+                    defaults: Mapping[str, Any] | None = None) -> dict | None:
   """The config of the run --output_dir holds (None: no run yet), or a UsageError
   when it is another: a run resumes only under the flags it started with
   (anything else would mix two experiments in one metrics file), except
-  --rounds, which may grow to extend a finished or interrupted run. Checked
+  --rounds, which may grow to extend a finished or interrupted run. A setting
+  absent from either config reads as its value in `defaults` (options recorded
+  only when given), so giving a default's value is no other setting. Checked
   before anything is built."""
   check_folder(path)
   if pathlib.Path(path).is_dir():  # a run there: held before the minutes of building
     _lock(pathlib.Path(path))
-  previous = _saved_config(pathlib.Path(path))
-  if previous is None or _extends(previous, run_config):
-    return previous
+  saved = _saved_config(pathlib.Path(path))
+  if saved is None or _extends(saved, run_config, defaults):
+    return saved
+  previous, run_config = ({**(defaults or {}), **c} for c in (saved, run_config))
   changed = sorted(k for k in set(previous) | set(run_config)
                    if previous.get(k) != run_config.get(k))
   if 'rounds' in changed and len(changed) > 1 and run_config['rounds'] > previous['rounds']:
@@ -73,7 +78,7 @@ def check_resumable(path: str, run_config: dict) -> dict | None:
         f'--output_dir={path} holds a run with other settings '
         f'({", ".join(changed)}){grows}; resume it with the same flags or choose a '
         'new --output_dir.')
-  return previous
+  return saved
 
 
 def check_folder(path: str) -> None:
@@ -111,20 +116,22 @@ def _saved_config(root: pathlib.Path) -> dict | None:
   return previous
 
 
-def _extends(previous: dict, run_config: dict) -> bool:
+def _extends(previous: dict, run_config: dict, defaults: Mapping[str, Any] | None) -> bool:
   """Whether run_config is the saved run's with more rounds."""
+  previous, run_config = ({**(defaults or {}), **c} for c in (previous, run_config))
   rounds = previous.get('rounds')
   return (rounds is not None and run_config.get('rounds', rounds) > rounds
           and {**previous, 'rounds': run_config['rounds']} == run_config)
 
 
-def output_dir(path: str, run_config: dict) -> pathlib.Path:
+def output_dir(path: str, run_config: dict,
+               defaults: Mapping[str, Any] | None = None) -> pathlib.Path:
   """Creates --output_dir with its config.json, or checks that the run there had
-  the same config (check_resumable); records this start in machines.json. A run
-  extended by more --rounds records them, its earlier summary kept beside as
-  summary_at_round_<N>.json."""
-  previous = check_resumable(path, run_config)
-  extended = previous is not None and _extends(previous, run_config)
+  the same config (check_resumable, `defaults` as there); records this start in
+  machines.json. A run extended by more --rounds records them, its earlier
+  summary kept beside as summary_at_round_<N>.json."""
+  previous = check_resumable(path, run_config, defaults)
+  extended = previous is not None and _extends(previous, run_config, defaults)
   root = pathlib.Path(path)
   try:
     root.mkdir(parents=True, exist_ok=True)

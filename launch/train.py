@@ -17,6 +17,7 @@ Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
 import dataclasses
+import json
 import logging
 import pathlib
 import sys
@@ -222,7 +223,11 @@ def main(argv):
       **(aggregator.settings() if aggregator.name != 'mean' else {}),
       **({'stack': list(training.stack)} if training.stack else {}),
       **vars(schedule))
-  outputs.check_resumable(FLAGS.output_dir, run_config)  # before the minutes of building
+  # Options are recorded as given: one given at its default's value is the same run.
+  option_defaults = json.loads(json.dumps({
+      f.name: f.default for f in dataclasses.fields(registry.get(name).options)
+      if f.default is not dataclasses.MISSING}))
+  outputs.check_resumable(FLAGS.output_dir, run_config, option_defaults)  # before building
   out = []  # the output folder, once the run has started
 
   def start(started: runner.Started) -> runner.Recording:
@@ -230,7 +235,7 @@ def main(argv):
       schedule.validate(len(started.built.client_ids))
     except ValueError as e:
       raise app.UsageError(f'--{e}') from None
-    out.append(outputs.output_dir(FLAGS.output_dir, run_config))
+    out.append(outputs.output_dir(FLAGS.output_dir, run_config, option_defaults))
     remote = f'remote ({",".join(FLAGS.workers)})' if FLAGS.runtime == 'remote' else None
     print(f'{FLAGS.task}: {task.describe()}; {started.describe(name, remote)}; output in '
           f'{out[0]}', flush=True)

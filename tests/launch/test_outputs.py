@@ -28,6 +28,20 @@ def test_a_run_resumes_under_its_tasks_new_name_and_no_other_settings(tmp_path):
   assert (tmp_path / 'summary_at_round_3.json').read_text() == '{"test/hr_at_10": 0.5}'
 
 
+def test_an_option_given_at_its_default_is_the_same_run_either_way(tmp_path):
+  """Options are recorded only when given: absent reads as the default given."""
+  defaults = {'rank': 4, 'heat': None}
+  (tmp_path / 'config.json').write_text(json.dumps({'task': 'ctr', 'rounds': 3}))
+  for same in ({'rank': 4}, {'heat': None}, {}):
+    outputs.check_resumable(str(tmp_path), {'task': 'ctr', 'rounds': 3, **same}, defaults)
+  with pytest.raises(app.UsageError, match=r'other settings \(rank\)'):
+    outputs.check_resumable(str(tmp_path), {'task': 'ctr', 'rounds': 3, 'rank': 2}, defaults)
+  outputs.output_dir(str(tmp_path), {'task': 'ctr', 'rounds': 5, 'rank': 4}, defaults)
+  assert json.loads((tmp_path / 'config.json').read_text())['rounds'] == 5  # extended
+  (tmp_path / 'config.json').write_text(json.dumps({'task': 'ctr', 'rounds': 3, 'rank': 4}))
+  outputs.check_resumable(str(tmp_path), {'task': 'ctr', 'rounds': 3}, defaults)
+
+
 def test_a_folder_another_process_runs_in_is_refused(tmp_path):
   outputs.output_dir(str(tmp_path), {'task': 'ctr', 'rounds': 3})  # held by this process
   # Another trainer's hold, as outputs holds a folder: a plain Python process, so
