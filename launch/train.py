@@ -339,8 +339,8 @@ def _warning_once_when_clipped(on_round):
     if clipping and not warned:
       warned = True
       print(f'warning: round {round_num}: the secure sum clipped the values of '
-            f'{clipping[0]:g} clients to [{clipping[1]:g}, {clipping[2]:g}] (under a weighted mean, each '
-            "value is the update times its client's weight); a larger --secure_bound "
+            f'{clipping[0]:g} clients to [{clipping[1]:g}, {clipping[2]:g}] (under a weighted '
+            "mean, each value is the update times its client's weight); a larger --secure_bound "
             "(--secure_sum_bound for FedMF's forms) keeps them whole. Every round's "
             'counts: *_clipped_count in metrics.csv', file=sys.stderr, flush=True)
 
