@@ -231,6 +231,7 @@ class Task(click_model.ClickModel):
   TRAIN_DEFAULTS = dict(clients_per_round=10, client_optimizer='sgd', client_learning_rate=0.5,
                         server_optimizer='sgd', server_learning_rate=1.0)
   EVAL_PARTS = ('validation', 'test')
+
   def __init__(self, config: Config):
     self.config = config
     k = config.top_k
