@@ -12,7 +12,7 @@ OK only if its rounds' metrics show the aggregation took effect (the secure
 sum's bounds; the DP clip and noise, equal to the settings): the record keeps
 what they showed.
 Each finished cell is recorded as JSON in --records (a rerun skips recorded
-cells; --only=none rebuilds the table from the records alone) and the table
+cells, except FAIL ones; --only=none rebuilds the table from the records alone) and the table
 goes to --output.
 """
 
@@ -92,16 +92,20 @@ def _last_line(error: Exception) -> str:
 
 
 def _to_run(records: dict[str, dict], dataset: str, algorithm: str, cell) -> bool:
-  """A cell not recorded (with these --rounds), or recorded OK without what showed
-  its aggregation."""
+  """A cell not recorded (with these --rounds), recorded as FAIL (its cause may be
+  fixed since), or recorded OK without what showed its aggregation."""
   record = records.get(matrix_table.cell_name(dataset, algorithm, *cell))
-  return not matrix_table.current(record, FLAGS.rounds) or (
+  return not matrix_table.current(record, FLAGS.rounds) or record['status'] == 'FAIL' or (
       record['status'] == 'OK' and not matrix_table.shows_effect(record, cell[0]))
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  given = sorted(common.set_flags(common.TASK_FLAGS))
+  if given:
+    raise app.UsageError(f'--{given[0]} does not apply to launch.matrix: each task runs on '
+                         f'its fixed settings, on the data in {matrix_table.SHARED}')
   common.check_choices('tasks', FLAGS.tasks, matrix_table.DATASETS)
   algorithms = FLAGS.algorithms or list(registry.algorithms())
   common.check_choices('algorithms', algorithms, registry.algorithms())

@@ -162,6 +162,9 @@ def rebuild(chosen: list[Rebuild], write: bool) -> dict[str, list[str]]:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  if not RESULTS.is_dir():  # the tables' scripts read and write paths from the root
+    raise app.UsageError(f'no {RESULTS}/ folder in {pathlib.Path.cwd()}: run it from the '
+                         'repository root')
   folders = {r.folder for r in REBUILDS}
   common.check_choices('tables', FLAGS.tables or [], folders)
   chosen = [r for r in REBUILDS if not FLAGS.tables or r.folder in FLAGS.tables]

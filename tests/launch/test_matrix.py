@@ -25,6 +25,9 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
   (records / 'ml100k_ctr' / 'fedsgd-mean-native.json').write_text(json.dumps(
       {'status': 'OK', 'metric': 'eval/test_auc', 'value': 0.1234, 'train_loss': 0.69,
        'evidence': {}, 'seconds': 1.0, 'rounds': 3}))
+  # A cell that failed is run again (its cause may be fixed since).
+  (records / 'ml100k_ctr' / 'fedsgd-dp-native.json').write_text(json.dumps(
+      {'status': 'FAIL', 'reason': 'RuntimeError: since fixed', 'rounds': 1}))
   args = [sys.executable, '-m', 'launch.matrix', '--rounds=1', '--tasks=ml100k_ctr',
           '--algorithms=fedsgd,colr', f'--records={records}', f'--output={table}']
   done = subprocess.run(args, cwd=conftest.REPO, capture_output=True, text=True, timeout=900)
@@ -38,7 +41,7 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
   assert secure['status'] == 'OK'
   assert secure['evidence']['train/aggregator/inner/mean_value/secure_upper_threshold'] == 1.0
   dp = json.loads((records / 'ml100k_ctr' / 'fedsgd-dp-native.json').read_text())
-  assert dp['evidence']['train/aggregator/inner/dp_clip'] == 1.0
+  assert dp['status'] == 'OK' and dp['evidence']['train/aggregator/inner/dp_clip'] == 1.0
   stacked = json.loads((records / 'ml100k_ctr' / 'fedsgd-mean-native-fedsubavg.json').read_text())
   assert stacked['status'] == 'OK' and stacked['value'] != cell['value']
   text = table.read_text()
@@ -59,6 +62,16 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
   (records / 'ml100k_ctr' / 'fedsgd-dp-native.json').write_text(json.dumps(dp))
   row = re.search(r'\| fedsgd \| (.*) \|', _rebuilt(records)).group(1).split(' | ')
   assert row[0] == 'OK diverged (train loss nan)' and row[3] == 'not run'
+
+
+@pytest.mark.parametrize('flag', ['--data_dir=/nonexistent', '--seed=7'])
+def test_task_flags_are_refused_not_ignored(flag, tmp_path):
+  done = subprocess.run([sys.executable, '-m', 'launch.matrix', '--only=none', flag,
+                         f'--records={tmp_path}', f'--output={tmp_path / "m.md"}'],
+                        cwd=conftest.REPO, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 1 and not (tmp_path / 'm.md').exists()
+  assert (f'{flag.split("=")[0]} does not apply to launch.matrix: each task runs on its '
+          'fixed settings') in done.stderr, done.stderr[-2000:]
 
 
 def _rebuilt(records) -> str:

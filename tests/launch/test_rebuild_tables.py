@@ -60,6 +60,14 @@ def numbers_no_table_has(readme: str) -> list[str]:
   return sorted(_numbers(verdicts) - shown)
 
 
+def test_a_folder_without_results_is_named_not_a_traceback(tmp_path):
+  done = subprocess.run(
+      [sys.executable, '-m', 'launch.rebuild_tables', '--tables=matrix'], capture_output=True,
+      text=True, check=False, cwd=tmp_path, env={**os.environ, 'PYTHONPATH': str(REPO)})
+  assert done.returncode == 1 and 'Traceback' not in done.stderr
+  assert f'no results/ folder in {tmp_path}: run it from the repository root' in done.stderr
+
+
 def test_every_number_of_the_verdicts_is_in_a_table_that_rebuilds():
   readme = (REPO / 'results' / 'README.md').read_text()
   assert numbers_no_table_has(readme) == []
