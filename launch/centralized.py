@@ -14,6 +14,8 @@ epoch is FedSubAvg's CentralSGD round (the examples of one federated round).
 """
 
 import asyncio
+import pathlib
+import sys
 
 from absl import app
 from absl import flags
@@ -53,6 +55,7 @@ def main(argv):
   steps = {'steps_per_epoch': FLAGS.steps_per_epoch} if FLAGS.steps_per_epoch else {}
   if steps and FLAGS.task != 'ctr':
     raise app.UsageError(f'--steps_per_epoch does not apply to --task={FLAGS.task}')
+  new = not (pathlib.Path(FLAGS.output_dir) / 'config.json').exists()
   out = outputs.output_dir(FLAGS.output_dir, common.run_config(
       config, epochs=FLAGS.epochs, optimizer=optimizer.settings(), eval_every=FLAGS.eval_every,
       **steps))
@@ -70,7 +73,14 @@ def main(argv):
     metrics = task.train_centralized(optimizer, epochs=FLAGS.epochs,
                                      eval_every=FLAGS.eval_every, on_epoch=on_epoch, **steps)
   except ValueError as e:  # settings the pooled data cannot take (e.g. no full batch)
+    if new:
+      outputs.discard_unstarted(out)
     raise app.UsageError(str(e)) from None
+  except KeyboardInterrupt:
+    print(f'interrupted: {out / "metrics.csv"} holds the epochs done; a centralized run '
+          'does not resume (the same command starts it over from epoch 1)',
+          file=sys.stderr, flush=True)
+    raise SystemExit(130) from None
   except loop.Diverged as e:
     common.stop_diverged(e, out, 'a lower --learning_rate')
   if target:

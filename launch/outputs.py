@@ -150,6 +150,20 @@ def output_dir(path: str, run_config: dict,
   return root
 
 
+def discard_unstarted(root: pathlib.Path) -> None:
+  """Removes what a new run wrote before it stopped at its first step, refused
+  (its config, start record, empty metrics and lock; the folder if nothing else
+  is there): the corrected command then starts afresh."""
+  metrics = root / 'metrics.csv'
+  if metrics.exists() and len(metrics.read_text().splitlines()) > 1:
+    return  # a step was recorded: a result, kept
+  for name in ('config.json', 'machines.json', 'metrics.csv', '.lock'):
+    (root / name).unlink(missing_ok=True)
+  _HELD.pop(root.resolve(), None)
+  if not any(root.iterdir()):
+    root.rmdir()
+
+
 # The CPU features that select TF's (oneDNN's) kernels. On one machine a seed
 # reruns to every digit; on another CPU the kernels, and so the order of each
 # sum, may differ: capping oneDNN at AVX2 here moves a run's first-epoch loss in

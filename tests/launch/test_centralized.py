@@ -44,6 +44,7 @@ def _commands(ml100k, user_items) -> dict[str, list[str]]:
       'diverging': ['--task=ctr', '--model=dcn', f'--data_dir={ml100k}', '--epochs=3',
                     '--batch_size=40', '--steps_per_epoch=2', '--optimizer=sgd',
                     '--learning_rate=1e30'],
+      'refused': ['--task=ctr', f'--data_dir={ml100k}', '--epochs=1', '--optimizer=lazy_adam'],
   }
 
 
@@ -90,3 +91,9 @@ def test_a_centralized_run_that_diverges_stops_and_says_so(runs):
   assert 'error: diverged at epoch 1: ' in done.stderr and '--learning_rate' in done.stderr
   summary = json.loads((out / 'summary.json').read_text())
   assert summary['diverged_at_epoch'] == 1 and 'train/loss is nan' in summary['diverged']
+
+
+def test_a_run_refused_at_its_start_leaves_no_folder_to_block_the_corrected_command(runs):
+  done, out = runs['refused']
+  assert done.returncode == 1 and 'lazy_adam is a client optimizer' in done.stderr
+  assert not out.exists()
