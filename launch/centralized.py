@@ -43,7 +43,7 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   common.require('output_dir')
   outputs.check_folder(FLAGS.output_dir)  # before the data is read
-  config = common.task_config()
+  config = common.task_config('centralized')
   target = progress.parse_target(FLAGS.target)
   try:
     optimizer = optimizers.OptimizerConfig(FLAGS.optimizer, FLAGS.learning_rate)

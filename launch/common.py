@@ -108,13 +108,19 @@ def set_flags(names) -> dict:
   return {name: FLAGS[name].value for name in names if FLAGS[name].value is not None}
 
 
-def task_config():
-  """The chosen task's Config from the task flags that were set."""
+def task_config(training: str | None = None):
+  """The chosen task's Config from the task flags that were set; under `training`
+  ('federated', 'centralized'), a set flag only the other kind uses is refused."""
   own = {field.name: field for field in setting.described(tasks.module(FLAGS.task).Config)}
   foreign = sorted(set(set_flags(TASK_FLAGS)) - set(own))
   if foreign:
     raise app.UsageError(f'--{foreign[0]} does not apply to --task={FLAGS.task} (its '
                          f'settings: {", ".join(sorted(own))})')
+  other = sorted(name for name in set_flags(own)
+                 if own[name].metadata.get('training', training) != training)
+  if training and other:
+    raise app.UsageError(f'--{other[0]} applies to {own[other[0]].metadata["training"]} '
+                         f'training only, not to {training} training of --task={FLAGS.task}')
   try:
     config = tasks.module(FLAGS.task).make_config(**option_values(own))
   except ValueError as e:

@@ -189,7 +189,7 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   target = progress.parse_target(FLAGS.target)
-  task_config = common.task_config()
+  task_config = common.task_config('federated')
   aggregator = _aggregator(task_config.seed)
   try:
     training = registry.training(

@@ -88,9 +88,10 @@ class Config:
   embedding_stddev: float = setting.setting(
       ctr_models.EMBEDDING_STDDEV, "Stddev of the embedding tables' normal initialisation.")
   batch_size: int = setting.setting(16, 'Training batch size.')
-  local_epochs: int = setting.setting(1, 'Client epochs per round.')
+  local_epochs: int = setting.setting(1, 'Client epochs per round.', training='federated')
   local_steps: int = setting.setting(
-      0, "At most this many client batches per round (FedSubAvg's I; 0: whole epochs).")
+      0, "At most this many client batches per round (FedSubAvg's I; 0: whole epochs).",
+      training='federated')
   seed: int = setting.setting(0, 'Seed of every random choice.')
   # A CTR file of your own (data_dir names a .csv / .tsv file): its columns.
   label_column: str = setting.setting(

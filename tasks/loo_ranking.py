@@ -70,15 +70,17 @@ class Config:
   num_negatives: int = setting.setting(
       4, 'Sampled negatives per positive, unseen items redrawn every local epoch.')
   batch_size: int = setting.setting(256, 'Training batch size.')
-  local_epochs: int = setting.setting(2, 'Client epochs per round.')
+  local_epochs: int = setting.setting(2, 'Client epochs per round.', training='federated')
   l2: float = setting.setting(5e-4, 'L2 decay on the batch embeddings.')
   min_interactions: int = setting.setting(
       20, 'Users with fewer items are skipped (and counted).')
   user_state: str = setting.setting(
       'stored', "A client's user vector: kept between the rounds it joins, or "
-      'reconstructed every round and at evaluation.', choices=USER_STATES)
+      'reconstructed every round and at evaluation.', choices=USER_STATES,
+      training='federated')
   reconstruction_epochs: int = setting.setting(
-      1, 'Epochs fitting a reconstructed user vector with the items frozen.')
+      1, 'Epochs fitting a reconstructed user vector with the items frozen.',
+      training='federated')
   top_k: int = setting.setting(10, 'Cut-off of the ranking metrics (NDCG, HR, recall).')
   seed: int = setting.setting(0, 'Seed of every random choice.')
   interactions: Interactions = Interactions()

@@ -62,7 +62,7 @@ class Config:
       'by_example', "Centralized baseline's split: by_example (the paper's: all users' "
       'examples shuffled 80/10/10) or by_user (the federated train/validation/test '
       'users, so its test set is the federated one and never trained on).',
-      choices=CENTRALIZED_SPLITS)
+      choices=CENTRALIZED_SPLITS, training='centralized')
   embedding_dim: int = setting.setting(16, 'Embedding dimension.')
   batch_size: int = setting.setting(16, 'Training batch size.')
   drop_remainder: bool = setting.setting(
@@ -70,7 +70,7 @@ class Config:
       "paper's analysis batches all of a client's examples; with short histories "
       '(Amazon Beauty: 92% of users have fewer than 16 examples) dropping leaves most '
       'clients untrained, so pass --nodrop_remainder there.')
-  local_epochs: int = setting.setting(1, 'Client epochs per round.')
+  local_epochs: int = setting.setting(1, 'Client epochs per round.', training='federated')
   shuffle_buffer: int = 100
   seed: int = setting.setting(0, 'Seed of every random choice.')
   examples: next_item.NextItemConfig = next_item.NextItemConfig()

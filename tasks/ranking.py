@@ -55,7 +55,7 @@ class Config:
       1, 'Sampled negatives per positive, unseen items redrawn every local epoch.')
   l2: float = setting.setting(1e-6, 'L2 decay on the batch embeddings.')
   batch_size: int = setting.setting(512, 'Training batch size.')
-  local_epochs: int = setting.setting(5, 'Client epochs per round.')
+  local_epochs: int = setting.setting(5, 'Client epochs per round.', training='federated')
   test_fraction: float = setting.setting(
       0.3, "The last share of each user's items held out for test (single sequence "
       'files only).')

@@ -9,11 +9,20 @@ import dataclasses
 from typing import Any, Iterable
 
 
-def setting(default: Any, description: str, *, choices: Iterable[str] = ()
-            ) -> dataclasses.Field:
+TRAININGS = ('federated', 'centralized')
+
+
+def setting(default: Any, description: str, *, choices: Iterable[str] = (),
+            training: str | None = None) -> dataclasses.Field:
+  """A described field; `training` (one of TRAININGS) where only that kind of
+  training uses it (a launcher of the other refuses it given)."""
   metadata = {'help': description}
   if choices:
     metadata['choices'] = tuple(choices)
+  if training is not None:
+    if training not in TRAININGS:
+      raise ValueError(f'training must be one of {TRAININGS}, got {training!r}')
+    metadata['training'] = training
   return dataclasses.field(default=default, metadata=metadata)
 
 

@@ -45,6 +45,7 @@ def _commands(ml100k, user_items) -> dict[str, list[str]]:
                     '--batch_size=40', '--steps_per_epoch=2', '--optimizer=sgd',
                     '--learning_rate=1e30'],
       'refused': ['--task=ctr', f'--data_dir={ml100k}', '--epochs=1', '--optimizer=lazy_adam'],
+      'federated_flag': ['--task=ctr', f'--data_dir={ml100k}', '--epochs=1', '--local_steps=3'],
   }
 
 
@@ -97,3 +98,10 @@ def test_a_run_refused_at_its_start_leaves_no_folder_to_block_the_corrected_comm
   done, out = runs['refused']
   assert done.returncode == 1 and 'lazy_adam is a client optimizer' in done.stderr
   assert not out.exists()
+
+
+def test_a_setting_only_federated_training_uses_is_refused(runs):
+  done, out = runs['federated_flag']
+  assert done.returncode == 1 and not out.exists()
+  assert ('--local_steps applies to federated training only, not to centralized training '
+          'of --task=ctr') in done.stderr

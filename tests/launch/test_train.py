@@ -54,6 +54,8 @@ from tff_rec.data import client_files
     ('--runtime=remote --workers=nohost', "--workers: worker address 'nohost' is not "
      'host:port'),
     ('--seed=-1', '--seed must be >= 0, got -1'),
+    ('--centralized_split=by_user', '--centralized_split applies to centralized training '
+     'only, not to federated training of --task=next_item'),
 ])
 def test_bad_flags_stop_before_training_naming_the_flag(flag, message, ml100k_dir, tmp_path):
   _assert_refused(message, tmp_path, f'--data_dir={ml100k_dir}', *flag.split())
