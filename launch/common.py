@@ -17,12 +17,17 @@ from absl import logging
 
 from launch import imports
 from launch import outputs
+from launch import quiet_start
 from launch import usage
 import tasks
 from tasks import setting
 from tff_rec.data import tables
 from tff_rec.runtime import native
 from tff_rec.training import loop
+
+# Every launcher's TFF compiles (remote workers, DP's rounds): Grappler's logs of
+# round pieces that compute nothing are not errors.
+native.compiler = quiet_start.quiet_compiler(native.compiler)
 
 # A user's modules register their algorithms and tasks before any flag is made of them.
 try:

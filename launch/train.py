@@ -29,7 +29,6 @@ import pandas as pd
 from launch import common
 from launch import outputs
 from launch import progress
-from launch import quiet_start
 import tasks  # pylint: disable=g-bad-import-order
 import tensorflow_federated as tff
 from tff_rec import runner
@@ -42,8 +41,6 @@ from tff_rec.runtime import remote
 from tff_rec.training import checkpoints
 from tff_rec.training import loop
 
-# Remote runs: Grappler's logs of round pieces that compute nothing are not errors.
-native.compiler = quiet_start.quiet_compiler(native.compiler)
 
 flags.DEFINE_enum('algorithm', None, sorted(registry.algorithms()),
                   "Learning algorithm (default: the task's; " + ', '.join(

@@ -32,6 +32,7 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
           '--algorithms=fedsgd,colr', f'--records={records}', f'--output={table}']
   done = subprocess.run(args, cwd=conftest.REPO, capture_output=True, text=True, timeout=900)
   assert done.returncode == 0, done.stderr[-3000:]
+  assert not re.search(r'^\S+ \S+: E |Traceback', done.stderr, re.M), done.stderr[-3000:]
   assert 'fedsgd-mean-inprocess' not in done.stdout and json.loads(recorded.read_text())[
       'value'] == 0.4321
   cell = json.loads((records / 'ml100k_ctr' / 'fedsgd-mean-native.json').read_text())
