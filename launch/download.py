@@ -1,9 +1,11 @@
 """Downloads an official MovieLens archive into a cache directory.
 
-  python -m launch.download --dataset=ml-100k --cache_dir=~/data
+  python -m launch.download --dataset=ml-100k --cache_dir=$HOME/data
 """
 
+import pathlib
 import sys
+import urllib.error
 
 from absl import app
 from absl import flags
@@ -17,13 +19,17 @@ flags.DEFINE_string('cache_dir', None, 'Where to extract it.', required=True)
 
 def main(argv):
   del argv
-  dataset, cache = flags.FLAGS.dataset, flags.FLAGS.cache_dir
+  dataset = flags.FLAGS.dataset
+  cache = pathlib.Path(flags.FLAGS.cache_dir).expanduser()  # '~' after '=': bash leaves it
   try:
     print(movielens.download(dataset, cache))
-  except (OSError, archives.ChecksumError) as e:  # URLError is an OSError
+  except (urllib.error.URLError, archives.ChecksumError) as e:
     sys.exit(f'error: --dataset={dataset} --cache_dir={cache}: {e}. Without a network, '
              f'download {movielens.ARCHIVES[dataset].url} elsewhere and extract it into '
              f'{cache}')
+  except OSError as e:  # the cache folder, not the network
+    sys.exit(f'error: --cache_dir={cache}: {e.strerror}: {e.filename}; name a folder '
+             'that can be created and written')
 
 
 if __name__ == '__main__':
