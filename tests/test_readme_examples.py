@@ -16,6 +16,7 @@ from tasks import ctr
 from tests import conftest
 from tff_rec.algorithms import registry
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 README = (conftest.REPO / 'README.md').read_text()
 
@@ -114,6 +115,12 @@ def test_the_added_task_trains_fedavg_and_fedsubavg_and_its_settings_are_flags(
                           schedule=loop.Schedule(rounds=5, clients_per_round=10, eval_every=0),
                           evaluate=task.evaluate)
     assert metrics['rmse'] < untrained['rmse'] - 0.5, name  # ratings 1-5 from a ~0 start
+  for first, again in zip(task.keras_model().get_weights(), task.keras_model().get_weights(),
+                          strict=True):
+    np.testing.assert_array_equal(first, again)  # seeded: the same flags repeat a run
+  central = task.train_centralized(optimizers.OptimizerConfig('adam', 0.01), epochs=1,
+                                   eval_every=1, on_epoch=lambda epoch, metrics: None)
+  assert central['test/rmse'] < untrained['rmse']  # named as the trainer names it
   settings = common.task_settings()
   assert [task for task, _ in settings['embedding_dim']] == [
       'ctr', 'loo_ranking', 'movielens_rating', 'next_item']
