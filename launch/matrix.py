@@ -110,6 +110,9 @@ def main(argv):
   algorithms = FLAGS.algorithms or list(registry.algorithms())
   common.check_choices('algorithms', algorithms, registry.algorithms())
   root = pathlib.Path(FLAGS.records)
+  if FLAGS.only == 'none' and not root.is_dir():  # a table of "not run" would say nothing
+    raise app.UsageError(f'--records={root}: no such folder, so no cell to build the table '
+                         'from; name the records folder (or run cells: --only=all)')
   records = matrix_table.read_records(root)
   if FLAGS.only == 'all':
     todo = [(d, a, *cell) for d in FLAGS.tasks for a in algorithms

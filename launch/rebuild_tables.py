@@ -166,6 +166,9 @@ def main(argv):
     raise app.UsageError(f'no {RESULTS}/ folder in {pathlib.Path.cwd()}: run it from the '
                          'repository root')
   folders = {r.folder for r in REBUILDS}
+  if FLAGS.tables == []:  # pylint: disable=g-explicit-bool-comparison; --tables= (None: all)
+    raise app.UsageError(f'--tables is empty; name some of {", ".join(sorted(folders))}, '
+                         'or leave it out for every one')
   common.check_choices('tables', FLAGS.tables or [], folders)
   chosen = [r for r in REBUILDS if not FLAGS.tables or r.folder in FLAGS.tables]
   differences = rebuild(chosen, FLAGS.write)

@@ -65,14 +65,19 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
   assert row[0] == 'OK diverged (train loss nan)' and row[3] == 'not run'
 
 
-@pytest.mark.parametrize('flag', ['--data_dir=/nonexistent', '--seed=7'])
-def test_task_flags_are_refused_not_ignored(flag, tmp_path):
-  done = subprocess.run([sys.executable, '-m', 'launch.matrix', '--only=none', flag,
-                         f'--records={tmp_path}', f'--output={tmp_path / "m.md"}'],
+@pytest.mark.parametrize('flag, message', [
+    ('--data_dir=/nonexistent', '--data_dir does not apply to launch.matrix: each task runs '
+     'on its fixed settings'),
+    ('--seed=7', '--seed does not apply to launch.matrix'),
+    ('--records=/nonexistent/cells', '--records=/nonexistent/cells: no such folder, so no '
+     'cell to build the table from'),
+])
+def test_flags_that_would_be_ignored_are_refused(flag, message, tmp_path):
+  done = subprocess.run([sys.executable, '-m', 'launch.matrix', '--only=none',
+                         f'--records={tmp_path}', flag, f'--output={tmp_path / "m.md"}'],
                         cwd=conftest.REPO, capture_output=True, text=True, timeout=300)
   assert done.returncode == 1 and not (tmp_path / 'm.md').exists()
-  assert (f'{flag.split("=")[0]} does not apply to launch.matrix: each task runs on its '
-          'fixed settings') in done.stderr, done.stderr[-2000:]
+  assert message in done.stderr, done.stderr[-2000:]
 
 
 def _rebuilt(records) -> str:

@@ -60,12 +60,18 @@ def numbers_no_table_has(readme: str) -> list[str]:
   return sorted(_numbers(verdicts) - shown)
 
 
-def test_a_folder_without_results_is_named_not_a_traceback(tmp_path):
+@pytest.mark.parametrize('where, flag, message', [
+    ('elsewhere', '--tables=matrix', 'no results/ folder in {cwd}: run it from the '
+     'repository root'),
+    ('repo', '--tables=', '--tables is empty; name some of colr_amazon_beauty, '),
+])
+def test_what_would_fail_or_rebuild_everything_is_refused(tmp_path, where, flag, message):
+  cwd = tmp_path if where == 'elsewhere' else REPO
   done = subprocess.run(
-      [sys.executable, '-m', 'launch.rebuild_tables', '--tables=matrix'], capture_output=True,
-      text=True, check=False, cwd=tmp_path, env={**os.environ, 'PYTHONPATH': str(REPO)})
+      [sys.executable, '-m', 'launch.rebuild_tables', flag], capture_output=True,
+      text=True, check=False, cwd=cwd, env={**os.environ, 'PYTHONPATH': str(REPO)})
   assert done.returncode == 1 and 'Traceback' not in done.stderr
-  assert f'no results/ folder in {tmp_path}: run it from the repository root' in done.stderr
+  assert message.format(cwd=cwd) in done.stderr, done.stderr[-2000:]
 
 
 def test_every_number_of_the_verdicts_is_in_a_table_that_rebuilds():
