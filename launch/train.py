@@ -254,6 +254,8 @@ def main(argv):
   except checkpoints.CheckpointMismatchError as e:  # e.g. saved before the state's form changed
     raise SystemExit(f'error: {e}; resume it with the code that wrote it, or start afresh '
                      'in a new --output_dir') from None
+  except client_files.ClientFilesError as e:  # files of another dataset, or unwritable
+    raise app.UsageError(f'--client_data_dir={FLAGS.client_data_dir}: {e}') from None
   except ValueError as e:
     if out:  # trained, then failed: not a usage error
       raise

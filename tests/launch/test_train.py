@@ -80,6 +80,15 @@ def test_a_run_without_an_output_dir_is_refused(ml100k_dir):
   assert '--output_dir is needed' in trainer.refusal(f'--data_dir={ml100k_dir}')
 
 
+def test_a_client_data_dir_of_other_examples_is_refused_naming_the_flag(ml100k_dir, tmp_path):
+  clients = tmp_path / 'clients'
+  clients.mkdir()
+  (clients / client_files.MANIFEST).write_text(json.dumps({'fingerprint': 'f' * 64}))
+  message = trainer.refusal(f'--data_dir={ml100k_dir}', '--task=ctr', '--rounds=1',
+                            f'--client_data_dir={clients}', f'--output_dir={tmp_path / "o"}')
+  assert f'--client_data_dir={clients}: {clients} holds other client files' in message
+
+
 def test_a_worker_without_the_client_files_or_with_others_stops_naming_them(
     ml100k_dir, tmp_path):
   clients = tmp_path / 'clients'
