@@ -21,6 +21,7 @@ from launch import quiet_start
 from launch import usage
 import tasks
 from tasks import setting
+from tff_rec.algorithms import registry
 from tff_rec.data import tables
 from tff_rec.runtime import native
 from tff_rec.training import loop
@@ -186,8 +187,11 @@ def define_option_flags(fields: dict, helps: dict | None = None) -> None:
   """A flag per field; its help is the field's (metadata['help']) unless in `helps`."""
   for name, field in fields.items():
     if name in FLAGS:
-      exit_at_import(f'two flags are named --{name}: an algorithm option takes a name the '
-                     'launcher (or a training setting) has; rename the option')
+      owners = ', '.join(f'--algorithm={n}' for n, a in registry.algorithms().items()
+                         if name in {f.name for f in dataclasses.fields(a.options)})
+      exit_at_import(f'two flags are named --{name}: an algorithm option ({owners or "?"}) '
+                     'takes a name the launcher (or a training setting) has; rename the '
+                     'option')
     kind, is_list = _element_type(field.type)
     help_text = (helps or {}).get(name) or field.metadata.get('help', name)
     if is_list:

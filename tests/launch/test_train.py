@@ -493,9 +493,10 @@ def test_a_users_option_named_as_a_trainer_flag_stops_the_trainer_cleanly(tmp_pa
       """))
   done = trainer.train(f'--import={module}', '--algorithm=clashing', '--output_dir=unused')
   assert done.returncode == 1
-  assert done.stderr.endswith('error: two flags are named --rounds: an algorithm option takes '
-                              'a name the launcher (or a training setting) has; rename the '
-                              'option\n'), done.stderr[-2000:]  # no TFF error after it
+  assert done.stderr.endswith('error: two flags are named --rounds: an algorithm option '
+                              '(--algorithm=clashing) takes a name the launcher (or a '
+                              'training setting) has; rename the option\n'
+                              ), done.stderr[-2000:]  # no TFF error after it
 
 
 @pytest.mark.slow
