@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import ranking
+from tasks import setting
 from tests import fixtures
 from tff_rec.models import neumf
 
@@ -227,3 +228,11 @@ def test_test_fraction_on_a_train_and_test_pair_is_refused_unless_it_splits_vali
       _task(user_items_dir, held_out='validation').data.test.items)  # it splits
   held_out = len(validation.data.test.items)
   assert validation.describe().endswith(f' / {held_out} validation interactions')
+
+
+def test_a_setting_for_one_kind_of_training_names_which():
+  field = next(f for f in setting.described(ranking.Config) if f.name == 'local_epochs')
+  assert field.metadata['training'] == 'federated'
+  with pytest.raises(ValueError, match=r"training must be one of \('federated', "
+                     r"'centralized'\), got 'both'"):
+    setting.setting(1, 'x', training='both')
