@@ -64,9 +64,11 @@ def check_resumable(path: str, run_config: dict,
   if pathlib.Path(path).is_dir():  # a run there: held before the minutes of building
     _lock(pathlib.Path(path))
   saved = _saved_config(pathlib.Path(path))
-  if saved is None or _extends(saved, run_config, defaults):
+  if saved is None:
+    return None
+  previous, run_config = _filled(saved, defaults), _filled(run_config, defaults)
+  if _extends(previous, run_config):
     return saved
-  previous, run_config = ({**(defaults or {}), **c} for c in (saved, run_config))
   changed = sorted(k for k in set(previous) | set(run_config)
                    if previous.get(k) != run_config.get(k))
   if 'rounds' in changed and len(changed) > 1 and run_config['rounds'] > previous['rounds']:
@@ -116,9 +118,13 @@ def _saved_config(root: pathlib.Path) -> dict | None:
   return previous
 
 
-def _extends(previous: dict, run_config: dict, defaults: Mapping[str, Any] | None) -> bool:
+def _filled(config: dict, defaults: Mapping[str, Any] | None) -> dict:
+  """`config` with `defaults` for the settings it leaves out."""
+  return {**(defaults or {}), **config}
+
+
+def _extends(previous: dict, run_config: dict) -> bool:
   """Whether run_config is the saved run's with more rounds."""
-  previous, run_config = ({**(defaults or {}), **c} for c in (previous, run_config))
   rounds = previous.get('rounds')
   return (rounds is not None and run_config.get('rounds', rounds) > rounds
           and {**previous, 'rounds': run_config['rounds']} == run_config)
@@ -131,7 +137,8 @@ def output_dir(path: str, run_config: dict,
   machines.json. A run extended by more --rounds records them, its earlier
   summary kept beside as summary_at_round_<N>.json."""
   previous = check_resumable(path, run_config, defaults)
-  extended = previous is not None and _extends(previous, run_config, defaults)
+  extended = previous is not None and _extends(_filled(previous, defaults),
+                                                _filled(run_config, defaults))
   root = pathlib.Path(path)
   try:
     root.mkdir(parents=True, exist_ok=True)

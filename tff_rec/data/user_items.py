@@ -179,11 +179,16 @@ def split_ends(lists: item_lists.ItemLists, fraction: float
           item_lists.ItemLists.from_counts(held, lists.items[~kept]))
 
 
+def _pair_root(data_dir: str | pathlib.Path) -> pathlib.Path:
+  """The folder of `data_dir`'s train.txt/test.txt pair: it, or the folder of
+  either file of the pair."""
+  root = pathlib.Path(data_dir)
+  return root.parent if root.is_file() and root.name in PAIR else root
+
+
 def is_pair(data_dir: str | pathlib.Path, columns: interactions.Columns) -> bool:
   """Whether `load` reads `data_dir` as a train.txt/test.txt pair (split already)."""
-  root = pathlib.Path(data_dir)
-  root = root.parent if root.is_file() and root.name in PAIR else root
-  return (root / PAIR[0]).is_file() and not columns.declared
+  return (_pair_root(data_dir) / PAIR[0]).is_file() and not columns.declared
 
 
 def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
@@ -193,9 +198,7 @@ def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
   interactions file (`columns` declared) split."""
   if not 0 < test_fraction < 1:
     raise ValueError(f'test_fraction must be in (0, 1), got {test_fraction}')
-  root = pathlib.Path(data_dir)
-  if root.is_file() and root.name in PAIR:
-    root = root.parent
+  root = _pair_root(data_dir)
   if is_pair(data_dir, columns):
     tables.require_files(root, list(PAIR), dataset='user-items')
     train, test = (read_lines(root / name) for name in PAIR)

@@ -145,10 +145,10 @@ def run(process: tff.learning.templates.LearningProcess, *,
         last or (schedule.eval_every and round_num % schedule.eval_every == 0))
     # A round that trained no example is checked whether evaluated or not: its
     # cohort may hold no batch (drop_remainder), or its model may be non-finite.
-    weights = (process.get_model_weights(state)
-               if evaluating or trained_nothing(metrics) else None)
+    empty = trained_nothing(metrics)
+    weights = process.get_model_weights(state) if evaluating or empty else None
     what = _divergence(metrics, weights)
-    if what and trained_nothing(metrics):
+    if what and empty:
       what += "; the round trained no example (none of its cohort's clients held a batch)"
     if what:
       _release(release_managers, metrics, round_num)
