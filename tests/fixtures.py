@@ -78,3 +78,23 @@ def synthetic_user_items(num_users: int, num_items: int, *, seed: int = 0,
     items = rng.choice(pool, size=per_user, replace=False)
     train[user], test[user] = items[:2 * per_user // 3].tolist(), items[2 * per_user // 3:].tolist()
   return train, test
+
+
+def write_ctr_file(path: pathlib.Path, train_counts, *, num_items: int = 120,
+                   seed: int = 0) -> pathlib.Path:
+  """A CTR file (label,user,item,genre,test), a user per client with
+  `train_counts[k]` training rows and 2 test rows (one click, one not): user k
+  clicks items of its own window, which overlaps its neighbours' (rows of
+  several heats), and every item appears (a table of num_items + 1 rows)."""
+  rng = np.random.default_rng(seed)
+  lines = ['label,user,item,genre,test']
+  window = max(2, num_items // len(train_counts))
+  for user, count in enumerate(train_counts):
+    items = (user * window + rng.integers(0, 2 * window, size=count + 2)) % num_items
+    labels = rng.random(count + 2) < 0.3 + 0.4 * (user % 2)
+    labels[-2:] = [True, False]
+    for k, (item, label) in enumerate(zip(items, labels)):
+      lines.append(f'{int(label)},u{user},i{item:03d},g{item % 7},{int(k >= count)}')
+  lines += [f'0,u0,i{item:03d},g{item % 7},1' for item in range(num_items)]  # every item
+  _write(path, lines)
+  return path

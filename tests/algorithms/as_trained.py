@@ -1,0 +1,72 @@
+"""An algorithm run the way a user runs it: launch.train's main() on flags, in this
+process (its flags parsed into settings and options, registry.build, the runner,
+the runtime it picks, the round loop), with what the loop saw kept for a
+reference to check: the task, each round's cohort and client inputs, and the
+model before the first round and after the last."""
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from launch import train as launcher
+from tests.launch import launchers
+from tff_rec import runner
+from tff_rec.training import loop
+
+
+@dataclasses.dataclass
+class Run:
+  task: Any
+  training: Any  # registry.Training, its runtime resolved
+  rounds: list[list[tuple[str, Any]]]  # per round: (client id, its input) in cohort order
+  initial: list[np.ndarray]  # the trainable weights, Keras's order (or a dict's values)
+  final: list[np.ndarray]
+
+
+def _trainable(weights) -> list[np.ndarray]:
+  if hasattr(weights, 'trainable'):  # ModelWeights
+    weights = weights.trainable
+  elif isinstance(weights, dict):
+    return {k: np.asarray(v, np.float64) for k, v in weights.items()}
+  return [np.asarray(w, np.float64) for w in weights]
+
+
+def train(monkeypatch, tmp_path, *flags: str) -> Run:
+  """launch.train on `flags` (--output_dir is added), to the end; the Run it made."""
+  seen = {}
+  run_task, run_loop = runner.run, loop.run
+
+  def task_run(task, name, training, schedule, **kwargs):
+    seen.update(task=task, training=runner.runtime_for(name, task, training))
+    return run_task(task, name, training, schedule, **kwargs)
+
+  def loop_run(process, *, client_input, schedule, **kwargs):
+    inputs = []
+
+    def recorded(client_id, seed):
+      value = client_input(client_id, seed)
+      inputs.append((client_id, value))
+      return value
+
+    seen['initial'] = _trainable(process.get_model_weights(process.initialize()))
+    state, metrics = run_loop(process, client_input=recorded, schedule=schedule, **kwargs)
+    seen['final'] = _trainable(process.get_model_weights(state))
+    k = schedule.clients_per_round
+    seen['rounds'] = [inputs[r * k:(r + 1) * k] for r in range(len(inputs) // k)]
+    return state, metrics
+
+  monkeypatch.setattr(runner, 'run', task_run)
+  monkeypatch.setattr(loop, 'run', loop_run)
+  done = launchers.run_here(launcher, *flags, f'--output_dir={tmp_path / "run"}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  return Run(**seen)
+
+
+def as_numpy(value):
+  """A client's input with its tensors as numpy arrays (float64 where float)."""
+  def convert(v):
+    array = np.asarray(v)
+    return array.astype(np.float64) if array.dtype.kind == 'f' else array
+  return tf.nest.map_structure(convert, value)

@@ -1,0 +1,143 @@
+"""The maths of the algorithms, written again in numpy (float64) from their papers,
+for tests to hold the library's rounds against: optimizers as TFF defines them,
+a client's local training, and the models of the small tasks the tests make.
+Nothing here calls the library's code under test."""
+
+import numpy as np
+
+
+class SGD:
+  def __init__(self, learning_rate: float):
+    self.learning_rate = learning_rate
+
+  def start(self, weights):
+    del weights
+    return None
+
+  def step(self, state, weights, gradients):
+    return state, [w - self.learning_rate * g for w, g in zip(weights, gradients, strict=True)]
+
+
+class Adam:
+  """TFF's Adam: bias correction folded into the rate, epsilon outside the root."""
+
+  def __init__(self, learning_rate: float, epsilon: float = 1e-7, beta_1=0.9, beta_2=0.999):
+    self.learning_rate, self.epsilon, self.beta_1, self.beta_2 = (
+        learning_rate, epsilon, beta_1, beta_2)
+
+  def start(self, weights):
+    return 0, [np.zeros_like(w) for w in weights], [np.zeros_like(w) for w in weights]
+
+  def step(self, state, weights, gradients):
+    t, m, v = state
+    t += 1
+    m = [self.beta_1 * a + (1 - self.beta_1) * g for a, g in zip(m, gradients)]
+    v = [self.beta_2 * a + (1 - self.beta_2) * g * g for a, g in zip(v, gradients)]
+    rate = self.learning_rate * np.sqrt(1 - self.beta_2**t) / (1 - self.beta_1**t)
+    return (t, m, v), [w - rate * a / (np.sqrt(b) + self.epsilon)
+                       for w, a, b in zip(weights, m, v)]
+
+
+class Adagrad:
+  """TFF's Adagrad: the accumulator starts at `initial`, epsilon inside the root."""
+
+  def __init__(self, learning_rate: float, initial: float = 0.1, epsilon: float = 1e-7):
+    self.learning_rate, self.initial, self.epsilon = learning_rate, initial, epsilon
+
+  def start(self, weights):
+    return [np.full_like(w, self.initial) for w in weights]
+
+  def step(self, state, weights, gradients):
+    state = [p + g * g for p, g in zip(state, gradients)]
+    return state, [w - self.learning_rate * g / np.sqrt(p + self.epsilon)
+                   for w, g, p in zip(weights, gradients, state)]
+
+
+def server_optimizer(name: str, learning_rate: float, adaptivity: float | None = None):
+  """The server optimizer a run's settings name (Reddi et al.'s tau as the project
+  maps it onto TFF's Adam and Adagrad)."""
+  if name == 'sgd':
+    return SGD(learning_rate)
+  if name == 'adam':
+    return Adam(learning_rate, *([adaptivity] if adaptivity else []))
+  if name == 'adagrad':
+    return (Adagrad(learning_rate, adaptivity**2, adaptivity**2) if adaptivity
+            else Adagrad(learning_rate))
+  raise ValueError(name)
+
+
+def batches_of(batches):
+  """The (features, labels) of each batch of a client's numpy sliced batches
+  (Keras's (x, y) columns), in order."""
+  (features, labels), starts, ends, rows = batches
+  for start, end in zip(starts, ends):
+    taken = rows[start:end]
+    yield {c: np.asarray(v)[taken] for c, v in features.items()}, np.asarray(labels)[taken]
+
+
+def local_training(gradient, weights, batches, optimizer, *, hook=None, proximal: float = 0.0):
+  """A client's steps from `weights` over `batches` ((features, labels) each):
+  (trained weights, examples, steps, summed loss). `gradient(weights, features,
+  labels) -> (mean loss, gradients)`; `hook` changes the gradients (SCAFFOLD);
+  `proximal` adds FedProx's mu (w - the starting weights)."""
+  start = [np.asarray(w, np.float64) for w in weights]
+  current, state = list(start), optimizer.start(start)
+  examples = steps = 0
+  loss_sum = 0.0
+  for features, labels in batches:
+    loss, grads = gradient(current, features, labels)
+    if hook:
+      grads = hook(grads)
+    grads = [g + proximal * (w - s) for g, w, s in zip(grads, current, start)]
+    state, current = optimizer.step(state, current, grads)
+    examples += len(labels)
+    steps += 1
+    loss_sum += loss * len(labels)
+  return current, examples, steps, loss_sum
+
+
+def sigmoid(x):
+  return 1.0 / (1.0 + np.exp(-x))
+
+
+def bce(labels, logits):
+  """Mean binary cross-entropy of logits."""
+  return float(np.mean(np.maximum(logits, 0) - logits * labels + np.log1p(np.exp(-np.abs(logits)))))
+
+
+class LogisticRegression:
+  """FedSubAvg's LR over id columns: logit = sum of each column's weight for its id
+  + a bias; weights [table per column ([rows, 1]), bias [1]], Keras's order."""
+
+  def __init__(self, columns):
+    self.columns = list(columns)
+
+  def logits(self, weights, features):
+    *tables, bias = weights
+    return sum(t[features[c], 0] for t, c in zip(tables, self.columns)) + bias[0]
+
+  def gradient(self, weights, features, labels):
+    labels = np.asarray(labels, np.float64).reshape(-1)
+    logits = self.logits(weights, features)
+    error = (sigmoid(logits) - labels) / len(labels)
+    *tables, _ = weights
+    grads = []
+    for table, column in zip(tables, self.columns):
+      g = np.zeros_like(table)
+      np.add.at(g[:, 0], features[column], error)
+      grads.append(g)
+    return bce(labels, logits), grads + [np.array([error.sum()])]
+
+
+def weighted_mean(values, weights):
+  """sum_k w_k v_k / sum_k w_k, per tensor of the values' lists."""
+  weights = np.asarray(weights, np.float64)
+  return [sum(w * v[i] for w, v in zip(weights, values)) / weights.sum()
+          for i in range(len(values[0]))]
+
+
+def assert_close(actual, expected, *, rtol=2e-4, atol=2e-6):
+  """Each tensor of `actual` equals `expected`'s, and the check can fail: the
+  reference moved the model (the comparison is not of two unmoved copies)."""
+  for a, e in zip(actual, expected, strict=True):
+    np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)

@@ -1,0 +1,135 @@
+"""The FedAvg family as launch.train runs it, against its maths in numpy
+(tests/algorithms/reference.py): FedAvg weighing clients by examples or equally,
+FedProx's proximal term, FedAdam's and FedAdagrad's server steps, FedSubAvg's
+N / n_m, FedSGD's one gradient. A small CTR file whose clients hold unequal
+numbers of examples; LR over its item and genre columns; two rounds."""
+
+import numpy as np
+import pytest
+
+from tests.algorithms import as_trained
+from tests.algorithms import reference
+from tests.algorithms import small_ctr
+
+COLUMNS = small_ctr.COLUMNS
+CLIENT_RATE = small_ctr.CLIENT_RATE
+_flags = small_ctr.flags
+
+
+@pytest.fixture
+def ctr_file(tmp_path):
+  return small_ctr.write(tmp_path)
+
+
+def _fedavg(run, *, weighting, proximal=0.0, server=None, row_scales=None):
+  """FedAvg's rounds from the run's initial model: each client's local SGD (with
+  FedProx's term), its update (start - trained) weighed by `weighting`, the mean
+  (table rows scaled by FedSubAvg's `row_scales`) a pseudo-gradient for the server
+  optimizer."""
+  model = reference.LogisticRegression(COLUMNS)
+  server = server or reference.SGD(1.0)
+  weights = run.initial
+  state = server.start(weights)
+  for cohort in run.rounds:
+    updates, counts = [], []
+    for _, batches in cohort:
+      trained, examples, _, _ = reference.local_training(
+          model.gradient, weights, reference.batches_of(batches),
+          reference.SGD(CLIENT_RATE), proximal=proximal)
+      updates.append([w - t for w, t in zip(weights, trained)])
+      counts.append(examples)
+    mean = reference.weighted_mean(
+        updates, counts if weighting == 'examples' else np.ones(len(counts)))
+    if row_scales is not None:
+      mean = [m * s[:, None] for m, s in zip(mean, row_scales)] + mean[len(row_scales):]
+    state, weights = server.step(state, weights, mean)
+  return weights
+
+
+@pytest.mark.parametrize('heat', ['clients', 'examples'])
+def test_fedavg_weighs_clients_as_its_heat_says(monkeypatch, tmp_path, ctr_file, heat):
+  run = as_trained.train(monkeypatch, tmp_path, *_flags(ctr_file, algorithm='fedavg',
+                                                         heat=heat))
+  reference.assert_close(run.final, _fedavg(run, weighting=heat))
+
+
+@pytest.mark.parametrize('strength', [1.0, 2.5])
+def test_fedprox_pulls_each_step_towards_the_broadcast_model(monkeypatch, tmp_path, ctr_file,
+                                                             strength):
+  run = as_trained.train(monkeypatch, tmp_path, *_flags(
+      ctr_file, algorithm='fedprox', proximal_strength=strength))
+  reference.assert_close(run.final, _fedavg(run, weighting='clients', proximal=strength))
+
+
+@pytest.mark.parametrize('algorithm, rate, adaptivity, server', [
+    ('fedadam', 0.05, None, lambda: reference.Adam(0.05)),
+    ('fedadam', 0.02, 0.01, lambda: reference.Adam(0.02, epsilon=0.01)),
+    ('fedadagrad', 0.1, None, lambda: reference.Adagrad(0.1)),
+    ('fedadagrad', 0.3, 0.001, lambda: reference.Adagrad(0.3, initial=1e-6, epsilon=1e-6))])
+def test_adaptive_servers_step_by_the_mean_update(monkeypatch, tmp_path, ctr_file, algorithm,
+                                                  rate, adaptivity, server):
+  run = as_trained.train(monkeypatch, tmp_path, *_flags(
+      ctr_file, algorithm=algorithm, server_learning_rate=rate,
+      **({'server_adaptivity': adaptivity} if adaptivity else {})))
+  reference.assert_close(run.final, _fedavg(run, weighting='clients', server=server()))
+
+
+def _row_scales(task, heat: str, bound: float | None):
+  """FedSubAvg's N / n_m per row of each table (1 where no client's data reach a
+  row): n_m the training clients whose examples index row m, or their examples."""
+  clients = [task.client_examples(c) for c in task.train_client_ids]
+  sizes = np.array([len(e['label']) for e in clients], np.float64)
+  weights = sizes if heat == 'examples' else np.ones(len(clients))
+  scales = []
+  for column in COLUMNS:
+    rows = task.examples.vocab_sizes[column]
+    n = np.zeros(rows)
+    for examples, weight in zip(clients, weights):
+      n[np.unique(examples[column])] += weight
+    scale = np.where(n > 0, weights.sum() / np.maximum(n, 1e-9), 1.0)
+    scales.append(scale if bound is None else np.minimum(scale, bound))
+  return scales
+
+
+@pytest.mark.parametrize('heat, bound', [('clients', None), ('clients', 2.5),
+                                         ('examples', None), ('examples', 3.0)])
+def test_fedsubavg_scales_each_row_by_n_over_its_heat(monkeypatch, tmp_path, ctr_file, heat,
+                                                      bound):
+  run = as_trained.train(monkeypatch, tmp_path, *_flags(
+      ctr_file, algorithm='fedsubavg', heat=heat,
+      **({'max_correction': bound} if bound else {})))
+  scales = _row_scales(run.task, heat, bound)
+  # The correction is large somewhere, and the bound cuts it.
+  assert max(s.max() for s in _row_scales(run.task, heat, None)) > (bound or 3)
+  reference.assert_close(run.final, _fedavg(run, weighting=heat, row_scales=scales))
+
+
+def test_fedsubavg_stacked_on_fedadam_scales_the_mean_before_adams_step(monkeypatch, tmp_path,
+                                                                       ctr_file):
+  """Adam's step is blind to a per-row scale of its pseudo-gradient but for its tau
+  (m / (sqrt(v) + tau)): a tau near the updates' size lets the correction show."""
+  run = as_trained.train(monkeypatch, tmp_path, *_flags(
+      ctr_file, algorithm='fedadam', stack='fedsubavg', server_learning_rate=0.05,
+      server_adaptivity=0.05))
+  reference.assert_close(run.final, _fedavg(
+      run, weighting='clients', server=reference.Adam(0.05, epsilon=0.05),
+      row_scales=_row_scales(run.task, 'clients', None)))
+
+
+@pytest.mark.parametrize('rate', [0.5, 2.0])
+def test_fedsgd_steps_by_the_cohorts_mean_gradient(monkeypatch, tmp_path, ctr_file, rate):
+  """One gradient per client over all its examples at the broadcast model; the
+  server's step is the mean over the cohort's examples."""
+  run = as_trained.train(monkeypatch, tmp_path, *_flags(
+      ctr_file, algorithm='fedsgd', server_learning_rate=rate, client_learning_rate=None))
+  model = reference.LogisticRegression(COLUMNS)
+  weights = run.initial
+  for cohort in run.rounds:
+    gradients, counts = [], []
+    for _, (examples, _) in cohort:
+      _, gradient = model.gradient(weights, examples, examples['label'])
+      gradients.append(gradient)
+      counts.append(len(examples['label']))
+    mean = reference.weighted_mean(gradients, counts)
+    weights = [w - rate * g for w, g in zip(weights, mean)]
+  reference.assert_close(run.final, weights)
