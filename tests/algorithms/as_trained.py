@@ -5,7 +5,7 @@ reference to check: the task, each round's cohort and client inputs, and the
 model before the first round and after the last."""
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -16,11 +16,17 @@ from tff_rec import runner
 from tff_rec.training import loop
 
 
+class Client(NamedTuple):
+  id: str
+  seed: int  # the round's seed of its data (training.loop.client_seed)
+  input: Any  # what the process's next took for it
+
+
 @dataclasses.dataclass
 class Run:
   task: Any
   training: Any  # registry.Training, its runtime resolved
-  rounds: list[list[tuple[str, Any]]]  # per round: (client id, its input) in cohort order
+  rounds: list[list[Client]]  # per round, in cohort order
   initial: list[np.ndarray]  # the trainable weights, Keras's order (or a dict's values)
   final: list[np.ndarray]
 
@@ -47,7 +53,7 @@ def train(monkeypatch, tmp_path, *flags: str) -> Run:
 
     def recorded(client_id, seed):
       value = client_input(client_id, seed)
-      inputs.append((client_id, value))
+      inputs.append(Client(client_id, seed, value))
       return value
 
     seen['initial'] = _trainable(process.get_model_weights(process.initialize()))

@@ -32,9 +32,9 @@ def _fedavg(run, *, weighting, proximal=0.0, server=None, row_scales=None):
   state = server.start(weights)
   for cohort in run.rounds:
     updates, counts = [], []
-    for _, batches in cohort:
+    for client in cohort:
       trained, examples, _, _ = reference.local_training(
-          model.gradient, weights, reference.batches_of(batches),
+          model.gradient, weights, reference.batches_of(client.input),
           reference.SGD(CLIENT_RATE), proximal=proximal)
       updates.append([w - t for w, t in zip(weights, trained)])
       counts.append(examples)
@@ -126,7 +126,8 @@ def test_fedsgd_steps_by_the_cohorts_mean_gradient(monkeypatch, tmp_path, ctr_fi
   weights = run.initial
   for cohort in run.rounds:
     gradients, counts = [], []
-    for _, (examples, _) in cohort:
+    for client in cohort:
+      examples, _ = client.input
       _, gradient = model.gradient(weights, examples, examples['label'])
       gradients.append(gradient)
       counts.append(len(examples['label']))

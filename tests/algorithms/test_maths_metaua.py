@@ -143,7 +143,7 @@ def _metaua(run, options):
   previous = None
   learns = options['client_weighting'] or options['server_lr_scaling']
   for cohort in run.rounds:
-    clients = [_client(run, c, x, weights, options) for c, x in cohort]
+    clients = [_client(run, c.id, c.input, weights, options) for c in cohort]
     if previous and learns:
       gradient = [sum(c['gradient'][i] / (max(c['query'], 1) if options['meta_loss'] ==
                                            'client_mean' else 1) for c in clients)
@@ -194,9 +194,9 @@ def test_fednova_normalises_each_update_by_its_local_steps(monkeypatch, tmp_path
   weights = run.initial
   for cohort in run.rounds:
     updates, steps, counts = [], [], []
-    for client, client_input in cohort:
-      everything = np.arange(len(run.task.client_examples(client)['label']))
-      tau, batches = _train_batches(client_input, everything)  # no query set
+    for client in cohort:
+      everything = np.arange(len(run.task.client_examples(client.id)['label']))
+      tau, batches = _train_batches(client.input, everything)  # no query set
       trained, examples, _, _ = reference.local_training(
           MODEL.gradient, weights, batches, reference.SGD(small_ctr.CLIENT_RATE))
       updates.append([t - w for t, w in zip(trained, weights)])

@@ -24,9 +24,10 @@ def test_scaffold_corrects_steps_with_variates_kept_between_rounds(monkeypatch, 
   rejoined = 0
   for cohort in run.rounds:
     moves, changes = [], []
-    for client, (_, batches) in cohort:
-      rejoined += client in controls
-      own = controls.get(client, [np.zeros_like(w) for w in x])
+    for client in cohort:
+      _, batches = client.input
+      rejoined += client.id in controls
+      own = controls.get(client.id, [np.zeros_like(w) for w in x])
       y, _, steps, _ = reference.local_training(
           model.gradient, x, reference.batches_of(batches), reference.SGD(rate),
           hook=lambda g, own=own: [a - ci + c for a, ci, c in zip(g, own, server_control)])
@@ -34,7 +35,7 @@ def test_scaffold_corrects_steps_with_variates_kept_between_rounds(monkeypatch, 
              for ci, c, start, end in zip(own, server_control, x, y)]
       moves.append([end - start for end, start in zip(y, x)])
       changes.append([n - ci for n, ci in zip(new, own)])
-      controls[client] = new
+      controls[client.id] = new
     x = [w + server_rate * d for w, d in zip(x, reference.weighted_mean(moves, [1] * len(moves)))]
     server_control = [c + sum(d[i] for d in changes) / len(small_ctr.COUNTS)
                       for i, c in enumerate(server_control)]
