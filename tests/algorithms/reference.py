@@ -1,9 +1,16 @@
 """The maths of the algorithms, written again in numpy (float64) from their papers,
 for tests to hold the library's rounds against: optimizers as TFF defines them,
-a client's local training, and the models of the small tasks the tests make.
-Nothing here calls the library's code under test."""
+a client's local training, the models of the small tasks the tests make, CoLR's
+basis and the update compressions. Nothing here calls the library's code under
+test: TF serves only as the random source the library draws from (stateless
+draws from a seed) and, for a Keras model, as the gradient of the task's own
+model (`keras_gradient`), which the models' tests check.
+"""
+
+import math
 
 import numpy as np
+import tensorflow as tf
 
 
 class SGD:
@@ -136,8 +143,67 @@ def weighted_mean(values, weights):
           for i in range(len(values[0]))]
 
 
-def assert_close(actual, expected, *, rtol=2e-4, atol=2e-6):
-  """Each tensor of `actual` equals `expected`'s, and the check can fail: the
-  reference moved the model (the comparison is not of two unmoved copies)."""
-  for a, e in zip(actual, expected, strict=True):
+def assert_matches(run, expected, *, rtol=2e-4, atol=2e-6) -> None:
+  """The run's final model equals the reference's, tensor by tensor; and the check
+  can fail: the reference moved the model far beyond the tolerance."""
+  moved = max(np.abs(np.asarray(e) - np.asarray(i)).max()
+              for e, i in zip(expected, run.initial, strict=True))
+  assert moved > 1e-3, f'the reference barely moved the model ({moved})'
+  for a, e in zip(run.final, expected, strict=True):
     np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
+
+
+def _round_seeds(seed: int, round_num: int):
+  """(B's seed, the SCoLR permutation's seed) of round `round_num` of a run seeded `seed`."""
+  return tf.random.experimental.stateless_split(tf.constant([seed, round_num], tf.int64), 2)
+
+
+def basis(seed: int, round_num: int, rank: int, dim: int, table: int | None = None
+          ) -> np.ndarray:
+  """CoLR's B of a round: a Gaussian drawn from the round's seed, its rows
+  orthonormalised (u v^T of its SVD) and scaled by sqrt(d / r); a table's own
+  basis folds the table's index into that seed."""
+  basis_seed = _round_seeds(seed, round_num)[0]
+  if table is not None:
+    basis_seed = tf.random.experimental.stateless_fold_in(basis_seed, table)
+  gaussian = tf.random.stateless_normal([rank, dim], basis_seed).numpy().astype(np.float64)
+  u, _, vt = np.linalg.svd(gaussian, full_matrices=False)
+  return u @ vt * math.sqrt(dim / rank)
+
+
+def scolr_columns(seed: int, round_num: int, rank: int, local_rank: int) -> np.ndarray:
+  """The columns of A a SCoLR client trains: the first `local_rank` of the round's
+  permutation (a uniform draw from the round seed's second half, ranked)."""
+  draw = tf.random.stateless_uniform([rank], _round_seeds(seed, round_num)[1]).numpy()
+  return (np.argsort(np.argsort(draw)) < local_rank).astype(np.float64)
+
+
+def svd_compress(matrix, rank):
+  """The best rank-r approximation."""
+  u, s, vt = np.linalg.svd(matrix, full_matrices=False)
+  return (u[:, :rank] * s[:rank]) @ vt[:rank]
+
+
+def topk_compress(matrix, rank):
+  """The n r / 2 largest-magnitude entries (a rank-r factor's bytes of value + index)."""
+  k = max(1, matrix.shape[0] * rank // 2)
+  kept = np.argsort(-np.abs(matrix).ravel(), kind='stable')[:k]
+  out = np.zeros(matrix.size)
+  out[kept] = matrix.ravel()[kept]
+  return out.reshape(matrix.shape)
+
+
+def keras_gradient(task):
+  """(weights, features, labels) -> (mean loss, gradients) of the task's Keras model
+  and loss (a click model's binary cross-entropy of logits), Keras's weight order."""
+  model, loss_fn = task.keras_model(), task.loss()
+
+  def gradient(weights, features, labels):
+    for variable, value in zip(model.trainable_variables, weights, strict=True):
+      variable.assign(value)
+    with tf.GradientTape() as tape:
+      loss = loss_fn(np.asarray(labels, np.float32).reshape(-1, 1), model(features))
+    grads = tape.gradient(loss, model.trainable_variables)
+    return float(loss), [np.asarray(tf.convert_to_tensor(g), np.float64) for g in grads]
+
+  return gradient

@@ -2,6 +2,8 @@
 hold unequal numbers of examples (tests.fixtures.write_ctr_file), LR over its
 item and genre columns, launch.train's flags for it."""
 
+import numpy as np
+
 from tests import fixtures
 
 COUNTS = (3, 6, 10, 17, 9, 4)  # training examples per client: unequal weights
@@ -22,3 +24,20 @@ def flags(path, **settings) -> list[str]:
                 client_learning_rate=CLIENT_RATE, seed=3)
   values.update(settings)
   return [f'--{k}={v}' for k, v in values.items() if v is not None]
+
+
+def row_scales(task, heat: str, bound: float | None, columns=COLUMNS) -> list[np.ndarray]:
+  """FedSubAvg's N / n_m per row of each column's table (1 where no client's data
+  reach a row): n_m the training clients whose examples index row m ('clients'),
+  or their examples ('examples'); N all of them."""
+  clients = [task.client_examples(c) for c in task.train_client_ids]
+  sizes = np.array([len(e['label']) for e in clients], np.float64)
+  weights = sizes if heat == 'examples' else np.ones(len(clients))
+  scales = []
+  for column in columns:
+    n = np.zeros(task.examples.vocab_sizes[column])
+    for examples, weight in zip(clients, weights):
+      n[np.unique(examples[column])] += weight
+    scale = np.where(n > 0, weights.sum() / np.maximum(n, 1e-9), 1.0)
+    scales.append(scale if bound is None else np.minimum(scale, bound))
+  return scales

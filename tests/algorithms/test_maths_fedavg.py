@@ -50,7 +50,7 @@ def _fedavg(run, *, weighting, proximal=0.0, server=None, row_scales=None):
 def test_fedavg_weighs_clients_as_its_heat_says(monkeypatch, tmp_path, ctr_file, heat):
   run = as_trained.train(monkeypatch, tmp_path, *_flags(ctr_file, algorithm='fedavg',
                                                          heat=heat))
-  reference.assert_close(run.final, _fedavg(run, weighting=heat))
+  reference.assert_matches(run, _fedavg(run, weighting=heat))
 
 
 @pytest.mark.parametrize('strength', [1.0, 2.5])
@@ -58,7 +58,7 @@ def test_fedprox_pulls_each_step_towards_the_broadcast_model(monkeypatch, tmp_pa
                                                              strength):
   run = as_trained.train(monkeypatch, tmp_path, *_flags(
       ctr_file, algorithm='fedprox', proximal_strength=strength))
-  reference.assert_close(run.final, _fedavg(run, weighting='clients', proximal=strength))
+  reference.assert_matches(run, _fedavg(run, weighting='clients', proximal=strength))
 
 
 @pytest.mark.parametrize('algorithm, rate, adaptivity, server', [
@@ -71,24 +71,7 @@ def test_adaptive_servers_step_by_the_mean_update(monkeypatch, tmp_path, ctr_fil
   run = as_trained.train(monkeypatch, tmp_path, *_flags(
       ctr_file, algorithm=algorithm, server_learning_rate=rate,
       **({'server_adaptivity': adaptivity} if adaptivity else {})))
-  reference.assert_close(run.final, _fedavg(run, weighting='clients', server=server()))
-
-
-def _row_scales(task, heat: str, bound: float | None):
-  """FedSubAvg's N / n_m per row of each table (1 where no client's data reach a
-  row): n_m the training clients whose examples index row m, or their examples."""
-  clients = [task.client_examples(c) for c in task.train_client_ids]
-  sizes = np.array([len(e['label']) for e in clients], np.float64)
-  weights = sizes if heat == 'examples' else np.ones(len(clients))
-  scales = []
-  for column in COLUMNS:
-    rows = task.examples.vocab_sizes[column]
-    n = np.zeros(rows)
-    for examples, weight in zip(clients, weights):
-      n[np.unique(examples[column])] += weight
-    scale = np.where(n > 0, weights.sum() / np.maximum(n, 1e-9), 1.0)
-    scales.append(scale if bound is None else np.minimum(scale, bound))
-  return scales
+  reference.assert_matches(run, _fedavg(run, weighting='clients', server=server()))
 
 
 @pytest.mark.parametrize('heat, bound', [('clients', None), ('clients', 2.5),
@@ -98,10 +81,10 @@ def test_fedsubavg_scales_each_row_by_n_over_its_heat(monkeypatch, tmp_path, ctr
   run = as_trained.train(monkeypatch, tmp_path, *_flags(
       ctr_file, algorithm='fedsubavg', heat=heat,
       **({'max_correction': bound} if bound else {})))
-  scales = _row_scales(run.task, heat, bound)
+  scales = small_ctr.row_scales(run.task, heat, bound)
   # The correction is large somewhere, and the bound cuts it.
-  assert max(s.max() for s in _row_scales(run.task, heat, None)) > (bound or 3)
-  reference.assert_close(run.final, _fedavg(run, weighting=heat, row_scales=scales))
+  assert max(s.max() for s in small_ctr.row_scales(run.task, heat, None)) > (bound or 3)
+  reference.assert_matches(run, _fedavg(run, weighting=heat, row_scales=scales))
 
 
 def test_fedsubavg_stacked_on_fedadam_scales_the_mean_before_adams_step(monkeypatch, tmp_path,
@@ -111,9 +94,9 @@ def test_fedsubavg_stacked_on_fedadam_scales_the_mean_before_adams_step(monkeypa
   run = as_trained.train(monkeypatch, tmp_path, *_flags(
       ctr_file, algorithm='fedadam', stack='fedsubavg', server_learning_rate=0.05,
       server_adaptivity=0.05))
-  reference.assert_close(run.final, _fedavg(
+  reference.assert_matches(run, _fedavg(
       run, weighting='clients', server=reference.Adam(0.05, epsilon=0.05),
-      row_scales=_row_scales(run.task, 'clients', None)))
+      row_scales=small_ctr.row_scales(run.task, 'clients', None)))
 
 
 @pytest.mark.parametrize('rate', [0.5, 2.0])
@@ -133,4 +116,4 @@ def test_fedsgd_steps_by_the_cohorts_mean_gradient(monkeypatch, tmp_path, ctr_fi
       counts.append(len(examples['label']))
     mean = reference.weighted_mean(gradients, counts)
     weights = [w - rate * g for w, g in zip(weights, mean)]
-  reference.assert_close(run.final, weights)
+  reference.assert_matches(run, weights)

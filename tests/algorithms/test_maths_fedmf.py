@@ -17,7 +17,6 @@ import math
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tests.algorithms import as_trained
 from tests.algorithms import reference
@@ -31,40 +30,6 @@ def _flags(path, **settings):
                 seed=SEED, l2=L2)
   values.update(settings)
   return [f'--{k}={v}' for k, v in values.items() if v is not None]
-
-
-def basis(round_num: int, rank: int, dim: int = DIM, table: int | None = None) -> np.ndarray:
-  """CoLR's B of a round: a Gaussian drawn from the round's seed (TF's stateless
-  draws, the one random source the reference shares with the library), its rows
-  orthonormalised (u v^T of its SVD) and scaled by sqrt(d / r); a table's own
-  basis folds its index into the seed."""
-  seed = tf.random.experimental.stateless_split(tf.constant([SEED, round_num], tf.int64), 2)[0]
-  if table is not None:
-    seed = tf.random.experimental.stateless_fold_in(seed, table)
-  u, _, vt = np.linalg.svd(tf.random.stateless_normal([rank, dim], seed).numpy()
-                           .astype(np.float64), full_matrices=False)
-  return u @ vt * math.sqrt(dim / rank)
-
-
-def scolr_columns(round_num: int, rank: int, local_rank: int) -> np.ndarray:
-  """The columns of A a SCoLR client trains: the first `local_rank` of the round's
-  permutation (TF's stateless draw from the round seed's second half)."""
-  seed = tf.random.experimental.stateless_split(tf.constant([SEED, round_num], tf.int64), 2)[1]
-  draw = tf.random.stateless_uniform([rank], seed).numpy()
-  return (np.argsort(np.argsort(draw)) < local_rank).astype(np.float64)
-
-
-def svd_compress(matrix, rank):
-  u, s, vt = np.linalg.svd(matrix, full_matrices=False)
-  return (u[:, :rank] * s[:rank]) @ vt[:rank]
-
-
-def topk_compress(matrix, rank):
-  k = max(1, matrix.shape[0] * rank // 2)
-  kept = np.argsort(-np.abs(matrix).ravel(), kind='stable')[:k]
-  out = np.zeros(matrix.size)
-  out[kept] = matrix.ravel()[kept]
-  return out.reshape(matrix.shape)
 
 
 def epoch_batches(epoch, item, label, batch_size=32):
@@ -122,7 +87,7 @@ def fedmf(run, *, form='full', rank=0, item_average='cohort', row_scale=None,
   users = run.initial['users'].copy() if 'users' in run.initial else None
   for round_num, cohort in enumerate(run.rounds):
     payloads, coverages = [], []
-    round_basis = basis(round_num, rank) if form in ('colr', 'scolr') else None
+    round_basis = reference.basis(SEED, round_num, rank, DIM) if form in ('colr', 'scolr') else None
     for client in cohort:
       if users is not None:
         index, (local_rank, rows) = client.input
@@ -130,7 +95,7 @@ def fedmf(run, *, form='full', rank=0, item_average='cohort', row_scale=None,
       else:
         user, local_rank, rows = client.input
         index = None
-      columns = (scolr_columns(round_num, rank, local_rank) if form == 'scolr'
+      columns = (reference.scolr_columns(SEED, round_num, rank, local_rank) if form == 'scolr'
                  else np.ones(rank) if form == 'colr' else None)
       user, payload = _client(items, np.asarray(user, np.float64), epoch_batches(*rows),
                               rank=rank if columns is not None else None,
@@ -144,16 +109,17 @@ def fedmf(run, *, form='full', rank=0, item_average='cohort', row_scale=None,
       else:
         coverage = columns if columns is not None else np.ones(width)
       if form == 'svd':
-        payload = svd_compress(payload, rank)
+        payload = reference.svd_compress(payload, rank)
       elif form == 'topk':
-        payload = topk_compress(payload, rank)
+        payload = reference.topk_compress(payload, rank)
       payloads.append(payload)
       coverages.append(coverage)
     mean = sum(payloads) / np.maximum(sum(coverages), 1.0)
     if row_scale is not None:
       mean = mean * row_scale[:, None]
     update = {'colr': lambda m: m @ round_basis, 'scolr': lambda m: m @ round_basis,
-              'svd': lambda m: svd_compress(m, rank), 'topk': lambda m: topk_compress(m, rank),
+              'svd': lambda m: reference.svd_compress(m, rank),
+              'topk': lambda m: reference.topk_compress(m, rank),
               'full': lambda m: m}[form](mean)
     items = items + server_rate * update
   return {'items': items, **({'users': users} if users is not None else {})}
