@@ -8,11 +8,11 @@ import dataclasses
 from typing import Any, NamedTuple
 
 import numpy as np
-import tensorflow as tf
 
 from launch import train as launcher
 from tests.launch import launchers
 from tff_rec import runner
+from tff_rec.algorithms import registry
 from tff_rec.training import loop
 
 
@@ -39,8 +39,8 @@ def _trainable(weights) -> list[np.ndarray]:
   return [np.asarray(w, np.float64) for w in weights]
 
 
-def train(monkeypatch, tmp_path, *flags: str) -> Run:
-  """launch.train on `flags` (--output_dir is added), to the end; the Run it made."""
+def _spying(monkeypatch) -> dict:
+  """What runner.run and the round loop see, kept in the dict returned as they run."""
   seen = {}
   run_task, run_loop = runner.run, loop.run
 
@@ -65,14 +65,27 @@ def train(monkeypatch, tmp_path, *flags: str) -> Run:
 
   monkeypatch.setattr(runner, 'run', task_run)
   monkeypatch.setattr(loop, 'run', loop_run)
+  return seen
+
+
+def train(monkeypatch, tmp_path, *flags: str) -> Run:
+  """launch.train on `flags` (--output_dir is added), to the end; the Run it made."""
+  seen = _spying(monkeypatch)
   done = launchers.run_here(launcher, *flags, f'--output_dir={tmp_path / "run"}')
   assert done.returncode == 0, done.stderr[-3000:]
   return Run(**seen)
 
 
-def as_numpy(value):
-  """A client's input with its tensors as numpy arrays (float64 where float)."""
-  def convert(v):
-    array = np.asarray(v)
-    return array.astype(np.float64) if array.dtype.kind == 'f' else array
-  return tf.nest.map_structure(convert, value)
+def train_task(monkeypatch, task, name: str, *, rounds: int, seed: int, options=None,
+               stack=(), **settings) -> Run:
+  """Algorithm `name` on a task object (a plug-in's, made by the test) as launch.train
+  runs it once its flags are parsed: registry.training from the task's class and the
+  settings, the composition checked, the runner to the end (no files written)."""
+  seen = _spying(monkeypatch)
+  training = registry.training(type(task), name, stack=tuple(stack), runtime='auto',
+                               **settings)
+  registry.check_composition(name, training)
+  schedule = loop.Schedule(rounds=rounds, clients_per_round=training.clients_per_round,
+                           eval_every=0, seed=seed)
+  runner.run(task, name, training, schedule, options=options or {})
+  return Run(**seen)
