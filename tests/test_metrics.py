@@ -102,3 +102,65 @@ def test_sampled_rank_metrics_count_ties_against_the_held_out_item():
   assert constant == {'hr_at_10': 0.0, 'ndcg_at_10': 0.0}
   diverged = metrics.sampled_rank_metrics(np.full(3, np.nan), np.full((3, 99), np.nan), 10)
   assert diverged == {'hr_at_10': 0.0, 'ndcg_at_10': 0.0}
+
+
+# Boundaries, by hand: a hit is a rank below k (0-based), never at k; ties count
+# against the item; one positive; every score equal.
+
+@pytest.mark.parametrize('k', [1, 3, 10])
+def test_rank_metrics_count_rank_k_minus_1_and_not_rank_k(k):
+  got = metrics.rank_metrics(np.array([k - 1, k]), k)
+  assert got == {f'hr_at_{k}': 0.5, f'ndcg_at_{k}': pytest.approx(0.5 / np.log2(k + 1))}
+
+
+@pytest.mark.parametrize('k', [1, 2, 5])
+def test_sampled_rank_metrics_at_k_negatives_above_and_a_tie_at_the_kth(k):
+  negatives = np.zeros((3, 2 * k + 1))
+  negatives[0, :k - 1] = 2.0  # k - 1 above: rank k - 1, a hit
+  negatives[1, :k] = 2.0      # k above: rank k, no hit
+  negatives[2, :k - 1] = 2.0  # k - 1 above and one tie: rank k, no hit
+  negatives[2, k - 1] = 1.0
+  got = metrics.sampled_rank_metrics(np.ones(3), negatives, k)
+  np.testing.assert_array_equal(metrics.sampled_ranks(np.ones(3), negatives), [k - 1, k, k])
+  assert got == {f'hr_at_{k}': pytest.approx(1 / 3),
+                 f'ndcg_at_{k}': pytest.approx(1 / np.log2(k + 1) / 3)}
+
+
+@pytest.mark.parametrize('k', [1, 2, 4])
+def test_recall_at_k_with_k_items_above_the_label_or_a_tie_at_the_kth(k):
+  scores = np.zeros((3, 2 * k + 2), np.float32)
+  scores[:, -1] = 1.0  # the label's column (item 2k + 2)
+  scores[0, :k - 1] = 2.0  # k - 1 above: rank k - 1
+  scores[1, :k] = 2.0      # k above: rank k
+  scores[2, :k - 1] = 2.0  # k - 1 above, one tie: rank k
+  scores[2, k - 1] = 1.0
+  labels = tf.fill([3], 2 * k + 2)
+  np.testing.assert_array_equal(metrics.label_rank(labels, scores), [k - 1, k, k])
+  np.testing.assert_array_equal(metrics.recall_at_k(labels, scores, k), [1, 0, 0])
+
+
+def test_top_k_metrics_count_the_kth_place_and_not_the_k_plus_first():
+  k = 3
+  top = np.array([[9, 8, 1, 2, 3],   # its one relevant item at place k (1-based)
+                  [9, 8, 7, 1, 2],   # its one relevant item at place k + 1: outside
+                  [1, 9, 8, 7, 6]])  # a single relevant item first
+  got = metrics.top_k_metrics(top, [np.array([1]), np.array([1]), np.array([1])], k)
+  np.testing.assert_allclose(got[f'ndcg_at_{k}'], [1 / np.log2(k + 1), 0.0, 1.0])
+  np.testing.assert_array_equal(got[f'hr_at_{k}'], [1.0, 0.0, 1.0])
+  np.testing.assert_array_equal(got[f'recall_at_{k}'], [1.0, 0.0, 1.0])
+
+
+def test_auc_with_one_positive_all_ties_and_perfect_or_reversed_order():
+  # One positive above 2 of 4 negatives, tied with one: (2 + 0.5) / 4.
+  assert metrics.auc([1, 0, 0, 0, 0], [2.0, 1.0, 1.0, 2.0, 3.0]) == pytest.approx(0.625)
+  assert metrics.auc([1, 0, 1, 0], np.zeros(4)) == 0.5  # every score equal
+  assert metrics.auc([1, 1, 0, 0], [4.0, 3.0, 2.0, 1.0]) == 1.0
+  assert metrics.auc([1, 1, 0, 0], [1.0, 2.0, 3.0, 4.0]) == 0.0
+
+
+def test_logloss_of_all_equal_logits_is_the_constant_predictors():
+  labels = np.array([1, 0, 0, 0])
+  assert metrics.logloss(labels, np.zeros(4)) == pytest.approx(np.log(2))
+  rate = labels.mean()  # the training click rate's logit: its binary entropy
+  entropy = -(rate * np.log(rate) + (1 - rate) * np.log(1 - rate))
+  assert metrics.logloss(labels, np.full(4, np.log(rate / (1 - rate)))) == pytest.approx(entropy)
