@@ -29,6 +29,7 @@ class Run:
   rounds: list[list[Client]]  # per round, in cohort order
   initial: list[np.ndarray]  # the trainable weights, Keras's order (or a dict's values)
   final: list[np.ndarray]
+  metrics: dict[str, float]  # the last round's, as the loop released them
 
 
 def _trainable(weights) -> list[np.ndarray]:
@@ -59,6 +60,7 @@ def _spying(monkeypatch) -> dict:
     seen['initial'] = _trainable(process.get_model_weights(process.initialize()))
     state, metrics = run_loop(process, client_input=recorded, schedule=schedule, **kwargs)
     seen['final'] = _trainable(process.get_model_weights(state))
+    seen['metrics'] = metrics
     k = schedule.clients_per_round
     seen['rounds'] = [inputs[r * k:(r + 1) * k] for r in range(len(inputs) // k)]
     return state, metrics

@@ -136,19 +136,6 @@ def test_tier_metrics_count_clients_and_bytes(user_items_dir, tff_runtime):
       len(task.client_arguments(c, 0)[1]) for c in ids[2:7])
 
 
-@pytest.mark.parametrize('name', ['fair_hom', 'fedhm', 'fair_inconsistent', 'full_trn'])
-def test_baselines_train_and_move_the_model(user_items_dir, tff_runtime, name):
-  task = _task(user_items_dir, factors=8, local_epochs=1)
-  weights, metrics, ids = _one_native_round(task, name, '1x-2x', slice(0, 3))
-  if name == 'full_trn':
-    assert ids == task.train_client_ids[:4]  # the 1x half only
-  initial = task.functional_model().initial_weights
-  assert np.abs(weights['item_gmf'] - initial['item_gmf']).max() > 1e-3
-  tiers = {'fair_hom': ['2x'], 'fedhm': ['1x', '2x'], 'fair_inconsistent': ['1x', '2x'],
-           'full_trn': ['1x']}[name]
-  assert list(metrics['client_work']['clients']) == tiers
-
-
 def test_fair_hom_keeps_the_model_in_the_subspace(user_items_dir, tff_runtime):
   """Everyone at 2x: the new tables are S psi, so reducing and recovering them is exact."""
   task = _task(user_items_dir, local_epochs=1)
@@ -166,33 +153,3 @@ def test_tiers_must_cover_the_model_tables(user_items_dir):
         task.functional_model(), {'1x': {'item_gmf': None}},
         dataset_computation=task.dataset_computation,
         client_optimizer=TRAINING.client_optimizer.build())
-
-
-@pytest.mark.slow
-def test_fedsubavg_stacked_on_fair_scales_each_item_row_of_the_round_by_n_over_heat(
-    user_items_dir, tff_runtime):
-  """Unbounded, and with max_correction 4, which cuts some rows' N/n_m and not others."""
-  bound = 4.0
-  task = _task(user_items_dir, local_epochs=1)
-  cohort = task.train_client_ids[:3]
-  deltas = []
-  for stack, cap in (((), None), (('fedsubavg',), None), (('fedsubavg',), bound)):
-    training = dataclasses.replace(TRAINING, stack=stack, max_correction=cap)
-    built = registry.build('fair', task, training, capacities='1x-2x')
-    state = built.process.initialize()
-    before = built.process.get_model_weights(state)
-    state = built.process.next(state, [built.client_input(c, 4) for c in cohort]).state
-    after = built.process.get_model_weights(state)
-    deltas.append({k: np.asarray(after[k]) - np.asarray(before[k]) for k in after})
-  plain, stacked, bounded = deltas
-  heat = np.zeros(task.data.num_items)
-  for client in task.train_client_ids:  # clients whose positives hold the item, by examples
-    positives = task.data.train.of(int(client))
-    heat[np.unique(positives)] += len(positives)
-  scale = np.where(heat > 0, task.data.train.counts.sum() / np.maximum(heat, 1), 1.0)
-  for name in plain:
-    for delta, factor in ((stacked, scale), (bounded, np.minimum(scale, bound))):
-      expected = plain[name] * factor[:, None] if name in neumf.ITEM_TABLES else plain[name]
-      np.testing.assert_allclose(delta[name], expected, rtol=1e-4, atol=1e-6, err_msg=name)
-  moved = np.abs(plain['item_gmf']).max(axis=1) > 1e-4
-  assert (moved & (scale > bound * 1.1)).any() and (moved & (scale > 1) & (scale < bound)).any()

@@ -122,16 +122,6 @@ def test_scolr_clients_train_nested_columns_of_one_permutation(tff_runtime):
   assert np.linalg.matrix_rank(output.state['server']['weights']['items'] - ITEMS, tol=1e-6) == 3
 
 
-@pytest.mark.parametrize('form, check', [
-    ('svd', lambda moved: np.linalg.matrix_rank(moved, tol=1e-6) <= 1),
-    ('topk', lambda moved: (moved != 0).sum() <= N // 2),  # k = n r / 2 entries
-])
-def test_compressed_updates_stay_compressed_after_aggregation(tff_runtime, form, check):
-  _, _, output = _stored_round(_config(form, 1), clients=(0, 1))
-  moved = output.state['server']['weights']['items'] - ITEMS
-  assert np.abs(moved).max() > 0 and check(moved)
-
-
 def test_reconstruction_round_is_mapreduce_and_runs_the_same_in_process(tff_runtime):
   config = _config('colr', 2, reconstruction_epochs=1)
   process = fedmf.build_process(config, ITEMS, _dataset_computation(2))

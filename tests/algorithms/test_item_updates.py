@@ -1,32 +1,14 @@
-"""Item-update forms: compressions, payload bytes, additivity."""
+"""Item-update forms: SCoLR's columns, compressions, payload bytes, ranks."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import item_updates
 
 
 def _seed(k):
   return tf.constant([k, 0], tf.int64)
-
-
-def test_the_mean_of_low_rank_factors_times_b_is_the_mean_of_the_updates():
-  """CoLR's aggregate is a plain sum of payloads; the SVD's and top-k's are not."""
-  rng = np.random.default_rng(0)
-  basis = factor_sum.correlated_basis(_seed(3), 3, 8).numpy()
-  factors = [rng.normal(size=(20, 3)) for _ in range(5)]
-  np.testing.assert_allclose(np.mean(factors, 0) @ basis,
-                             np.mean([a @ basis for a in factors], 0), atol=1e-12)
-  # SVD payloads (U S, V) of five rank-3 updates: summing the factors is not
-  # summing the updates (a product is needed per client).
-  updates = [rng.normal(size=(20, 3)) @ rng.normal(size=(3, 8)) for _ in range(5)]
-  svd = [np.linalg.svd(u, full_matrices=False) for u in updates]
-  us, vs = [u[:, :3] * s[:3] for u, s, _ in svd], [v[:3] for _, _, v in svd]
-  wrong = np.sum(us, 0) @ np.sum(vs, 0)
-  error = np.linalg.norm(wrong - np.sum(updates, 0)) / np.linalg.norm(np.sum(updates, 0))
-  assert error > 0.5
 
 
 def test_scolr_trains_the_first_local_rank_columns_of_a_shared_permutation():

@@ -183,7 +183,6 @@ def _check(run, expected):
 
 
 @pytest.mark.parametrize('name, options, reference_options', [
-    ('fair', {}, {}),
     ('fair', dict(capacities='1x-4x-16x', capacity_assignment='random'),
      dict(assignment='random')),
     ('fair', dict(capacities='1x-4x', capacity_fractions='0.25,0.75'),
@@ -194,7 +193,7 @@ def _check(run, expected):
     ('fedhm', dict(capacities='1x-2x'), {}),
     ('fair', dict(client_optimizer='adam', client_learning_rate=0.05, server_learning_rate=0.5),
      dict(client_optimizer=lambda: reference.Adam(0.05), server_rate=0.5))],
-    ids=['fair', 'three_tiers_random', 'fractions', 'inconsistent', 'hom', 'full_trn', 'fedhm',
+    ids=['three_tiers_random', 'fractions', 'inconsistent', 'hom', 'full_trn', 'fedhm',
          'fresh_adam_server_rate'])
 def test_fair_family_follows_algorithm_1(monkeypatch, tmp_path, ranking_dir, name, options,
                                          reference_options):

@@ -62,9 +62,7 @@ def test_fedprox_pulls_each_step_towards_the_broadcast_model(monkeypatch, tmp_pa
 
 
 @pytest.mark.parametrize('algorithm, rate, adaptivity, server', [
-    ('fedadam', 0.05, None, lambda: reference.Adam(0.05)),
     ('fedadam', 0.02, 0.01, lambda: reference.Adam(0.02, epsilon=0.01)),
-    ('fedadagrad', 0.1, None, lambda: reference.Adagrad(0.1)),
     ('fedadagrad', 0.3, 0.001, lambda: reference.Adagrad(0.3, initial=1e-6, epsilon=1e-6))])
 def test_adaptive_servers_step_by_the_mean_update(monkeypatch, tmp_path, ctr_file, algorithm,
                                                   rate, adaptivity, server):
@@ -75,7 +73,7 @@ def test_adaptive_servers_step_by_the_mean_update(monkeypatch, tmp_path, ctr_fil
 
 
 @pytest.mark.parametrize('heat, bound', [('clients', None), ('clients', 2.5),
-                                         ('examples', None), ('examples', 3.0)])
+                                         ('examples', 3.0)])
 def test_fedsubavg_scales_each_row_by_n_over_its_heat(monkeypatch, tmp_path, ctr_file, heat,
                                                       bound):
   run = as_trained.train(monkeypatch, tmp_path, *_flags(
@@ -99,10 +97,10 @@ def test_fedsubavg_stacked_on_fedadam_scales_the_mean_before_adams_step(monkeypa
       row_scales=small_ctr.row_scales(run.task, 'clients', None)))
 
 
-@pytest.mark.parametrize('rate', [0.5, 2.0])
-def test_fedsgd_steps_by_the_cohorts_mean_gradient(monkeypatch, tmp_path, ctr_file, rate):
+def test_fedsgd_steps_by_the_cohorts_mean_gradient(monkeypatch, tmp_path, ctr_file):
   """One gradient per client over all its examples at the broadcast model; the
   server's step is the mean over the cohort's examples."""
+  rate = 2.0
   run = as_trained.train(monkeypatch, tmp_path, *_flags(
       ctr_file, algorithm='fedsgd', server_learning_rate=rate, client_learning_rate=None))
   model = reference.LogisticRegression(COLUMNS)

@@ -134,7 +134,6 @@ def _check(run, expected):
 
 
 @pytest.mark.parametrize('settings, reference_options', [
-    (dict(algorithm='fedmf'), {}),
     (dict(algorithm='fedavg', server_learning_rate=0.7), dict(server_rate=0.7)),
     (dict(algorithm='fedmf', item_average='touched'), dict(item_average='touched')),
     (dict(algorithm='fedmf', user_state='reconstructed', reconstruction_epochs=1),
@@ -146,7 +145,7 @@ def _check(run, expected):
     (dict(algorithm='svd', rank=3), dict(form='svd', rank=3)),
     (dict(algorithm='topk', rank=1), dict(form='topk', rank=1)),
     (dict(algorithm='topk', rank=2), dict(form='topk', rank=2))],
-    ids=['fedmf', 'fedavg_rate', 'touched', 'reconstructed', 'colr2', 'colr4', 'scolr4', 'svd1',
+    ids=['fedavg_rate', 'touched', 'reconstructed', 'colr2', 'colr4', 'scolr4', 'svd1',
          'svd3', 'topk1', 'topk2'])
 def test_fedmf_and_its_forms_follow_their_maths(monkeypatch, tmp_path, ranking_dir, settings,
                                                reference_options):

@@ -1,10 +1,10 @@
 """The FedAvg family's builders for a task that offers only a Keras model and its
 datasets (tff.learning's processes: a plug-in task like the README's), run as
 launch.train runs them, against their maths in numpy: each client's steps, its
-update weighed by examples or equally, FedProx's term, the server's optimizer,
-FedSubAvg's N / n_m. The task, made here: ratings, each user a client holding
-an unequal number; a score a (u . v) + b with MSE; every local epoch one batch
-of all a client's examples, so its steps do not depend on the dataset's order."""
+update weighed by examples or equally, FedProx's term, FedSubAvg's N / n_m. The
+task, made here: ratings, each user a client holding an unequal number; a score
+a (u . v) + b with MSE; every local epoch one batch of all a client's examples,
+so its steps do not depend on the dataset's order."""
 
 import collections
 import types
@@ -140,12 +140,6 @@ def test_fedavg_weighs_clients_as_its_heat_says(monkeypatch, heat):
 def test_fedprox_pulls_each_step_towards_the_broadcast_model(monkeypatch):
   run = _run(monkeypatch, 'fedprox', options=dict(proximal_strength=2.0))
   reference.assert_matches(run, _fedavg(run, weighting='examples', proximal=2.0))
-
-
-def test_fedadam_steps_by_the_mean_update(monkeypatch):
-  run = _run(monkeypatch, 'fedadam', server_learning_rate=0.05, server_adaptivity=0.01)
-  reference.assert_matches(run, _fedavg(run, weighting='examples',
-                                        server=reference.Adam(0.05, epsilon=0.01)))
 
 
 def test_fedsubavg_scales_each_row_by_n_over_its_heat(monkeypatch):

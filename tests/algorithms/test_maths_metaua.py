@@ -136,14 +136,17 @@ def _server(options):
 
 
 def _metaua(run, options):
+  """(the model after the run's rounds, each round's clients' contributions)."""
   optimizer = _server(options)
   weights = run.initial
+  rounds = []
   state = optimizer.start(weights)
   rho, theta = np.zeros(GROUPS), np.zeros((GROUPS, len(options['attributes'])))
   previous = None
   learns = options['client_weighting'] or options['server_lr_scaling']
   for cohort in run.rounds:
     clients = [_client(run, c.id, c.input, weights, options) for c in cohort]
+    rounds.append(clients)
     if previous and learns:
       gradient = [sum(c['gradient'][i] / (max(c['query'], 1) if options['meta_loss'] ==
                                            'client_mean' else 1) for c in clients)
@@ -155,7 +158,7 @@ def _metaua(run, options):
     previous = dict(weights=weights, state=state, clients=clients)
     state, weights = _server_step(optimizer, state, weights,
                                   _aggregate(rho, theta, clients, options))
-  return weights
+  return weights, rounds
 
 
 DEFAULTS = dict(attributes=('local_loss',), meta_loss='sum', meta_lr=2.0, query_fraction=0.2,
@@ -167,7 +170,8 @@ DEFAULTS = dict(attributes=('local_loss',), meta_loss='sum', meta_lr=2.0, query_
 @pytest.mark.parametrize('options', [
     {},
     dict(attributes=('num_samples', 'loss_ratio'), meta_loss='client_mean', meta_lr=40.0),
-    dict(attributes=('positive_rate',), meta_loss='mean', meta_lr=400.0),
+    dict(attributes=('positive_rate',), meta_loss='mean', meta_lr=400.0,
+         query_fraction=0.1),  # the smallest clients hold no query example
     dict(attributes=('unique_features', 'update_norm'), meta_loss='mean', meta_lr=400.0,
          query_fraction=0.4),
     dict(client_weighting=False, server_adaptivity=0.1, meta_lr=20.0),
@@ -181,11 +185,15 @@ def test_metaua_learns_client_weights_and_server_scale_from_the_next_rounds_quer
            else v for k, v in options.items()}
   run = as_trained.train(monkeypatch, tmp_path, *small_ctr.flags(
       small_ctr.write(tmp_path), algorithm='metaua', **flags))
-  weights = _metaua(run, options)
-  unlearned = _metaua(run, {**options, 'meta_lr': 0.0})
+  weights, rounds = _metaua(run, options)
+  unlearned, _ = _metaua(run, {**options, 'meta_lr': 0.0})
   # What the meta step learned moved the model far beyond the tolerance.
   assert max(np.abs(w - u).max() for w, u in zip(weights, unlearned)) > 1e-3
   reference.assert_matches(run, weights)
+  # Each client uploads its update and its query gradient.
+  assert run.metrics['train/aggregator/bytes_up'] == 2 * 4 * sum(w.size for w in weights)
+  assert run.metrics['train/client_work/clients_without_query'] == sum(
+      not client['query'] for client in rounds[-1])
 
 
 def test_fednova_normalises_each_update_by_its_local_steps(monkeypatch, tmp_path):

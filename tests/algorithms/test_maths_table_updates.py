@@ -90,8 +90,8 @@ def _flags(tmp_path, **settings):
 
 @pytest.mark.parametrize('form, rank, options', [
     ('colr', 1, {}), ('colr', 3, {}), ('scolr', 4, dict(local_ranks='1-2-4')),
-    ('svd', 1, {}), ('svd', 2, {}), ('topk', 1, {}), ('topk', 3, {})],
-    ids=['colr1', 'colr3', 'scolr', 'svd1', 'svd2', 'topk1', 'topk3'])
+    ('svd', 2, {}), ('topk', 1, {})],
+    ids=['colr1', 'colr3', 'scolr', 'svd2', 'topk1'])
 def test_table_forms_follow_their_maths(monkeypatch, tmp_path, form, rank, options):
   run = as_trained.train(monkeypatch, tmp_path, *_flags(tmp_path, algorithm=form, rank=rank,
                                                         **options))

@@ -106,11 +106,14 @@ def test_a_non_finite_meta_gradient_is_skipped_counted_and_training_goes_on():
   state, _ = server.step(_state(server, rng), *_round(rng),
                          [np.zeros(s, np.float32) for s in SHAPES])
   broken = [np.full(s, np.nan, np.float32) for s in SHAPES]
-  after, metrics = server.step(state, *_round(rng), broken)
+  cohort = _round(rng)
+  after, metrics = server.step(state, *cohort, broken)
   np.testing.assert_array_equal(after['meta']['rho'], state['meta']['rho'])
   assert float(metrics['meta_skipped']) == 1 and float(after['skipped_total']) == 1
-  assert all(np.isfinite(np.asarray(w)).all() for w in after['weights'])
-  assert not np.allclose(np.asarray(after['weights'][0]), np.asarray(state['weights'][0]))
+  # The round aggregates as one whose meta gradient is zero (no meta step).
+  unmoved, _ = server.step(state, *cohort, [np.zeros(s, np.float32) for s in SHAPES])
+  for w, expected in zip(after['weights'], unmoved['weights'], strict=True):
+    np.testing.assert_allclose(w, expected, rtol=1e-6)
 
 
 def test_client_weights_are_a_softmax_over_the_cohort_of_standardised_attributes():
@@ -118,14 +121,20 @@ def test_client_weights_are_a_softmax_over_the_cohort_of_standardised_attributes
   server = _server()
   reports, attributes = _round(rng, clients=7)
   z = server.attributes(reports, attributes).numpy()
-  np.testing.assert_allclose(z.mean(0), 0, atol=1e-5)
-  np.testing.assert_allclose(z.std(0), 1, atol=1e-3)
+  # z1 local_loss (each group alike), z3 each group's update norm; standardised.
+  norms = np.stack([np.sqrt((reports['update'][0] ** 2).sum((1, 2))
+                            + (reports['update'][1] ** 2).sum(1)),
+                    np.sqrt((reports['update'][2] ** 2).sum(1))], axis=1)
+  raw = np.stack([np.tile(reports['local_loss'][:, None], [1, 2]), norms], axis=-1)
+  np.testing.assert_allclose(z, (raw - raw.mean(0)) / (raw.std(0) + 1e-6), rtol=1e-4,
+                             atol=1e-5)
   alpha = server.weights(tf.zeros([2, 2]), z, reports['support_count']).numpy()
   np.testing.assert_allclose(alpha, 1 / 7, rtol=1e-6)  # theta_alpha = 0: uniform
-  alpha = server.weights(tf.constant([[2.0, 0.0], [0.0, -1.0]]), z,
-                         reports['support_count']).numpy()
-  np.testing.assert_allclose(alpha.sum(0), 1, rtol=1e-6)
-  assert np.argmax(alpha[:, 0]) == np.argmax(reports['local_loss'])  # loss-heavy weighting
+  theta = np.array([[2.0, 0.0], [0.0, -1.0]], np.float32)
+  alpha = server.weights(tf.constant(theta), z, reports['support_count']).numpy()
+  logits = np.einsum('kgj,gj->kg', z, theta)
+  softmax = np.exp(logits) / np.exp(logits).sum(0)  # over the cohort, per group
+  np.testing.assert_allclose(alpha, softmax, rtol=1e-5)
 
 
 def test_fednova_normalises_each_update_by_its_local_steps():
@@ -185,27 +194,6 @@ def test_metaua_without_learning_is_fedadagrad_on_the_clients_data(ml100k_dir, t
   for got, want in zip(process.get_model_weights(meta_state).trainable,
                        fedadagrad.get_model_weights(state).trainable, strict=True):
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-6)
-
-
-@pytest.mark.slow
-def test_metaua_rounds_learn_report_doubled_upload_and_count_clients_without_query(
-    ml100k_dir, tff_runtime):
-  task = _ctr_task(ml100k_dir)
-  # round(0.005 n) = 0 for every fixture client
-  process, ids, client_input = _build(task, 'metaua', query_fraction=0.005)
-  state, metrics = _run(process, ids, client_input)
-  assert metrics['train/client_work/clients_without_query'] == 6
-  # No query gradient anywhere: a zero meta gradient, the meta parameters stay at 0.
-  np.testing.assert_array_equal(state['server']['meta']['rho'], 0)
-  process, ids, client_input = _build(task, 'metaua',
-                                      attributes=('local_loss', 'unique_features'))
-  state, metrics = _run(process, ids, client_input)
-  parameters = sum(np.size(w) for w in state['server']['weights'])
-  assert metrics['train/aggregator/bytes_up'] == 2 * 4 * parameters
-  assert metrics['train/client_work/clients_without_query'] == 0
-  assert np.abs(state['server']['meta']['theta_alpha']).max() > 0  # a meta step in round 2
-  layers = len({v.name.split('/')[0] for v in task.keras_model().trainable_variables})
-  assert state['server']['meta']['theta_alpha'].shape == (layers, 2)
 
 
 @pytest.mark.slow

@@ -75,29 +75,6 @@ def test_example_heat_refuses_capped_local_steps(lr_task):
     _build(lr_task, 'fedsubavg', heat='examples')
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize('bound', [None, 4.0])
-def test_fedsubavg_round_is_fedavg_scaled_by_n_over_heat(lr_task, tff_runtime, bound):
-  cohort = lr_task.train_client_ids[:6]
-  plain, _ = _round(lr_task, 'fedavg', cohort)
-  corrected, round_metrics = _round(lr_task, 'fedsubavg', cohort, max_correction=bound)
-  heat, _ = heat_lib.heat(lr_task, 'clients')
-  binds = []
-  for table, a, b in zip(api.table_of_variable(lr_task), plain, corrected, strict=True):
-    if table is None:
-      np.testing.assert_allclose(b, a, rtol=1e-6)
-    else:
-      scale = np.where(heat[table] > 0, 30 / np.maximum(heat[table], 1), 1)
-      if bound is not None:
-        binds.append(scale.max() > bound)
-        scale = np.minimum(scale, bound)
-      np.testing.assert_allclose(b, a * scale.reshape(-1, *[1] * (a.ndim - 1)),
-                                 rtol=1e-5, atol=1e-8)
-  assert 0 < round_metrics['aggregator']['submodel_bytes'] < round_metrics['aggregator'][
-      'model_bytes']
-  assert bound is None or any(binds)  # the bound cut some rows' correction
-
-
 def test_rows_a_client_never_reads_get_exactly_zero_update(ml100k_dir, tff_runtime):
   task = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), model='din',
                                        local_steps=4, batch_size=8))
@@ -113,24 +90,7 @@ def test_rows_a_client_never_reads_get_exactly_zero_update(ml100k_dir, tff_runti
     assert len(changed) > 0
 
 
-@pytest.mark.parametrize('algorithm,server', [
-    ('fedprox', SERVER), ('fedadam', optimizers.OptimizerConfig('adam', 0.01)),
-    ('fedadagrad', optimizers.OptimizerConfig('adagrad', 0.1))])
-def test_baselines_take_a_round(lr_task, tff_runtime, algorithm, server):
-  delta, round_metrics = _round(lr_task, algorithm, lr_task.train_client_ids[:4], server=server)
-  assert any(np.abs(d).max() > 0 for d in delta)
-  assert round_metrics['client_work']['train']['num_examples'] > 0
-
-
-def test_scaffold_trains_with_the_loop_and_refuses_what_it_cannot_run(lr_task, tff_runtime):
-  process, ids, client_input = _build(lr_task, 'scaffold')
-  state, round_metrics = loop.run(
-      process, client_ids=ids, client_input=client_input,
-      schedule=loop.Schedule(rounds=3, clients_per_round=10, eval_every=0),
-      evaluate=lr_task.evaluate)
-  assert round_metrics['train_loss'] < np.log(2) - 0.002  # evaluate's keys, unprefixed
-  touched = np.any(state['clients'][2] != 0, axis=(1, 2))  # the movie table
-  assert 10 <= touched.sum() <= 30
+def test_scaffold_refuses_an_adaptive_client_optimizer(lr_task):
   with pytest.raises(ValueError, match='scaffold takes SGD steps'):
     _build(lr_task, 'scaffold', client=optimizers.OptimizerConfig('adam', 1))
 
@@ -183,10 +143,19 @@ def test_evaluation_is_exact_auc_and_logloss(lr_task, tff_runtime):
   values = lr_task.evaluate(weights)
   model = lr_task.keras_model()
   weights.assign_weights_to(model)
-  rows = lr_task.examples.rows('test')
-  logits = model(lr_task.examples.take(rows, lr_task.spec.columns)).numpy()
-  assert values['test_auc'] == pytest.approx(metrics.auc(lr_task.examples.labels[rows], logits))
-  assert values['train_loss'] == pytest.approx(np.log(2), abs=1e-3)  # initial logits ~0
+  for part in ('test', 'train'):
+    rows = lr_task.examples.rows(part)
+    logits = model(lr_task.examples.take(rows, lr_task.spec.columns)).numpy().reshape(-1)
+    labels = lr_task.examples.labels[rows]
+    # by hand: the share of ordered (click, non-click) pairs, ties half; mean BCE
+    wins = logits[labels == 1][:, None] - logits[labels == 0][None, :]
+    auc = np.mean((wins > 0) + 0.5 * (wins == 0))
+    bce = np.mean(np.log1p(np.exp(-np.abs(logits))) + np.maximum(logits, 0) - logits * labels)
+    if part == 'test':
+      assert values['test_auc'] == pytest.approx(auc)
+      assert values['test_logloss'] == pytest.approx(bce)
+    else:
+      assert values['train_loss'] == pytest.approx(bce)
 
 
 def test_a_validation_part_leaves_training_and_is_scored_beside_test(ml100k_dir):
