@@ -143,6 +143,30 @@ def weighted_mean(values, weights):
           for i in range(len(values[0]))]
 
 
+def fedavg(run, gradient, batches, client_rate: float, *, weighting: str, proximal=0.0,
+           server=None, row_scales=None):
+  """FedAvg's rounds from the run's initial model: each client's local SGD at
+  `client_rate` over batches(client) (FedProx's term with `proximal`), its update
+  (start - trained) weighed by its examples or equally (`weighting`), the mean
+  (each table's rows scaled by FedSubAvg's `row_scales`, the first tensors) a
+  pseudo-gradient for the server optimizer (default SGD at 1)."""
+  server = server or SGD(1.0)
+  weights = run.initial
+  state = server.start(weights)
+  for cohort in run.rounds:
+    updates, counts = [], []
+    for client in cohort:
+      trained, examples, _, _ = local_training(gradient, weights, batches(client),
+                                               SGD(client_rate), proximal=proximal)
+      updates.append([w - t for w, t in zip(weights, trained)])
+      counts.append(examples)
+    mean = weighted_mean(updates, counts if weighting == 'examples' else np.ones(len(counts)))
+    if row_scales is not None:
+      mean = [m * s[:, None] for m, s in zip(mean, row_scales)] + mean[len(row_scales):]
+    state, weights = server.step(state, weights, mean)
+  return weights
+
+
 def assert_matches(run, expected, *, rtol=2e-4, atol=2e-6) -> None:
   """The run's final model equals the reference's, tensor by tensor; and the check
   can fail: the reference moved the model far beyond the tolerance."""

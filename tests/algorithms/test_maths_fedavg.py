@@ -4,7 +4,6 @@ FedProx's proximal term, FedAdam's and FedAdagrad's server steps, FedSubAvg's
 N / n_m, FedSGD's one gradient. A small CTR file whose clients hold unequal
 numbers of examples; LR over its item and genre columns; two rounds."""
 
-import numpy as np
 import pytest
 
 from tests.algorithms import as_trained
@@ -21,29 +20,11 @@ def ctr_file(tmp_path):
   return small_ctr.write(tmp_path)
 
 
-def _fedavg(run, *, weighting, proximal=0.0, server=None, row_scales=None):
-  """FedAvg's rounds from the run's initial model: each client's local SGD (with
-  FedProx's term), its update (start - trained) weighed by `weighting`, the mean
-  (table rows scaled by FedSubAvg's `row_scales`) a pseudo-gradient for the server
-  optimizer."""
-  model = reference.LogisticRegression(COLUMNS)
-  server = server or reference.SGD(1.0)
-  weights = run.initial
-  state = server.start(weights)
-  for cohort in run.rounds:
-    updates, counts = [], []
-    for client in cohort:
-      trained, examples, _, _ = reference.local_training(
-          model.gradient, weights, reference.batches_of(client.input),
-          reference.SGD(CLIENT_RATE), proximal=proximal)
-      updates.append([w - t for w, t in zip(weights, trained)])
-      counts.append(examples)
-    mean = reference.weighted_mean(
-        updates, counts if weighting == 'examples' else np.ones(len(counts)))
-    if row_scales is not None:
-      mean = [m * s[:, None] for m, s in zip(mean, row_scales)] + mean[len(row_scales):]
-    state, weights = server.step(state, weights, mean)
-  return weights
+def _fedavg(run, **options):
+  """FedAvg's rounds (reference.fedavg) with LR, each client's sliced batches."""
+  return reference.fedavg(run, reference.LogisticRegression(COLUMNS).gradient,
+                          lambda client: reference.batches_of(client.input), CLIENT_RATE,
+                          **options)
 
 
 @pytest.mark.parametrize('heat', ['clients', 'examples'])

@@ -105,25 +105,10 @@ def _gradient(weights, features, ratings):
   return loss, [grad_users, grad_items, np.array([[error @ dots]]), np.array([error.sum()])]
 
 
-def _fedavg(run, *, weighting, proximal=0.0, server=None, row_scales=None):
-  server = server or reference.SGD(1.0)
-  weights = run.initial
-  state = server.start(weights)
-  for cohort in run.rounds:
-    updates, counts = [], []
-    for client in cohort:
-      features, ratings, _ = client.input
-      trained, examples, _, _ = reference.local_training(
-          _gradient, weights, [(features, ratings)] * EPOCHS, reference.SGD(RATE),
-          proximal=proximal)
-      updates.append([w - t for w, t in zip(weights, trained)])
-      counts.append(examples)
-    mean = reference.weighted_mean(
-        updates, counts if weighting == 'examples' else np.ones(len(counts)))
-    if row_scales is not None:
-      mean = [m * s[:, None] for m, s in zip(mean, row_scales)] + mean[len(row_scales):]
-    state, weights = server.step(state, weights, mean)
-  return weights
+def _fedavg(run, **options):
+  """FedAvg's rounds (reference.fedavg): each client's every epoch one full batch."""
+  return reference.fedavg(run, _gradient, lambda client: [client.input[:2]] * EPOCHS, RATE,
+                          **options)
 
 
 def _run(monkeypatch, name, **settings):
