@@ -43,7 +43,7 @@ setuptools.setup(
     version='0.1.0',
     description='Federated recommendation research on TensorFlow Federated',
     python_requires='>=3.11,<3.12',
-    packages=setuptools.find_packages(include=['tff_rec*', 'tasks*', 'launch*']),
+    packages=setuptools.find_packages(include=['tff_rec*', 'tasks*', 'experiments*', 'launch*']),
     install_requires=_pinned(_DIRECT),
     package_data={'tff_rec.ops': ['cc/*']},
     cmdclass={'build_py': BuildPyWithOps},

@@ -117,6 +117,14 @@ def set_flags(names) -> dict:
 def task_config(training: str | None = None):
   """The chosen task's Config from the task flags that were set; under `training`
   ('federated', 'centralized'), a set flag only the other kind uses is refused."""
+  return checked_config(lambda: tasks.module(FLAGS.task).make_config(
+      **task_setting_values(training)))
+
+
+def task_setting_values(training: str | None = None) -> dict:
+  """The chosen task's settings given as flags (their fields' types), checked: a
+  flag of another task, or (under `training`) of the other kind of training, is
+  refused."""
   own = {field.name: field for field in setting.described(tasks.module(FLAGS.task).Config)}
   foreign = sorted(set(set_flags(TASK_FLAGS)) - set(own))
   if foreign:
@@ -127,8 +135,13 @@ def task_config(training: str | None = None):
   if training and other:
     raise app.UsageError(f'--{other[0]} applies to {own[other[0]].metadata["training"]} '
                          f'training only, not to {training} training of --task={FLAGS.task}')
+  return option_values(own)
+
+
+def checked_config(make):
+  """make() -> a task's Config, its ValueError a UsageError; a negative seed refused."""
   try:
-    config = tasks.module(FLAGS.task).make_config(**option_values(own))
+    config = make()
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   if getattr(config, 'seed', 0) < 0:  # numpy's generators take no negative seed

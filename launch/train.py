@@ -17,7 +17,6 @@ Settings left unset take the task's defaults (its TRAIN_DEFAULTS and Config).
 """
 
 import dataclasses
-import json
 import logging
 import pathlib
 import sys
@@ -26,6 +25,7 @@ from absl import app
 from absl import flags
 import pandas as pd
 
+from experiments import spec as spec_lib
 from launch import common
 from launch import outputs
 from launch import progress
@@ -131,15 +131,20 @@ AGGREGATOR_FLAGS = {'secure_bound': 'secure', 'dp_noise_multiplier': 'dp', 'dp_c
 PARALLELISM_FLAGS = ('threads', 'clients_per_call')
 
 
-def _aggregator(seed: int) -> inner.InnerAggregator:
+def _spec() -> spec_lib.RunSpec:
+  """The run the flags ask for (its settings checked as far as flags alone can be)."""
   for name, needs in AGGREGATOR_FLAGS.items():
     if FLAGS[name].value is not None and FLAGS.aggregator != needs:
       raise app.UsageError(f'--{name} applies to --aggregator={needs}')
-  try:
-    return inner.InnerAggregator(FLAGS.aggregator, noise_seed=seed,
-                                 **common.set_flags(AGGREGATOR_FLAGS))
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
+  return spec_lib.RunSpec(
+      task=FLAGS.task, algorithm=FLAGS.algorithm,
+      task_settings=common.task_setting_values('federated'),
+      options=common.option_values(OPTION_FIELDS),
+      settings=common.option_values(SETTING_FIELDS), aggregator=FLAGS.aggregator,
+      aggregator_settings=common.set_flags(AGGREGATOR_FLAGS), stack=tuple(FLAGS.stack or ()),
+      rounds=FLAGS.rounds, eval_every=FLAGS.eval_every,
+      checkpoint_every=FLAGS.checkpoint_every, runtime=FLAGS.runtime,
+      execution=common.set_flags((*PARALLELISM_FLAGS, 'client_data_dir')))
 
 
 def _context(training: registry.Training):
@@ -178,27 +183,16 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   common.require('output_dir')
   outputs.check_folder(FLAGS.output_dir)  # before the data is read
-  task_class = tasks.module(FLAGS.task).Task
-  name = FLAGS.algorithm or task_class.DEFAULT_ALGORITHM
-  options = common.option_values(OPTION_FIELDS)
+  spec = _spec()
+  name, options = spec.name, spec.options
   try:
     registry.check_options(name, options)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   target = progress.parse_target(FLAGS.target)
-  task_config = common.task_config('federated')
-  aggregator = _aggregator(task_config.seed)
+  task_config = common.checked_config(lambda: spec.task_config)
   try:
-    training = registry.training(
-        task_class, name, aggregator=aggregator, stack=tuple(FLAGS.stack or ()),
-        # remote workers run what TFF's native worker runs
-        runtime='native' if FLAGS.runtime == 'remote' else FLAGS.runtime,
-        **common.option_values(SETTING_FIELDS))
-    registry.check_composition(name, training)
-    schedule = loop.Schedule(
-        rounds=FLAGS.rounds, clients_per_round=training.clients_per_round,
-        eval_every=FLAGS.eval_every, checkpoint_every=FLAGS.checkpoint_every,
-        seed=task_config.seed)
+    training, schedule = spec.training, spec.schedule
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   stop = FLAGS.stop_after_round
@@ -211,19 +205,10 @@ def main(argv):
     training = runner.runtime_for(name, task, training)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  run_config = common.run_config(
-      task_config, algorithm=name, **options,
-      runtime='remote' if FLAGS.runtime == 'remote' else training.runtime,
-      **common.set_flags((*PARALLELISM_FLAGS, 'client_data_dir')),
-      client_optimizer=training.client_optimizer.settings(),
-      server_optimizer=training.server_optimizer.settings(),
-      **(aggregator.settings() if aggregator.name != 'mean' else {}),
-      **({'stack': list(training.stack)} if training.stack else {}),
-      **vars(schedule))
+  run_config = spec.to_config(runtime='remote' if FLAGS.runtime == 'remote'
+                              else training.runtime)
   # Options are recorded as given: one given at its default's value is the same run.
-  option_defaults = json.loads(json.dumps({
-      f.name: f.default for f in dataclasses.fields(registry.get(name).options)
-      if f.default is not dataclasses.MISSING}))
+  option_defaults = spec.option_defaults()
   outputs.check_resumable(FLAGS.output_dir, run_config, option_defaults)  # before building
   out = []  # the output folder, once the run has started
 

@@ -8,7 +8,7 @@ import pytest
 from tests import conftest
 
 BUILD = (conftest.REPO / 'BUILD').read_text()
-LISTED = set(re.findall(r'"((?:tests|tff_rec|tasks|launch)/[\w/]+\.py)"', BUILD))
+LISTED = set(re.findall(r'"((?:tests|tff_rec|tasks|experiments|launch)/[\w/]+\.py)"', BUILD))
 GLOBBED = set(re.findall(r'glob\(\["([\w/]+)/\*\.py"\]\)', BUILD))
 
 
@@ -29,7 +29,7 @@ def test_every_test_module_has_its_own_py_test():
 
 
 def test_every_package_file_is_in_a_library():
-  for top in ('tff_rec', 'tasks', 'launch'):
+  for top in ('tff_rec', 'tasks', 'experiments', 'launch'):
     for path in _python_files(top):
       folder = path.rsplit('/', 1)[0]
       launcher = re.fullmatch(r'launch/(\w+)\.py', path)
