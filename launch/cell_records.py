@@ -14,6 +14,7 @@ from absl import app
 from absl import flags
 import pandas as pd
 
+from experiments import seed_stats
 from launch import common
 from launch import outputs
 import tasks  # pylint: disable=g-bad-import-order
@@ -196,7 +197,7 @@ def _same_setting(name: str, recorded, text: str) -> bool:
   return str(recorded) == text
 
 
-NOT_RUN, CANNOT_RUN = 'not run', 'N/A'  # reproduction cells without a result
+NOT_RUN, CANNOT_RUN = seed_stats.NOT_RUN, 'N/A'  # reproduction cells without a result
 
 
 # What a finished cell keeps in its record: small files, committed with the

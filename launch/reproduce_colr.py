@@ -7,7 +7,7 @@ Leave-one-out MovieLens ranking (loo_ranking), FedMF with stored user
 vectors, 10 clients a round, the task's official settings (SGD 0.5, 2 local
 epochs, batch 256, decay 5e-4, 4 negatives). Cells:
 * Every configuration's client rate: SWEEP_RATES on seed 0, scored on
-  validation HR@10, extended past a winning edge (launch.rate_sweep); the
+  validation HR@10, extended past a winning edge (experiments.rate_sweep); the
   configuration's seeds then run at its chosen rate (the secure sum's cell at
   the plain sum's).
 * Figure 3: FedMF at d = 1..64 against CoLR at d = 64, r = 1..32: test HR /
@@ -44,7 +44,7 @@ from launch import cell_records
 from launch import common
 from launch import outputs
 from launch import plots
-from launch import seed_stats
+from experiments import seed_stats
 from launch import seeded_table
 from tasks import loo_ranking
 from tff_rec.aggregators import factor_sum
@@ -118,7 +118,7 @@ def _cell(name: str, algorithm: str, *args: str) -> list[str]:
 # The paper's client SGD rate (a configuration's cell at it is NAME, at another
 # rate NAME_lrRATE), and the rates every configuration tries on seed 0, scored by
 # validation HR@10 (each user's second-to-last item) at the last round, extended
-# past a winning edge (launch.rate_sweep).
+# past a winning edge (experiments.rate_sweep).
 CLIENT_RATE = 0.5
 SWEEP_RATES = (0.5, 1.0)
 SWEEP_METRIC = 'validation/hr_at_10'

@@ -71,7 +71,7 @@ STACKED = {'fedsubavg': ('FedMF-64 + FedSubAvg', ('--algorithm=fedsubavg',), 'fe
 # The correction multiplies a rare item's step by up to N / (n_m K) = 94 here,
 # and every stacked row diverges at the parts' step 1.0: the server step is
 # swept below it, seed 0, on validation HR@10 (each user's second-to-last item),
-# extended past a winning edge (launch.rate_sweep).
+# extended past a winning edge (experiments.rate_sweep).
 SERVER_RATES = (0.03, 0.1, 0.3)
 SWEEP_METRICS = ('validation/hr_at_10', 'validation/ndcg_at_10')
 MAX_EXTENSIONS = 2

@@ -47,7 +47,7 @@ from launch import cell_records
 from launch import common
 from launch import outputs
 from launch import plots
-from launch import seed_stats
+from experiments import seed_stats
 from tasks import next_item
 
 LOSSES = {'batch_softmax': 'BS', 'batch_softmax_spreadout': 'BS+S',

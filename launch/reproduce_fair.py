@@ -46,8 +46,8 @@ from launch import cell_records
 from launch import common
 from launch import outputs
 from launch import plots
-from launch import rate_sweep
-from launch import seed_stats
+from experiments import rate_sweep
+from experiments import seed_stats
 from tasks import ranking
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import registry

@@ -13,7 +13,7 @@ AmazonProduct-100 are Goodreads' but with E = 1 local epoch; 1,000 rounds of
 of each train list, test untouched; the mean of the last LAST_K evaluations,
 which swing) from its own sweep on seed 0 (FedAvg's, and
 FAIR-HET's, FAIR-HOM's and FedHM's at one capacity mix, SWEPT), extended past a
-winning edge (launch.rate_sweep). FedAvg, FAIR-HET, FAIR-HOM and FedHM then run,
+winning edge (experiments.rate_sweep). FedAvg, FAIR-HET, FAIR-HOM and FedHM then run,
 each at its own rate, over --seeds at 1x-2x and 1x-16x (FedHM cannot run past
 4x with 8 factors) and FAIR-HET and FAIR-HOM at 1x-64x: the cells of
 results/fair_goodreads' seeded table. Then the consistency ablation of the
@@ -45,7 +45,7 @@ FLAGS = flags.FLAGS
 BEAUTY_100 = (('data_dir', '../shared/data/amazon-beauty'), ('top_users', 100),
               ('local_epochs', 1))
 ARGS = ('--rounds=1000', '--eval_every=10', '--checkpoint_every=100')
-SWEEP_RATES = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)  # extended past a winning edge (launch.rate_sweep)
+SWEEP_RATES = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)  # extended past a winning edge (experiments.rate_sweep)
 MAX_EXTENSIONS = 2
 SWEEP_METRIC = 'validation/ndcg_at_20'
 # The client rate every headline cell ran at first: FedAvg's sweep over SWEEP_RATES

@@ -50,8 +50,8 @@ from launch import clicks
 from launch import common
 from launch import outputs
 from launch import plots
-from launch import rate_sweep
-from launch import seed_stats
+from experiments import rate_sweep
+from experiments import seed_stats
 from tasks import ctr
 
 flags.DEFINE_enum('dataset', 'movielens', ['movielens', 'beauty'], 'MovieLens-100K, or '

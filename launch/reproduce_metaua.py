@@ -30,7 +30,7 @@ local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
   embedding initialisation (seed 0).
 * Choices on validation (seed 0, 100 rounds, each user's last 10% of
   training ratings held out): each of Table 2's paper rows and equal-weight
-  baselines gets its client learning rate from a sweep (launch.rate_sweep),
+  baselines gets its client learning rate from a sweep (experiments.rate_sweep),
   and the ablation's and attributes' meta loss is the form with the lowest
   validation logloss. Nothing is chosen on test. The ablation and attribute
   tables run that form at its own validated client rate, and at the paper's.
@@ -62,8 +62,8 @@ from launch import clicks
 from launch import common
 from launch import outputs
 from launch import plots
-from launch import rate_sweep
-from launch import seed_stats
+from experiments import rate_sweep
+from experiments import seed_stats
 from tasks import ctr
 from tff_rec.algorithms import metaua
 

@@ -16,8 +16,8 @@ import numpy as np
 from launch import cell_records
 from launch import common
 from launch import outputs
-from launch import rate_sweep
-from launch import seed_stats
+from experiments import rate_sweep
+from experiments import seed_stats
 import tasks
 
 LOSS = cell_records.TRAIN_LOSS
@@ -217,7 +217,7 @@ def score(result: dict | str, metric: str) -> float | None:
 def sweep_rates(grid, run: Callable[[float], dict | str], metric: str, *,
                 max_extensions: int, lower_is_better: bool = False) -> Swept:
   """Runs `run(rate)` (a cell's summary) at each rate of `grid`, extended past a
-  best edge (launch.rate_sweep), scored by its final `metric`."""
+  best edge (experiments.rate_sweep), scored by its final `metric`."""
   results = {}
 
   def scored(rate):

@@ -1,4 +1,4 @@
-"""Rate sweeps extended past a best edge (launch.rate_sweep)."""
+"""Rate sweeps extended past a best edge (experiments.rate_sweep)."""
 
 import math
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from launch import rate_sweep
+from experiments import rate_sweep
 
 
 def test_rates_beyond_an_edge_follow_the_1_3_10_ladder():

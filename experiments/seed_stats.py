@@ -3,13 +3,13 @@ difference inside the seeds' spread is noise."""
 
 import numpy as np
 
-from launch import cell_records
+NOT_RUN = 'not run'  # a cell without a result
 
 
 def spread(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
   """'mean ± std' (sample std) of a cell's seeds, each times `scale`."""
   if not values:
-    return cell_records.NOT_RUN
+    return NOT_RUN
   values = [scale * v for v in values]
   std = f' ± {np.std(values, ddof=1):.{digits}f}' if len(values) > 1 else ''
   return f'{np.mean(values):.{digits}f}{std}'
@@ -29,7 +29,7 @@ def versus(a: list[float], b: list[float], scale: float = 1.0, digits: int = 3) 
   """Cell a against cell b over seeds: the difference of the means (times
   `scale`) where it is beyond noise (beyond_noise), else 'within noise'."""
   if not a or not b:
-    return cell_records.NOT_RUN
+    return NOT_RUN
   if len(a) < 2 or len(b) < 2:
     return 'one seed: no spread'
   if not beyond_noise(a, b):

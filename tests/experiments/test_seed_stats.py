@@ -3,7 +3,7 @@
 import pytest
 
 from launch import cell_records
-from launch import seed_stats
+from experiments import seed_stats
 
 
 def test_spread_is_mean_and_sample_std_of_the_seeds():
