@@ -20,6 +20,7 @@ import sys
 from absl import app
 from absl import flags
 
+from experiments import files
 from launch import common
 from launch import outputs
 from launch import progress
@@ -85,7 +86,7 @@ def main(argv):
     common.stop_diverged(e, out, 'a lower --learning_rate')
   if target:
     metrics.update(progress.first_reached(out / 'metrics.csv', 'epoch', target))
-  outputs.write_summary(out / 'summary.json', metrics)
+  files.write_summary(out / 'summary.json', metrics)
   print(f'done: {out / "summary.json"}', flush=True)
 
 

@@ -5,7 +5,7 @@ import hashlib
 import json
 import pathlib
 
-from launch import outputs
+from experiments import files
 from tff_rec.data import sequence_clicks
 from tff_rec.data import user_items
 
@@ -23,8 +23,8 @@ def clicks_file(sequences: str | pathlib.Path, out: pathlib.Path, *, seed: int,
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = sequence_clicks.din_rows(user_items.read_lines(pathlib.Path(sequences)),
                                     history_length=history_length, seed=seed)
-    outputs.write_text(out, rows.to_csv(index=False))
-    outputs.write_json(record, made_from)
+    files.write_text(out, rows.to_csv(index=False))
+    files.write_json(record, made_from)
   return out
 
 

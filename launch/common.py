@@ -15,8 +15,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from experiments import files
 from launch import imports
-from launch import outputs
 from launch import quiet_start
 from launch import usage
 import tasks
@@ -78,7 +78,7 @@ def run(main) -> None:
 def stop_diverged(diverged: loop.Diverged, out: pathlib.Path, cures: str) -> None:
   """Writes the summary of a run that diverged, says so, and exits non-zero."""
   last, unit = diverged.last_evaluation, diverged.unit
-  outputs.write_summary(out / 'summary.json', {
+  files.write_summary(out / 'summary.json', {
       **diverged.metrics, f'diverged_at_{unit}': diverged.round_num,
       'diverged': diverged.what,
       **({f'last_finite_{unit}': diverged.last_evaluated_round} if last else {}),

@@ -24,9 +24,9 @@ import time
 from absl import app
 from absl import flags
 
+from experiments import files
 from launch import common
 from launch import matrix_table
-from launch import outputs
 from launch import progress
 import tasks  # pylint: disable=g-bad-import-order
 from tff_rec import runner
@@ -134,10 +134,10 @@ def main(argv):
         print(f"   {records[name]['status']} {records[name].get('value', '')}"
               f"{records[name].get('reason', '')}", flush=True)
         (root / dataset).mkdir(parents=True, exist_ok=True)
-        outputs.write_json(root / f'{name}.json', records[name])
+        files.write_json(root / f'{name}.json', records[name])
         show_progress(done, {})
   output = pathlib.Path(FLAGS.output)
-  outputs.write_text(output, matrix_table.table(
+  files.write_text(output, matrix_table.table(
       records, algorithms, FLAGS.tasks, rounds=FLAGS.rounds,
       records_dir=os.path.relpath(root, output.parent)))
   print(f'done: {FLAGS.output}', flush=True)

@@ -7,7 +7,7 @@ the datasets, and names each file that differs from the committed one.
 
 Each table's script runs with --only=none on a copy of its results folder
 (records, and the values derived from the data in cells/derived.json:
-cell_records.derived). A table that does not rebuild byte for byte has drifted
+experiments.run_records.derived). A table that does not rebuild byte for byte has drifted
 from its records; a derived.json the rebuild had to add to means a value the
 table shows was never recorded. TensorFlow and TFF are imported once and each
 script runs in a forked child: the scripts define flags of the same names.
@@ -25,6 +25,7 @@ import tempfile
 from absl import app
 from absl import flags
 
+from experiments import files
 from launch import common
 
 flags.DEFINE_bool('write', False, 'Rebuild the committed tables in place instead of '

@@ -27,8 +27,8 @@ import pathlib
 from absl import app
 from absl import flags
 
+from experiments import files
 from launch import common
-from launch import outputs
 from launch import seeded_table
 
 seeded_table.define_flags('runs/beauty', 'results/colr_amazon_beauty')
@@ -106,7 +106,7 @@ def main(argv):
     lines += seeded_table.tabulate(headline(rates, records), [int(s) for s in FLAGS.seeds],
                                    FLAGS.runs_dir, records, wanted)
   results_dir.mkdir(parents=True, exist_ok=True)
-  outputs.write_text(results_dir / 'table.md', '\n'.join(lines))
+  files.write_text(results_dir / 'table.md', '\n'.join(lines))
   print(f'done: {results_dir / "table.md"}', flush=True)
 
 

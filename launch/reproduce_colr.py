@@ -40,9 +40,10 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
+from experiments import files
+from experiments import run_records
 from launch import cell_records
 from launch import common
-from launch import outputs
 from launch import plots
 from experiments import seed_stats
 from launch import seeded_table
@@ -180,7 +181,7 @@ def _sweep_table(sweeps: dict[str, seeded_table.Swept], floor: float) -> list[st
 
 
 def _metrics(name: str) -> pd.DataFrame | None:
-  path = cell_records.cell_file(FLAGS.runs_dir, name, 'metrics.csv', _records())
+  path = run_records.cell_file(FLAGS.runs_dir, name, 'metrics.csv', _records())
   return pd.read_csv(path) if path.exists() else None
 
 
@@ -189,16 +190,16 @@ def _result(cells: list[str]) -> dict | None:
   client per round and seconds per round (means)."""
   runs = []
   for cell in cells:
-    summary = cell_records.cell_file(FLAGS.runs_dir, cell, 'summary.json', _records())
+    summary = run_records.cell_file(FLAGS.runs_dir, cell, 'summary.json', _records())
     if summary.exists():
-      runs.append((outputs.read_summary(summary), _metrics(cell)))
+      runs.append((files.read_summary(summary), _metrics(cell)))
   if not runs:
     return None
   return dict(
       hr=[s[HR] for s, _ in runs], ndcg=[s[NDCG] for s, _ in runs],
-      kb_up=np.mean([cell_records.recorded(r, 'train/aggregator/bytes_up').mean() for _, r in runs])
+      kb_up=np.mean([run_records.recorded(r, 'train/aggregator/bytes_up').mean() for _, r in runs])
       / 1024,
-      kb_down=np.mean([cell_records.recorded(s, 'train/aggregator/bytes_down_update')
+      kb_down=np.mean([run_records.recorded(s, 'train/aggregator/bytes_down_update')
                        for s, _ in runs]) / 1024,
       seconds=np.mean([r['train/round_seconds'].median() for _, r in runs]))
 
@@ -289,7 +290,7 @@ def main(argv):
   # (cells/derived.json), so that it rebuilds without the data: the task is
   # built only for a value not derived yet.
   task = functools.cache(lambda: loo_ranking.Task(config))
-  derived = functools.partial(cell_records.derived, _records())
+  derived = functools.partial(run_records.derived, _records())
   describe = derived('describe', lambda: task().describe())
   num_items = derived('num_items', lambda: task().data.num_items)
   scores = [derived(f'popularity_test_s{seed}', lambda seed=seed: loo_ranking.Task(
@@ -367,8 +368,8 @@ def main(argv):
   for label, name in secure.items():
     frames = [f for f in map(_metrics, cells.get(name, [])) if f is not None]
     counts = [c for c in SECURE_CLIPPED  # the plain sum clips nothing
-              if frames and cell_records.recorded(frames[0], c, None) is not None]
-    clipped = ' / '.join(f'{sum(cell_records.recorded(f, c).sum() for f in frames):.0f}'
+              if frames and run_records.recorded(frames[0], c, None) is not None]
+    clipped = ' / '.join(f'{sum(run_records.recorded(f, c).sum() for f in frames):.0f}'
                          for c in counts) or '-'
     secure_rows.append(f'| {label} | {sgd(name)} | {_fmt(results[name])} | '
                        f'{vs_popularity(results[name])} | {clipped} |')
@@ -449,7 +450,7 @@ initial model, rank {SECURE_RANK}):
 
 Paper: {PAPER}
 """
-  outputs.write_text(out / 'table.md', text)
+  files.write_text(out / 'table.md', text)
   print(text)
 
 

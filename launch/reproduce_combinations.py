@@ -30,8 +30,8 @@ import pathlib
 from absl import app
 from absl import flags
 
+from experiments import files
 from launch import common
-from launch import outputs
 from launch import seeded_table
 
 flags.DEFINE_string('runs_dir', 'runs/combinations', 'Where the individual runs go.')
@@ -141,7 +141,7 @@ def main(argv):
       lines += seeded_table.tabulate(TABLES[name], seeds, FLAGS.runs_dir, records,
                                      wanted=FLAGS.only == 'all')
     path = out / f'table_{name}.md'
-    outputs.write_text(path, '\n'.join(lines))
+    files.write_text(path, '\n'.join(lines))
     print(f'done: {path}', flush=True)
 
 

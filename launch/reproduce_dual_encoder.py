@@ -43,9 +43,10 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from experiments import files
+from experiments import run_records
 from launch import cell_records
 from launch import common
-from launch import outputs
 from launch import plots
 from experiments import seed_stats
 from tasks import next_item
@@ -262,7 +263,7 @@ def plot(path: pathlib.Path, results: Results, seeds: list[int], popularity: flo
   ax.axhline(100 * popularity, color='gray', linestyle=':', label='popularity')
   for i, (loss, label) in enumerate(_selected(LOSSES, FLAGS.losses)):
     names = [f'fed_{loss}_s{s}' for s in seeds]
-    curves = [cell_records.read_curve(FLAGS.runs_dir, name, 'validation/recall_at_10',
+    curves = [run_records.read_curve(FLAGS.runs_dir, name, 'validation/recall_at_10',
                                 results.records[name]) for name in names]
     curves = [c.set_index('round')['validation/recall_at_10'] for c in curves if c is not None]
     if not curves:
@@ -294,7 +295,7 @@ def main(argv):
   # (cells/derived.json), so that it rebuilds without the data: the task is
   # built only for a value not derived yet.
   task = functools.cache(lambda: next_item.Task(config))
-  derived = functools.partial(cell_records.derived, _records(FLAGS.results_dir))
+  derived = functools.partial(run_records.derived, _records(FLAGS.results_dir))
   clients = derived('train_clients', lambda: len(task().train_client_ids))
   vocab_size = derived('vocab_size', lambda: task().vocab_size)
 
@@ -371,7 +372,7 @@ is 2%), 1 local epoch, client SGD {client:g}, server Adam {server:g}. Centralize
 {FLAGS.epochs} epochs, Adam {FLAGS.centralized_learning_rate:g}.
 
 """ + '\n\n'.join(sections) + '\n'
-  outputs.write_text(out / 'table.md', text)
+  files.write_text(out / 'table.md', text)
   print(text)
 
 

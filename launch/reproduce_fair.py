@@ -42,9 +42,10 @@ from absl import flags
 import pandas as pd
 import tensorflow as tf
 
+from experiments import files
+from experiments import run_records
 from launch import cell_records
 from launch import common
-from launch import outputs
 from launch import plots
 from experiments import rate_sweep
 from experiments import seed_stats
@@ -183,7 +184,7 @@ def _last_mean(curve: pd.Series) -> float:
 def over_seeds(names: list[str], pick, rounds: int, step: str = 'round') -> list[float]:
   """pick(NDCG@20 curve) of each of a configuration's seeds that finished
   `rounds` (epochs, with step='epoch')."""
-  curves = [cell_records.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names]
+  curves = [run_records.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names]
   return [pick(c.set_index(step)[METRIC]) for c in curves
           if c is not None and len(c) and c[step].max() == rounds]
 
@@ -254,7 +255,7 @@ def _central_stem(learning_rate: float) -> str:
 
 
 def _curve(name: str) -> pd.DataFrame | None:
-  return cell_records.read_curve(FLAGS.runs_dir, name, METRIC, _records())
+  return run_records.read_curve(FLAGS.runs_dir, name, METRIC, _records())
 
 
 def _cell(names: list[str] | str, paper: float | str | None, rounds: int | None = None,
@@ -304,7 +305,7 @@ def compression_probe(task, config, fedavg: str) -> list[str]:
       squeezed[name] = squeezed[name].numpy()
     rows.append(f'| {capacity}x | {task.evaluate(squeezed)["ndcg_at_20"]:.3f} |')
   kept.parent.mkdir(parents=True, exist_ok=True)
-  outputs.write_text(kept, '\n'.join(rows) + '\n')
+  files.write_text(kept, '\n'.join(rows) + '\n')
   return rows
 
 
@@ -319,7 +320,7 @@ def _fedhm_can_run(task, scheme: str) -> bool:
     except ValueError:
       return False
 
-  return cell_records.derived(_records(), f'fedhm_can_run_{scheme}', fits)
+  return run_records.derived(_records(), f'fedhm_can_run_{scheme}', fits)
 
 
 def _full_trn_clients(num_clients: int, fraction: float, seed: int) -> int:
@@ -358,7 +359,7 @@ def _validation_sweep(grid, stem: str, run) -> tuple[dict[float, float | None], 
   def score(rate: float) -> float | None:
     name = f'{stem}_validation_lr{rate:g}_s0'
     run(name, rate, '--held_out=validation')
-    return cell_records.mean_of_last(FLAGS.runs_dir, name, VALIDATION_METRIC, LAST_K,
+    return run_records.mean_of_last(FLAGS.runs_dir, name, VALIDATION_METRIC, LAST_K,
                                      _records())
 
   return rate_sweep.sweep(grid, score, lower_is_better=False, max_extensions=MAX_EXTENSIONS)
@@ -514,7 +515,7 @@ def run_ablations(task, seeds: list[int], rates: dict[str, float] | None = None
   het, fedavg = (rates or {}).get('fair'), (rates or {}).get('fedavg')
   consistency = {stem: _seeded(_at_rate(stem, het), seeds) for stem in CONSISTENCY}
   table3_seeds = [TABLE3_SEED + s for s in seeds]
-  clients = cell_records.derived(_records(), 'train_clients',
+  clients = run_records.derived(_records(), 'train_clients',
                                  lambda: len(task().train_client_ids))
   table3 = {f'{a}_{f}': _seeded(_at_rate(f'{a}_{f}', fedavg if a == 'full_trn' else het),
                                 table3_seeds)
@@ -589,9 +590,9 @@ def main(argv):
   # (cells/derived.json), so that it rebuilds without the data: the task is
   # built only for a value not derived yet (or the compression probe).
   task = functools.cache(lambda: ranking.Task(config))
-  popularity = cell_records.derived(_records(), 'popularity', lambda: task().popularity())
+  popularity = run_records.derived(_records(), 'popularity', lambda: task().popularity())
   floor = popularity['ndcg_at_20']  # what every table's 'vs popularity' holds a cell against
-  num_items = cell_records.derived(_records(), 'num_items', lambda: task().data.num_items)
+  num_items = run_records.derived(_records(), 'num_items', lambda: task().data.num_items)
   seeds = [int(s) for s in FLAGS.seeds]
   table2 = run_seeded(_table2_cells(task), seeds, FLAGS.rounds)
   sweep, chosen = central_sweep()
@@ -609,7 +610,7 @@ def main(argv):
       f'Central training\'s Adam rate is chosen on validation NDCG@20 (each user\'s last '
       f'train items held out, `--held_out=validation`; seed 0; the mean of the last {LAST_K} '
       f'epochs): {_scores(sweep, chosen)}.')
-  validation_floor = cell_records.derived(
+  validation_floor = run_records.derived(
       _records(), 'validation popularity', lambda: ranking.Task(dataclasses.replace(
           config, held_out='validation')).popularity('validation'))['ndcg_at_20']
   sweep_rows, chosen_rates = federated_sweeps(validation_floor)
@@ -673,9 +674,9 @@ Consistent vs inconsistent subspaces ({FLAGS.rounds} rounds):
   bytes_rows = ['| run | MB down per round (10 clients) |', '|---|---|']
   for name in ['fedavg', *(f'{a}_{s}' for a in HETEROGENEOUS for s in SCHEMES
                            if f'{a}_{s}' in table2)]:
-    path = cell_records.cell_file(FLAGS.runs_dir, table2[name][0], 'metrics.csv', _records())
+    path = run_records.cell_file(FLAGS.runs_dir, table2[name][0], 'metrics.csv', _records())
     if path.exists():
-      mean = cell_records.recorded(pd.read_csv(path), 'train/aggregator/bytes_down').mean() / 2**20
+      mean = run_records.recorded(pd.read_csv(path), 'train/aggregator/bytes_down').mean() / 2**20
       bytes_rows.append(f'| {name} | {mean:.1f} |')
   text = f"""# FAIR on Goodreads-100: Tables 2 and 3 of Desai et al.
 
@@ -798,7 +799,7 @@ seed 0's: no spread to mark a row against it):
 
 ![consistent vs inconsistent](consistency.png)
 """
-  outputs.write_text(results / 'table.md', text)
+  files.write_text(results / 'table.md', text)
   print(text)
 
 

@@ -31,8 +31,8 @@ import pathlib
 from absl import app
 from absl import flags
 
+from experiments import files
 from launch import common
-from launch import outputs
 from launch import seeded_table
 
 seeded_table.define_flags('runs/fair_beauty', 'results/fair_amazon_beauty')
@@ -187,7 +187,7 @@ def main(argv):
     for table in headlines(dict.fromkeys(SWEPT, HEADLINE_RATE)):
       lines += seeded_table.tabulate(table, seeds, FLAGS.runs_dir, records, wanted)
   results.mkdir(parents=True, exist_ok=True)
-  outputs.write_text(results / 'table.md', '\n'.join(lines))
+  files.write_text(results / 'table.md', '\n'.join(lines))
   print(f'done: {results / "table.md"}', flush=True)
 
 

@@ -45,10 +45,11 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from experiments import files
+from experiments import run_records
 from launch import cell_records
 from launch import clicks
 from launch import common
-from launch import outputs
 from launch import plots
 from experiments import rate_sweep
 from experiments import seed_stats
@@ -181,7 +182,7 @@ def _evaluations(name: str | None, metric: str):
   """The rows of a finished cell's metrics.csv where `metric` was evaluated; None
   when it has none (no cell: its rate is not chosen yet; not run, cut short)."""
   return (None if name is None
-          else cell_records.read_curve(FLAGS.runs_dir, name, metric, _records()))
+          else run_records.read_curve(FLAGS.runs_dir, name, metric, _records()))
 
 
 def _curve(name: str, metric: str):
@@ -198,8 +199,8 @@ def _summary(name: str | None) -> dict | None:
   """A finished cell's summary (None: not run)."""
   if name is None:
     return None
-  path = cell_records.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
-  return outputs.read_summary(path) if path.exists() else None
+  path = run_records.cell_file(FLAGS.runs_dir, name, 'summary.json', _records())
+  return files.read_summary(path) if path.exists() else None
 
 
 def _final_value(name: str, metric: str) -> float | None:
@@ -216,7 +217,7 @@ def _final_value(name: str, metric: str) -> float | None:
 
 def _diverged(names: list[str | None]) -> bool:
   """Whether any of these finished cells diverged (its training, not a test metric)."""
-  return any((summary := _summary(name)) is not None and cell_records.diverged(summary)
+  return any((summary := _summary(name)) is not None and run_records.diverged(summary)
              for name in names)
 
 
@@ -261,7 +262,7 @@ def _task(setting: str, seed: int) -> ctr.Task:
 def _derived(key: str, compute):
   """A value the tables show that comes from the data: computed (by building a
   task) only when the records lack it, so the tables rebuild without the data."""
-  return cell_records.derived(_records(), key, compute)
+  return run_records.derived(_records(), key, compute)
 
 
 def _describe(setting: str) -> str:
@@ -472,7 +473,7 @@ def main(argv):
     lines += tabulate(setting, seeds)
   path = results / ('table.md' if len(FLAGS.settings) == len(dataset['settings']) else
                     f'table_{"_".join(FLAGS.settings)}.md')
-  outputs.write_text(path, '\n'.join(lines))
+  files.write_text(path, '\n'.join(lines))
   print(f'wrote {path}', flush=True)
 
 

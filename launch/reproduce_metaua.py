@@ -57,10 +57,11 @@ from absl import flags
 import numpy as np
 import pandas as pd
 
+from experiments import files
+from experiments import run_records
 from launch import cell_records
 from launch import clicks
 from launch import common
-from launch import outputs
 from launch import plots
 from experiments import rate_sweep
 from experiments import seed_stats
@@ -271,7 +272,7 @@ def _records() -> str:
 def _derived(key: str, compute):
   """A value the tables show that comes from the data: computed (by building a
   task) only when the records lack it, so the tables rebuild without the data."""
-  return cell_records.derived(_records(), key, compute)
+  return run_records.derived(_records(), key, compute)
 
 
 def _describe() -> str:
@@ -300,7 +301,7 @@ def _cell(name: str, algorithm: str, clients: int, *args: str, seed: int = 0,
 
 
 def _validation_score(cell: str, metric: str) -> float | None:
-  return cell_records.mean_of_last(FLAGS.runs_dir, cell, metric, LAST_K, _records())
+  return run_records.mean_of_last(FLAGS.runs_dir, cell, metric, LAST_K, _records())
 
 
 def _sweep(name: str, clients: int, table2: dict, rate: float) -> str:
@@ -345,7 +346,7 @@ def _investigate(clients: int) -> None:
 def _curves(name: str, metric: str, seeds) -> dict[int, pd.DataFrame]:
   """The finished seeds' evaluations of `metric`, by seed."""
   return {s: c for s in seeds
-          if (c := cell_records.read_curve(FLAGS.runs_dir, _seeded(name, s), metric, _records()))
+          if (c := run_records.read_curve(FLAGS.runs_dir, _seeded(name, s), metric, _records()))
           is not None}
 
 
@@ -411,7 +412,7 @@ def _investigation_table() -> list[str]:
   for name, (label, _, _) in INVESTIGATION.items():
     step = {}
     for metric in (AUC, LOGLOSS):
-      rows = cell_records.read_curve(FLAGS.runs_dir, name, metric, _records())
+      rows = run_records.read_curve(FLAGS.runs_dir, name, metric, _records())
       step[metric] = rows[metric].to_numpy() if rows is not None else None
     if step[AUC] is None:
       lines.append(f'| {label} | - | - | - | - | - | - |')
@@ -695,7 +696,7 @@ def main(argv):
       'fedadam': ('fedadam', SERVER_ARGS['fedadam']), 'fednova': ('fednova', ())}
   tabulate = _beauty if FLAGS.dataset == 'beauty' else _movielens
   text = tabulate(clients, seeds, table2)
-  outputs.write_text(pathlib.Path(FLAGS.results_dir) / 'table.md', text)
+  files.write_text(pathlib.Path(FLAGS.results_dir) / 'table.md', text)
   print(text)
 
 

@@ -28,9 +28,10 @@ from absl import flags
 import numpy as np
 import pandas as pd
 
+from experiments import files
+from experiments import run_records
 from launch import cell_records
 from launch import common
-from launch import outputs
 
 flags.DEFINE_string('runs_dir', 'runs/scale', 'Where the individual runs go.')
 flags.DEFINE_string('results_dir', 'results/scale_amazon_beauty', 'Where the results go.')
@@ -96,12 +97,12 @@ def _task_facts(name: str, seed: int) -> list:
     values = task.popularity('test') if cell.task == 'loo_ranking' else task.popularity()
     return len(task.train_client_ids), values[cell.metric.split('/')[-1]]
 
-  return cell_records.derived(str(pathlib.Path(FLAGS.results_dir) / 'cells'),
+  return run_records.derived(str(pathlib.Path(FLAGS.results_dir) / 'cells'),
                               f'task_facts_{name}_s{seed}', compute)
 
 
 def _cell_file(name: str, seed: int, file: str) -> pathlib.Path:
-  return cell_records.cell_file(FLAGS.runs_dir, f'{name}_s{seed}', file,
+  return run_records.cell_file(FLAGS.runs_dir, f'{name}_s{seed}', file,
                           str(pathlib.Path(FLAGS.results_dir) / 'cells'))
 
 
@@ -151,7 +152,7 @@ def main(argv):
           f'{cell.metric.split("/")[-1]} {summary[cell.metric]:.4f} | {popularity:.4f} |')
   out = pathlib.Path(FLAGS.results_dir)
   out.mkdir(parents=True, exist_ok=True)
-  outputs.write_text(out / 'table.md', '\n'.join(lines) + '\n')
+  files.write_text(out / 'table.md', '\n'.join(lines) + '\n')
   print('\n'.join(lines), flush=True)
   print(f'done: {out / "table.md"}', flush=True)
 

@@ -13,14 +13,15 @@ from typing import Callable, Sequence
 from absl import flags
 import numpy as np
 
+from experiments import files
+from experiments import run_records
 from launch import cell_records
 from launch import common
-from launch import outputs
 from experiments import rate_sweep
 from experiments import seed_stats
 import tasks
 
-LOSS = cell_records.TRAIN_LOSS
+LOSS = run_records.TRAIN_LOSS
 
 
 def define_flags(runs_dir: str, results_dir: str) -> None:
@@ -76,7 +77,7 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
   result = cell_records.run_cell(runs, name, 'launch.train', *args, wanted=wanted,
                                  records_dir=records)
   if table.last_k and isinstance(result, dict):
-    curve = cell_records.read_curve(runs, name, table.metrics[0], records)
+    curve = run_records.read_curve(runs, name, table.metrics[0], records)
     result = {**result, LAST_MEAN: float(curve[table.metrics[0]].tail(table.last_k).mean())}
   return result
 
@@ -97,7 +98,7 @@ def _popularity(table: Table, seed: int) -> dict[str, float]:
 
 
 def _popularity_key(table: Table, seed: int) -> str:
-  """The popularity row's key among a table's derived values (cell_records.derived)."""
+  """The popularity row's key among a table's derived values (run_records.derived)."""
   settings = [f'--{name}={value}' for name, value in table.task_settings]
   return ' '.join(['popularity', f'--task={table.task}', *settings,
                    table.popularity or 'test', f'--seed={seed}'])
@@ -105,8 +106,8 @@ def _popularity_key(table: Table, seed: int) -> str:
 
 def popularity(table: Table, seed: int, records_dir: pathlib.Path) -> dict[str, float]:
   """The popularity row of `table` (its `popularity` part) for one seed, derived
-  once into the records (cell_records.derived)."""
-  return cell_records.derived(records_dir, _popularity_key(table, seed),
+  once into the records (run_records.derived)."""
+  return run_records.derived(records_dir, _popularity_key(table, seed),
                               lambda: _popularity(table, seed))
 
 
@@ -144,7 +145,7 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
            '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
   for row, runs in results.items():
     stopped = sum('diverged_at_round' in r for r in runs)  # the trainer stopped them
-    nan = sum('diverged_at_round' not in r and math.isnan(cell_records.recorded(r, LOSS, 0.0))
+    nan = sum('diverged_at_round' not in r and math.isnan(run_records.recorded(r, LOSS, 0.0))
               for r in runs)  # runs from before it stopped a diverging run
     if stopped or nan:  # a NaN model scores zero: say what happened instead
       what = ' and '.join([*([f'training loss NaN in {nan}'] if nan else []),
@@ -192,7 +193,7 @@ def sweep_then_headline(heading: list[str], sweep: Table, metric: str,
     for table in headlines(chosen):
       lines += tabulate(table, seeds, runs_dir, records, wanted)
   results_dir.mkdir(parents=True, exist_ok=True)
-  outputs.write_text(results_dir / 'table.md', '\n'.join(lines))
+  files.write_text(results_dir / 'table.md', '\n'.join(lines))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,7 +210,7 @@ def score(result: dict | str, metric: str) -> float | None:
   trainer stopped it, or its training loss is NaN), else its final `metric`."""
   if not isinstance(result, dict):
     return None
-  if cell_records.diverged(result):
+  if run_records.diverged(result):
     return math.nan
   return float(result[metric])
 

@@ -25,6 +25,7 @@ from absl import app
 from absl import flags
 import pandas as pd
 
+from experiments import files
 from experiments import spec as spec_lib
 from launch import common
 from launch import outputs
@@ -282,7 +283,7 @@ def main(argv):
   if metrics:  # nothing when a finished run is run again: its summary stands
     if target:
       metrics.update(progress.first_reached(out[0] / 'metrics.csv', 'round', target))
-    outputs.write_summary(summary, metrics)
+    files.write_summary(summary, metrics)
   print(f'done: {out[0] / "summary.json"}', flush=True)
 
 

@@ -362,6 +362,27 @@ class Task(click_model.ClickModel):
         values[f'{part}_auc'] = metrics.auc(labels, logits)
     return values
 
+  def floors(self, item: str | None = None) -> dict[str, dict[str, float]]:
+    """What knows nothing of the user, by the metric names runs report: the
+    `item` column's training clicks (popularity) and its smoothed click rate,
+    scored by test AUC (item_baselines; default column: movie, or DIN's item), and
+    the constant predictor at the training click rate (AUC 0.5; its logloss)."""
+    item = item or next((c for c in ('movie', 'item') if c in self.spec.columns),
+                        self.spec.columns[1] if self.config.model == 'din' else None)
+    if item not in self.spec.columns:
+      raise ValueError(f'the item floors score one feature column ({", ".join(self.spec.columns)}'
+                       f'); name it (floor_item), got {item!r}')
+    popular, rate = self.item_baselines(item)
+    e = self.examples
+    click_rate = float(e.labels[e.rows('train')].mean())
+    logit = np.log(click_rate / (1 - click_rate))
+    parts = ['train', 'test'] + (['validation'] if self.config.validation_fraction else [])
+    constant = {'eval/train_loss' if part == 'train' else f'eval/{part}_logloss':
+                metrics.logloss(e.labels[e.rows(part)], np.full(len(e.rows(part)), logit))
+                for part in parts}
+    return {'popularity': {'eval/test_auc': popular}, 'click_rate': {'eval/test_auc': rate},
+            'constant': {**constant, 'eval/test_auc': 0.5}}
+
   def item_baselines(self, item: str) -> tuple[float, float]:
     """Test AUC of two scores that know nothing of the user: the `item` column's
     clicks among the training examples (popularity), and its training click

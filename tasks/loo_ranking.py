@@ -391,6 +391,11 @@ class Task(click_model.ClickModel):
     return self._ranked(part, positive, lambda block, candidates: np.einsum(
         'ud,ucd->uc', users[block], items[candidates]))
 
+  def floors(self) -> dict[str, dict[str, float]]:
+    """What knows nothing of the user, by the metric names runs report: popularity."""
+    return {'popularity': {f'{part}/{k}': v for part in self.data.held_out
+                           for k, v in self.popularity(part).items()}}
+
   def popularity(self, part: str = 'test') -> dict[str, float]:
     """The same metrics ranking items by their number of training users."""
     counts = np.bincount(self.data.train.items, minlength=self.data.num_items).astype(float)

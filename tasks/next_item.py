@@ -336,6 +336,13 @@ class Task:
   def _pooled_dataset(self, part: str) -> tf.data.Dataset:
     return self.evaluation_dataset(self.split.pooled(part))
 
+  def floors(self) -> dict[str, dict[str, float]]:
+    """What knows nothing of the user, by the metric names runs report: popularity
+    (label counts of the federated training users)."""
+    train = self.split.pooled('train')
+    return {'popularity': {f'{part}/{k}': v for part in ('validation', 'test')
+                           for k, v in self.popularity(train, self.split.pooled(part)).items()}}
+
   def popularity(self, train: next_item.Examples, test: next_item.Examples
                  ) -> dict[str, float]:
     """Recall@k of ranking every item by its label count in `train`.

@@ -289,6 +289,11 @@ class Task:
       raise ValueError(f'this ranking holds out {self.config.held_out!r} only, '
                        f'got {part!r} (set held_out={part!r} to score it)')
 
+  def floors(self) -> dict[str, dict[str, float]]:
+    """What knows nothing of the user, by the metric names runs report: popularity."""
+    part = self.config.held_out
+    return {'popularity': {f'{part}/{k}': v for k, v in self.popularity(part).items()}}
+
   def popularity(self, part: str = 'test') -> dict[str, float]:
     """The same metrics for ranking items by their number of train users."""
     self._check_part(part)

@@ -9,6 +9,7 @@ import types
 from absl import app
 import pytest
 
+from experiments import run_records
 from launch import cell_records
 
 
@@ -96,8 +97,8 @@ def test_a_derived_value_is_computed_once_and_read_back_as_json(tmp_path):
     calls.append(1)
     return (0.25, 'ten users')
 
-  first = cell_records.derived(tmp_path / 'cells', 'floors s0', compute)
-  again = cell_records.derived(tmp_path / 'cells', 'floors s0', compute)
+  first = run_records.derived(tmp_path / 'cells', 'floors s0', compute)
+  again = run_records.derived(tmp_path / 'cells', 'floors s0', compute)
   assert first == again == [0.25, 'ten users'] and len(calls) == 1
   assert json.loads((tmp_path / 'cells' / 'derived.json').read_text()) == {
       'floors s0': [0.25, 'ten users']}
@@ -106,18 +107,18 @@ def test_a_derived_value_is_computed_once_and_read_back_as_json(tmp_path):
 def test_a_sweep_cell_scores_the_mean_of_its_last_evaluations_nan_if_it_diverged(tmp_path):
   run = _finished_run(tmp_path / 'runs' / 'cell')
   (run / 'metrics.csv').write_text('round,eval/auc\n1,0.1\n2,\n3,0.5\n4,0.6\n5,1.0\n')
-  score = cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3)
+  score = run_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3)
   assert score == pytest.approx(0.7)  # rounds 3-5: a round without evaluation is not one
-  assert cell_records.mean_of_last(str(tmp_path / 'runs'), 'other', 'eval/auc', 3) is None
-  assert cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/ndcg', 3) is None
+  assert run_records.mean_of_last(str(tmp_path / 'runs'), 'other', 'eval/auc', 3) is None
+  assert run_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/ndcg', 3) is None
   (run / 'summary.json').write_text(json.dumps({'diverged_at_round': 5}))
-  assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
+  assert math.isnan(run_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
   # A run from before the trainer stopped diverging runs: its training loss is NaN.
-  (run / 'summary.json').write_text(json.dumps({cell_records.TRAIN_LOSS: math.nan}))
-  assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
+  (run / 'summary.json').write_text(json.dumps({run_records.TRAIN_LOSS: math.nan}))
+  assert math.isnan(run_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
   # Under the name records held it before the rounds took tff.learning's layout.
   (run / 'summary.json').write_text(json.dumps({'train/train/loss': math.nan}))
-  assert math.isnan(cell_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
+  assert math.isnan(run_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
 
 
 def test_a_curve_read_again_after_its_run_rewrote_it_is_the_new_one(tmp_path):
@@ -125,12 +126,12 @@ def test_a_curve_read_again_after_its_run_rewrote_it_is_the_new_one(tmp_path):
   many times); a run that rewrote its metrics.csv (resumed, extended) is read anew."""
   run = _finished_run(tmp_path / 'runs' / 'cell')
   (run / 'metrics.csv').write_text('round,eval/auc\n1,0.1\n2,0.3\n')
-  first = cell_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')
+  first = run_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')
   first.loc[:, 'eval/auc'] = 0.0  # a caller's change to what it got stays its own
-  assert list(cell_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')[
+  assert list(run_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')[
       'eval/auc']) == [0.1, 0.3]
   (run / 'metrics.csv').write_text('round,eval/auc\n1,0.1\n2,0.3\n3,0.6\n')
-  assert list(cell_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')[
+  assert list(run_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')[
       'eval/auc']) == [0.1, 0.3, 0.6]
 
 
@@ -168,8 +169,8 @@ def test_a_cell_whose_run_diverged_is_recorded_as_its_result(ranking_dir, tmp_pa
           '--batch_size=32', '--embedding_dim=8', '--client_learning_rate=1e9')
   result = cell_records.run_cell(str(tmp_path / 'runs'), 'cell', *args,
                                  records_dir=str(tmp_path / 'cells'))
-  assert result['diverged_at_round'] == 1 and cell_records.diverged(result)
+  assert result['diverged_at_round'] == 1 and run_records.diverged(result)
   record = tmp_path / 'cells' / 'cell'
-  assert sorted(p.name for p in record.iterdir()) == sorted(cell_records.RECORD_FILES)
+  assert sorted(p.name for p in record.iterdir()) == sorted(run_records.RECORD_FILES)
   assert cell_records.run_cell(str(tmp_path / 'elsewhere'), 'cell', *args, wanted=False,
                                records_dir=str(tmp_path / 'cells')) == result

@@ -1,8 +1,6 @@
 """The output folder: a run resumes only under the settings it started with."""
 
 import json
-import math
-import pathlib
 import subprocess
 import sys
 import textwrap
@@ -89,24 +87,6 @@ def test_a_run_whose_record_was_damaged_is_not_resumed(tmp_path, damage, message
     outputs.check_resumable(str(tmp_path), {'rounds': 3})
 
 
-def test_results_are_written_with_the_mode_open_gives_not_a_temporary_files(tmp_path):
-  outputs.write_text(tmp_path / 'table.md', 'x')
-  (tmp_path / 'plain.md').write_text('x')
-  assert (tmp_path / 'table.md').stat().st_mode == (tmp_path / 'plain.md').stat().st_mode
-
-
-def test_a_summary_is_strict_json_and_reads_back_not_finite_values_as_nan(tmp_path):
-  path = tmp_path / 'summary.json'
-  outputs.write_summary(path, {'loss': float('nan'), 'grad': float('-inf'), 'auc': 0.5,
-                               'diverged_at_round': 2, 'diverged': 'the loss'})
-  assert json.loads(path.read_text()) == {'loss': None, 'grad': None, 'auc': 0.5,
-                                          'diverged_at_round': 2, 'diverged': 'the loss'}
-  read = outputs.read_summary(path)
-  assert math.isnan(read['loss']) and math.isnan(read['grad']) and read['auc'] == 0.5
-  path.write_text('{"loss": NaN}')  # a record written before summaries were strict
-  assert math.isnan(outputs.read_summary(path)['loss'])
-
-
 def test_the_same_command_again_keeps_the_finished_runs_summary_in_place(tmp_path):
   config = {'task': 'loo_ranking', 'rounds': 3}
   outputs.output_dir(str(tmp_path), config)
@@ -114,17 +94,3 @@ def test_the_same_command_again_keeps_the_finished_runs_summary_in_place(tmp_pat
   outputs.output_dir(str(tmp_path), config)  # not an extension: the same rounds
   assert (tmp_path / 'summary.json').read_text() == '{"test/hr_at_10": 0.5}'
   assert not list(tmp_path.glob('summary_at_round_*'))
-
-
-def test_a_record_copy_cut_short_leaves_no_record_file(tmp_path, monkeypatch):
-  """A copy that fails half-way (a full disk) never leaves a half file under the name."""
-  (tmp_path / 'metrics.csv').write_text('round,loss\n1,0.5\n')
-
-  def cut_short(source, target):
-    pathlib.Path(target).write_text('round,lo')
-    raise OSError(28, 'No space left on device')
-
-  monkeypatch.setattr(outputs.shutil, 'copyfile', cut_short)
-  with pytest.raises(OSError, match='No space left'):
-    outputs.copy_atomically(tmp_path / 'metrics.csv', tmp_path / 'record.csv')
-  assert not (tmp_path / 'record.csv').exists()

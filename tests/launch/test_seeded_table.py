@@ -6,7 +6,7 @@ import math
 from absl import app
 import pytest
 
-from launch import cell_records
+from experiments import run_records
 from launch import seeded_table
 
 pytestmark = pytest.mark.usefixtures('reproduction_flags')
@@ -128,7 +128,7 @@ def test_last_k_shows_the_mean_of_each_runs_last_evaluations_and_compares_it(tmp
   table = seeded_table.Table(
       'loo_ranking', 'T', ('test/hr',), {r: (r.upper(), (), None) for r in curves},
       ('--rounds=5',), '', (('data_dir', 'd'),), versus=('base', 'popularity'), last_k=3)
-  (tmp_path / 'cells' / cell_records.DERIVED_FILE).write_text(json.dumps(
+  (tmp_path / 'cells' / run_records.DERIVED_FILE).write_text(json.dumps(
       {seeded_table._popularity_key(table, s): {'test/hr': 0.4}  # pylint: disable=protected-access
        for s in (0, 1)}))
 

@@ -1,0 +1,302 @@
+"""A study as one TOML file: the task, the methods, each one's grid, the seeds, the
+selection rule and the floors. Read with the standard library's tomllib, checked
+whole before any cell runs: a bad field is named with the file (a syntax error
+with its line).
+
+  [task]                      # launch.train's task and its settings
+  name = "ctr"
+  data_dir = "../shared/data/ml-100k"
+  validation_fraction = 0.1
+
+  rounds = 40                 # top level: the schedule, seeds, baseline, floors
+  eval_every = 5
+  seeds = [0, 1, 2]
+  baseline = "fedavg"
+  floors = ["click_rate"]
+
+  [selection]                 # chosen on a validation part, never on test
+  metric = "eval/validation_auc"
+  goal = "max"
+  last = 3                    # a curve reads as the mean of its last 3 evaluations
+  extend = 2                  # rates past a winning edge of a grid, at most
+
+  [report]
+  metrics = ["eval/test_auc", "eval/test_logloss"]
+
+  [methods.fedavg]
+  algorithm = "fedavg"
+  grid = { client_learning_rate = [0.03, 0.1, 0.3] }
+"""
+
+import dataclasses
+import itertools
+import math
+import pathlib
+import tomllib
+from typing import Any, Mapping
+
+import tasks
+from experiments import spec as spec_lib
+from tff_rec.aggregators import inner
+from tff_rec.algorithms import registry
+
+TOP = ('task', 'imports', 'rounds', 'eval_every', 'seeds', 'baseline', 'floors', 'floor_item',
+       'selection', 'report', 'methods')
+METHOD = ('algorithm', 'options', 'settings', 'task', 'aggregator', 'stack', 'grid')
+GOALS = ('max', 'min')
+SETTINGS = tuple(f.name for f in dataclasses.fields(registry.Settings))
+
+
+class StudyError(ValueError):
+  """A study file that cannot run; the message names the file and the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  name: str
+  algorithm: str
+  options: Mapping[str, Any]
+  settings: Mapping[str, Any]  # training settings (registry.Settings)
+  task_settings: Mapping[str, Any]  # beyond the study's
+  aggregator: Mapping[str, Any]  # {'name': ..., its settings}
+  stack: tuple[str, ...]
+  grid: Mapping[str, tuple]  # setting -> values; the grid is their product
+
+  def points(self) -> list[dict]:
+    """Every combination of the grid's values, in the file's order."""
+    return [dict(zip(self.grid, values)) for values in itertools.product(*self.grid.values())]
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+  metric: str
+  goal: str = 'max'
+  last: int = 3
+  extend: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+  path: str
+  raw: Mapping[str, Any]  # the file's contents (overrides applied): what a folder keeps
+  task: str
+  task_settings: Mapping[str, Any]
+  imports: tuple[str, ...]
+  rounds: int
+  eval_every: int
+  seeds: tuple[int, ...]
+  baseline: str | None
+  floors: tuple[str, ...]
+  floor_item: str | None
+  selection: Selection
+  report: tuple[str, ...]
+  methods: Mapping[str, Method]
+
+  def spec(self, method: str, point: Mapping[str, Any], seed: int) -> spec_lib.RunSpec:
+    """The run of `method` at grid `point` with `seed`."""
+    m = self.methods[method]
+    task_settings = {**self.task_settings, **m.task_settings, 'seed': seed}
+    options, settings = dict(m.options), dict(m.settings)
+    for name, value in point.items():
+      target = (settings if name in SETTINGS else options if name in _option_names(m.algorithm)
+                else task_settings)
+      target[name] = value
+    aggregator = dict(m.aggregator)
+    return spec_lib.RunSpec(
+        task=self.task, algorithm=m.algorithm, task_settings=task_settings, options=options,
+        settings=settings, aggregator=aggregator.pop('name', 'mean'),
+        aggregator_settings=aggregator, stack=m.stack, rounds=self.rounds,
+        eval_every=self.eval_every, checkpoint_every=self.eval_every)
+
+
+def read(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -> dict:
+  """The file's TOML (`overrides`: dotted paths -> values, set over it)."""
+  path = pathlib.Path(path)
+  try:
+    raw = tomllib.loads(path.read_text())
+  except OSError as e:
+    raise StudyError(f'{path}: {e.strerror}') from None
+  except tomllib.TOMLDecodeError as e:
+    raise StudyError(f'{path}: not TOML: {e}') from None
+  for dotted, value in (overrides or {}).items():
+    *parents, last = dotted.split('.')
+    place = raw
+    for part in parents:
+      place = place.setdefault(part, {})
+      if not isinstance(place, dict):
+        raise StudyError(f'{path}: override {dotted}: {part} is not a table')
+    place[last] = value
+  return raw
+
+
+def parse_value(text: str):
+  """A value as TOML writes it (3, 0.1, "sgd", [0.1, 0.3], true); a bare word is a string."""
+  try:
+    return tomllib.loads(f'v = {text}')['v']
+  except tomllib.TOMLDecodeError:
+    return text
+
+
+def load(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -> Study:
+  """The study in `path`, checked whole (StudyError names the file and the field).
+  The modules it imports must be loaded already (the launcher loads `imports`)."""
+  raw = read(path, overrides)
+  where = str(path)
+
+  def fail(field: str, message: str):
+    raise StudyError(f'{where}: {field}: {message}')
+
+  unknown = sorted(set(raw) - set(TOP))
+  if unknown:
+    fail(unknown[0], f'not a study field (fields: {", ".join(TOP)})')
+  task_table = dict(_table(raw, 'task', fail))
+  task = task_table.pop('name', None)
+  if task is None:
+    fail('task.name', 'missing: the task to run (one of ' + ', '.join(sorted(tasks.TASKS)) + ')')
+  if tasks.canonical(task) not in tasks.TASKS:
+    fail('task.name', f'unknown task {task!r}; tasks: {", ".join(sorted(tasks.TASKS))}')
+  task = tasks.canonical(task)
+  _check_task_settings(task, task_table, 'task', fail)
+  if 'seed' in task_table:
+    fail('task.seed', 'the seeds are the study\'s `seeds`')
+  seeds = raw.get('seeds', [0])
+  if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+      or not all(isinstance(s, int) and s >= 0 for s in seeds)):
+    fail('seeds', f'a list of one or more distinct seeds >= 0, got {seeds!r}')
+  rounds, eval_every = raw.get('rounds', 100), raw.get('eval_every', 10)
+  for name, value in (('rounds', rounds), ('eval_every', eval_every)):
+    if not isinstance(value, int) or value < 1:
+      fail(name, f'must be an integer >= 1, got {value!r}')
+  selection = _selection(_table(raw, 'selection', fail), fail)
+  evaluations = math.ceil(rounds / eval_every)
+  if selection.last > evaluations:
+    fail('selection.last', f'{selection.last} evaluations, but a run of {rounds} rounds '
+         f'evaluated every {eval_every} has {evaluations}')
+  report = _table(raw, 'report', fail).get('metrics')
+  if not isinstance(report, list) or not report or not all(isinstance(m, str) for m in report):
+    fail('report.metrics', f'a list of the metrics the table shows, the first its headline; '
+         f'got {report!r}')
+  methods_table = raw.get('methods')
+  if not isinstance(methods_table, dict) or not methods_table:
+    fail('methods', 'a table of one or more methods ([methods.NAME] with algorithm = ...)')
+  methods = {name: _method(name, table, task, fail) for name, table in methods_table.items()}
+  baseline = raw.get('baseline')
+  if baseline is not None and baseline not in methods:
+    fail('baseline', f'{baseline!r} is not one of the methods ({", ".join(methods)})')
+  floors = raw.get('floors', [])
+  known = getattr(tasks.module(task).Task, 'FLOORS', ())
+  for floor in floors:
+    if floor not in known:
+      fail('floors', f'{floor!r} is not a floor of task {task} (its floors: '
+           f'{", ".join(known) or "none"})')
+  imports = raw.get('imports', [])
+  if not isinstance(imports, list) or not all(isinstance(i, str) and i for i in imports):
+    fail('imports', f'a list of module names or .py files, got {imports!r}')
+  study = Study(path=where, raw=raw, task=task, task_settings=task_table,
+                imports=tuple(imports), rounds=rounds, eval_every=eval_every,
+                seeds=tuple(seeds), baseline=baseline, floors=tuple(floors),
+                floor_item=raw.get('floor_item'), selection=selection,
+                report=tuple(report), methods=methods)
+  for name, method in methods.items():  # every cell resolves, as the trainer would
+    for point in method.points():
+      try:
+        study.spec(name, point, seeds[0]).to_config()
+      except ValueError as e:
+        shown = ', '.join(f'{k} = {v!r}' for k, v in point.items())
+        fail(f'methods.{name}', f'{e}' + (f' (at {shown})' if shown else ''))
+  return study
+
+
+def _table(raw, name, fail) -> dict:
+  value = raw.get(name, {})
+  if not isinstance(value, dict):
+    fail(name, 'must be a table')
+  return value
+
+
+def _selection(table, fail) -> Selection:
+  unknown = sorted(set(table) - {f.name for f in dataclasses.fields(Selection)})
+  if unknown:
+    fail(f'selection.{unknown[0]}', 'not a selection field (metric, goal, last, extend)')
+  metric = table.get('metric')
+  if not isinstance(metric, str) or not metric:
+    fail('selection.metric', 'the validation metric that chooses each method\'s settings, '
+         'e.g. "eval/validation_auc" or "validation/hr_at_10"')
+  if 'test' in metric.split('/')[-1].split('_') or metric.split('/')[0] == 'test':
+    fail('selection.metric', f'{metric} is a test metric: choosing on test data would '
+         'report its own choice; choose on a validation part (e.g. a task\'s '
+         'validation_fraction or held_out setting) or the training loss')
+  selection = Selection(metric, table.get('goal', 'max'), table.get('last', 3),
+                        table.get('extend', 2))
+  if selection.goal not in GOALS:
+    fail('selection.goal', f'max or min, got {selection.goal!r}')
+  for name in ('last', 'extend'):
+    value = getattr(selection, name)
+    if not isinstance(value, int) or value < (1 if name == 'last' else 0):
+      fail(f'selection.{name}', f'must be an integer >= {1 if name == "last" else 0}, '
+           f'got {value!r}')
+  return selection
+
+
+def _method(name: str, table, task: str, fail) -> Method:
+  field = f'methods.{name}'
+  if not isinstance(table, dict):
+    fail(field, 'must be a table')
+  unknown = sorted(set(table) - set(METHOD))
+  if unknown:
+    fail(f'{field}.{unknown[0]}', f'not a method field ({", ".join(METHOD)})')
+  algorithm = table.get('algorithm')
+  if algorithm not in registry.algorithms():
+    fail(f'{field}.algorithm', f'unknown algorithm {algorithm!r}; choose one of '
+         f'{", ".join(registry.algorithms())} (or import the module that registers it)')
+  options = _table(table, 'options', lambda f, m: fail(f'{field}.{f}', m))
+  unknown = sorted(set(options) - _option_names(algorithm))
+  if unknown:
+    fail(f'{field}.options.{unknown[0]}', f'not an option of {algorithm} (its options: '
+         f'{", ".join(sorted(_option_names(algorithm))) or "none"})')
+  settings = _table(table, 'settings', lambda f, m: fail(f'{field}.{f}', m))
+  unknown = sorted(set(settings) - set(SETTINGS))
+  if unknown:
+    fail(f'{field}.settings.{unknown[0]}', f'not a training setting ({", ".join(SETTINGS)})')
+  task_settings = _table(table, 'task', lambda f, m: fail(f'{field}.{f}', m))
+  _check_task_settings(task, task_settings, f'{field}.task', fail)
+  aggregator = table.get('aggregator', {'name': 'mean'})
+  if isinstance(aggregator, str):
+    aggregator = {'name': aggregator}
+  if not isinstance(aggregator, dict) or aggregator.get('name', 'mean') not in inner.NAMES:
+    fail(f'{field}.aggregator', f'one of {", ".join(inner.NAMES)} (or a table with its name '
+         'and settings), got ' + repr(aggregator))
+  stack = table.get('stack', [])
+  if not isinstance(stack, list):
+    fail(f'{field}.stack', f'a list of methods stacked on it, got {stack!r}')
+  grid = _table(table, 'grid', lambda f, m: fail(f'{field}.{f}', m))
+  takes = set(SETTINGS) | _option_names(algorithm) | set(_task_setting_names(task))
+  for setting, values in grid.items():
+    if setting not in takes:
+      fail(f'{field}.grid.{setting}', f'{algorithm} on task {task} takes no setting '
+           f'{setting!r} (training settings, its options, the task\'s settings)')
+    if not isinstance(values, list) or not values:
+      fail(f'{field}.grid.{setting}', f'a non-empty list of values, got {values!r}')
+    if len(set(map(repr, values))) != len(values):
+      fail(f'{field}.grid.{setting}', f'repeats a value: {values!r}')
+    if setting in options or setting in settings or setting in task_settings:
+      fail(f'{field}.grid.{setting}', 'is also set outside the grid; set it in one place')
+  return Method(name, algorithm, options, settings, task_settings, aggregator, tuple(stack),
+                {k: tuple(v) for k, v in grid.items()})
+
+
+def _option_names(algorithm: str) -> set[str]:
+  return {f.name for f in dataclasses.fields(registry.get(algorithm).options)}
+
+
+def _task_setting_names(task: str) -> list[str]:
+  from tasks import setting  # pylint: disable=g-import-not-at-top
+  return [f.name for f in setting.described(tasks.module(task).Config)]
+
+
+def _check_task_settings(task: str, values: Mapping[str, Any], field: str, fail) -> None:
+  own = _task_setting_names(task)
+  for name in values:
+    if name not in own:
+      fail(f'{field}.{name}', f'not a setting of task {task} (its settings: '
+           f'{", ".join(sorted(own))})')
