@@ -90,6 +90,10 @@ class RunSpec:
     """The algorithm's Training: the task's defaults, the algorithm's, the given
     settings; its options and composition checked (NotApplicable, a ValueError)."""
     registry.check_options(self.name, self.options)
+    try:
+      registry.get(self.name).options(**self.options)  # their values, as registry.build
+    except ValueError as e:
+      raise registry.NotApplicable(f'--algorithm={self.name}: {e}') from None
     training = registry.training(
         self.task_module.Task, self.name, aggregator=self.inner_aggregator,
         stack=self.stack, runtime='native' if self.runtime == 'remote' else self.runtime,

@@ -119,14 +119,24 @@ def read(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -
   except tomllib.TOMLDecodeError as e:
     raise StudyError(f'{path}: not TOML: {e}') from None
   for dotted, value in (overrides or {}).items():
-    *parents, last = dotted.split('.')
-    place = raw
-    for part in parents:
-      place = place.setdefault(part, {})
-      if not isinstance(place, dict):
-        raise StudyError(f'{path}: override {dotted}: {part} is not a table')
-    place[last] = value
+    _set(raw, dotted.split('.'), value, f'{path}: override {dotted}')
   return raw
+
+
+def _set(table: dict, parts: list[str], value, where: str) -> None:
+  """table[a][b]... = value along `parts`; a part '*' is every entry of its table."""
+  first, rest = parts[0], parts[1:]
+  if first == '*':
+    for key in table:
+      _set(table, [key, *rest], value, where)
+    return
+  if not rest:
+    table[first] = value
+    return
+  inner = table.setdefault(first, {})
+  if not isinstance(inner, dict):
+    raise StudyError(f'{where}: {first} is not a table')
+  _set(inner, rest, value, where)
 
 
 def parse_value(text: str):

@@ -149,12 +149,14 @@ def checked_config(make):
   return config
 
 
-def build_task(config):
-  """The task, or a UsageError naming --data_dir when its files are wrong."""
+def build_task(config, task: str | None = None):
+  """Task `task` (default --task's), or a UsageError naming --data_dir when its files
+  are wrong."""
+  module = tasks.module(task or FLAGS.task)
   try:
-    return tasks.module(FLAGS.task).Task(config)
+    return module.Task(config)
   except tables.DataFormatError as e:
-    movielens_task = 'ml-100k' in getattr(tasks.module(FLAGS.task), 'DEFAULT_DATA_DIR', '')
+    movielens_task = 'ml-100k' in getattr(module, 'DEFAULT_DATA_DIR', '')
     if pathlib.Path(config.data_dir).is_file() or not movielens_task:  # a file of the user's
       raise app.UsageError(f'--data_dir={config.data_dir}: {e}') from None
     raise app.UsageError(

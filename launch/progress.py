@@ -39,7 +39,7 @@ class Progress:
         + [f'{label} {_four_digits(metrics[key])}' for label, key in self.shown.items()
            if key in metrics and not (nothing and key == loop.TRAIN_LOSS)])
     print(f'{self.unit} {step}/{self.total}  {values}  '
-          f'{per_step:.2f} s/{self.unit}  ETA {_duration(eta)}', flush=True)
+          f'{per_step:.2f} s/{self.unit}  ETA {duration(eta)}', flush=True)
 
 
 def parse_target(text: str | None) -> tuple[str, str, float] | None:
@@ -104,7 +104,7 @@ def _four_digits(value: float) -> str:
   return f'{value:#.4g}'.rstrip('.')
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
   minutes, seconds = divmod(int(seconds), 60)
   hours, minutes = divmod(minutes, 60)
   return f'{hours}h{minutes:02d}m' if hours else f'{minutes}m{seconds:02d}s'

@@ -44,7 +44,7 @@ from experiments import files
 from experiments import run_records
 from launch import cell_records
 from launch import common
-from launch import plots
+from experiments import plots
 from experiments import seed_stats
 from launch import seeded_table
 from tasks import loo_ranking

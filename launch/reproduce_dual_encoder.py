@@ -47,7 +47,7 @@ from experiments import files
 from experiments import run_records
 from launch import cell_records
 from launch import common
-from launch import plots
+from experiments import plots
 from experiments import seed_stats
 from tasks import next_item
 

@@ -218,6 +218,7 @@ class Task(click_model.ClickModel):
   NAME = 'ctr'
   DEFAULT_ALGORITHM = 'fedavg'
   CLIENT_WEIGHTING = 'clients'  # FedSubAvg's paper: clients weigh equally
+  FLOORS = ('popularity', 'click_rate', 'constant')  # floors()
   # FedSubAvg's rating task: K = 50 clients per round, mini-batch SGD.
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='sgd', server_learning_rate=1.0)

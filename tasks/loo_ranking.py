@@ -228,6 +228,7 @@ class Task(click_model.ClickModel):
 
   NAME = 'loo_ranking'
   DEFAULT_ALGORITHM = 'fedmf'
+  FLOORS = ('popularity',)  # floors()
   # The official ML-1M settings (60 clients = 1% of users, SGD 0.5, the server
   # adds the mean update); 10 clients is 1% of ML-100K's 943 users.
   TRAIN_DEFAULTS = dict(clients_per_round=10, client_optimizer='sgd', client_learning_rate=0.5,

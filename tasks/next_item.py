@@ -127,6 +127,7 @@ class Task:
 
   NAME = 'next_item'
   DEFAULT_ALGORITHM = 'fedavg'
+  FLOORS = ('popularity',)  # floors()
   # Trainer settings this task is tuned for (the flags override them).
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='adam', server_learning_rate=0.01)

@@ -108,6 +108,7 @@ class Task:
 
   NAME = 'ranking'
   DEFAULT_ALGORITHM = 'fair'
+  FLOORS = ('popularity',)  # floors()
   # FAIR's settings (official README: K = 10 clients, fresh client Adam 1e-3,
   # the server replaces the model by the mean); the flags override them.
   TRAIN_DEFAULTS = dict(clients_per_round=10, client_optimizer='adam',

@@ -141,12 +141,9 @@ def _check(run, expected):
     (dict(algorithm='colr', rank=2), dict(form='colr', rank=2)),
     (dict(algorithm='colr', rank=4), dict(form='colr', rank=4)),
     (dict(algorithm='scolr', rank=4), dict(form='scolr', rank=4)),
-    (dict(algorithm='svd', rank=1), dict(form='svd', rank=1)),
     (dict(algorithm='svd', rank=3), dict(form='svd', rank=3)),
-    (dict(algorithm='topk', rank=1), dict(form='topk', rank=1)),
     (dict(algorithm='topk', rank=2), dict(form='topk', rank=2))],
-    ids=['fedavg_rate', 'touched', 'reconstructed', 'colr2', 'colr4', 'scolr4', 'svd1',
-         'svd3', 'topk1', 'topk2'])
+    ids=['fedavg_rate', 'touched', 'reconstructed', 'colr2', 'colr4', 'scolr4', 'svd3', 'topk2'])
 def test_fedmf_and_its_forms_follow_their_maths(monkeypatch, tmp_path, ranking_dir, settings,
                                                reference_options):
   run = as_trained.train(monkeypatch, tmp_path, *_flags(ranking_dir, **settings))

@@ -301,26 +301,6 @@ def test_a_target_metric_never_evaluated_stops_at_the_first_evaluation(ml100k_di
   assert 'round 1/5' in done.stdout and 'round 2/5' not in done.stdout
 
 
-@pytest.mark.slow
-def test_ctr_metaua_trains_with_its_switches_and_reports_meta_metrics(ml100k_dir, tmp_path):
-  out = tmp_path / 'out'
-  done = trainer.train_here(
-      '--task=ctr', f'--data_dir={ml100k_dir}', '--algorithm=metaua',
-      '--model=dcn', '--rounds=3', '--clients_per_round=6', '--eval_every=3',
-      '--batch_size=8', '--attributes=local_loss,update_norm', '--noclient_weighting',
-      '--meta_loss=client_mean', f'--output_dir={out}')
-  assert done.returncode == 0, done.stderr[-3000:]
-  summary = json.loads((out / 'summary.json').read_text())
-  assert 0 <= summary['eval/test_auc'] <= 1
-  assert summary['train/aggregator/meta/max_client_weight'] < 1
-  assert summary['train/aggregator/bytes_up'] > 0
-  config = json.loads((out / 'config.json').read_text())
-  assert config['server_optimizer'] == {'name': 'adagrad', 'learning_rate': 0.1,
-                                        'adaptivity': 1e-3}
-  assert (config['client_weighting'], config['attributes']) == (False,
-                                                                ['local_loss', 'update_norm'])
-
-
 def test_ctr_fedsubavg_reports_rounds_to_target_and_submodel_bytes(ml100k_dir, tmp_path):
   out = tmp_path / 'out'
   done = trainer.train_here(
@@ -358,8 +338,9 @@ CTR_FILE = ['--task=ctr', '--client_column=user', '--feature_columns=user,item',
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('model', ['lr', 'din'])
-def test_ctr_file_of_ones_own_trains_fedsubavg_on_its_declared_tables(model, tmp_path):
+def test_ctr_file_of_ones_own_trains_fedsubavg_on_dins_declared_tables(tmp_path):
+  """(LR's: tests/algorithms/test_maths_fedavg.py, against FedSubAvg's maths.)"""
+  model = 'din'
   out = tmp_path / 'out'
   done = trainer.train_here(*CTR_FILE, f'--data_dir={_ctr_file(tmp_path)}',
                             '--algorithm=fedsubavg', f'--model={model}', '--rounds=2',

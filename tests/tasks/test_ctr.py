@@ -245,6 +245,19 @@ def test_item_baselines_score_by_training_clicks_and_click_rate(tmp_path):
   popularity, click_rate = task.item_baselines('item')
   assert popularity == 0.75  # clicks b 8 > c 1 = a 1: b+ wins both, c+ ties both
   assert click_rate == 0.875  # smoothed b 0.75 > c 0.67 > a 0.33: c+ ties c- only
+  # The floors, by the names runs report; the constant predictor at the training
+  # click rate (10 of 15): its logloss is that rate's entropy on training, and on test
+  # (2 clicks of 4) -(log(2/3) + log(1/3)) / 2.
+  floors = task.floors()
+  assert floors['popularity'] == {'eval/test_auc': 0.75}
+  assert floors['click_rate'] == {'eval/test_auc': 0.875}
+  rate = 10 / 15
+  assert floors['constant'] == {
+      'eval/test_auc': 0.5,
+      'eval/train_loss': pytest.approx(-(rate * np.log(rate) + (1 - rate) * np.log(1 - rate))),
+      'eval/test_logloss': pytest.approx(-(np.log(rate) + np.log(1 - rate)) / 2)}
+  with pytest.raises(ValueError, match="name it \\(floor_item\\), got 'user'"):
+    task.floors('user')
 
 
 def _same_examples(a, b) -> None:

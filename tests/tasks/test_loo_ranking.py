@@ -87,6 +87,9 @@ def test_real_ml100k_split_and_popularity(real_ml100k):
   assert len(task.data.train.items) == 100_000 - 2 * 943
   popularity = task.popularity('test')
   assert popularity['hr_at_10'] == pytest.approx(0.404, abs=0.001)
+  floors = task.floors()['popularity']  # by the names runs report
+  assert floors['test/hr_at_10'] == popularity['hr_at_10']
+  assert floors['validation/ndcg_at_10'] == task.popularity('validation')['ndcg_at_10']
 
 
 def test_real_beauty_keeps_users_with_20_items(real_beauty):

@@ -1,0 +1,102 @@
+"""Runs of launch.train side by side: a pool of worker processes, each running one
+run at a time in-process (launch.train_worker), so a study's cells pay for
+importing TensorFlow and TFF once per worker, not once per cell."""
+
+import json
+import os
+import pathlib
+import selectors
+import subprocess
+import sys
+from typing import Sequence
+
+WORKER = 'launch.train_worker'
+RUNS_PER_WORKER = 20  # then a fresh process: nothing a long-lived one gathers grows on
+
+
+class Pool:
+  """`size` workers; submit(name, flags, log) a run to a free one, wait() for any."""
+
+  def __init__(self, size: int, imports: Sequence[str] = (), cwd: str | None = None):
+    if size < 1:
+      raise ValueError(f'a pool needs at least one worker, got {size}')
+    self.size = size
+    self._command = [sys.executable, '-m', WORKER, *(f'--import={m}' for m in imports)]
+    self._cwd = cwd
+    self._idle: list[subprocess.Popen] = []
+    self._busy: dict[subprocess.Popen, str] = {}  # worker -> the run's name
+    self._runs: dict[subprocess.Popen, int] = {}  # worker -> runs it took
+    self._selector = selectors.DefaultSelector()
+
+  @property
+  def free(self) -> int:
+    return self.size - len(self._busy)
+
+  @property
+  def running(self) -> list[str]:
+    return list(self._busy.values())
+
+  def _worker(self) -> subprocess.Popen:
+    while self._idle:
+      worker = self._idle.pop()
+      if worker.poll() is None:
+        return worker
+    worker = subprocess.Popen(self._command, cwd=self._cwd, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, 'PYTHONUNBUFFERED': '1'})
+    self._runs[worker] = 0
+    return worker
+
+  def submit(self, name: str, flags: Sequence[str], log: pathlib.Path) -> None:
+    if not self.free:
+      raise RuntimeError('no free worker: wait() for one first')
+    worker = self._worker()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    worker.stdin.write(json.dumps({'flags': list(flags), 'log': str(log)}) + '\n')
+    worker.stdin.flush()
+    self._busy[worker] = name
+    self._runs[worker] += 1
+    self._selector.register(worker.stdout, selectors.EVENT_READ, worker)
+
+  def wait(self) -> tuple[str, int]:
+    """(name, exit status) of the next run to finish; a worker that died gives its
+    process's status (a run it took down)."""
+    if not self._busy:
+      raise RuntimeError('nothing is running')
+    key, _ = self._selector.select()[0]
+    worker = key.data
+    self._selector.unregister(worker.stdout)
+    name = self._busy.pop(worker)
+    line = worker.stdout.readline()
+    if not line:  # the worker died with the run
+      code = worker.wait()
+      return name, code if code else 1
+    if self._runs[worker] >= RUNS_PER_WORKER:
+      _stop(worker)
+    else:
+      self._idle.append(worker)
+    return name, int(json.loads(line)['code'])
+
+  def close(self) -> None:
+    """Stops every worker (a run cut off resumes from its checkpoints)."""
+    for worker in [*self._idle, *self._busy]:
+      _stop(worker, kill=worker in self._busy)
+    self._idle, self._busy = [], {}
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+def _stop(worker: subprocess.Popen, kill: bool = False) -> None:
+  if kill:
+    worker.terminate()
+  else:
+    worker.stdin.close()
+  try:
+    worker.wait(timeout=30)
+  except subprocess.TimeoutExpired:
+    worker.kill()
+    worker.wait()

@@ -1,0 +1,76 @@
+r"""launch.train's runs one after another in one process (a study's cells).
+
+  python -m launch.train_worker [--import=MODULE ...]
+
+Reads one JSON line per run from stdin, {"flags": [...], "log": PATH}, runs
+launch.train's main on those flags (parsed afresh, as a command line would
+be) with its output in PATH, and writes {"code": EXIT STATUS} on a line to
+stdout. Importing TensorFlow and TFF once saves each run of a study its ~7 s.
+"""
+
+import contextlib
+import json
+import os
+import sys
+import traceback
+
+from absl import app
+from absl import flags
+
+from launch import common
+from launch import train
+
+
+@contextlib.contextmanager
+def _output_to(path: str):
+  """stdout and stderr (TF's C++ logs too: the file descriptors) into `path`."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  saved = os.dup(1), os.dup(2)
+  with open(path, 'a') as log:
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    try:
+      yield
+    finally:
+      sys.stdout.flush()
+      sys.stderr.flush()
+      os.dup2(saved[0], 1)
+      os.dup2(saved[1], 2)
+      for fd in saved:
+        os.close(fd)
+
+
+def run_one(args: list[str], log: str) -> int:
+  """launch.train on `args`, its output in `log`: its exit status."""
+  flags.FLAGS.unparse_flags()
+  with _output_to(log):
+    try:
+      train.main(flags.FLAGS(['launch.train', *args]))
+      return 0
+    except (flags.Error, app.UsageError) as e:
+      print(f'error: {e}', file=sys.stderr)
+      return 1
+    except SystemExit as e:  # as the trainer's process would exit
+      if isinstance(e.code, str):
+        print(e.code, file=sys.stderr)
+      return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Exception:  # pylint: disable=broad-except  # the run's failure, in its log
+      traceback.print_exc()
+      return 1
+    finally:
+      flags.FLAGS.unparse_flags()
+
+
+def main(argv):
+  del argv
+  answer = os.fdopen(os.dup(1), 'w')  # the protocol's channel, apart from the runs' output
+  for line in sys.stdin:
+    job = json.loads(line)
+    code = run_one(job['flags'], job['log'])
+    answer.write(json.dumps({'code': code}) + '\n')
+    answer.flush()
+
+
+if __name__ == '__main__':
+  common.run(main)

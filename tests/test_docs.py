@@ -1,0 +1,92 @@
+"""The docs pages' examples, run as written: docs/studies.md's quick study of the
+bundled MovieLens-100K clicks (its outputs rebuilt from the records, a cell held
+against the trainer alone), and its file shown as it is."""
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tests import conftest
+
+DOCS = conftest.REPO / 'docs'
+
+
+def _blocks(page: str, language: str) -> list[str]:
+  return re.findall(rf'```{language}\n(.*?)```', (DOCS / page).read_text(), re.S)
+
+
+def _command(block: str, output_dir) -> list[str]:
+  """A bash block's command, its --output_dir moved to `output_dir`."""
+  args = shlex.split(block.replace('\\\n', ' '))
+  assert args[:3] == ['.venv/bin/python', '-m', 'launch.study'], args
+  return [sys.executable, *args[1:3],
+          *(f'--output_dir={output_dir}' if a.startswith('--output_dir=') else a
+            for a in args[3:])]
+
+
+def test_the_study_files_excerpt_is_the_file():
+  excerpt, = _blocks('studies.md', 'toml')
+  text = (DOCS / 'studies' / 'ml100k_ctr.toml').read_text()
+  for line in excerpt.splitlines():
+    setting = line.split('#')[0].strip()
+    assert setting in text, setting
+
+
+@pytest.mark.slow
+def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_would(
+    real_ml100k, tmp_path):
+  """The page's quick study: its grids, choices and floors; then its outputs from the
+  records alone, byte for byte; and a cell run in a study's worker (beside another)
+  gives the curve the trainer gives alone, in a process of its own, on its flags.
+  (Seeds added under a folder: tests/experiments/test_study.py.)"""
+  del real_ml100k  # the study file reads it where the repository's data lives
+  full, quick, rebuild = _blocks('studies.md', 'bash')
+  assert '--set' not in full
+  out = tmp_path / 'quick'
+  done = _run(_command(quick, out))
+  assert done.stdout.count(' done] ') == 9  # 3 methods x 2 rates, then seed 1 of each choice
+  table = (out / 'table.md').read_text()
+  for row in ('| click_rate (floor) |  | 0.738 ± 0.000 |', '| constant (floor) |  | 0.500',
+              '| fedavg | client_learning_rate=', '| fedprox | client_learning_rate=',
+              '| fedsubavg | client_learning_rate='):
+    assert row in table, table
+  assert 'eval/validation_auc' in table and 'eval/test_auc' not in table.split('## Grids')[1]
+  written = {f: (out / f).read_bytes() for f in ('table.md', 'results.json')}
+  _run(_command(rebuild, out))
+  assert {f: (out / f).read_bytes() for f in written} == written
+  cell = out / 'cells' / f'fedsubavg-client_learning_rate={_chosen(out, "fedsubavg")}-s1'
+  config = json.loads((cell / 'config.json').read_text())
+  alone = tmp_path / 'alone'
+  _run([sys.executable, '-m', 'launch.train', '--task=ctr', '--algorithm=fedsubavg',
+        '--max_correction=50', '--model=lr', '--validation_fraction=0.1', '--seed=1',
+        f'--data_dir={config["data_dir"]}', '--rounds=4', '--eval_every=2',
+        '--checkpoint_every=2',
+        f'--client_learning_rate={config["client_optimizer"]["learning_rate"]}',
+        f'--output_dir={alone}'])
+  alone_config = json.loads((alone / 'config.json').read_text())
+  assert {**alone_config, 'runtime': config['runtime']} == config
+  assert _curve(alone / 'metrics.csv') == _curve(cell / 'metrics.csv')
+
+
+def _run(command) -> subprocess.CompletedProcess:
+  done = subprocess.run(command, cwd=conftest.REPO, capture_output=True, text=True,
+                        timeout=900)
+  assert done.returncode == 0, done.stderr[-3000:]
+  return done
+
+
+def _chosen(out, method: str) -> str:
+  numbers = json.loads((out / 'results.json').read_text())
+  return f'{numbers["methods"][method]["chosen"]["client_learning_rate"]:g}'
+
+
+def _curve(path) -> list[str]:
+  """metrics.csv's columns a run computes (not its time and memory)."""
+  frame = pd.read_csv(path)
+  kept = [c for c in frame if c.startswith(('eval/', 'train/client_work'))]
+  return frame[kept].to_csv(index=False).splitlines()
