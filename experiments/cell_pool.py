@@ -27,6 +27,7 @@ class Pool:
     self._busy: dict[subprocess.Popen, str] = {}  # worker -> the run's name
     self._runs: dict[subprocess.Popen, int] = {}  # worker -> runs it took
     self._selector = selectors.DefaultSelector()
+    self.run_seconds = 0.0  # the finished runs' own wall time, summed
 
   @property
   def free(self) -> int:
@@ -75,7 +76,9 @@ class Pool:
       _stop(worker)
     else:
       self._idle.append(worker)
-    return name, int(json.loads(line)['code'])
+    answer = json.loads(line)
+    self.run_seconds += answer['seconds']
+    return name, int(answer['code'])
 
   def close(self) -> None:
     """Stops every worker (a run cut off resumes from its checkpoints)."""

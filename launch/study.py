@@ -131,15 +131,21 @@ def main(argv):
     size = FLAGS.parallel or os.cpu_count() or 1
     print(f'study {study.path}: {len(study.methods)} methods, seeds {list(study.seeds)}, '
           f'{size} cells at once; output in {folder}', flush=True)
+    started = time.perf_counter()
     try:
       with cell_pool.Pool(size, study.imports) as pool:
-        plan = study_lib.run(study, folder, pool, on_cell=_reporter(time.perf_counter()))
+        plan = study_lib.run(study, folder, pool, on_cell=_reporter(started))
     except KeyboardInterrupt:
       print('interrupted; the same command resumes the study (each cell from its last '
             'checkpoint)', file=sys.stderr, flush=True)
       raise SystemExit(130) from None
     except (study_lib.CellFailed, study_lib.StudyFolderError) as e:
       raise SystemExit(f'error: {e}') from None
+    wall = time.perf_counter() - started
+    if pool.run_seconds:  # how much of the study its cells' runs were
+      print(f'the cells\' runs took {pool.run_seconds:.1f} s; the study {wall:.1f} s with '
+            f'{size} at once ({wall * size / pool.run_seconds:.2f} x their sum / {size})',
+            flush=True)
   else:
     floors = _floors(study, folder, compute=False)
     plan = study_lib.plan(study, records)

@@ -4,14 +4,15 @@ r"""launch.train's runs one after another in one process (a study's cells).
 
 Reads one JSON line per run from stdin, {"flags": [...], "log": PATH}, runs
 launch.train's main on those flags (parsed afresh, as a command line would
-be) with its output in PATH, and writes {"code": EXIT STATUS} on a line to
-stdout. Importing TensorFlow and TFF once saves each run of a study its ~7 s.
+be) with its output in PATH, and writes {"code": EXIT STATUS, "seconds": ITS
+WALL TIME} on a line to stdout. Importing TensorFlow and TFF once saves each run of a study its ~7 s.
 """
 
 import contextlib
 import json
 import os
 import sys
+import time
 import traceback
 
 from absl import app
@@ -67,8 +68,9 @@ def main(argv):
   answer = os.fdopen(os.dup(1), 'w')  # the protocol's channel, apart from the runs' output
   for line in sys.stdin:
     job = json.loads(line)
+    started = time.perf_counter()
     code = run_one(job['flags'], job['log'])
-    answer.write(json.dumps({'code': code}) + '\n')
+    answer.write(json.dumps({'code': code, 'seconds': time.perf_counter() - started}) + '\n')
     answer.flush()
 
 
