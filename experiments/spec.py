@@ -149,10 +149,13 @@ class RunSpec:
     """What a run's config.json (a record's) holds otherwise than this spec, by
     setting: 'name: recorded -> this'. Execution settings are not compared; an
     option either leaves out reads as its default; a dataset is its folder's name
-    (records are read from other checkouts)."""
+    (records are read from other checkouts); a setting a record predates reads as
+    its default."""
     mine, theirs = self.to_config(), _canonical(config)
+    predated = {k: v for k, v in RunSpec(self.task, self.algorithm).to_config().items()
+                if k not in theirs}
     defaults = self.option_defaults()
-    mine, theirs = {**defaults, **mine}, {**defaults, **theirs}
+    mine, theirs = {**defaults, **mine}, {**defaults, **predated, **theirs}
     changed = []
     for key in sorted(set(mine) | set(theirs)):
       if key in EXECUTION:
@@ -175,7 +178,8 @@ def _canonical(config: Mapping[str, Any]) -> dict:
 def _same(a, b) -> bool:
   if isinstance(a, float) and isinstance(b, float):
     return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12)
-  if isinstance(a, dict) and isinstance(b, dict):
+  if isinstance(a, dict) and isinstance(b, dict):  # a field set to null reads as left out
+    a, b = ({k: v for k, v in d.items() if v is not None} for d in (a, b))
     return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
   return a == b
 

@@ -140,14 +140,15 @@ def _past_an_edge(best: dict, points: dict, axes, method, limit: int) -> dict | 
 def plan(study: study_file.Study, records: Records) -> Plan:
   """Every method's state, and the cells that can run now."""
   methods, ready = {}, []
-  for name, method in study.methods.items():
-    state = _choose(study, method, records)
+  for name, method in sorted(study.methods.items(), key=lambda item: bool(item[1].choice_of)):
+    state = (_choose(study, method, records) if method.choice_of is None
+             else MethodPlan({}, methods[method.choice_of].chosen, []))
     methods[name] = state
     wanted = ([(p, study.seeds[0]) for p in state.waiting] if state.chosen is None
               else [(state.chosen, s) for s in study.seeds])
     ready += [Cell(name, p, s, study.spec(name, p, s)) for p, s in wanted
               if not records.finished(cell_name(name, p, s))]
-  return Plan(methods, ready)
+  return Plan({name: methods[name] for name in study.methods}, ready)
 
 
 SPEC_FILE = 'study.toml'  # the study a folder holds, as it first ran (overrides applied)

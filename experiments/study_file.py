@@ -22,13 +22,20 @@ with its line).
 
   [report]
   metrics = ["eval/test_auc", "eval/test_logloss"]
+  # renderer = "experiments.papers.colr_movielens"   # a paper's own table instead
 
   [methods.fedavg]
   algorithm = "fedavg"
   grid = { client_learning_rate = [0.03, 0.1, 0.3] }
+
+  [methods.fedavg_secure]      # no grid: runs at fedavg's choice
+  algorithm = "fedavg"
+  aggregator = "secure"
+  choice_of = "fedavg"
 """
 
 import dataclasses
+import importlib
 import itertools
 import math
 import pathlib
@@ -42,7 +49,8 @@ from tff_rec.algorithms import registry
 
 TOP = ('task', 'imports', 'rounds', 'eval_every', 'seeds', 'baseline', 'floors', 'floor_item',
        'selection', 'report', 'methods')
-METHOD = ('algorithm', 'options', 'settings', 'task', 'aggregator', 'stack', 'grid')
+METHOD = ('algorithm', 'options', 'settings', 'task', 'aggregator', 'stack', 'grid', 'choice_of')
+REPORT = ('metrics', 'renderer')
 GOALS = ('max', 'min')
 SETTINGS = tuple(f.name for f in dataclasses.fields(registry.Settings))
 
@@ -61,6 +69,9 @@ class Method:
   aggregator: Mapping[str, Any]  # {'name': ..., its settings}
   stack: tuple[str, ...]
   grid: Mapping[str, tuple]  # setting -> values; the grid is their product
+  # Another method whose chosen settings this one runs at, with no grid of its own
+  # (e.g. a secure sum at the plain sum's rate, so that only the sum differs).
+  choice_of: str | None = None
 
   def points(self) -> list[dict]:
     """Every combination of the grid's values, in the file's order."""
@@ -91,6 +102,9 @@ class Study:
   selection: Selection
   report: tuple[str, ...]
   methods: Mapping[str, Method]
+  # A module whose render(study, folder, plan, task) writes the outputs in place of
+  # the study's table (a paper's own figure or table over the study's records).
+  renderer: str | None = None
 
   def spec(self, method: str, point: Mapping[str, Any], seed: int) -> spec_lib.RunSpec:
     """The run of `method` at grid `point` with `seed`."""
@@ -182,7 +196,11 @@ def load(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -
   if selection.last > evaluations:
     fail('selection.last', f'{selection.last} evaluations, but a run of {rounds} rounds '
          f'evaluated every {eval_every} has {evaluations}')
-  report = _table(raw, 'report', fail).get('metrics')
+  report_table = _table(raw, 'report', fail)
+  unknown = sorted(set(report_table) - set(REPORT))
+  if unknown:
+    fail(f'report.{unknown[0]}', f'not a report field ({", ".join(REPORT)})')
+  report = report_table.get('metrics')
   if not isinstance(report, list) or not report or not all(isinstance(m, str) for m in report):
     fail('report.metrics', f'a list of the metrics the table shows, the first its headline; '
          f'got {report!r}')
@@ -190,6 +208,14 @@ def load(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -
   if not isinstance(methods_table, dict) or not methods_table:
     fail('methods', 'a table of one or more methods ([methods.NAME] with algorithm = ...)')
   methods = {name: _method(name, table, task, fail) for name, table in methods_table.items()}
+  for name, method in methods.items():
+    other = methods.get(method.choice_of)
+    if method.choice_of is not None and (other is None or other.choice_of is not None):
+      fail(f'methods.{name}.choice_of', f'{method.choice_of!r} is not a method that chooses '
+           f'its own settings ({", ".join(m for m in methods if not methods[m].choice_of)})')
+  renderer = report_table.get('renderer')
+  if renderer is not None:
+    _check_renderer(renderer, fail)
   baseline = raw.get('baseline')
   if baseline is not None and baseline not in methods:
     fail('baseline', f'{baseline!r} is not one of the methods ({", ".join(methods)})')
@@ -206,9 +232,9 @@ def load(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -
                 imports=tuple(imports), rounds=rounds, eval_every=eval_every,
                 seeds=tuple(seeds), baseline=baseline, floors=tuple(floors),
                 floor_item=raw.get('floor_item'), selection=selection,
-                report=tuple(report), methods=methods)
+                report=tuple(report), methods=methods, renderer=renderer)
   for name, method in methods.items():  # every cell resolves, as the trainer would
-    for point in method.points():
+    for point in methods[method.choice_of or name].points():
       try:
         study.spec(name, point, seeds[0]).to_config()
       except ValueError as e:
@@ -291,8 +317,22 @@ def _method(name: str, table, task: str, fail) -> Method:
       fail(f'{field}.grid.{setting}', f'repeats a value: {values!r}')
     if setting in options or setting in settings or setting in task_settings:
       fail(f'{field}.grid.{setting}', 'is also set outside the grid; set it in one place')
+  choice_of = table.get('choice_of')
+  if choice_of is not None and not isinstance(choice_of, str):
+    fail(f'{field}.choice_of', f'the name of another method, got {choice_of!r}')
+  if choice_of is not None and grid:
+    fail(f'{field}.grid', f'a method that runs at {choice_of!r}\'s choice has no grid')
   return Method(name, algorithm, options, settings, task_settings, aggregator, tuple(stack),
-                {k: tuple(v) for k, v in grid.items()})
+                {k: tuple(v) for k, v in grid.items()}, choice_of)
+
+
+def _check_renderer(module: str, fail) -> None:
+  try:
+    render = getattr(importlib.import_module(module), 'render', None)
+  except ImportError as e:
+    fail('report.renderer', f'{module} could not be imported: {e}')
+  if not callable(render):
+    fail('report.renderer', f'{module} has no render(study, folder, plan, task)')
 
 
 def _option_names(algorithm: str) -> set[str]:

@@ -26,6 +26,7 @@ from absl import app
 from absl import flags
 
 from experiments import files
+from experiments import papers
 from launch import common
 
 flags.DEFINE_bool('write', False, 'Rebuild the committed tables in place instead of '
@@ -41,6 +42,8 @@ _BEAUTY_NEXT_ITEM = ('--data_dir=../shared/data/amazon-beauty', '--nodrop_remain
 
 # Where a reproduction script reads its records and writes its tables.
 _REPRODUCTION_PLACES = ('--runs_dir={runs}', '--results_dir={results}')
+_STUDY_PLACE = ('--output_dir={results}',)  # a study's folder holds its records and tables
+PAPERS = pathlib.Path(papers.__file__).parent  # the papers' study files, wherever run from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +62,8 @@ REBUILDS = (
     Rebuild('fedsubavg_amazon_beauty', 'launch.reproduce_fedsubavg', ('--dataset=beauty',)),
     Rebuild('metaua_movielens', 'launch.reproduce_metaua'),
     Rebuild('metaua_amazon_beauty', 'launch.reproduce_metaua', ('--dataset=beauty',)),
-    Rebuild('colr_movielens', 'launch.reproduce_colr'),
+    Rebuild('colr_movielens', 'launch.study', (f'--spec={PAPERS / "colr_movielens.toml"}',),
+            places=_STUDY_PLACE),
     Rebuild('colr_amazon_beauty', 'launch.reproduce_beauty'),
     Rebuild('fair_goodreads', 'launch.reproduce_fair'),
     Rebuild('fair_amazon_beauty', 'launch.reproduce_fair_beauty'),

@@ -62,9 +62,9 @@ TABLES = {
 MOVIELENS = ('loo_ranking', "ML-100K leave-one-out: CoLR with FedSubAvg's correction",
              ('--rounds=1000', '--eval_every=100', '--checkpoint_every=100'))
 PARTS = {'fedmf': ('FedMF-64', ('--algorithm=fedmf', '--embedding_dim=64'),
-                   'results/colr_movielens/cells/fedmf_d64'),
+                   'results/colr_movielens/cells/fedmf_d64-client_learning_rate=0.5-s{seed}'),
          'colr': ('CoLR r=4', ('--algorithm=colr', '--rank=4'),
-                  'results/colr_movielens/cells/colr_r4')}
+                  'results/colr_movielens/cells/colr_r4-client_learning_rate=0.5-s{seed}')}
 STACKED = {'fedsubavg': ('FedMF-64 + FedSubAvg', ('--algorithm=fedsubavg',), 'fedmf'),
            'colr_fedsubavg': ('CoLR r=4 + FedSubAvg', (
                '--algorithm=colr', '--rank=4', '--stack=fedsubavg'), 'colr')}

@@ -69,10 +69,14 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
   args = (*settings, *args, *table.args, f'--seed={seed}')
   runs, name, records = f'{runs_dir}/{table.task}', f'{row}_s{seed}', str(records_dir / table.task)
   if paper_record:  # the paper reproduction's cell of this seed, where it ran
-    record = pathlib.Path(paper_record)
-    for paper_name in [f'{record.name}_s{seed}', *([record.name] if seed == 0 else [])]:
-      if (record.parent / paper_name / 'summary.json').exists():
-        runs, name, records, wanted = '', paper_name, str(record.parent), False
+    # A study's records name each seed ({seed} in the path); the older scripts'
+    # name seed 0's cell RECORD and another's RECORD_sSEED.
+    paper_record = str(paper_record)
+    candidates = ([paper_record.format(seed=seed)] if '{seed}' in paper_record else
+                  [f'{paper_record}_s{seed}', *([paper_record] if seed == 0 else [])])
+    for record in map(pathlib.Path, candidates):
+      if (record / 'summary.json').exists():
+        runs, name, records, wanted = '', record.name, str(record.parent), False
         break
   result = cell_records.run_cell(runs, name, 'launch.train', *args, wanted=wanted,
                                  records_dir=records)

@@ -7,9 +7,12 @@ every seed run at its choice, floors and a baseline beside (experiments.study_fi
 
 Every cell is a launch.train run under OUTPUT_DIR/runs (resumable) and, once
 finished, a record under OUTPUT_DIR/cells; Ctrl-C and the same command resume
-the study. Writes OUTPUT_DIR/table.md, results.json and curves.png.
+the study. Writes OUTPUT_DIR/table.md, results.json and curves.png (or what
+the study's report.renderer writes: a paper's own table over the same records).
 """
 
+import functools
+import importlib
 import os
 import pathlib
 import sys
@@ -75,7 +78,7 @@ def _floors(study: study_file.Study, folder: pathlib.Path, compute: bool) -> dic
   if not study.floors:
     return {}
   settings = ' '.join(f'--{k}={v}' for k, v in sorted(study.task_settings.items()))
-  out = {}
+  build, out = _task_builder(study), {}
   for seed in study.seeds:
     key = f'floors --task={study.task} {settings} --seed={seed} item={study.floor_item}'
     derived = folder / study_lib.RECORDS / run_records.DERIVED_FILE
@@ -83,8 +86,7 @@ def _floors(study: study_file.Study, folder: pathlib.Path, compute: bool) -> dic
       continue
 
     def values(seed=seed):
-      spec = study.spec(next(iter(study.methods)), {}, seed)
-      task = common.build_task(spec.task_config, spec.task)
+      task = build(seed)
       return (task.floors(study.floor_item) if study.task == 'ctr' else task.floors())
 
     for floor, metrics in run_records.derived(folder / study_lib.RECORDS, key, values).items():
@@ -92,6 +94,18 @@ def _floors(study: study_file.Study, folder: pathlib.Path, compute: bool) -> dic
         for metric, value in metrics.items():
           out.setdefault(floor, {}).setdefault(metric, []).append(value)
   return out
+
+
+def _task_builder(study: study_file.Study):
+  """seed -> the study's task for that seed (built once each): a renderer derives
+  the values its table shows from the data only when the records lack them."""
+
+  @functools.cache
+  def build(seed: int):
+    spec = study.spec(next(iter(study.methods)), {}, seed)
+    return common.build_task(spec.task_config, spec.task)
+
+  return build
 
 
 def _caption(study: study_file.Study) -> str:
@@ -149,7 +163,10 @@ def main(argv):
   else:
     floors = _floors(study, folder, compute=False)
     plan = study_lib.plan(study, records)
-  study_report.write(study, folder, plan, floors, _caption(study))
+  if study.renderer:
+    importlib.import_module(study.renderer).render(study, folder, plan, _task_builder(study))
+  else:
+    study_report.write(study, folder, plan, floors, _caption(study))
   print(f'done: {folder / "table.md"}' if plan.done else
         f'{folder / "table.md"} written; cells still to run: {len(plan.ready)} (and the '
         'grids they decide)', flush=True)

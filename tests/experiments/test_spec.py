@@ -44,6 +44,13 @@ def test_differences_name_what_defines_a_run_and_ignore_how_it_ran(tmp_path):
   assert spec.differences({k: v for k, v in config.items() if k != 'proximal_strength'}) == []
   # A dataset is its folder's (file's) name: records come from other checkouts.
   assert spec.differences({**config, 'data_dir': '/elsewhere/clicks.csv'}) == []
+  # A setting a record predates is at its default; an optimizer field set to null
+  # is one left out (records made before those existed).
+  assert spec.differences({k: v for k, v in config.items() if k != 'list_separator'}) == []
+  assert spec.differences({**config, 'client_optimizer': {
+      **config['client_optimizer'], 'adaptivity': None}}) == []
+  assert spec.differences({k: v for k, v in config.items() if k != 'batch_size'}) == [
+      'batch_size: 16 -> 4']  # not at its default (16) here: a difference
   changed = {**config, 'client_optimizer': {'name': 'sgd', 'learning_rate': 0.1}, 'rounds': 3}
   assert spec.differences(changed) == [
       'client_optimizer: {"learning_rate": 0.1, "name": "sgd"} -> '

@@ -86,6 +86,31 @@ def test_an_edge_stays_where_the_rate_past_it_diverges_or_extensions_run_out(
   assert (past is not None and math.isnan(past)) == (extend == 2)
 
 
+def test_a_method_at_another_ones_choice_waits_for_it_then_runs_every_seed(tmp_path):
+  study = _one_method(tmp_path, [0.1, 0.3], extend=0)
+  text = (tmp_path / 'one.toml').read_text() + (
+      '\n[methods.secure]\nalgorithm = "fedavg"\naggregator = { name = "secure", '
+      'secure_bound = 5.0 }\nchoice_of = "fedavg"\n')
+  (tmp_path / 'one.toml').write_text(text)
+  study = study_file.load(tmp_path / 'one.toml', {
+      'methods.fedavg.grid.client_learning_rate': [0.1, 0.3], 'selection.extend': 0,
+      'rounds': 10})
+  records = study_lib.Records(tmp_path, study)
+  plan = study_lib.plan(study, records)
+  assert plan.methods['secure'].chosen is None and not plan.done
+  assert all(c.method == 'fedavg' for c in plan.ready)
+  _record(tmp_path, 'fedavg-client_learning_rate=0.1-s0', 0.70)
+  _record(tmp_path, 'fedavg-client_learning_rate=0.3-s0', 0.60)
+  plan = study_lib.plan(study, records)
+  assert plan.methods['secure'].chosen == {'client_learning_rate': 0.1}
+  secure = [c for c in plan.ready if c.method == 'secure']
+  assert [c.name for c in secure] == ['secure-client_learning_rate=0.1-s0',
+                                      'secure-client_learning_rate=0.1-s1']
+  assert secure[0].spec.settings['client_learning_rate'] == 0.1
+  assert secure[0].spec.aggregator_settings == {'secure_bound': 5.0}
+  assert list(plan.methods) == ['fedavg', 'secure']  # the file's order
+
+
 def test_integer_grids_are_not_extended_and_lower_can_be_better(tmp_path):
   _one_method(tmp_path, [0.1, 0.3])  # writes one.toml
   path = tmp_path / 'ints.toml'

@@ -92,6 +92,19 @@ def test_overrides_set_dotted_fields_as_toml_values(tmp_path):
     (('proximal_strength = 0.1', 'proximal_strength = -1.0'), 'methods.prox',
      'proximal_strength must be >= 0'),
     (('rounds = 20', 'color = "red"\nrounds = 20'), 'color', 'not a study field'),
+    (('metrics = ["eval/test_auc"]', 'metrics = ["eval/test_auc"]\nstyle = "wide"'),
+     'report.style', 'not a report field'),
+    (('metrics = ["eval/test_auc"]', 'metrics = ["eval/test_auc"]\nrenderer = "no.such"'),
+     'report.renderer', 'no.such could not be imported'),
+    (('metrics = ["eval/test_auc"]', 'metrics = ["eval/test_auc"]\nrenderer = "json"'),
+     'report.renderer', 'json has no render(study, folder, plan, task)'),
+    (('settings = { clients_per_round = 5 }\ngrid', 'choice_of = "fedavg"\ngrid'),
+     'methods.prox.grid', "runs at 'fedavg'\'s choice has no grid"),
+    (('[methods.prox]', '[methods.secure]\nalgorithm = "fedavg"\nchoice_of = "sgd"\n\n'
+      '[methods.prox]'), 'methods.secure.choice_of', "'sgd' is not a method that chooses"),
+    (('[methods.prox]', '[methods.a]\nalgorithm = "fedavg"\nchoice_of = "fedavg"\n\n'
+      '[methods.b]\nalgorithm = "fedavg"\nchoice_of = "a"\n\n[methods.prox]'),
+     'methods.b.choice_of', "'a' is not a method that chooses its own settings"),
 ])
 def test_bad_fields_are_refused_naming_the_file_and_field(tmp_path, change, field, message):
   with pytest.raises(study_file.StudyError) as refused:

@@ -58,7 +58,7 @@ def _readme_commands() -> dict[str, list[list[str]]]:
 def test_every_readme_command_parses_and_fits_its_task():
   commands = _readme_commands()
   assert {'launch.train', 'launch.centralized', 'launch.matrix',
-          'launch.reproduce_colr'} <= set(commands)
+          'launch.study'} <= set(commands)
   import json  # pylint: disable=g-import-not-at-top
   done = subprocess.run([sys.executable, '-c', _PARSE, json.dumps(commands)],
                         cwd=conftest.REPO, capture_output=True, text=True, timeout=300)

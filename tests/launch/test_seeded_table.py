@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 from absl import app
 import pytest
@@ -15,7 +16,7 @@ LOSS = seeded_table.LOSS
 
 def _record(root, name, rounds=3, **summary):
   (root / name).mkdir(parents=True)
-  seed = int(name.rpartition('_s')[2]) if '_s' in name else 0
+  seed = int(re.split(r'[_-]s', name)[-1]) if re.search(r'[_-]s\d+$', name) else 0
   (root / name / 'config.json').write_text(json.dumps(
       {'task': 'loo_ranking', 'data_dir': 'd', 'rounds': rounds, 'seed': seed}))
   (root / name / 'summary.json').write_text(json.dumps(summary))
@@ -35,12 +36,16 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
   _record(tmp_path / 'other', 'seeded_s0', **{'test/hr': 0.5, LOSS: 0.3})
   _record(tmp_path / 'other', 'seeded_s1', **{'test/hr': 0.7, LOSS: 0.3})
   _record(tmp_path / 'other', 'single', **{'test/hr': 0.6, LOSS: 0.3})  # seed 0's only
+  # or a study's, each seed's named by the path's {seed}
+  _record(tmp_path / 'other', 'study-s0', **{'test/hr': 0.8, LOSS: 0.3})
+  _record(tmp_path / 'other', 'study-s1', **{'test/hr': 0.9, LOSS: 0.3})
   table = seeded_table.Table(
       'loo_ranking', 'T', ('test/hr',),
       {'a': ('A', ('--x=1',), None), 'nan': ('NaN', (), None), 'old': ('Old', (), None),
        'gone': ('Gone', (), None), 'paper': ('P', (), tmp_path / 'other' / 'paper'),
        'seeded': ('S', (), tmp_path / 'other' / 'seeded'),
-       'single': ('One', (), tmp_path / 'other' / 'single')},
+       'single': ('One', (), tmp_path / 'other' / 'single'),
+       'study': ('Study', (), str(tmp_path / 'other' / 'study-s{seed}'))},
       ('--rounds=3',), None, (('data_dir', 'd'),))
 
   lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), records,
@@ -55,7 +60,8 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
                   '| Gone | not run | not run |',
                   '| P | 0.300 ± 0.141 | 0.200, 0.400 |',
                   '| S | 0.600 ± 0.141 | 0.500, 0.700 |',
-                  '| One | 0.600 | 0.600 |']  # seed 1 not run: seed 0's record is not its
+                  '| One | 0.600 | 0.600 |',  # seed 1 not run: seed 0's record is not its
+                  '| Study | 0.850 ± 0.071 | 0.800, 0.900 |']
   assert not (tmp_path / 'runs').exists()
 
 

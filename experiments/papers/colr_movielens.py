@@ -1,52 +1,31 @@
-r"""Reproduces the shape of CoLR's Figures 3 and 4, Tables 2 and 4 on MovieLens (HR@10).
+"""CoLR on MovieLens-100K, the paper's Figures 3-4 and Tables 2 and 4, rendered
+from the records of the study colr_movielens.toml beside this module.
 
-  python -m launch.reproduce_colr --rounds=1000 --runs_dir=runs/colr \
-      --results_dir=results/colr_movielens
-
-Leave-one-out MovieLens ranking (loo_ranking), FedMF with stored user
-vectors, 10 clients a round, the task's official settings (SGD 0.5, 2 local
-epochs, batch 256, decay 5e-4, 4 negatives). Cells:
-* Every configuration's client rate: SWEEP_RATES on seed 0, scored on
-  validation HR@10, extended past a winning edge (experiments.rate_sweep); the
-  configuration's seeds then run at its chosen rate (the secure sum's cell at
-  the plain sum's).
-* Figure 3: FedMF at d = 1..64 against CoLR at d = 64, r = 1..32: test HR /
-  NDCG against the payload a client uploads per round.
-* Figure 4: CoLR against SVD and top-k compression of the full update at the
-  same budgets (top-k keeps as many bytes as a rank-r factor).
-* Table 2: communication time per round estimated from the bytes at the
-  bandwidth the paper's Table 2 implies, and measured computation time.
-* Table 4: SCoLR, local ranks uniform in 1..R, for global ranks R.
-* Secure aggregation: CoLR r = 4 with reconstructed user vectors on the
-  in-process runtime, its payloads summed by TFF's plain sum and by its secure
-  sum (SecureSumFactory); and what an additive sum makes of each method's
-  payloads (CoLR exact; SVD factors and top-k pairs wrong).
-Each configuration runs for every seed of --seeds (seed 0's cell is NAME,
-another seed's NAME_sS; each seed draws the model, the cohorts, the negatives
-and the bases), and the tables show mean ± std. Each cell is a launch.train
-run under --runs_dir (resumable); finished cells are recorded in
---results_dir/cells and not run again. Writes table.md, payload_hr.png and
-compression_hr.png to --results_dir.
+The study chose each configuration's client rate and ran its seeds; this adds
+what is the paper's own: HR@10 against the payload a client uploads (FedMF at
+d = 1..64 against CoLR at d = 64, r = 1..32), CoLR against SVD and top-k
+compression at the same budgets, time per round (communication estimated from
+the bytes at the bandwidth the paper's Table 2 implies, computation measured),
+SCoLR's global ranks, and the secure sum beside the plain one with what an
+additive sum makes of each method's payloads (CoLR exact; SVD factors and top-k
+pairs wrong). Values from the data (popularity, the additive sums) are derived
+once into the records (experiments.run_records.derived), so the table rebuilds
+without the data.
 """
 
 import collections
-import dataclasses
 import functools
 import pathlib
-
-from absl import flags
 
 import numpy as np
 import pandas as pd
 import tensorflow as tf
 
 from experiments import files
-from experiments import run_records
-from launch import cell_records
-from launch import common
 from experiments import plots
+from experiments import run_records
 from experiments import seed_stats
-from launch import seeded_table
+from experiments import study as study_lib
 from tasks import loo_ranking
 from tff_rec.aggregators import factor_sum
 from tff_rec.aggregators import inner
@@ -54,28 +33,20 @@ from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import item_updates
 from tff_rec.data import implicit
 
-flags.DEFINE_string('runs_dir', 'runs/colr', 'Where the individual runs go.')
-flags.DEFINE_string('results_dir', 'results/colr_movielens', 'Where the results go.')
-flags.DEFINE_integer('rounds', 1000, 'Federated rounds.', lower_bound=1)
-flags.DEFINE_integer('eval_every', 100, 'Evaluation period.', lower_bound=1)
-flags.DEFINE_float('secure_bound', 10.0, "The secure sum's clipping bound on each value.",
-                   lower_bound=0)
-flags.DEFINE_list('seeds', ['0', '1', '2'], 'Seeds of every configuration.')
-flags.DEFINE_list('only', None, 'Run only these cells (names or patterns, e.g. '
-                  'fedmf_d64,colr_r*), then tabulate what exists (--only=none: tabulate only).')
-FLAGS = flags.FLAGS
-
 FULL_DIM = 64
 DIMS = (1, 2, 4, 8, 16, 32, 64)
 RANKS = (1, 2, 4, 8, 16, 32)
 GLOBAL_RANKS = (2, 4, 8, 16, 32, 64)
 COMPRESSIONS = {'colr': 'CoLR', 'svd': 'SVD', 'topk': 'top-k'}
 SECURE_RANK = 4
+SECURE = {'plain sum': 'colr_recon_plain', 'secure sum': 'colr_recon_secure'}
 SECURE_CLIPPED = tuple(f'train/aggregator/{c}' for c in inner.CLIPPED_COUNTS)
 # The paper's Table 2: FedMF-64 on ML-1M moves 0.95 MB up and 0.95 MB down a
 # client a round and is charged 80.43 min of communication over 1000 rounds,
 # 2.7 s per MB moved: about 0.37 MB/s.
 SECONDS_PER_MB = 80.43 * 60 / 1000 / (2 * 3706 * 64 * 4 / 2**20)
+PAPER_RATE = 0.5  # the paper's client SGD rate
+RATE = 'client_learning_rate'
 HR, NDCG = 'test/hr_at_10', 'test/ndcg_at_10'
 PAPER = ('ML-1M (d = 64): CoLR keeps about 94% of FedMF-64\'s HR at 1/16 of the payload '
          '(r = 4) and beats FedMF at every equal payload; SVD is competitive on ML-1M, top-k '
@@ -83,116 +54,48 @@ PAPER = ('ML-1M (d = 64): CoLR keeps about 94% of FedMF-64\'s HR at 1/16 of the 
          '62.1 / 61.0 / 59.9 / 57.8 at R = 64 / 32 / 16 / 8 / 4 / 2).')
 
 
-def _records() -> str:
-  return str(pathlib.Path(FLAGS.results_dir) / 'cells')
-
-
-def _wanted(name: str) -> bool:
-  return cell_records.wanted(name, FLAGS.only)
-
-
-def _seeds() -> list[int]:
-  return [int(s) for s in FLAGS.seeds]
-
-
-def _seeded(name: str, seed: int) -> str:
-  return name if seed == 0 else f'{name}_s{seed}'
-
-
-def _run(cell: str, algorithm: str, *args: str, seed: int):
-  """One cell's run (if wanted and not recorded yet): cell_records.run_cell's result."""
-  return cell_records.run_cell(
-      FLAGS.runs_dir, cell, 'launch.train', f'--algorithm={algorithm}',
-      f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.eval_every}',
-      f'--checkpoint_every={FLAGS.eval_every}', *args, f'--seed={seed}',
-      wanted=_wanted(cell), records_dir=_records())
-
-
-def _cell(name: str, algorithm: str, *args: str) -> list[str]:
-  """Runs a configuration for every seed (what is not recorded yet); its cells."""
-  cells = [_seeded(name, seed) for seed in _seeds()]
-  for seed, cell in zip(_seeds(), cells):
-    _run(cell, algorithm, *args, seed=seed)
-  return cells
-
-
-# The paper's client SGD rate (a configuration's cell at it is NAME, at another
-# rate NAME_lrRATE), and the rates every configuration tries on seed 0, scored by
-# validation HR@10 (each user's second-to-last item) at the last round, extended
-# past a winning edge (experiments.rate_sweep).
-CLIENT_RATE = 0.5
-SWEEP_RATES = (0.5, 1.0)
-SWEEP_METRIC = 'validation/hr_at_10'
-MAX_EXTENSIONS = 2
-SECURE_ARGS = (f'--rank={SECURE_RANK}', '--user_state=reconstructed', '--runtime=inprocess')
-
-
-def _configurations() -> dict[str, tuple[str, ...]]:
-  """Every configuration whose rate is swept: name -> (algorithm, *arguments)."""
-  configurations = {f'fedmf_d{d}': ('fedmf', f'--embedding_dim={d}') for d in RANKS}
-  configurations['fedmf_d64'] = ('fedmf',)
-  for algorithm in COMPRESSIONS:
-    configurations.update({f'{algorithm}_r{r}': (algorithm, f'--rank={r}') for r in RANKS})
-  configurations.update({f'scolr_R{big}': ('scolr', f'--rank={big}') for big in GLOBAL_RANKS})
-  configurations['colr_recon_plain'] = ('colr', *SECURE_ARGS)
-  return configurations
-
-
-def _at(name: str, rate: float) -> str:
-  """The cell of configuration `name` at client rate `rate` (CLIENT_RATE's is `name`)."""
-  return name if rate == CLIENT_RATE else f'{name}_lr{rate:g}'
-
-
-def _rate_args(rate: float) -> tuple[str, ...]:
-  return (f'--client_learning_rate={rate:g}',) if rate != CLIENT_RATE else ()
-
-
-def _sweep(name: str, algorithm: str, *args: str) -> seeded_table.Swept:
-  """The client rate sweep of configuration `name`, seed 0 (the cell of seed 0
-  of the configuration at that rate)."""
-  return seeded_table.sweep_rates(
-      SWEEP_RATES, lambda rate: _run(_at(name, rate), algorithm, *args, *_rate_args(rate),
-                                     seed=0),
-      SWEEP_METRIC, max_extensions=MAX_EXTENSIONS)
-
-
-def _sweep_table(sweeps: dict[str, seeded_table.Swept], floor: float) -> list[str]:
+def _sweep_table(plan: study_lib.Plan, names, floor: float) -> list[str]:
   """Validation HR@10 of every configuration at each rate it tried (the chosen in bold)."""
-  rates = sorted({r for swept in sweeps.values() for r in swept.scores})
+  tried = {name: {dict(k)[RATE]: s for k, s in plan.methods[name].tried.items()}
+           for name in names}
+  rates = sorted({r for scores in tried.values() for r in scores})
 
-  def shown(swept, rate):
-    if rate not in swept.scores:
+  def shown(name, rate):
+    if rate not in tried[name]:
       return ''
-    value = swept.scores[rate]
+    value = tried[name][rate]
     text = 'not run' if value is None else 'diverged' if np.isnan(value) else f'{value:.3f}'
-    return f'**{text}**' if rate == swept.chosen else text
+    return f'**{text}**' if rate == _rate(plan, name) else text
 
-  def chosen(swept):
-    if swept.chosen is None:
+  def chosen(name):
+    rate, scores = _rate(plan, name), tried[name]
+    if rate is None:
       return 'not yet'
-    inside = min(swept.scores) < swept.chosen < max(swept.scores)
-    return f'{swept.chosen:g}' + ('' if inside else ' (edge: extensions ran out)')
+    inside = min(scores) < rate < max(scores)
+    return f'{rate:g}' + ('' if inside else ' (edge: extensions ran out)')
 
   return ['| configuration | ' + ' | '.join(f'{r:g}' for r in rates) + ' | chosen |',
           '|---|' + '---|' * (len(rates) + 1),
           f'| popularity | {floor:.3f}' + ' |' * len(rates) + ' |',
-          *(f'| {name} | ' + ' | '.join(shown(swept, r) for r in rates)
-            + f' | {chosen(swept)} |' for name, swept in sweeps.items())]
+          *(f'| {name} | ' + ' | '.join(shown(name, r) for r in rates)
+            + f' | {chosen(name)} |' for name in names)]
 
 
-def _metrics(name: str) -> pd.DataFrame | None:
-  path = run_records.cell_file(FLAGS.runs_dir, name, 'metrics.csv', _records())
+def _rate(plan: study_lib.Plan, name: str) -> float | None:
+  chosen = plan.methods[name].chosen
+  return None if chosen is None else chosen[RATE]
+
+
+def _metrics(records: study_lib.Records, cell: str) -> pd.DataFrame | None:
+  path = records.path(cell) / 'metrics.csv'
   return pd.read_csv(path) if path.exists() else None
 
 
-def _result(cells: list[str]) -> dict | None:
+def _result(records: study_lib.Records, cells: list[str]) -> dict | None:
   """Over a configuration's finished seeds: HR and NDCG (lists), KB up / down per
   client per round and seconds per round (means)."""
-  runs = []
-  for cell in cells:
-    summary = run_records.cell_file(FLAGS.runs_dir, cell, 'summary.json', _records())
-    if summary.exists():
-      runs.append((files.read_summary(summary), _metrics(cell)))
+  runs = [(files.read_summary(records.path(c) / 'summary.json'), _metrics(records, c))
+          for c in cells if records.finished(c)]
   if not runs:
     return None
   return dict(
@@ -271,7 +174,7 @@ def _relative_error(value: float) -> str:
   return f'< {ROUNDING:.0e} (float64 rounding)' if value < ROUNDING else f'{value:.2e}'
 
 
-def plot(path: pathlib.Path, series: dict[str, dict[int, dict]], title: str) -> None:
+def _plot(path: pathlib.Path, series: dict[str, dict[int, dict]], title: str) -> None:
   fig, ax = plots.figure()
   for label, results in series.items():
     points = sorted((r['kb_up'], np.mean(r['hr'])) for r in results.values() if r)
@@ -282,45 +185,36 @@ def plot(path: pathlib.Path, series: dict[str, dict[int, dict]], title: str) -> 
              ylabel='test HR@10', title=title)
 
 
-def main(argv):
-  del argv
-  FLAGS.task = 'loo_ranking'
-  config = common.task_config()
-  # What the table shows of the data is derived once into the records
-  # (cells/derived.json), so that it rebuilds without the data: the task is
-  # built only for a value not derived yet.
-  task = functools.cache(lambda: loo_ranking.Task(config))
-  derived = functools.partial(run_records.derived, _records())
-  describe = derived('describe', lambda: task().describe())
-  num_items = derived('num_items', lambda: task().data.num_items)
-  scores = [derived(f'popularity_test_s{seed}', lambda seed=seed: loo_ranking.Task(
-      dataclasses.replace(config, seed=seed)).popularity('test'))
-            for seed in _seeds()]  # each seed draws the negatives
+def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:
+  """table.md, payload_hr.png and compression_hr.png into `folder`, from its records
+  (`task(seed)`: the study's task, built only for a value not derived yet)."""
+  records = study_lib.Records(folder, study)
+  derived = functools.partial(run_records.derived, records.folder / study_lib.RECORDS)
+  first = study.seeds[0]
+  config = study.spec(next(iter(study.methods)), {}, first).task_config
+  describe = derived('describe', lambda: task(first).describe())
+  num_items = derived('num_items', lambda: task(first).data.num_items)
+  scores = [derived(f'popularity_test_s{seed}', lambda seed=seed: task(seed).popularity('test'))
+            for seed in study.seeds]  # each seed draws the negatives
   popularity = dict(hr=[s['hr_at_10'] for s in scores], ndcg=[s['ndcg_at_10'] for s in scores])
-  configurations = _configurations()
-  sweeps = {name: _sweep(name, *args) for name, args in configurations.items()}
-  validation_floor = derived('popularity_validation_s0',
-                             lambda: task().popularity('validation'))['hr_at_10']
-  rates = {name: swept.chosen for name, swept in sweeps.items()}
-  # The secure sum at the plain sum's rate, so that only the sum differs.
-  rates['colr_recon_secure'] = rates['colr_recon_plain']
-  configurations['colr_recon_secure'] = (*configurations['colr_recon_plain'],
-                                         f'--secure_sum_bound={FLAGS.secure_bound}')
-  cells = {name: _cell(_at(name, rate), *configurations[name], *_rate_args(rate))
+  validation_floor = derived(f'popularity_validation_s{first}',
+                             lambda: task(first).popularity('validation'))['hr_at_10']
+  rates = {name: _rate(plan, name) for name in study.methods}
+  cells = {name: [study_lib.cell_name(name, plan.methods[name].chosen, s) for s in study.seeds]
            for name, rate in rates.items() if rate is not None}
-  secure = {'plain sum': 'colr_recon_plain',
-            f'secure sum (bound {FLAGS.secure_bound:g})': 'colr_recon_secure'}
-  results = {name: _result(cells[name]) if name in cells else None for name in rates}
+  results = {name: _result(records, cells[name]) if name in cells else None for name in rates}
   base = results['fedmf_d64']
-  out = pathlib.Path(FLAGS.results_dir)
-  out.mkdir(parents=True, exist_ok=True)
-  plot(out / 'payload_hr.png',
-       {'FedMF (d = 1..64)': {d: results[f'fedmf_d{d}'] for d in DIMS},
-        'CoLR (d = 64, r = 1..32)': {r: results[f'colr_r{r}'] for r in RANKS}},
-       f'{num_items} items: HR@10 against payload (Figure 3)')
-  plot(out / 'compression_hr.png',
-       {label: {r: results[f'{a}_r{r}'] for r in RANKS} for a, label in COMPRESSIONS.items()},
-       'CoLR against compressing the full update (Figure 4)')
+  grid = next(iter(study.methods.values())).grid[RATE]
+  swept = [name for name, method in study.methods.items() if method.choice_of is None]
+  bound = study.methods[SECURE['secure sum']].options['secure_sum_bound']
+  secure = {'plain sum': SECURE['plain sum'], f'secure sum (bound {bound:g})': SECURE['secure sum']}
+  _plot(folder / 'payload_hr.png',
+        {'FedMF (d = 1..64)': {d: results[f'fedmf_d{d}'] for d in DIMS},
+         'CoLR (d = 64, r = 1..32)': {r: results[f'colr_r{r}'] for r in RANKS}},
+        f'{num_items} items: HR@10 against payload (Figure 3)')
+  _plot(folder / 'compression_hr.png',
+        {label: {r: results[f'{a}_r{r}'] for r in RANKS} for a, label in COMPRESSIONS.items()},
+        'CoLR against compressing the full update (Figure 4)')
 
   def kb(result):
     return f'{result["kb_up"]:.1f}' if result else '-'
@@ -366,7 +260,7 @@ def main(argv):
   secure_rows = ['| CoLR r = 4, reconstructed users, in-process | SGD | HR / NDCG | vs popularity | '
                  'values clipped (upper / lower, all rounds and seeds) |', '|---|---|---|---|---|']
   for label, name in secure.items():
-    frames = [f for f in map(_metrics, cells.get(name, [])) if f is not None]
+    frames = [f for f in (_metrics(records, c) for c in cells.get(name, [])) if f is not None]
     counts = [c for c in SECURE_CLIPPED  # the plain sum clips nothing
               if frames and run_records.recorded(frames[0], c, None) is not None]
     clipped = ' / '.join(f'{sum(run_records.recorded(f, c).sum() for f in frames):.0f}'
@@ -374,20 +268,20 @@ def main(argv):
     secure_rows.append(f'| {label} | {sgd(name)} | {_fmt(results[name])} | '
                        f'{vs_popularity(results[name])} | {clipped} |')
   tf.get_logger().setLevel('ERROR')  # each client's training traces its own loss once
-  errors = derived(f'additive_sum_errors_s{config.seed}', lambda: additive_sum_errors(task()))
+  errors = derived(f'additive_sum_errors_s{config.seed}', lambda: additive_sum_errors(task(first)))
   additive = ['| payloads summed elementwise (as secure aggregation does) | relative error |',
               '|---|---|'] + [f'| {k} | {_relative_error(v)} |' for k, v in errors.items()]
   text = f"""# CoLR on MovieLens-100K: Figures 3-4, Tables 2 and 4 of Nguyen et al.
 
-{describe}. Test HR@10 / NDCG@10 after {FLAGS.rounds} rounds of
+{describe}. Test HR@10 / NDCG@10 after {study.rounds} rounds of
 {loo_ranking.Task.TRAIN_DEFAULTS['clients_per_round']} clients (the held-out
 item ranked among 99 unseen items; ties count against it); (%) = share of
 FedMF-64's HR. Client SGD (each embedding row moves by the mean gradient of its
 batch occurrences, as the official code) at each configuration's rate chosen on
-validation (below; the paper's is {CLIENT_RATE:g}), {config.local_epochs} local epochs, batch
+validation (below; the paper's is {PAPER_RATE:g}), {config.local_epochs} local epochs, batch
 {config.batch_size}, {config.num_negatives} negatives per positive, decay {config.l2}; the
 server adds the cohort's mean update. User vectors stored on their clients. Mean ± std over
-seeds {_seeds()}; a difference inside the seeds' spread is noise. "vs popularity": a
+seeds {list(study.seeds)}; a difference inside the seeds' spread is noise. "vs popularity": a
 row's HR@10 against popularity's over the same seeds (each draws the evaluation
 negatives, so popularity has a spread too), the difference where beyond noise.
 
@@ -399,12 +293,12 @@ negatives, so popularity has a spread too), the difference where beyond noise.
 ## Client learning rates: validation, seed 0
 
 Each configuration's `launch.train` run at seed 0 for each rate tried; validation HR@10
-(each user's second-to-last item; the test item untouched) after round {FLAGS.rounds}. The
-rates {", ".join(f"{r:g}" for r in SWEEP_RATES)}, extended past a winning edge (at most
-{MAX_EXTENSIONS} more); the chosen one (bold) runs over the seeds. The secure sum runs at the
+(each user's second-to-last item; the test item untouched) after round {study.rounds}. The
+rates {", ".join(f"{r:g}" for r in grid)}, extended past a winning edge (at most
+{study.selection.extend} more); the chosen one (bold) runs over the seeds. The secure sum runs at the
 plain sum's rate.
 
-{chr(10).join(_sweep_table(sweeps, validation_floor))}
+{chr(10).join(_sweep_table(plan, swept, validation_floor))}
 
 ## Figure 3: FedMF at smaller d against CoLR at d = 64, same payload
 
@@ -450,9 +344,4 @@ initial model, rank {SECURE_RANK}):
 
 Paper: {PAPER}
 """
-  files.write_text(out / 'table.md', text)
-  print(text)
-
-
-if __name__ == '__main__':
-  common.run(cell_records.checking_only(main))
+  files.write_text(folder / 'table.md', text)
