@@ -1,6 +1,7 @@
-"""Runs of launch.train side by side: a pool of worker processes, each running one
-run at a time in-process (launch.train_worker), so a study's cells pay for
-importing TensorFlow and TFF once per worker, not once per cell."""
+"""Launchers' runs side by side: a pool of worker processes, each running one run
+at a time in-process (launch.train_worker), so a study's cells pay for importing
+TensorFlow and TFF once per worker, not once per cell. A worker takes one
+launcher's runs (launch.train's, or launch.centralized's)."""
 
 import json
 import os
@@ -15,7 +16,8 @@ RUNS_PER_WORKER = 20  # then a fresh process: nothing a long-lived one gathers g
 
 
 class Pool:
-  """`size` workers; submit(name, flags, log) a run to a free one, wait() for any."""
+  """`size` workers; submit(name, flags, log, launcher) a run to a free one, wait() for
+  any."""
 
   def __init__(self, size: int, imports: Sequence[str] = (), cwd: str | None = None):
     if size < 1:
@@ -23,7 +25,8 @@ class Pool:
     self.size = size
     self._command = [sys.executable, '-m', WORKER, *(f'--import={m}' for m in imports)]
     self._cwd = cwd
-    self._idle: list[subprocess.Popen] = []
+    self._idle: dict[str, list[subprocess.Popen]] = {}  # launcher -> its idle workers
+    self._launcher: dict[subprocess.Popen, str] = {}
     self._busy: dict[subprocess.Popen, str] = {}  # worker -> the run's name
     self._runs: dict[subprocess.Popen, int] = {}  # worker -> runs it took
     self._selector = selectors.DefaultSelector()
@@ -37,21 +40,27 @@ class Pool:
   def running(self) -> list[str]:
     return list(self._busy.values())
 
-  def _worker(self) -> subprocess.Popen:
-    while self._idle:
-      worker = self._idle.pop()
+  def _worker(self, launcher: str) -> subprocess.Popen:
+    idle = self._idle.setdefault(launcher, [])
+    while idle:
+      worker = idle.pop()
       if worker.poll() is None:
         return worker
-    worker = subprocess.Popen(self._command, cwd=self._cwd, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True,
+    others = [w for ws in self._idle.values() for w in ws]
+    if others and len(others) + len(self._busy) >= self.size:  # no more processes than `size`
+      _stop(others[0])
+      self._idle[self._launcher.pop(others[0])].remove(others[0])
+    worker = subprocess.Popen([*self._command, f'--launcher={launcher}'], cwd=self._cwd,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env={**os.environ, 'PYTHONUNBUFFERED': '1'})
-    self._runs[worker] = 0
+    self._runs[worker], self._launcher[worker] = 0, launcher
     return worker
 
-  def submit(self, name: str, flags: Sequence[str], log: pathlib.Path) -> None:
+  def submit(self, name: str, flags: Sequence[str], log: pathlib.Path,
+             launcher: str = 'launch.train') -> None:
     if not self.free:
       raise RuntimeError('no free worker: wait() for one first')
-    worker = self._worker()
+    worker = self._worker(launcher)
     log.parent.mkdir(parents=True, exist_ok=True)
     worker.stdin.write(json.dumps({'flags': list(flags), 'log': str(log)}) + '\n')
     worker.stdin.flush()
@@ -70,21 +79,23 @@ class Pool:
     name = self._busy.pop(worker)
     line = worker.stdout.readline()
     if not line:  # the worker died with the run
+      del self._launcher[worker]
       code = worker.wait()
       return name, code if code else 1
     if self._runs[worker] >= RUNS_PER_WORKER:
       _stop(worker)
+      del self._launcher[worker]
     else:
-      self._idle.append(worker)
+      self._idle[self._launcher[worker]].append(worker)
     answer = json.loads(line)
     self.run_seconds += answer['seconds']
     return name, int(answer['code'])
 
   def close(self) -> None:
     """Stops every worker (a run cut off resumes from its checkpoints)."""
-    for worker in [*self._idle, *self._busy]:
+    for worker in [*(w for ws in self._idle.values() for w in ws), *self._busy]:
       _stop(worker, kill=worker in self._busy)
-    self._idle, self._busy = [], {}
+    self._idle, self._busy, self._launcher = {}, {}, {}
 
   def __enter__(self):
     return self

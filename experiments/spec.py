@@ -21,6 +21,7 @@ import tasks
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
 from tff_rec.training import loop
+from tff_rec.training import optimizers
 
 # Aggregation flags by the aggregator they belong to.
 AGGREGATOR_SETTINGS = {'secure_bound': 'secure', 'dp_noise_multiplier': 'dp', 'dp_clip': 'dp'}
@@ -145,27 +146,93 @@ class RunSpec:
               **self.execution}
     return [_flag(name, value) for name, value in values.items()]
 
+  module = 'launch.train'  # the launcher that runs it
+
   def differences(self, config: Mapping[str, Any]) -> list[str]:
     """What a run's config.json (a record's) holds otherwise than this spec, by
     setting: 'name: recorded -> this'. Execution settings are not compared; an
     option either leaves out reads as its default; a dataset is its folder's name
     (records are read from other checkouts); a setting a record predates reads as
     its default."""
-    mine, theirs = self.to_config(), _canonical(config)
-    predated = {k: v for k, v in RunSpec(self.task, self.algorithm).to_config().items()
-                if k not in theirs}
-    defaults = self.option_defaults()
-    mine, theirs = {**defaults, **mine}, {**defaults, **predated, **theirs}
-    changed = []
-    for key in sorted(set(mine) | set(theirs)):
-      if key in EXECUTION:
-        continue
-      a, b = theirs.get(key), mine.get(key)
-      if key == 'data_dir' and a is not None and b is not None:
-        a, b = pathlib.Path(a).name, pathlib.Path(b).name
-      if not _same(a, b):
-        changed.append(f'{key}: {_shown(a)} -> {_shown(b)}')
-    return changed
+    return _differences(self.to_config(), config, RunSpec(self.task, self.algorithm),
+                        self.option_defaults())
+
+
+@dataclasses.dataclass(frozen=True)
+class CentralSpec:
+  """One launch.centralized run: the task's data pooled, one optimizer on it, an
+  epoch a round (the centralized baseline a study compares against). The task
+  settings of federated training only (e.g. local_steps) do not apply and are
+  left out."""
+  task: str
+  task_settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # CENTRAL_SETTINGS'
+  rounds: int = 5  # epochs
+  eval_every: int = 1
+  module = 'launch.centralized'
+
+  def __post_init__(self):
+    object.__setattr__(self, 'task', tasks.canonical(self.task))
+    federated = {f.name for f in dataclasses.fields(self.task_module.Config)
+                 if f.metadata.get('training') == 'federated'}
+    object.__setattr__(self, 'task_settings', {
+        k: v for k, v in dict(self.task_settings).items() if v is not None and k not in federated})
+    unknown = sorted(set(self.settings) - set(CENTRAL_SETTINGS))
+    if unknown:
+      raise ValueError(f'{unknown[0]} is not a setting of the centralized baseline (its '
+                       f'settings: {", ".join(CENTRAL_SETTINGS)})')
+
+  @property
+  def task_module(self):
+    return tasks.module(self.task)
+
+  @functools.cached_property
+  def task_config(self):
+    return self.task_module.make_config(**dict(self.task_settings))
+
+  @property
+  def optimizer(self) -> optimizers.OptimizerConfig:
+    return optimizers.OptimizerConfig(
+        *(self.settings.get(k, CENTRAL_SETTINGS[k]) for k in ('optimizer', 'learning_rate')))
+
+  def to_config(self) -> dict:
+    """config.json as launch.centralized writes it."""
+    steps = self.settings.get('steps_per_epoch', 0)
+    return json.loads(json.dumps({
+        'task': self.task, **dataclasses.asdict(self.task_config), 'epochs': self.rounds,
+        'optimizer': self.optimizer.settings(), 'eval_every': self.eval_every,
+        **({'steps_per_epoch': steps} if steps else {})}))
+
+  def to_flags(self) -> list[str]:
+    values = {'task': self.task, **self.task_settings, **self.settings,
+              'epochs': self.rounds, 'eval_every': self.eval_every}
+    return [_flag(name, value) for name, value in values.items()]
+
+  def differences(self, config: Mapping[str, Any]) -> list[str]:
+    """As RunSpec.differences."""
+    return _differences(self.to_config(), config, CentralSpec(self.task), {})
+
+
+# The centralized baseline's settings and their defaults (launch.centralized's flags).
+CENTRAL_SETTINGS = {'optimizer': 'adam', 'learning_rate': 0.01, 'steps_per_epoch': 0}
+
+
+def _differences(mine: dict, config: Mapping[str, Any], bare, defaults: dict) -> list[str]:
+  """'name: recorded -> this' for each setting `config` (a record's) holds otherwise
+  than `mine`; `bare`: the spec at every default (for settings a record predates)."""
+  theirs = _canonical(config)
+  predated = {k: v for k, v in bare.to_config().items() if k not in theirs}
+  mine, theirs = {**defaults, **mine}, {**defaults, **predated, **theirs}
+  changed = []
+  for key in sorted(set(mine) | set(theirs)):
+    if key in EXECUTION:
+      continue
+    a, b = theirs.get(key), mine.get(key)
+    if key == 'data_dir' and a is not None and b is not None:
+      a, b = pathlib.Path(a).name, pathlib.Path(b).name
+    if not _same(a, b):
+      changed.append(f'{key}: {_shown(a)} -> {_shown(b)}')
+  return changed
 
 
 def _canonical(config: Mapping[str, Any]) -> dict:

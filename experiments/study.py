@@ -29,20 +29,27 @@ RUNS, RECORDS = 'runs', 'cells'  # a study folder's run folders and cell records
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
+  name: str
   method: str
   point: Mapping[str, Any]
   seed: int
-  spec: spec_lib.RunSpec
-
-  @property
-  def name(self) -> str:
-    return cell_name(self.method, self.point, self.seed)
+  spec: spec_lib.RunSpec | spec_lib.CentralSpec
 
 
 def cell_name(method: str, point: Mapping[str, Any], seed: int) -> str:
   """method-setting=value-...-sSEED: one folder name per cell."""
   return '-'.join([method, *(f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}'
                              for k, v in point.items()), f's{seed}'])
+
+
+def grid_cell_name(method: study_file.Method, point: Mapping[str, Any]) -> str:
+  """The grid's run of `point` (seed: the method's first): the seed's cell, or, where
+  the selection runs shorter grid runs, SWEEP + that name."""
+  name = cell_name(method.name, point, method.seeds[0])
+  return SWEEP + name if method.selection.rounds else name
+
+
+SWEEP = 'sweep-'
 
 
 @dataclasses.dataclass
@@ -74,8 +81,8 @@ class Records:
   def finished(self, cell: str) -> bool:
     return (self.path(cell) / 'summary.json').exists()
 
-  def last_means(self, cell: str, metrics) -> dict:
-    """{'summary': its summary, 'diverged': bool, metric: mean of its last k evaluations
+  def last_means(self, cell: str, metrics, last: int) -> dict:
+    """{'summary': its summary, 'diverged': bool, metric: mean of its `last` evaluations
     (NaN when the run diverged, or never evaluated the metric)}."""
     summary = files.read_summary(self.path(cell) / 'summary.json')
     diverged = run_records.diverged(summary)
@@ -83,14 +90,14 @@ class Records:
     for metric in metrics:
       curve = run_records.read_curve('', cell, metric, str(self.folder / RECORDS))
       values[metric] = (math.nan if diverged or curve is None or curve.empty
-                        else float(curve[metric].tail(self.study.selection.last).mean()))
+                        else float(curve[metric].tail(last).mean()))
     return values
 
-  def score(self, cell: str) -> float | None:
+  def score(self, cell: str, selection: study_file.Selection) -> float | None:
     """The selection score of a finished cell (None: not finished)."""
     if not self.finished(cell):
       return None
-    return self.last_means(cell, (self.study.selection.metric,))[self.study.selection.metric]
+    return self.last_means(cell, (selection.metric,), selection.last)[selection.metric]
 
 
 def _key(point: Mapping[str, Any]) -> tuple:
@@ -102,12 +109,12 @@ def _extendable(values) -> bool:
   return len(values) > 1 and all(isinstance(v, float) and v > 0 for v in values)
 
 
-def _choose(study: study_file.Study, method: study_file.Method, records: Records) -> MethodPlan:
+def _choose(method: study_file.Method, records: Records) -> MethodPlan:
   """The method's grid (and extensions) so far, and its choice once decided."""
-  sign = -1 if study.selection.goal == 'max' else 1
+  selection = method.selection
+  sign = -1 if selection.goal == 'max' else 1
   points = {_key(p): dict(p) for p in method.points()}
-  tried = {k: records.score(cell_name(method.name, p, study.seeds[0]))
-           for k, p in points.items()}
+  tried = {k: records.score(grid_cell_name(method, p), selection) for k, p in points.items()}
   axes = [a for a, values in method.grid.items() if _extendable(values)]
   while True:
     waiting = [points[k] for k, s in tried.items() if s is None]
@@ -117,11 +124,11 @@ def _choose(study: study_file.Study, method: study_file.Method, records: Records
     if not finite:  # every point diverged: the first of the grid, shown as diverged
       return MethodPlan(tried, points[next(iter(tried))], [])
     best = min(finite, key=lambda k: sign * finite[k])
-    extension = _past_an_edge(points[best], points, axes, method, study.selection.extend)
+    extension = _past_an_edge(points[best], points, axes, method, selection.extend)
     if extension is None:
       return MethodPlan(tried, points[best], [])
     points[_key(extension)] = extension
-    tried[_key(extension)] = records.score(cell_name(method.name, extension, study.seeds[0]))
+    tried[_key(extension)] = records.score(grid_cell_name(method, extension), selection)
 
 
 def _past_an_edge(best: dict, points: dict, axes, method, limit: int) -> dict | None:
@@ -141,13 +148,16 @@ def plan(study: study_file.Study, records: Records) -> Plan:
   """Every method's state, and the cells that can run now."""
   methods, ready = {}, []
   for name, method in sorted(study.methods.items(), key=lambda item: bool(item[1].choice_of)):
-    state = (_choose(study, method, records) if method.choice_of is None
+    state = (_choose(method, records) if method.choice_of is None
              else MethodPlan({}, methods[method.choice_of].chosen, []))
     methods[name] = state
-    wanted = ([(p, study.seeds[0]) for p in state.waiting] if state.chosen is None
-              else [(state.chosen, s) for s in study.seeds])
-    ready += [Cell(name, p, s, study.spec(name, p, s)) for p, s in wanted
-              if not records.finished(cell_name(name, p, s))]
+    if state.chosen is None:
+      wanted = [Cell(grid_cell_name(method, p), name, p, method.seeds[0],
+                     study.spec(name, p, method.seeds[0], grid=True)) for p in state.waiting]
+    else:
+      wanted = [Cell(cell_name(name, state.chosen, s), name, state.chosen, s,
+                     study.spec(name, state.chosen, s)) for s in method.seeds]
+    ready += [cell for cell in wanted if not records.finished(cell.name)]
   return Plan({name: methods[name] for name in study.methods}, ready)
 
 
@@ -232,7 +242,7 @@ def run(study: study_file.Study, folder: pathlib.Path, pool, *,
         continue
       out = folder / RUNS / cell.name
       pool.submit(cell.name, [*cell.spec.to_flags(), f'--output_dir={out}'],
-                  folder / RUNS / f'{cell.name}.log')
+                  folder / RUNS / f'{cell.name}.log', cell.spec.module)
       running[cell.name] = cell
     if not running:
       return current
@@ -246,7 +256,8 @@ def run(study: study_file.Study, folder: pathlib.Path, pool, *,
         raise StudyFolderError(f'{out} holds a run of other settings ({"; ".join(mismatch)})')
       run_records.record(out, records.path(name))
       if on_cell:
-        on_cell(cell, records.score(name), plan(study, records))
+        on_cell(cell, records.score(name, study.methods[cell.method].selection),
+                plan(study, records))
       continue
     failures[name] = failures.get(name, 0) + 1
     if failures[name] > 1:

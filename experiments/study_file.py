@@ -32,6 +32,13 @@ with its line).
   algorithm = "fedavg"
   aggregator = "secure"
   choice_of = "fedavg"
+
+  [methods.central]            # launch.centralized: the data pooled, a round an epoch
+  algorithm = "central"
+  settings = { optimizer = "sgd" }
+  grid = { learning_rate = [0.3, 1.0, 3.0] }
+  rounds = 200                 # a method's own schedule, seeds and selection
+  selection = { metric = "eval/train_loss", goal = "min", last = 1, rounds = 40 }
 """
 
 import dataclasses
@@ -49,10 +56,14 @@ from tff_rec.algorithms import registry
 
 TOP = ('task', 'imports', 'rounds', 'eval_every', 'seeds', 'baseline', 'floors', 'floor_item',
        'selection', 'report', 'methods')
-METHOD = ('algorithm', 'options', 'settings', 'task', 'aggregator', 'stack', 'grid', 'choice_of')
+METHOD = ('algorithm', 'options', 'settings', 'task', 'aggregator', 'stack', 'grid', 'choice_of',
+          'rounds', 'eval_every', 'seeds', 'selection')
 REPORT = ('metrics', 'renderer')
 GOALS = ('max', 'min')
 SETTINGS = tuple(f.name for f in dataclasses.fields(registry.Settings))
+# The centralized baseline (launch.centralized) as a method: `algorithm = "central"`,
+# its settings spec.CENTRAL_SETTINGS', a round one epoch.
+CENTRAL = 'central'
 
 
 class StudyError(ValueError):
@@ -71,7 +82,12 @@ class Method:
   grid: Mapping[str, tuple]  # setting -> values; the grid is their product
   # Another method whose chosen settings this one runs at, with no grid of its own
   # (e.g. a secure sum at the plain sum's rate, so that only the sum differs).
-  choice_of: str | None = None
+  choice_of: str | None
+  # The study's schedule, seeds and selection, or the method's own.
+  rounds: int
+  eval_every: int
+  seeds: tuple[int, ...]
+  selection: 'Selection'
 
   def points(self) -> list[dict]:
     """Every combination of the grid's values, in the file's order."""
@@ -84,6 +100,9 @@ class Selection:
   goal: str = 'max'
   last: int = 3
   extend: int = 2
+  # The grid's runs' own length (each evaluated once, at its end), shorter than the
+  # seeds' runs at the choice; None: the grid's seed runs are the full runs.
+  rounds: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,21 +125,28 @@ class Study:
   # the study's table (a paper's own figure or table over the study's records).
   renderer: str | None = None
 
-  def spec(self, method: str, point: Mapping[str, Any], seed: int) -> spec_lib.RunSpec:
-    """The run of `method` at grid `point` with `seed`."""
+  def spec(self, method: str, point: Mapping[str, Any], seed: int, *, grid: bool = False):
+    """The run of `method` at grid `point` with `seed` (a RunSpec, or a CentralSpec);
+    `grid`: its grid's run, of the selection's rounds where it sets them."""
     m = self.methods[method]
     task_settings = {**self.task_settings, **m.task_settings, 'seed': seed}
     options, settings = dict(m.options), dict(m.settings)
+    own = _setting_names(m.algorithm)
     for name, value in point.items():
-      target = (settings if name in SETTINGS else options if name in _option_names(m.algorithm)
+      target = (settings if name in own else options if name in _option_names(m.algorithm)
                 else task_settings)
       target[name] = value
+    rounds, eval_every = ((m.selection.rounds,) * 2 if grid and m.selection.rounds
+                          else (m.rounds, m.eval_every))
+    if m.algorithm == CENTRAL:
+      return spec_lib.CentralSpec(task=self.task, task_settings=task_settings,
+                                  settings=settings, rounds=rounds, eval_every=eval_every)
     aggregator = dict(m.aggregator)
     return spec_lib.RunSpec(
         task=self.task, algorithm=m.algorithm, task_settings=task_settings, options=options,
         settings=settings, aggregator=aggregator.pop('name', 'mean'),
-        aggregator_settings=aggregator, stack=m.stack, rounds=self.rounds,
-        eval_every=self.eval_every, checkpoint_every=self.eval_every)
+        aggregator_settings=aggregator, stack=m.stack, rounds=rounds,
+        eval_every=eval_every, checkpoint_every=eval_every)
 
 
 def read(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -> dict:
@@ -183,19 +209,10 @@ def load(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -
   _check_task_settings(task, task_table, 'task', fail)
   if 'seed' in task_table:
     fail('task.seed', 'the seeds are the study\'s `seeds`')
-  seeds = raw.get('seeds', [0])
-  if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
-      or not all(isinstance(s, int) and s >= 0 for s in seeds)):
-    fail('seeds', f'a list of one or more distinct seeds >= 0, got {seeds!r}')
-  rounds, eval_every = raw.get('rounds', 100), raw.get('eval_every', 10)
-  for name, value in (('rounds', rounds), ('eval_every', eval_every)):
-    if not isinstance(value, int) or value < 1:
-      fail(name, f'must be an integer >= 1, got {value!r}')
+  schedule = _schedule(raw, '', {'rounds': 100, 'eval_every': 10, 'seeds': [0]}, fail)
+  seeds, rounds, eval_every = schedule['seeds'], schedule['rounds'], schedule['eval_every']
   selection = _selection(_table(raw, 'selection', fail), fail)
-  evaluations = math.ceil(rounds / eval_every)
-  if selection.last > evaluations:
-    fail('selection.last', f'{selection.last} evaluations, but a run of {rounds} rounds '
-         f'evaluated every {eval_every} has {evaluations}')
+  _check_reading(selection, rounds, eval_every, '', fail)
   report_table = _table(raw, 'report', fail)
   unknown = sorted(set(report_table) - set(REPORT))
   if unknown:
@@ -207,7 +224,8 @@ def load(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -
   methods_table = raw.get('methods')
   if not isinstance(methods_table, dict) or not methods_table:
     fail('methods', 'a table of one or more methods ([methods.NAME] with algorithm = ...)')
-  methods = {name: _method(name, table, task, fail) for name, table in methods_table.items()}
+  methods = {name: _method(name, table, task, schedule, selection, fail)
+             for name, table in methods_table.items()}
   for name, method in methods.items():
     other = methods.get(method.choice_of)
     if method.choice_of is not None and (other is None or other.choice_of is not None):
@@ -236,7 +254,7 @@ def load(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -
   for name, method in methods.items():  # every cell resolves, as the trainer would
     for point in methods[method.choice_of or name].points():
       try:
-        study.spec(name, point, seeds[0]).to_config()
+        study.spec(name, point, method.seeds[0]).to_config()
       except ValueError as e:
         shown = ', '.join(f'{k} = {v!r}' for k, v in point.items())
         fail(f'methods.{name}', f'{e}' + (f' (at {shown})' if shown else ''))
@@ -250,31 +268,65 @@ def _table(raw, name, fail) -> dict:
   return value
 
 
-def _selection(table, fail) -> Selection:
-  unknown = sorted(set(table) - {f.name for f in dataclasses.fields(Selection)})
+def _schedule(table, prefix: str, defaults: Mapping[str, Any], fail) -> dict:
+  """rounds, eval_every and seeds of the study (or a method: its own, else the study's)."""
+  values = {name: table.get(name, default) for name, default in defaults.items()}
+  seeds = values['seeds']
+  if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+      or not all(isinstance(s, int) and s >= 0 for s in seeds)):
+    fail(f'{prefix}seeds', f'a list of one or more distinct seeds >= 0, got {seeds!r}')
+  for name in ('rounds', 'eval_every'):
+    if not isinstance(values[name], int) or values[name] < 1:
+      fail(f'{prefix}{name}', f'must be an integer >= 1, got {values[name]!r}')
+  return values
+
+
+def _selection(table, fail, prefix: str = 'selection', base: Selection | None = None
+               ) -> Selection:
+  """The selection rule (a method's: its own fields over the study's `base`)."""
+  fields = [f.name for f in dataclasses.fields(Selection)]
+  unknown = sorted(set(table) - set(fields))
   if unknown:
-    fail(f'selection.{unknown[0]}', 'not a selection field (metric, goal, last, extend)')
-  metric = table.get('metric')
+    fail(f'{prefix}.{unknown[0]}', f'not a selection field ({", ".join(fields)})')
+  metric = table.get('metric', base and base.metric)
   if not isinstance(metric, str) or not metric:
-    fail('selection.metric', 'the validation metric that chooses each method\'s settings, '
+    fail(f'{prefix}.metric', 'the validation metric that chooses each method\'s settings, '
          'e.g. "eval/validation_auc" or "validation/hr_at_10"')
   if 'test' in metric.split('/')[-1].split('_') or metric.split('/')[0] == 'test':
-    fail('selection.metric', f'{metric} is a test metric: choosing on test data would '
+    fail(f'{prefix}.metric', f'{metric} is a test metric: choosing on test data would '
          'report its own choice; choose on a validation part (e.g. a task\'s '
          'validation_fraction or held_out setting) or the training loss')
-  selection = Selection(metric, table.get('goal', 'max'), table.get('last', 3),
-                        table.get('extend', 2))
+  selection = dataclasses.replace(base or Selection(metric), **table)
   if selection.goal not in GOALS:
-    fail('selection.goal', f'max or min, got {selection.goal!r}')
-  for name in ('last', 'extend'):
+    fail(f'{prefix}.goal', f'max or min, got {selection.goal!r}')
+  for name, least in (('last', 1), ('extend', 0), ('rounds', 1)):
     value = getattr(selection, name)
-    if not isinstance(value, int) or value < (1 if name == 'last' else 0):
-      fail(f'selection.{name}', f'must be an integer >= {1 if name == "last" else 0}, '
-           f'got {value!r}')
+    if not (name == 'rounds' and value is None) and (not isinstance(value, int)
+                                                     or value < least):
+      fail(f'{prefix}.{name}', f'must be an integer >= {least}, got {value!r}')
   return selection
 
 
-def _method(name: str, table, task: str, fail) -> Method:
+def _check_reading(selection: Selection, rounds: int, eval_every: int, prefix: str,
+                   fail) -> None:
+  """A curve holds the evaluations the selection reads."""
+  if selection.rounds is not None:
+    if selection.rounds >= rounds:
+      fail(f'{prefix}selection.rounds', f'{selection.rounds}: the grid\'s runs must be '
+           f'shorter than the {rounds} rounds of the runs at the choice (or leave it out: '
+           'the grid\'s runs are then full runs)')
+    if selection.last != 1:
+      fail(f'{prefix}selection.last', 'a grid run of selection.rounds is evaluated once, at '
+           f'its end: last must be 1, got {selection.last}')
+    return
+  evaluations = math.ceil(rounds / eval_every)
+  if selection.last > evaluations:
+    fail(f'{prefix}selection.last', f'{selection.last} evaluations, but a run of {rounds} '
+         f'rounds evaluated every {eval_every} has {evaluations}')
+
+
+def _method(name: str, table, task: str, schedule: Mapping[str, Any], selection: Selection,
+            fail) -> Method:
   field = f'methods.{name}'
   if not isinstance(table, dict):
     fail(field, 'must be a table')
@@ -282,18 +334,25 @@ def _method(name: str, table, task: str, fail) -> Method:
   if unknown:
     fail(f'{field}.{unknown[0]}', f'not a method field ({", ".join(METHOD)})')
   algorithm = table.get('algorithm')
-  if algorithm not in registry.algorithms():
+  if algorithm != CENTRAL and algorithm not in registry.algorithms():
     fail(f'{field}.algorithm', f'unknown algorithm {algorithm!r}; choose one of '
-         f'{", ".join(registry.algorithms())} (or import the module that registers it)')
+         f'{", ".join(registry.algorithms())}, or "{CENTRAL}" (the centralized baseline), or '
+         'import the module that registers it')
+  if algorithm == CENTRAL:
+    for federated in ('options', 'aggregator', 'stack'):
+      if federated in table:
+        fail(f'{field}.{federated}', 'the centralized baseline has no options, aggregator or '
+             f'stack (its settings: {", ".join(spec_lib.CENTRAL_SETTINGS)})')
   options = _table(table, 'options', lambda f, m: fail(f'{field}.{f}', m))
   unknown = sorted(set(options) - _option_names(algorithm))
   if unknown:
     fail(f'{field}.options.{unknown[0]}', f'not an option of {algorithm} (its options: '
          f'{", ".join(sorted(_option_names(algorithm))) or "none"})')
   settings = _table(table, 'settings', lambda f, m: fail(f'{field}.{f}', m))
-  unknown = sorted(set(settings) - set(SETTINGS))
+  unknown = sorted(set(settings) - set(_setting_names(algorithm)))
   if unknown:
-    fail(f'{field}.settings.{unknown[0]}', f'not a training setting ({", ".join(SETTINGS)})')
+    fail(f'{field}.settings.{unknown[0]}', f'not a training setting of {algorithm} '
+         f'({", ".join(_setting_names(algorithm))})')
   task_settings = _table(table, 'task', lambda f, m: fail(f'{field}.{f}', m))
   _check_task_settings(task, task_settings, f'{field}.task', fail)
   aggregator = table.get('aggregator', {'name': 'mean'})
@@ -306,7 +365,8 @@ def _method(name: str, table, task: str, fail) -> Method:
   if not isinstance(stack, list):
     fail(f'{field}.stack', f'a list of methods stacked on it, got {stack!r}')
   grid = _table(table, 'grid', lambda f, m: fail(f'{field}.{f}', m))
-  takes = set(SETTINGS) | _option_names(algorithm) | set(_task_setting_names(task))
+  takes = set(_setting_names(algorithm)) | _option_names(algorithm) | set(
+      _task_setting_names(task))
   for setting, values in grid.items():
     if setting not in takes:
       fail(f'{field}.grid.{setting}', f'{algorithm} on task {task} takes no setting '
@@ -322,8 +382,17 @@ def _method(name: str, table, task: str, fail) -> Method:
     fail(f'{field}.choice_of', f'the name of another method, got {choice_of!r}')
   if choice_of is not None and grid:
     fail(f'{field}.grid', f'a method that runs at {choice_of!r}\'s choice has no grid')
+  own = _schedule(table, f'{field}.', schedule, fail)
+  chooses = _selection(_table(table, 'selection', lambda f, m: fail(f'{field}.{f}', m)), fail,
+                       f'{field}.selection', selection)
+  _check_reading(chooses, own['rounds'], own['eval_every'], f'{field}.', fail)
   return Method(name, algorithm, options, settings, task_settings, aggregator, tuple(stack),
-                {k: tuple(v) for k, v in grid.items()}, choice_of)
+                {k: tuple(v) for k, v in grid.items()}, choice_of, own['rounds'],
+                own['eval_every'], tuple(own['seeds']), chooses)
+
+
+def _setting_names(algorithm: str) -> tuple[str, ...]:
+  return tuple(spec_lib.CENTRAL_SETTINGS) if algorithm == CENTRAL else SETTINGS
 
 
 def _check_renderer(module: str, fail) -> None:
@@ -336,6 +405,8 @@ def _check_renderer(module: str, fail) -> None:
 
 
 def _option_names(algorithm: str) -> set[str]:
+  if algorithm == CENTRAL:
+    return set()
   return {f.name for f in dataclasses.fields(registry.get(algorithm).options)}
 
 

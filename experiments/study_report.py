@@ -34,17 +34,20 @@ def results(study: study_file.Study, records: study_lib.Records, plan: study_lib
   reported metrics; the floors' per seed."""
   methods = {}
   for name, state in plan.methods.items():
+    method = study.methods[name]
     grid = [{'point': dict(k), 'score': s} for k, s in sorted(state.tried.items())]
     seeds = {}
     if state.chosen is not None:
-      for seed in study.seeds:
+      for seed in method.seeds:
         cell = study_lib.cell_name(name, state.chosen, seed)
         if records.finished(cell):
-          means = records.last_means(cell, study.report)
+          means = records.last_means(cell, study.report, method.selection.last)
           seeds[seed] = {'diverged': means['diverged'],
                          **{m: means[m] for m in study.report}}
-    methods[name] = {'algorithm': study.methods[name].algorithm, 'chosen': state.chosen,
-                     'grid': grid, 'seeds': seeds}
+    methods[name] = {'algorithm': method.algorithm, 'chosen': state.chosen,
+                     'grid': grid, 'seeds': seeds,
+                     **({'selection': vars(method.selection)}
+                        if method.selection != study.selection else {})}
   return {'study': study.path, 'task': study.task, 'seeds': list(study.seeds),
           'selection': vars(study.selection), 'report': list(study.report),
           'baseline': study.baseline, 'floors': floors, 'methods': methods}
@@ -75,6 +78,11 @@ def table(numbers: dict, caption: str) -> str:
       f'run\'s mean of its last {selection["last"]} evaluations: mean ± std (sample) over '
       'the seeds. "vs" columns give the difference of the means where it is beyond the two '
       'stds added, else "within noise".', '']
+  own = {n: m['selection'] for n, m in methods.items() if 'selection' in m}
+  if own:
+    lines += ['Chosen by their own rule: ' + '; '.join(
+        f'{n} (the mean of the last {r["last"]} evaluations of {r["metric"]}, {r["goal"]})'
+        for n, r in own.items()) + '.', '']
   header = ['method', 'chosen', *map(_short, report),
             *(f'vs {v}' for v in versus), f'per seed ({_short(headline)})']
   lines += ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
@@ -123,15 +131,16 @@ def curves(study: study_file.Study, records: study_lib.Records, plan: study_lib.
   metric = study.selection.metric
   fig, ax = plots.figure()
   for name, state in plan.methods.items():
-    if state.chosen is None:
+    method = study.methods[name]
+    if state.chosen is None or method.selection.metric != metric:
       continue
     frames = [run_records.read_curve('', study_lib.cell_name(name, state.chosen, s), metric,
                                      str(records.folder / study_lib.RECORDS))
-              for s in study.seeds]
+              for s in method.seeds]
     frames = [f for f in frames if f is not None and not f.empty]
     if not frames:
       continue
-    rounds = frames[0]['round'].to_numpy()
+    rounds = frames[0]['epoch' if 'epoch' in frames[0] else 'round'].to_numpy()  # central: epochs
     length = min(len(f) for f in frames)
     values = np.stack([f[metric].to_numpy()[:length] for f in frames])
     line, = ax.plot(rounds[:length], values.mean(0), label=name)

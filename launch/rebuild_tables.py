@@ -58,7 +58,8 @@ class Rebuild:
 
 # Each results folder's rebuild: the command its README gives, with --only=none.
 REBUILDS = (
-    Rebuild('fedsubavg_movielens', 'launch.reproduce_fedsubavg'),
+    Rebuild('fedsubavg_movielens', 'launch.study',
+            (f'--spec={PAPERS / "fedsubavg_movielens.toml"}',), places=_STUDY_PLACE),
     Rebuild('fedsubavg_amazon_beauty', 'launch.reproduce_fedsubavg', ('--dataset=beauty',)),
     Rebuild('metaua_movielens', 'launch.reproduce_metaua'),
     Rebuild('metaua_amazon_beauty', 'launch.reproduce_metaua', ('--dataset=beauty',)),

@@ -1,12 +1,9 @@
-r"""Reproduces the shape of FedSubAvg's Table 2: rounds to a target.
+r"""Reproduces the shape of FedSubAvg's Table 2 on Amazon Beauty: rounds to a target.
 
-  python -m launch.reproduce_fedsubavg                     # run what is missing, tabulate
-  python -m launch.reproduce_fedsubavg --settings=din --seeds=0
-  python -m launch.reproduce_fedsubavg --only=none         # the tables from the records
-  python -m launch.reproduce_fedsubavg --dataset=beauty    # DIN on Amazon Beauty's clicks
+  python -m launch.reproduce_fedsubavg --dataset=beauty    # run what is missing, tabulate
+  python -m launch.reproduce_fedsubavg --dataset=beauty --only=none   # from the records
 
-On MovieLens-100K, two settings, as the paper's MovieLens and CTR rows:
-FedSubAvg's LR on the random 80/20 split, and DIN on the chronological split.
+MovieLens-100K's table is a study: experiments/papers/fedsubavg_movielens.toml.
 On Amazon Beauty, DIN on clicks in DIN's own Amazon form
 (tff_rec.data.sequence_clicks: each interaction a click, a sampled unseen item
 a non-click, each user's last pair the test), one file per seed under
@@ -46,17 +43,18 @@ from absl import flags
 import numpy as np
 
 from experiments import files
+from experiments import rate_sweep
 from experiments import run_records
+from experiments import seed_stats
+from experiments.papers import fedsubavg_movielens
 from launch import cell_records
 from launch import clicks
 from launch import common
-from experiments import plots
-from experiments import rate_sweep
-from experiments import seed_stats
 from tasks import ctr
 
-flags.DEFINE_enum('dataset', 'movielens', ['movielens', 'beauty'], 'MovieLens-100K, or '
-                  "Amazon Beauty's interactions as DIN's clicks.")
+flags.DEFINE_enum('dataset', 'beauty', ['beauty'], "Amazon Beauty's interactions as DIN's "
+                  "clicks (MovieLens-100K's table is the study "
+                  'experiments/papers/fedsubavg_movielens.toml).')
 flags.DEFINE_string('sequences', '../shared/data/amazon-beauty/Beauty.txt',
                     'Beauty: the sequence file (`uid item item ...` lines) clicks come from.')
 flags.DEFINE_string('runs_dir', None, "Where the individual runs go (default: the dataset's).")
@@ -89,9 +87,6 @@ BOUNDED = ('--algorithm=fedsubavg', '--max_correction={clients}')
 # Each setting: its task flags, the metric that decides, and the client (or
 # central) learning rates tried.
 SETTINGS = {
-    'lr': dict(task=dict(model='lr', split='random'), metric='eval/train_loss',
-               lower_is_better=True, rates=(0.3, 1.0, 3.0, 10.0), central_rates=(1.0, 3.0, 10.0),
-               rounds=200, sweep_rounds=40, converged_rounds=3000),
     'din': dict(task=dict(model='din', split='chronological', validation_fraction=0.1),
                 metric='eval/validation_auc', lower_is_better=False, rates=(0.1, 0.3, 1.0),
                 central_rates=(1.0, 3.0, 10.0),
@@ -99,9 +94,6 @@ SETTINGS = {
 }
 # Each dataset: its settings, and what they change of SETTINGS'.
 DATASETS = {
-    'movielens': dict(title='MovieLens-100K', item='movie', runs_dir='runs/fedsubavg',
-                      results_dir='results/fedsubavg_movielens', eval_every=2,
-                      settings={'lr': {}, 'din': {}}),
     # The paper's Amazon DIN runs 200 rounds; Beauty's clients hold few examples, so
     # the sweep runs longer than MovieLens' to separate the rates. An evaluation
     # scores 352k examples: every 10 rounds keeps a run near 6 minutes.
@@ -115,9 +107,7 @@ DATASETS = {
                                          # to 1: a tie, so the grid goes on to 3
                                          rates=(0.1, 0.3, 1.0, 3.0))}),
 }
-PAPER = {'lr': 'MovieLens-1M LR: CentralSGD 180, FedAvg 170, FedProx 170, Scaffold 180, '
-               'FedAdam 170, FedSubAvg 100 rounds to the train loss target 0.325',
-         'din': 'Amazon DIN: CentralSGD 20, FedAvg 200+, FedProx 200+, Scaffold 200+, '
+PAPER = {'din': 'Amazon DIN: CentralSGD 20, FedAvg 200+, FedProx 200+, Scaffold 200+, '
                 'FedAdam 16, FedSubAvg 53 rounds to test AUC 0.6'}
 LOCAL_STEPS = 10
 BATCH_SIZE = 16
@@ -221,18 +211,6 @@ def _diverged(names: list[str | None]) -> bool:
              for name in names)
 
 
-def _final_cell(names: list[str], metric: str) -> str:
-  """The metric at the end over the seeds that ran; how many of them diverged."""
-  values = [v for name in names if (v := _final_value(name, metric)) is not None]
-  finite = [v for v in values if np.isfinite(v)]
-  diverged = len(values) - len(finite)
-  if finite and diverged:
-    return f'{seed_stats.spread(finite, digits=4)} ({diverged} of {len(values)} seeds diverged)'
-  if diverged:
-    return f'diverged ({diverged} of {diverged} seeds)'
-  return seed_stats.spread(finite, digits=4)
-
-
 def _rounds(setting: str, kind: str) -> int:
   """--rounds / --sweep_rounds / --converged_rounds, or the setting's own."""
   return FLAGS[kind].value or _spec(setting)[kind]
@@ -311,36 +289,15 @@ def _against_floor(names: list[str], floor: list[float]) -> str:
   return seed_stats.against_floor([v for v, _ in pairs], [f for _, f in pairs])
 
 
-def _rounds_cell(rounds: list[float], total: int) -> str:
-  """Rounds to target over seeds: mean ± std, or how many seeds never got there."""
-  if not rounds:
-    return cell_records.NOT_RUN
-  missed = sum(r == float('inf') for r in rounds)
-  if missed == len(rounds):
-    return f'{total}+'
-  reached = seed_stats.spread([r for r in rounds if r != float('inf')], digits=0)
-  return reached + (f' ({missed} of {len(rounds)} seeds: {total}+)' if missed else '')
-
-
 def _plot(path: pathlib.Path, setting: str, finals: dict[str, list[str]],
           target: float | None, floors: dict[str, float] | None) -> None:
   """Each column's (label -> cells) mean curve over its seeds: the setting's
   metric with its target, or test AUC with the item floors (name -> value)."""
   metric = 'eval/test_auc' if floors is not None else _spec(setting)['metric']
-  fig, ax = plots.figure()
-  for label, names in finals.items():
-    curves = [_curve(name, metric) for name in names]
-    curves = [c for c in curves if len(c[0])]
-    if curves:
-      length = min(len(c[0]) for c in curves)
-      ax.plot(curves[0][0][:length], np.mean([c[1][:length] for c in curves], axis=0),
-              label=f'{label} ({len(curves)} seeds)')
-  if target is not None:
-    ax.axhline(target, color='gray', linestyle=':', label='target (seed mean)')
-  for (name, floor), style in zip((floors or {}).items(), ('--', '-.')):
-    ax.axhline(floor, color='black', linestyle=style, label=f'{name} (no model)')
-  plots.save(fig, ax, path, xlabel='round', ylabel=metric,
-             title=f'{_dataset()["title"]}, {setting.upper()}: {metric} by round (seed mean)')
+  fedsubavg_movielens.plot_curves(
+      path, f'{_dataset()["title"]}, {setting.upper()}: {metric} by round (seed mean)', metric,
+      {label: [_curve(name, metric) for name in names] for label, names in finals.items()},
+      target, floors)
 
 
 def tabulate(setting: str, seeds: list[int]) -> list[str]:
@@ -381,7 +338,7 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   rows = ['| seeds run | ' + ' | '.join(
       str(sum(_final_value(name, spec['metric']) is not None for name in finals[c]))
       for c in columns) + ' |']
-  rows += ['| rounds to target | ' + ' | '.join(_rounds_cell(
+  rows += ['| rounds to target | ' + ' | '.join(fedsubavg_movielens.rounds_cell(
       [r for s in done if (r := _rounds_to(finals[c][seeds.index(s)], spec['metric'],
                                            targets[s], lower)) is not None], rounds)
       for c in columns) + ' |']
@@ -389,7 +346,8 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   for metric, label in FINAL_METRICS.items():
     if validated or 'validation' not in metric:
       rows.append(f'| {label} at {rounds} | '
-                  + ' | '.join(_final_cell(finals[c], metric) for c in columns) + ' |')
+                  + ' | '.join(fedsubavg_movielens.final_cell(
+                      [v for name in finals[c] if (v := _final_value(name, metric)) is not None]) for c in columns) + ' |')
   best_label = 'lowest' if lower else 'best'
   rows.append(f'| {best_label} {FINAL_METRICS[spec["metric"]]} (any round, diverged seeds '
               'too) | ' + ' | '.join(seed_stats.spread(
@@ -459,7 +417,7 @@ def main(argv):
   lines = [f'# FedSubAvg on {dataset["title"]}: rounds to reach the target (Table 2 of '
            'Ding et al.)',
            '', 'Built by `python -m launch.reproduce_fedsubavg'
-           + ('' if FLAGS.dataset == 'movielens' else f' --dataset={FLAGS.dataset}')
+           + f' --dataset={FLAGS.dataset}'
            + '` from the cell records in `cells/`; README.md here has the reading and every '
            'deviation from the paper.', '',
            f'K = {FLAGS.clients} clients per round, each at most {LOCAL_STEPS} SGD steps of '

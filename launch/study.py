@@ -97,12 +97,13 @@ def _floors(study: study_file.Study, folder: pathlib.Path, compute: bool) -> dic
 
 
 def _task_builder(study: study_file.Study):
-  """seed -> the study's task for that seed (built once each): a renderer derives
-  the values its table shows from the data only when the records lack them."""
+  """(seed, method) -> that method's task for that seed (the first method's by
+  default; built once each): a renderer derives the values its table shows from
+  the data only when the records lack them."""
 
   @functools.cache
-  def build(seed: int):
-    spec = study.spec(next(iter(study.methods)), {}, seed)
+  def build(seed: int, method: str | None = None):
+    spec = study.spec(method or next(iter(study.methods)), {}, seed)
     return common.build_task(spec.task_config, spec.task)
 
   return build

@@ -1,14 +1,17 @@
-r"""launch.train's runs one after another in one process (a study's cells).
+r"""A launcher's runs one after another in one process (a study's cells).
 
-  python -m launch.train_worker [--import=MODULE ...]
+  python -m launch.train_worker [--launcher=launch.centralized] [--import=MODULE ...]
 
 Reads one JSON line per run from stdin, {"flags": [...], "log": PATH}, runs
-launch.train's main on those flags (parsed afresh, as a command line would
-be) with its output in PATH, and writes {"code": EXIT STATUS, "seconds": ITS
-WALL TIME} on a line to stdout. Importing TensorFlow and TFF once saves each run of a study its ~7 s.
+the launcher's main (launch.train's by default) on those flags (parsed afresh,
+as a command line would be) with its output in PATH, and writes {"code": EXIT
+STATUS, "seconds": ITS WALL TIME} on a line to stdout. Importing TensorFlow and
+TFF once saves each run of a study its ~7 s. One launcher a worker: launchers
+define flags of the same names.
 """
 
 import contextlib
+import importlib
 import json
 import os
 import sys
@@ -19,7 +22,9 @@ from absl import app
 from absl import flags
 
 from launch import common
-from launch import train
+
+flags.DEFINE_enum('launcher', 'launch.train', ['launch.train', 'launch.centralized'],
+                  'The launcher whose runs it takes.')
 
 
 @contextlib.contextmanager
@@ -42,12 +47,12 @@ def _output_to(path: str):
         os.close(fd)
 
 
-def run_one(args: list[str], log: str) -> int:
-  """launch.train on `args`, its output in `log`: its exit status."""
+def run_one(launcher, args: list[str], log: str) -> int:
+  """The launcher module's main on `args`, its output in `log`: its exit status."""
   flags.FLAGS.unparse_flags()
   with _output_to(log):
     try:
-      train.main(flags.FLAGS(['launch.train', *args]))
+      launcher.main(flags.FLAGS([launcher.__name__, *args]))
       return 0
     except (flags.Error, app.UsageError) as e:
       print(f'error: {e}', file=sys.stderr)
@@ -65,11 +70,12 @@ def run_one(args: list[str], log: str) -> int:
 
 def main(argv):
   del argv
+  launcher = importlib.import_module(flags.FLAGS.launcher)  # its flags join the parsed ones
   answer = os.fdopen(os.dup(1), 'w')  # the protocol's channel, apart from the runs' output
   for line in sys.stdin:
     job = json.loads(line)
     started = time.perf_counter()
-    code = run_one(job['flags'], job['log'])
+    code = run_one(launcher, job['flags'], job['log'])
     answer.write(json.dumps({'code': code, 'seconds': time.perf_counter() - started}) + '\n')
     answer.flush()
 

@@ -26,17 +26,21 @@ def test_every_record_is_a_cell_of_its_study_with_its_settings(folder):
   assert plan.done, f'cells the records lack: {[c.name for c in plan.ready]}'
   planned, cells = set(), {}
   for name, state in plan.methods.items():
-    planned |= {study_lib.cell_name(name, dict(k), study.seeds[0]) for k in state.tried}
-    planned |= {study_lib.cell_name(name, state.chosen, s) for s in study.seeds}
-    tried = plan.methods[study.methods[name].choice_of or name].tried
+    method = study.methods[name]
+    grid = {study_lib.grid_cell_name(method, dict(k)): (name, dict(k), method.seeds[0], True)
+            for k in state.tried}
+    tried = plan.methods[method.choice_of or name].tried
     for point in [dict(k) for k in tried] + [state.chosen]:
-      cells.update({study_lib.cell_name(name, point, s): (name, point, s) for s in study.seeds})
+      cells.update({study_lib.cell_name(name, point, s): (name, point, s, False)
+                    for s in method.seeds})
+    cells.update(grid)
+    planned |= set(grid) | {study_lib.cell_name(name, state.chosen, s) for s in method.seeds}
   recorded = {p.name for p in (results / study_lib.RECORDS).iterdir() if p.is_dir()}
   assert planned <= recorded and recorded <= set(cells), sorted(recorded - set(cells))
   for cell in sorted(recorded):
-    name, point, seed = cells[cell]
+    name, point, seed, grid_run = cells[cell]
     config = json.loads((records.path(cell) / 'config.json').read_text())
-    spec = study.spec(name, point, seed)
+    spec = study.spec(name, point, seed, grid=grid_run)
     assert spec.differences(config) == [], cell
 
 

@@ -57,6 +57,28 @@ def test_differences_name_what_defines_a_run_and_ignore_how_it_ran(tmp_path):
       '{"learning_rate": 0.3, "name": "sgd"}', 'rounds: 3 -> 2']
 
 
+def test_a_central_spec_makes_the_centralized_launcher_write_its_config(tmp_path):
+  path = small_ctr.write(tmp_path)
+  spec = spec_lib.CentralSpec(
+      task='ctr', task_settings=dict(
+          data_dir=str(path), model='lr', client_column='user', feature_columns=('item',),
+          test_column='test', batch_size=4, local_steps=3, seed=1),  # local_steps: federated
+      settings=dict(optimizer='sgd', learning_rate=0.5, steps_per_epoch=2), rounds=2,
+      eval_every=1)
+  assert 'local_steps' not in spec.task_settings
+  out = tmp_path / 'central'
+  # In a process of its own: launch.centralized's flags collide with the trainer's.
+  done, = launchers.run_in_one_process('launch.centralized',
+                                       [[*spec.to_flags(), f'--output_dir={out}']])
+  assert done.returncode == 0, done.stderr[-2000:]
+  written = json.loads((out / 'config.json').read_text())
+  assert written == spec.to_config()
+  assert spec.differences(written) == []
+  assert spec.differences({**written, 'epochs': 3}) == ['epochs: 3 -> 2']
+  with pytest.raises(ValueError, match='clients_per_round is not a setting of the centralized'):
+    spec_lib.CentralSpec(task='ctr', settings={'clients_per_round': 3})
+
+
 @pytest.mark.parametrize('fields, message', [
     (dict(options=dict(capacities='1x-2x')), '--capacities does not apply to --algorithm=fedprox'),
     (dict(aggregator='mean'), 'dp_noise_multiplier applies to aggregator=dp'),

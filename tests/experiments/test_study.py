@@ -65,7 +65,7 @@ def test_the_grid_runs_first_then_a_winning_edge_extends_then_every_seed(tmp_pat
   assert plan.methods['fedavg'].chosen == {'client_learning_rate': 1.0}  # now inside
   assert _cells(plan) == ['fedavg-client_learning_rate=1-s1']  # seed 0 ran already
   # the score read is the mean of the last 2 evaluations
-  assert records.score('fedavg-client_learning_rate=1-s0') == pytest.approx(0.745)
+  assert records.score('fedavg-client_learning_rate=1-s0', study.selection) == pytest.approx(0.745)
 
 
 @pytest.mark.parametrize('extend, past_edge, chosen', [
@@ -82,7 +82,7 @@ def test_an_edge_stays_where_the_rate_past_it_diverges_or_extensions_run_out(
     _record(tmp_path, 'fedavg-client_learning_rate=1-s0', **past_edge)
   plan = study_lib.plan(study, records)
   assert plan.methods['fedavg'].chosen == {'client_learning_rate': chosen}
-  past = records.score('fedavg-client_learning_rate=1-s0')
+  past = records.score('fedavg-client_learning_rate=1-s0', study.selection)
   assert (past is not None and math.isnan(past)) == (extend == 2)
 
 
@@ -109,6 +109,24 @@ def test_a_method_at_another_ones_choice_waits_for_it_then_runs_every_seed(tmp_p
   assert secure[0].spec.settings['client_learning_rate'] == 0.1
   assert secure[0].spec.aggregator_settings == {'secure_bound': 5.0}
   assert list(plan.methods) == ['fedavg', 'secure']  # the file's order
+
+
+def test_short_grid_runs_are_cells_of_their_own_before_the_seeds_run(tmp_path):
+  study = _one_method(tmp_path, [0.1, 0.3], extend=0)
+  study = study_file.load(tmp_path / 'one.toml', {
+      'methods.fedavg.grid.client_learning_rate': [0.1, 0.3], 'selection.extend': 0,
+      'rounds': 10, 'selection.last': 1, 'selection.rounds': 4})
+  records = study_lib.Records(tmp_path, study)
+  plan = study_lib.plan(study, records)
+  assert _cells(plan) == ['sweep-fedavg-client_learning_rate=0.1-s0',
+                          'sweep-fedavg-client_learning_rate=0.3-s0']
+  assert {(c.spec.rounds, c.spec.eval_every) for c in plan.ready} == {(4, 4)}
+  _record(tmp_path, 'sweep-fedavg-client_learning_rate=0.1-s0', 0.60)
+  _record(tmp_path, 'sweep-fedavg-client_learning_rate=0.3-s0', 0.70)
+  plan = study_lib.plan(study, records)
+  assert _cells(plan) == ['fedavg-client_learning_rate=0.3-s0',  # seed 0 runs anew, whole
+                          'fedavg-client_learning_rate=0.3-s1']
+  assert {(c.spec.rounds, c.spec.eval_every) for c in plan.ready} == {(10, 5)}
 
 
 def test_integer_grids_are_not_extended_and_lower_can_be_better(tmp_path):

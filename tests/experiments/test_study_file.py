@@ -56,6 +56,29 @@ def test_a_study_resolves_each_cell_as_the_trainer_would(tmp_path):
   assert (spec.rounds, spec.eval_every) == (20, 5)
 
 
+def test_a_method_may_have_its_own_schedule_and_selection_and_be_centralized(tmp_path):
+  study = _load(tmp_path, STUDY.replace('[methods.prox]', """[methods.central]
+algorithm = "central"
+task = { batch_size = 8 }
+settings = { optimizer = "sgd" }
+grid = { learning_rate = [0.1, 1.0] }
+rounds = 6
+seeds = [0]
+selection = { metric = "eval/train_loss", goal = "min", last = 1, rounds = 3 }
+
+[methods.prox]"""))
+  central = study.methods['central']
+  assert (central.rounds, central.eval_every, central.seeds) == (6, 5, (0,))
+  assert (central.selection.metric, central.selection.goal, central.selection.rounds,
+          central.selection.extend) == ('eval/train_loss', 'min', 3, 2)  # extend: the study's
+  assert study.methods['fedavg'].selection == study.selection
+  spec = study.spec('central', {'learning_rate': 1.0}, 0, grid=True)
+  assert (spec.module, spec.rounds, spec.eval_every) == ('launch.centralized', 3, 3)
+  assert spec.settings == {'optimizer': 'sgd', 'learning_rate': 1.0}
+  assert spec.task_settings['batch_size'] == 8
+  assert study.spec('central', {'learning_rate': 1.0}, 0).rounds == 6
+
+
 def test_overrides_set_dotted_fields_as_toml_values(tmp_path):
   study = _load(tmp_path, **{'rounds': 10, 'seeds': [3],
                              'methods.fedavg.grid.client_learning_rate': [0.5]})
@@ -102,6 +125,18 @@ def test_overrides_set_dotted_fields_as_toml_values(tmp_path):
      'methods.prox.grid', "runs at 'fedavg'\'s choice has no grid"),
     (('[methods.prox]', '[methods.secure]\nalgorithm = "fedavg"\nchoice_of = "sgd"\n\n'
       '[methods.prox]'), 'methods.secure.choice_of', "'sgd' is not a method that chooses"),
+    (('[methods.prox]', '[methods.central]\nalgorithm = "central"\nstack = ["fedsubavg"]\n\n'
+      '[methods.prox]'), 'methods.central.stack', 'the centralized baseline has no options'),
+    (('[methods.prox]', '[methods.central]\nalgorithm = "central"\n'
+      'settings = { clients_per_round = 5 }\n\n[methods.prox]'),
+     'methods.central.settings.clients_per_round', 'not a training setting of central'),
+    (('settings = { clients_per_round = 5 }', 'selection = { metric = "eval/test_logloss" }'),
+     'methods.prox.selection.metric', 'a test metric'),
+    (('last = 2', 'last = 2\nrounds = 20'), 'selection.rounds',
+     "the grid's runs must be shorter than the 20 rounds"),
+    (('last = 2', 'last = 2\nrounds = 10'), 'selection.last', 'last must be 1, got 2'),
+    (('settings = { clients_per_round = 5 }', 'seeds = [1, 1]'), 'methods.prox.seeds',
+     'distinct seeds'),
     (('[methods.prox]', '[methods.a]\nalgorithm = "fedavg"\nchoice_of = "fedavg"\n\n'
       '[methods.b]\nalgorithm = "fedavg"\nchoice_of = "a"\n\n[methods.prox]'),
      'methods.b.choice_of', "'a' is not a method that chooses its own settings"),

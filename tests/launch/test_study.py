@@ -1,6 +1,7 @@
 """launch.study refuses a study that cannot run before any cell (a study run whole:
 tests/test_docs.py runs docs/studies.md's)."""
 
+import json
 import subprocess
 import sys
 
@@ -66,3 +67,35 @@ def test_a_study_that_cannot_run_is_refused_before_any_cell(tmp_path, spec):
   assert (f'{spec}: methods.fedprox.algorithm: unknown algorithm \'fedproxx\''
           in done.stderr), done.stderr
   assert not (tmp_path / 'out' / 'runs').exists()
+
+
+def test_short_grid_runs_and_a_centralized_method_run_side_by_side(tmp_path, spec):
+  """fedavg's grid runs 2 rounds then its choice 4; CentralSGD (launch.centralized,
+  its own workers: its flags collide with the trainer's) beside it."""
+  text = spec.read_text().split('[methods.fedprox]')[0].replace(
+      'extend = 1', 'extend = 0\nrounds = 2').replace('last = 2', 'last = 1').replace(
+          '[0.5]', '[0.5, 1.0]')
+  spec.write_text(text + '''
+[methods.central]
+algorithm = "central"
+settings = { optimizer = "sgd" }
+grid = { learning_rate = [0.5] }
+''')
+  out = tmp_path / 'out'
+  done = _study(f'--spec={spec}', f'--output_dir={out}', '--parallel=2')
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+  chosen = json.loads((out / 'results.json').read_text())['methods']['fedavg']['chosen']
+  cells = sorted(p.name for p in (out / 'cells').iterdir() if p.is_dir())
+  assert cells == ['central-learning_rate=0.5-s0',
+                   f'fedavg-client_learning_rate={chosen["client_learning_rate"]:g}-s0',
+                   'sweep-central-learning_rate=0.5-s0',
+                   'sweep-fedavg-client_learning_rate=0.5-s0',
+                   'sweep-fedavg-client_learning_rate=1-s0']
+  central = json.loads((out / 'cells' / 'central-learning_rate=0.5-s0' / 'config.json').read_text())
+  assert (central['epochs'], central['optimizer']) == (4, {'name': 'sgd', 'learning_rate': 0.5})
+  sweep = json.loads((out / 'cells' / 'sweep-fedavg-client_learning_rate=1-s0' / 'config.json')
+                     .read_text())
+  assert (sweep['rounds'], sweep['eval_every']) == (2, 2)
+  table = (out / 'table.md').read_text()
+  assert '| central | learning_rate=0.5 |' in table, table
+  assert "the cells' runs took" in done.stdout
