@@ -1,8 +1,6 @@
 """What the launchers share: the task and option flags, turned into a task's
 Config and built; `run`, every launcher's entry. The rest of their common work
-is by job: outputs (the output folder), progress (the progress line, targets),
-cell_records (reproduction cells), seed_stats (seed statistics), clicks (CTR
-files from sequences)."""
+is by job: outputs (the output folder), progress (the progress line, targets)."""
 
 import dataclasses
 import json

@@ -19,22 +19,17 @@ goes to --output.
 import contextlib
 import os
 import pathlib
-import time
 
 from absl import app
 from absl import flags
 
 from experiments import files
+from experiments import matrix_table
 from launch import common
-from launch import matrix_table
 from launch import progress
-import tasks  # pylint: disable=g-bad-import-order
-from tff_rec import runner
-from tff_rec.aggregators import inner
+import tasks
 from tff_rec.algorithms import registry
-from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
-from tff_rec.training import loop
 
 flags.DEFINE_integer('rounds', 2, 'Rounds per cell.', lower_bound=1)
 flags.DEFINE_list('tasks', list(matrix_table.DATASETS), 'Dataset tasks (rows of the table).')
@@ -44,51 +39,6 @@ flags.DEFINE_string('output', 'results/matrix/table.md', 'The table.')
 flags.DEFINE_enum('only', 'all', ['all', 'none'], 'none: rebuild the table from the '
                   'records, running nothing.')
 FLAGS = flags.FLAGS
-
-
-def run_cell(task, dataset: matrix_table.Dataset, algorithm: str, aggregator: str,
-             runtime: str, stack: str) -> dict:
-  """{'status': 'OK', metric, seconds, evidence} or {'status': 'N/A' or 'FAIL', 'reason'}."""
-  training = registry.training(task, algorithm, aggregator=inner.InnerAggregator(aggregator),
-                               runtime=runtime,
-                               stack=(stack,) if stack else (),
-                               clients_per_round=matrix_table.CLIENTS_PER_ROUND)
-  started = time.perf_counter()
-  try:
-    _, metrics = runner.run(  # inside main's NativeRuntime, for every cell
-        task, algorithm, training, loop.Schedule(
-            rounds=FLAGS.rounds, clients_per_round=matrix_table.CLIENTS_PER_ROUND,
-            eval_every=0, seed=0),
-        context=contextlib.nullcontext())
-  except (registry.NotApplicable, inprocess.NotMapReduceCompatibleError) as e:
-    return {'status': 'N/A', 'reason': str(e).split('\n')[0][:300]}
-  except runner.AggregationNotVisible as e:
-    return {'status': 'FAIL', 'reason': str(e)}
-  except loop.Diverged as e:  # it ran, its aggregation shown (runner): where it stopped
-    return {'status': 'OK', 'metric': dataset.metric, 'value': float('nan'),
-            'diverged_at_round': e.round_num, 'diverged': e.what,
-            'evidence': evidence(e.metrics), 'seconds': round(time.perf_counter() - started, 1)}
-  except Exception as e:  # pylint: disable=broad-except  # a cell that should run and does not
-    return {'status': 'FAIL', 'reason': f'{type(e).__name__}: {_last_line(e)}'}
-  return {'status': 'OK', 'metric': dataset.metric, 'value': metrics[dataset.metric],
-          'train_loss': next((v for k, v in metrics.items() if k.endswith('train/loss')),
-                             None),
-          'evidence': evidence(metrics),
-          'seconds': round(time.perf_counter() - started, 1)}
-
-
-def evidence(metrics: dict[str, float]) -> dict[str, float]:
-  """The last round's metrics that show what the aggregation did."""
-  return {k: v for k, v in metrics.items()
-          if k.rsplit('/', 1)[-1] in EVIDENCE and k.startswith('train/aggregator/')}
-
-
-EVIDENCE = ('secure_upper_threshold', 'secure_upper_clipped_count', 'dp_clip', 'dp_stddev')
-
-
-def _last_line(error: Exception) -> str:
-  lines = [l.strip() for l in str(error).splitlines() if l.strip()]
-  return (lines[-1] if lines else '')[:300]
 
 
 def _to_run(records: dict[str, dict], dataset: str, algorithm: str, cell) -> bool:
@@ -129,8 +79,9 @@ def main(argv):
               data_dir=str(matrix_table.SHARED / spec.data_dir), **spec.config))}
         name = matrix_table.cell_name(dataset, algorithm, aggregator, runtime_name, stack)
         print(f'== {name}', flush=True)
-        records[name] = {**run_cell(loaded[dataset], spec, algorithm, aggregator,
-                                    runtime_name, stack), 'rounds': FLAGS.rounds}
+        records[name] = {**matrix_table.run_cell(
+            loaded[dataset], spec, algorithm, aggregator, runtime_name, stack, FLAGS.rounds),
+                         'rounds': FLAGS.rounds}
         print(f"   {records[name]['status']} {records[name].get('value', '')}"
               f"{records[name].get('reason', '')}", flush=True)
         (root / dataset).mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,6 @@ table shows was never recorded. TensorFlow and TFF are imported once and each
 script runs in a forked child: the scripts define flags of the same names.
 """
 
-import dataclasses
-import filecmp
 import importlib
 import os
 import pathlib
@@ -25,8 +23,7 @@ import tempfile
 from absl import app
 from absl import flags
 
-from experiments import files
-from experiments import papers
+from experiments import rebuilds
 from launch import common
 
 flags.DEFINE_bool('write', False, 'Rebuild the committed tables in place instead of '
@@ -36,56 +33,6 @@ flags.DEFINE_list('tables', None, 'Only these results folders (default: every on
 FLAGS = flags.FLAGS
 OWN_FLAGS = ('write', 'tables')
 RESULTS = pathlib.Path('results')
-_BEAUTY_NEXT_ITEM = ('--data_dir=../shared/data/amazon-beauty', '--nodrop_remainder',
-                     '--splits=by_user', '--probes=')
-
-
-# Where a reproduction script reads its records and writes its tables.
-_REPRODUCTION_PLACES = ('--runs_dir={runs}', '--results_dir={results}')
-_STUDY_PLACE = ('--output_dir={results}',)  # a study's folder holds its records and tables
-PAPERS = pathlib.Path(papers.__file__).parent  # the papers' study files, wherever run from
-
-
-@dataclasses.dataclass(frozen=True)
-class Rebuild:
-  folder: str  # under results/
-  module: str
-  args: tuple[str, ...] = ()
-  # The flags that place its records and tables: {runs} and {results} (the folder
-  # rebuilt) filled in.
-  places: tuple[str, ...] = _REPRODUCTION_PLACES
-
-
-# Each results folder's rebuild: the command its README gives, with --only=none.
-REBUILDS = (
-    Rebuild('fedsubavg_movielens', 'launch.study',
-            (f'--spec={PAPERS / "fedsubavg_movielens.toml"}',), places=_STUDY_PLACE),
-    Rebuild('fedsubavg_amazon_beauty', 'launch.reproduce_fedsubavg', ('--dataset=beauty',)),
-    Rebuild('metaua_movielens', 'launch.reproduce_metaua'),
-    Rebuild('metaua_amazon_beauty', 'launch.reproduce_metaua', ('--dataset=beauty',)),
-    Rebuild('colr_movielens', 'launch.study', (f'--spec={PAPERS / "colr_movielens.toml"}',),
-            places=_STUDY_PLACE),
-    Rebuild('colr_amazon_beauty', 'launch.reproduce_beauty'),
-    Rebuild('fair_goodreads', 'launch.reproduce_fair'),
-    Rebuild('fair_amazon_beauty', 'launch.reproduce_fair_beauty'),
-    Rebuild('scale_amazon_beauty', 'launch.reproduce_scale'),
-    Rebuild('combinations', 'launch.reproduce_combinations', ('--tables=goodreads',)),
-    Rebuild('combinations', 'launch.reproduce_combinations', ('--tables=movielens',)),
-    Rebuild('dual_encoder_ml100k', 'launch.reproduce_dual_encoder'),
-    Rebuild('dual_encoder_beauty', 'launch.reproduce_dual_encoder',
-            (*_BEAUTY_NEXT_ITEM, '--rounds=100', '--epochs=3')),
-    Rebuild('dual_encoder_beauty_10epochs', 'launch.reproduce_dual_encoder',
-            (*_BEAUTY_NEXT_ITEM, '--losses=global_softmax', '--rounds=100', '--epochs=10',
-             '--norate_check', '--shared_records=results/dual_encoder_beauty')),
-    Rebuild('dual_encoder_beauty_200rounds', 'launch.reproduce_dual_encoder',
-            (*_BEAUTY_NEXT_ITEM, '--losses=global_softmax,batch_softmax_spreadout',
-             '--rounds=200', '--epochs=10', '--norate_check',
-             '--shared_records=results/dual_encoder_beauty_10epochs')),
-    Rebuild('matrix', 'launch.matrix', ('--rounds=2',),
-            places=('--records={results}/cells', '--output={results}/table.md')),
-)
-
-
 def _run_forked(module: str, argv: list[str], log: pathlib.Path) -> int:
   """launch `module`'s main with `argv` in a forked child (its output in `log`);
   its exit status."""
@@ -118,24 +65,7 @@ def _run_forked(module: str, argv: list[str], log: pathlib.Path) -> int:
   return os.waitstatus_to_exitcode(status)
 
 
-def _differing(committed: pathlib.Path, rebuilt: pathlib.Path) -> list[str]:
-  """Files of either folder (recursively) that the other lacks or holds otherwise
-  (a rewritten file's bytes are compared: its time differs)."""
-  differing = []
-
-  def walk(compared: filecmp.dircmp, prefix: str) -> None:
-    differing.extend(prefix + name for name in
-                     (*compared.left_only, *compared.right_only, *compared.diff_files,
-                      *compared.funny_files))
-    for name, sub in compared.subdirs.items():
-      walk(sub, f'{prefix}{name}/')
-
-  filecmp.clear_cache()
-  walk(filecmp.dircmp(committed, rebuilt, ignore=[]), '')
-  return sorted(differing)
-
-
-def rebuild(chosen: list[Rebuild], write: bool) -> dict[str, list[str]]:
+def rebuild(chosen: list[rebuilds.Rebuild], write: bool) -> dict[str, list[str]]:
   """Rebuilds each table (in place with `write`); folder -> its differing files.
 
   A folder is rebuilt from a copy of its records and READMEs alone, so a file the
@@ -161,7 +91,7 @@ def rebuild(chosen: list[Rebuild], write: bool) -> dict[str, list[str]]:
           differences.setdefault(folder, []).append(
               f'{table.module} exited {code}: {log.read_text()[-2000:]}')
       if not write and folder not in differences:
-        differences[folder] = _differing(committed, target)
+        differences[folder] = rebuilds.differing(committed, target)
   return {folder: files for folder, files in differences.items() if files}
 
 
@@ -171,12 +101,12 @@ def main(argv):
   if not RESULTS.is_dir():  # the tables' scripts read and write paths from the root
     raise app.UsageError(f'no {RESULTS}/ folder in {pathlib.Path.cwd()}: run it from the '
                          'repository root')
-  folders = {r.folder for r in REBUILDS}
+  folders = {r.folder for r in rebuilds.REBUILDS}
   if FLAGS.tables == []:  # pylint: disable=g-explicit-bool-comparison; --tables= (None: all)
     raise app.UsageError(f'--tables is empty; name some of {", ".join(sorted(folders))}, '
                          'or leave it out for every one')
   common.check_choices('tables', FLAGS.tables or [], folders)
-  chosen = [r for r in REBUILDS if not FLAGS.tables or r.folder in FLAGS.tables]
+  chosen = [r for r in rebuilds.REBUILDS if not FLAGS.tables or r.folder in FLAGS.tables]
   differences = rebuild(chosen, FLAGS.write)
   for folder, files in differences.items():
     print(f'{folder}: ' + '; '.join(files), flush=True)

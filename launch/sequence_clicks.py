@@ -17,7 +17,7 @@ import pathlib
 from absl import app
 from absl import flags
 
-from launch import clicks
+from experiments import clicks
 from launch import common
 from tff_rec.data import tables
 

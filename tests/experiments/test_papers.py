@@ -9,12 +9,12 @@ import pathlib
 import pytest
 
 from experiments import study as study_lib
+from experiments import rebuilds
 from experiments import study_file
-from launch import rebuild_tables
 from tests import conftest
 
 STUDIES = {r.folder: next(a.split('=', 1)[1] for a in r.args if a.startswith('--spec='))
-           for r in rebuild_tables.REBUILDS if r.module == 'launch.study'}
+           for r in rebuilds.REBUILDS if r.module == 'launch.study'}
 
 
 @pytest.mark.parametrize('folder', sorted(STUDIES))

@@ -49,7 +49,7 @@ def test_an_incomplete_sweep_chooses_nothing():
 def test_every_fedsubavg_dataset_runs_din_with_its_validation_part():
   # In a process of its own: the script's flags collide with the trainer's.
   done = subprocess.run([sys.executable, '-c', '''
-from launch import reproduce_fedsubavg as r
+from experiments.papers import fedsubavg_beauty as r
 for dataset in r.DATASETS:
   r._dataset = lambda: r.DATASETS[dataset]
   spec = r._spec('din')

@@ -2,7 +2,7 @@
 
 import pytest
 
-from launch import cell_records
+from experiments.papers import cell_records
 from experiments import seed_stats
 
 

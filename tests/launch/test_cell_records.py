@@ -10,7 +10,7 @@ from absl import app
 import pytest
 
 from experiments import run_records
-from launch import cell_records
+from experiments.papers import cell_records
 
 
 def _finished_run(path, **config):

@@ -1,7 +1,7 @@
 """CTR files from sequence files, written again only when what fixes their rows
 changes."""
 
-from launch import clicks
+from experiments import clicks
 
 
 def test_a_clicks_file_is_written_again_only_when_its_sequences_or_seed_change(tmp_path):

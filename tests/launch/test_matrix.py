@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from launch import matrix_table
+from experiments import matrix_table
 from tests import conftest
 
 

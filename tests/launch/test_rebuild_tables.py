@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from launch import rebuild_tables
+from experiments import rebuilds
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def test_every_committed_table_rebuilds_from_its_records_alone(tmp_path):
   beside it; nothing else differs."""
   results = tmp_path / 'results'
   shutil.copytree(REPO / 'results', results)
-  folders = list(dict.fromkeys(r.folder for r in rebuild_tables.REBUILDS))
+  folders = list(dict.fromkeys(r.folder for r in rebuilds.REBUILDS))
   for folder in folders:
     (results / folder / 'stale.png').write_bytes(b'a plot no rebuild writes')
   table = results / 'colr_amazon_beauty' / 'table.md'
@@ -53,7 +53,7 @@ def numbers_no_table_has(readme: str) -> list[str]:
   before, _, rest = readme.partition('\n## Run cost')
   verdicts = re.sub(r'TFF \d+\.\d+', '', before + rest.partition('\n## ')[2])
   shown = set()
-  for folder in {r.folder for r in rebuild_tables.REBUILDS}:
+  for folder in {r.folder for r in rebuilds.REBUILDS}:
     for table in (REPO / 'results' / folder).glob('*.md'):
       if table.name != 'README.md':
         shown |= _numbers(table.read_text())

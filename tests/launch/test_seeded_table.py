@@ -8,7 +8,7 @@ from absl import app
 import pytest
 
 from experiments import run_records
-from launch import seeded_table
+from experiments.papers import seeded_table
 
 pytestmark = pytest.mark.usefixtures('reproduction_flags')
 LOSS = seeded_table.LOSS

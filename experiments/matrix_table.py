@@ -1,11 +1,19 @@
-"""launch.matrix's table: the datasets and cells it runs, and the markdown built
-from their records alone. No flags here, so a test process that holds the
-trainer's flags can rebuild a table too."""
+"""launch.matrix's cells and table: the datasets and cells it runs, one cell's run,
+and the markdown built from their records alone. No flags here, so a test process
+that holds the trainer's flags can rebuild a table too."""
 
+import contextlib
 import dataclasses
 import json
 import math
 import pathlib
+import time
+
+from tff_rec import runner
+from tff_rec.aggregators import inner
+from tff_rec.algorithms import registry
+from tff_rec.runtime import inprocess
+from tff_rec.training import loop
 
 SHARED = pathlib.Path('../shared/data')
 
@@ -117,3 +125,48 @@ def table(records: dict[str, dict], algorithms: list[str], datasets: list[str], 
       lines.append(f'| {algorithm} | ' + ' | '.join(cells) + ' |')
     lines += [''] + [f'[{k}] {reason}' for reason, k in reasons.items()] + ['']
   return '\n'.join(lines)
+
+
+def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: str,
+             stack: str, rounds: int) -> dict:
+  """{'status': 'OK', metric, seconds, evidence} or {'status': 'N/A' or 'FAIL', 'reason'}."""
+  training = registry.training(task, algorithm, aggregator=inner.InnerAggregator(aggregator),
+                               runtime=runtime,
+                               stack=(stack,) if stack else (),
+                               clients_per_round=CLIENTS_PER_ROUND)
+  started = time.perf_counter()
+  try:
+    _, metrics = runner.run(  # inside the caller's NativeRuntime, for every cell
+        task, algorithm, training, loop.Schedule(
+            rounds=rounds, clients_per_round=CLIENTS_PER_ROUND,
+            eval_every=0, seed=0),
+        context=contextlib.nullcontext())
+  except (registry.NotApplicable, inprocess.NotMapReduceCompatibleError) as e:
+    return {'status': 'N/A', 'reason': str(e).split('\n')[0][:300]}
+  except runner.AggregationNotVisible as e:
+    return {'status': 'FAIL', 'reason': str(e)}
+  except loop.Diverged as e:  # it ran, its aggregation shown (runner): where it stopped
+    return {'status': 'OK', 'metric': dataset.metric, 'value': float('nan'),
+            'diverged_at_round': e.round_num, 'diverged': e.what,
+            'evidence': evidence(e.metrics), 'seconds': round(time.perf_counter() - started, 1)}
+  except Exception as e:  # pylint: disable=broad-except  # a cell that should run and does not
+    return {'status': 'FAIL', 'reason': f'{type(e).__name__}: {_last_line(e)}'}
+  return {'status': 'OK', 'metric': dataset.metric, 'value': metrics[dataset.metric],
+          'train_loss': next((v for k, v in metrics.items() if k.endswith('train/loss')),
+                             None),
+          'evidence': evidence(metrics),
+          'seconds': round(time.perf_counter() - started, 1)}
+
+
+def evidence(metrics: dict[str, float]) -> dict[str, float]:
+  """The last round's metrics that show what the aggregation did."""
+  return {k: v for k, v in metrics.items()
+          if k.rsplit('/', 1)[-1] in EVIDENCE and k.startswith('train/aggregator/')}
+
+
+EVIDENCE = ('secure_upper_threshold', 'secure_upper_clipped_count', 'dp_clip', 'dp_stddev')
+
+
+def _last_line(error: Exception) -> str:
+  lines = [l.strip() for l in str(error).splitlines() if l.strip()]
+  return (lines[-1] if lines else '')[:300]

@@ -14,11 +14,11 @@ from absl import flags
 import numpy as np
 
 from experiments import files
-from experiments import run_records
-from launch import cell_records
-from launch import common
 from experiments import rate_sweep
+from experiments import run_records
 from experiments import seed_stats
+from experiments.papers import cell_records
+from launch import common
 import tasks
 
 LOSS = run_records.TRAIN_LOSS
