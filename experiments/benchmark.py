@@ -54,6 +54,9 @@ native_start: the native runtime (a TFF worker binary on a free port) started an
 lazy_adam: FAIR 1x-2x on Goodreads-100 (10 clients, in-process), dense Adam
        against lazy_adam (rows and hashed slots a step read, moved in place),
        alternated twice in one run: seconds per round and their ratio.
+study:  the guide's study (docs/studies/ml100k_ctr.toml), its 60 rounds, 2 seeds, run
+       by launch.study with one cell at a time and two: the study's time beyond
+       its cells' runs, the ratio of the two, and whether both give one table.
 client_memory: one Goodreads-100 client's training (FAIR's client step: a
        tier's item tables, NeuMF, fresh Adam, 1 epoch) at capacities 1x..16x,
        each in a fresh process that holds only that tier: the item tables'
@@ -68,6 +71,7 @@ import gc
 import json
 import os
 import pathlib
+import re
 import resource
 import shutil
 import subprocess
@@ -384,6 +388,58 @@ def bench_lazy_adam() -> str:
     print(lines[-1], flush=True)
   return (f'Mean of {FLAGS.rounds} rounds after a warm-up, the same cohorts, run as '
           f'launch.train runs them, {os.cpu_count()} CPU cores.\n\n' + '\n'.join(lines))
+
+
+STUDY = 'docs/studies/ml100k_ctr.toml'  # the guide's study, at a size set below
+STUDY_SETTINGS = ('rounds=60', 'eval_every=5', 'seeds=[0,1]', 'selection.last=2',
+                  'selection.extend=0')
+
+
+def _study_run(folder: pathlib.Path, parallel: int) -> dict:
+  """launch.study as a user runs it, in a fresh folder: its wall time, the time its
+  cells' runs took (its own report), and its table."""
+  started, cpu = time.perf_counter(), _children_cpu()
+  done = subprocess.run(
+      [sys.executable, '-m', 'launch.study', f'--spec={STUDY}', f'--output_dir={folder}',
+       f'--parallel={parallel}', *(f'--set={s}' for s in STUDY_SETTINGS)],
+      capture_output=True, text=True, check=False)
+  wall, cpu = time.perf_counter() - started, _children_cpu() - cpu
+  if done.returncode:
+    raise RuntimeError(f'launch.study failed: {done.stderr[-2000:]}')
+  line = next(l for l in done.stdout.splitlines() if l.startswith("the cells' runs took"))
+  runs, study = (float(w) for w in re.findall(r'([\d.]+) s', line)[:2])
+  return {'wall': wall, 'study': study, 'runs': runs, 'cores': cpu / wall,
+          'cells': len(list((folder / 'cells').glob('*-s*'))),
+          'table': (folder / 'table.md').read_text()}
+
+
+def _children_cpu() -> float:
+  """CPU seconds (user and system) of the finished child processes and theirs."""
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
+
+
+def bench_study() -> str:
+  """A study's own cost beyond its cells' runs, and its cells side by side."""
+  with tempfile.TemporaryDirectory() as scratch:
+    serial = _study_run(pathlib.Path(scratch) / 'serial', 1)
+    print(f'serial: {serial["wall"]:.1f} s', flush=True)
+    side = _study_run(pathlib.Path(scratch) / 'parallel', 2)
+  overhead = serial['study'] / serial['runs'] - 1
+  return (f'`python -m launch.study --spec={STUDY} '
+          + ' '.join(f'--set={s}' for s in STUDY_SETTINGS) + f'`: {serial["cells"]} cells, '
+          f'{os.cpu_count()} CPU cores, each study in a fresh folder and process. "study": '
+          "from the launcher's first cell to its last (its workers' start, the plans, the "
+          'records); "wall": the whole command (Python, TensorFlow and the data read '
+          'for the floors included).\n\n'
+          '| --parallel | cells\' runs s (sum) | study s | wall s | cores busy (CPU s / wall s) |'
+          '\n|---|---|---|---|---|\n'
+          + ''.join(f'| {n} | {r["runs"]:.1f} | {r["study"]:.1f} | {r["wall"]:.1f} | '
+                    f'{r["cores"]:.2f} |\n' for n, r in ((1, serial), (2, side))) + '\n'
+          f'Own overhead, one cell at a time (study / runs - 1): {100 * overhead:.1f}%. '
+          f'Two at once against one: {side["study"] / serial["study"]:.2f}x the study, '
+          f'{side["wall"] / serial["wall"]:.2f}x the wall. Same table both ways: '
+          f'{"yes" if side["table"] == serial["table"] else "NO"}.')
 
 
 REMOTE_WORKLOADS = ('dual encoder FedAvg', 'FedSubAvg LR', 'FedMF d=64, 2 epochs, batch 256 '
@@ -1072,6 +1128,7 @@ BENCHMARKS = {
     'native_start': (lambda: 'The native runtime: start and close', bench_native_start),
     'lazy_adam': (lambda: 'FAIR 1x-2x: dense Adam against lazy_adam', bench_lazy_adam),
     'client_memory': (_client_memory_heading, bench_client_memory),
+    'study': (lambda: "A study's own cost, and its cells side by side", bench_study),
 }
 flags.DEFINE_list('what', ['op', 'round', 'client_memory'],
                   f'Benchmarks to run, of: {", ".join(BENCHMARKS)} (see above).')

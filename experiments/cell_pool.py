@@ -50,11 +50,21 @@ class Pool:
     if others and len(others) + len(self._busy) >= self.size:  # no more processes than `size`
       _stop(others[0])
       self._idle[self._launcher.pop(others[0])].remove(others[0])
+    return self._spawn(launcher)
+
+  def _spawn(self, launcher: str) -> subprocess.Popen:
     worker = subprocess.Popen([*self._command, f'--launcher={launcher}'], cwd=self._cwd,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env={**os.environ, 'PYTHONUNBUFFERED': '1'})
     self._runs[worker], self._launcher[worker] = 0, launcher
     return worker
+
+  def start(self, launcher: str = 'launch.train') -> None:
+    """Starts every worker now, idle, for `launcher`'s runs: they import TensorFlow
+    while the caller does other work, not when the first runs are submitted."""
+    idle = self._idle.setdefault(launcher, [])
+    while len(idle) + len(self._busy) < self.size:
+      idle.append(self._spawn(launcher))
 
   def submit(self, name: str, flags: Sequence[str], log: pathlib.Path,
              launcher: str = 'launch.train') -> None:

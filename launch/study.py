@@ -142,13 +142,14 @@ def main(argv):
   records = study_lib.Records(folder, study)
   running = FLAGS.only != 'none'
   if running:
-    floors = _floors(study, folder, compute=True)  # the data is read here, before any cell
     size = FLAGS.parallel or os.cpu_count() or 1
     print(f'study {study.path}: {len(study.methods)} methods, seeds {list(study.seeds)}, '
           f'{size} cells at once; output in {folder}', flush=True)
     started = time.perf_counter()
     try:
       with cell_pool.Pool(size, study.imports) as pool:
+        pool.start()  # its workers import TensorFlow while the floors are derived here
+        floors = _floors(study, folder, compute=True)  # the data is read before any cell
         plan = study_lib.run(study, folder, pool, on_cell=_reporter(started))
     except KeyboardInterrupt:
       print('interrupted; the same command resumes the study (each cell from its last '
