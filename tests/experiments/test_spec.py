@@ -57,24 +57,24 @@ def test_differences_name_what_defines_a_run_and_ignore_how_it_ran(tmp_path):
       '{"learning_rate": 0.3, "name": "sgd"}', 'rounds: 3 -> 2']
 
 
-def test_a_central_spec_makes_the_centralized_launcher_write_its_config(tmp_path):
-  path = small_ctr.write(tmp_path)
+def test_a_central_spec_gives_the_centralized_launchers_flags_and_config(tmp_path):
+  """What launch.centralized writes from these flags equals this config: the study
+  runner checks it of every cell it runs (tests/launch/test_study.py runs one)."""
   spec = spec_lib.CentralSpec(
       task='ctr', task_settings=dict(
-          data_dir=str(path), model='lr', client_column='user', feature_columns=('item',),
-          test_column='test', batch_size=4, local_steps=3, seed=1),  # local_steps: federated
+          data_dir=str(tmp_path), model='lr', batch_size=4, local_steps=3, seed=1),
       settings=dict(optimizer='sgd', learning_rate=0.5, steps_per_epoch=2), rounds=2,
       eval_every=1)
-  assert 'local_steps' not in spec.task_settings
-  out = tmp_path / 'central'
-  # In a process of its own: launch.centralized's flags collide with the trainer's.
-  done, = launchers.run_in_one_process('launch.centralized',
-                                       [[*spec.to_flags(), f'--output_dir={out}']])
-  assert done.returncode == 0, done.stderr[-2000:]
-  written = json.loads((out / 'config.json').read_text())
-  assert written == spec.to_config()
-  assert spec.differences(written) == []
-  assert spec.differences({**written, 'epochs': 3}) == ['epochs: 3 -> 2']
+  assert 'local_steps' not in spec.task_settings  # federated training's only
+  assert spec.to_flags() == [
+      '--task=ctr', f'--data_dir={tmp_path}', '--model=lr', '--batch_size=4', '--seed=1',
+      '--optimizer=sgd', '--learning_rate=0.5', '--steps_per_epoch=2', '--epochs=2',
+      '--eval_every=1']
+  config = spec.to_config()
+  assert (config['epochs'], config['optimizer'], config['steps_per_epoch']) == (
+      2, {'name': 'sgd', 'learning_rate': 0.5}, 2)
+  assert spec.differences(config) == []
+  assert spec.differences({**config, 'epochs': 3}) == ['epochs: 3 -> 2']
   with pytest.raises(ValueError, match='clients_per_round is not a setting of the centralized'):
     spec_lib.CentralSpec(task='ctr', settings={'clients_per_round': 3})
 

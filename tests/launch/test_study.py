@@ -69,9 +69,11 @@ def test_a_study_that_cannot_run_is_refused_before_any_cell(tmp_path, spec):
   assert not (tmp_path / 'out' / 'runs').exists()
 
 
+@pytest.mark.slow
 def test_short_grid_runs_and_a_centralized_method_run_side_by_side(tmp_path, spec):
   """fedavg's grid runs 2 rounds then its choice 4; CentralSGD (launch.centralized,
-  its own workers: its flags collide with the trainer's) beside it."""
+  its own workers: its flags collide with the trainer's) beside it. The runner
+  checks each cell's config.json against its spec (a difference stops the study)."""
   text = spec.read_text().split('[methods.fedprox]')[0].replace(
       'extend = 1', 'extend = 0\nrounds = 2').replace('last = 2', 'last = 1').replace(
           '[0.5]', '[0.5, 1.0]')
