@@ -1,8 +1,6 @@
 """Rate sweeps extended past a best edge (experiments.rate_sweep)."""
 
 import math
-import subprocess
-import sys
 
 import pytest
 
@@ -44,16 +42,3 @@ def test_an_incomplete_sweep_chooses_nothing():
   assert chosen is None and swept[3.0] is None
   assert rate_sweep.describe(swept, chosen) == '0.1, 0.3, 1, 3 (not run)'
   assert rate_sweep.describe({0.1: 0.6, 0.3: 0.7}, 0.3) == '0.1, **0.3**'
-
-
-def test_every_fedsubavg_dataset_runs_din_with_its_validation_part():
-  # In a process of its own: the script's flags collide with the trainer's.
-  done = subprocess.run([sys.executable, '-c', '''
-from experiments.papers import fedsubavg_beauty as r
-for dataset in r.DATASETS:
-  r._dataset = lambda: r.DATASETS[dataset]
-  spec = r._spec('din')
-  print(dataset, spec['task']['validation_fraction'], spec['task']['model'], spec['metric'])
-'''], capture_output=True, text=True, check=True)
-  assert done.stdout.splitlines() == [
-      f'{d} 0.1 din eval/validation_auc' for d in ('beauty',)]
