@@ -199,7 +199,8 @@ def _changed(before, after, prefix: str) -> list[str]:
         continue  # an added method
       fields += _changed(before.get(key), after.get(key), f'{prefix}{key}.')
     return fields
-  if prefix == 'seeds.' and isinstance(after, list) and set(before or [0]) <= set(after):
+  if (prefix.endswith('seeds.') and prefix.count('.') in (1, 3)  # the study's or a method's
+      and isinstance(after, list) and set(before or [0]) <= set(after)):
     return []
   return [] if before == after else [prefix.rstrip('.')]
 

@@ -159,6 +159,11 @@ def test_a_folder_keeps_its_study_and_refuses_one_that_changes_its_cells(tmp_pat
   added = tmp_path / 'added.toml'
   added.write_text(test_study_file.STUDY + '\n[methods.sgd]\nalgorithm = "fedsgd"\n')
   study_lib.check_folder(study_file.load(added, {'seeds': [0, 1, 2]}), folder)  # a method added
+  study_lib.check_folder(study_file.load(added, {'seeds': [0, 1, 2], 'methods.sgd.seeds': [
+      0, 1, 2, 7]}), folder)  # a method's own seed added
+  with pytest.raises(study_lib.StudyFolderError, match=r'whose methods.sgd.rounds differ'):
+    study_lib.check_folder(study_file.load(added, {'seeds': [0, 1, 2], 'methods.sgd.seeds': [
+        0, 1, 2, 7], 'methods.sgd.rounds': 40}), folder)
 
 
 def test_the_report_reads_each_seed_and_marks_floors_and_baseline(tmp_path):
