@@ -2,8 +2,8 @@
 
 Every number is a run's mean of its last `selection.last` evaluations (one
 reading for every curve), then mean ± std (sample) over the seeds; each method
-is marked against the floors and the baseline by experiments.seed_stats' rule
-(a difference within the two spreads is noise).
+is marked against the floors and the baseline by the one verdict rule
+(experiments.verdicts).
 """
 
 import math
@@ -17,6 +17,7 @@ from experiments import run_records
 from experiments import seed_stats
 from experiments import study as study_lib
 from experiments import study_file
+from experiments import verdicts
 
 
 def _short(metric: str) -> str:
@@ -76,8 +77,11 @@ def table(numbers: dict, caption: str) -> str:
                          f'{selection["extend"]} rates' if selection['extend'] else '')
       + '; every seed then runs at the choice. Each value is a '
       f'run\'s mean of its last {selection["last"]} evaluations: mean ± std (sample) over '
-      'the seeds. "vs" columns give the difference of the means where it is beyond the two '
-      'stds added, else "within noise".', '']
+      f'the seeds. "vs" columns give {_short(headline)}\'s verdict '
+      f'(experiments.verdicts): above / below by Welch\'s test at p < {verdicts.RULE.level:g}, '
+      f'level by an equivalence test within {100 * verdicts.RULE.margin:g}% of the other\'s '
+      'mean, else undecided; against the baseline, not testable where both are below a '
+      'floor.', '']
   own = {n: m['selection'] for n, m in methods.items() if 'selection' in m}
   if own:
     lines += ['Chosen by their own rule: ' + '; '.join(
@@ -97,12 +101,12 @@ def table(numbers: dict, caption: str) -> str:
     runs = method['seeds']
     diverged = sum(s['diverged'] for s in runs.values())
     cells = [seed_stats.spread(_values(method, m)) for m in report]
+    floor_values = {f: v[headline] for f, v in floors.items() if headline in v}
     marks = []
     for other in versus:
       theirs = floors[other][headline] if other in floors else _values(methods[other], headline)
-      marks.append('' if other == name else
-                   seed_stats.against_floor(_values(method, headline), theirs)
-                   if other in floors else seed_stats.versus(_values(method, headline), theirs))
+      marks.append('' if other == name else str(verdicts.judge(
+          _values(method, headline), theirs, headline, None if other in floors else floor_values)))
     per_seed = ', '.join('diverged' if s['diverged'] else f'{s[headline]:.3f}'
                          for s in runs.values()) or seed_stats.NOT_RUN
     if diverged:
