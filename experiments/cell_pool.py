@@ -36,6 +36,10 @@ class Pool:
   def free(self) -> int:
     return self.size - len(self._busy)
 
+  def has_idle(self, launcher: str) -> bool:
+    """Whether a worker of `launcher` waits (a run of another would replace one)."""
+    return any(w.poll() is None for w in self._idle.get(launcher, ()))
+
   @property
   def running(self) -> list[str]:
     return list(self._busy.values())

@@ -238,7 +238,8 @@ def run(study: study_file.Study, folder: pathlib.Path, pool, *,
   failures, running = {}, {}
   while True:
     current = plan(study, records)
-    for cell in current.ready:
+    # cells whose launcher has a worker waiting first: another launcher's replaces one
+    for cell in sorted(current.ready, key=lambda c: not pool.has_idle(c.spec.module)):
       if cell.name in running or not pool.free:
         continue
       out = folder / RUNS / cell.name
