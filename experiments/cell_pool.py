@@ -63,12 +63,12 @@ class Pool:
     self._runs[worker], self._launcher[worker] = 0, launcher
     return worker
 
-  def start(self, launcher: str = 'launch.train') -> None:
-    """Starts every worker now, idle, for `launcher`'s runs: they import TensorFlow
-    while the caller does other work, not when the first runs are submitted."""
-    idle = self._idle.setdefault(launcher, [])
-    while len(idle) + len(self._busy) < self.size:
-      idle.append(self._spawn(launcher))
+  def start(self, launchers: Sequence[str]) -> None:
+    """Starts a worker now, idle, for each of `launchers` (as many as the pool holds):
+    they import TensorFlow while the caller does other work, not when the first
+    runs are submitted."""
+    for launcher in launchers[:self.size - len(self._launcher)]:  # _launcher: every live one
+      self._idle.setdefault(launcher, []).append(self._spawn(launcher))
 
   def submit(self, name: str, flags: Sequence[str], log: pathlib.Path,
              launcher: str = 'launch.train') -> None:

@@ -148,7 +148,8 @@ def main(argv):
     started = time.perf_counter()
     try:
       with cell_pool.Pool(size, study.imports) as pool:
-        pool.start()  # its workers import TensorFlow while the floors are derived here
+        # the first cells' workers import TensorFlow while the floors are derived here
+        pool.start([c.spec.module for c in study_lib.plan(study, records).ready])
         floors = _floors(study, folder, compute=True)  # the data is read before any cell
         plan = study_lib.run(study, folder, pool, on_cell=_reporter(started))
     except KeyboardInterrupt:

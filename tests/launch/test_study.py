@@ -70,14 +70,13 @@ def test_a_study_that_cannot_run_is_refused_before_any_cell(tmp_path, spec):
 
 
 @pytest.mark.slow
-def test_short_grid_runs_and_a_centralized_method_share_the_workers_slot(tmp_path, spec):
+def test_short_grid_runs_and_a_centralized_method_run_side_by_side(tmp_path, spec):
   """fedavg's grid runs 2 rounds then its choice 4; CentralSGD (launch.centralized,
-  in a worker of its own: its flags collide with the trainer's) takes the one slot
-  in turn. The runner
+  in a worker of its own: its flags collide with the trainer's) beside it, each
+  worker started for the first cells. The runner
   checks each cell's config.json against its spec (a difference stops the study)."""
   text = spec.read_text().split('[methods.fedprox]')[0].replace(
-      'extend = 1', 'extend = 0\nrounds = 2').replace('last = 2', 'last = 1').replace(
-          '[0.5]', '[0.5, 1.0]')
+      'extend = 1', 'extend = 0\nrounds = 2').replace('last = 2', 'last = 1')
   spec.write_text(text + '''
 [methods.central]
 algorithm = "central"
@@ -85,18 +84,17 @@ settings = { optimizer = "sgd" }
 grid = { learning_rate = [0.5] }
 ''')
   out = tmp_path / 'out'
-  done = _study(f'--spec={spec}', f'--output_dir={out}', '--parallel=1')
+  done = _study(f'--spec={spec}', f'--output_dir={out}', '--parallel=2')
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
   chosen = json.loads((out / 'results.json').read_text())['methods']['fedavg']['chosen']
   cells = sorted(p.name for p in (out / 'cells').iterdir() if p.is_dir())
-  assert cells == ['central-learning_rate=0.5-s0',
-                   f'fedavg-client_learning_rate={chosen["client_learning_rate"]:g}-s0',
+  assert chosen == {'client_learning_rate': 0.5}
+  assert cells == ['central-learning_rate=0.5-s0', 'fedavg-client_learning_rate=0.5-s0',
                    'sweep-central-learning_rate=0.5-s0',
-                   'sweep-fedavg-client_learning_rate=0.5-s0',
-                   'sweep-fedavg-client_learning_rate=1-s0']
+                   'sweep-fedavg-client_learning_rate=0.5-s0']
   central = json.loads((out / 'cells' / 'central-learning_rate=0.5-s0' / 'config.json').read_text())
   assert (central['epochs'], central['optimizer']) == (4, {'name': 'sgd', 'learning_rate': 0.5})
-  sweep = json.loads((out / 'cells' / 'sweep-fedavg-client_learning_rate=1-s0' / 'config.json')
+  sweep = json.loads((out / 'cells' / 'sweep-fedavg-client_learning_rate=0.5-s0' / 'config.json')
                      .read_text())
   assert (sweep['rounds'], sweep['eval_every']) == (2, 2)
   table = (out / 'table.md').read_text()
