@@ -18,6 +18,8 @@ import pathlib
 import tomllib
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from experiments import files
 from experiments import rate_sweep
 from experiments import run_records
@@ -82,22 +84,23 @@ class Records:
     return (self.path(cell) / 'summary.json').exists()
 
   def last_means(self, cell: str, metrics, last: int) -> dict:
-    """{'summary': its summary, 'diverged': bool, metric: mean of its `last` evaluations
-    (NaN when the run diverged, or never evaluated the metric)}."""
+    """{'summary': its summary, 'diverged': bool, metric: mean of its `last` finite
+    evaluations (a run that diverged: those before it did; NaN: none)}."""
     summary = files.read_summary(self.path(cell) / 'summary.json')
-    diverged = run_records.diverged(summary)
-    values = {'summary': summary, 'diverged': diverged}
+    values = {'summary': summary, 'diverged': run_records.diverged(summary)}
     for metric in metrics:
       curve = run_records.read_curve('', cell, metric, str(self.folder / RECORDS))
-      values[metric] = (math.nan if diverged or curve is None or curve.empty
-                        else float(curve[metric].tail(last).mean()))
+      finite = ([] if curve is None else
+                [v for v in curve[metric] if math.isfinite(v)][-last:])
+      values[metric] = float(np.mean(finite)) if finite else math.nan
     return values
 
   def score(self, cell: str, selection: study_file.Selection) -> float | None:
     """The selection score of a finished cell (None: not finished)."""
     if not self.finished(cell):
       return None
-    return self.last_means(cell, (selection.metric,), selection.last)[selection.metric]
+    means = self.last_means(cell, (selection.metric,), selection.last)
+    return math.nan if means['diverged'] else means[selection.metric]  # diverged: the worst
 
 
 def _key(point: Mapping[str, Any]) -> tuple:

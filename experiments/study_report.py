@@ -55,9 +55,10 @@ def results(study: study_file.Study, records: study_lib.Records, plan: study_lib
 
 
 def _values(method: dict, metric: str) -> list[float]:
-  """The finished, finite seeds' values of `metric`."""
+  """The finished seeds' values of `metric`: a diverged one's at its last evaluations
+  before it diverged (one never evaluated is left out)."""
   return [s[metric] for s in method['seeds'].values()
-          if not s['diverged'] and math.isfinite(s[metric])]
+          if math.isfinite(s[metric])]
 
 
 def table(numbers: dict, caption: str) -> str:
@@ -107,10 +108,12 @@ def table(numbers: dict, caption: str) -> str:
       theirs = floors[other][headline] if other in floors else _values(methods[other], headline)
       marks.append('' if other == name else str(verdicts.judge(
           _values(method, headline), theirs, headline, None if other in floors else floor_values)))
-    per_seed = ', '.join('diverged' if s['diverged'] else f'{s[headline]:.3f}'
+    per_seed = ', '.join((f'{s[headline]:.3f}' if math.isfinite(s[headline]) else 'none')
+                         + (' (diverged)' if s['diverged'] else '')
                          for s in runs.values()) or seed_stats.NOT_RUN
-    if diverged:
-      per_seed += f' ({diverged} of {len(runs)} diverged, left out of the mean)'
+    if diverged:  # a diverged seed is a result: read where it stood before it diverged
+      per_seed += (f' ({diverged} of {len(runs)} diverged: each counted at its last '
+                   'evaluations before it did)')
     lines.append(f'| {name} | {_point(method["chosen"])} | ' + ' | '.join(cells + marks)
                  + f' | {per_seed} |')
   lines += ['', f'## Grids (seed {numbers["seeds"][0]}: the mean of the last '

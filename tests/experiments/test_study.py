@@ -186,3 +186,18 @@ def test_the_report_reads_each_seed_and_marks_floors_and_baseline(tmp_path):
   assert json.loads((tmp_path / 'results.json').read_text())['methods']['fedavg'][
       'chosen'] == {'client_learning_rate': 0.1}
   assert (tmp_path / 'curves.png').stat().st_size > 1000
+
+
+def test_a_diverged_seed_counts_at_its_evaluations_before_it_diverged(tmp_path):
+  study = _one_method(tmp_path, [0.1])
+  _record(tmp_path, 'fedavg-client_learning_rate=0.1-s0', 0.70, 0.61)
+  _record(tmp_path, 'fedavg-client_learning_rate=0.1-s1', 0.71, 0.55, diverged=True)
+  records = study_lib.Records(tmp_path, study)
+  assert math.isnan(records.score('fedavg-client_learning_rate=0.1-s1', study.selection))
+  plan = study_lib.plan(study, records)
+  numbers = study_report.write(study, tmp_path, plan, {}, 'caption')
+  assert numbers['methods']['fedavg']['seeds'][1] == {'diverged': True, 'eval/test_auc': 0.55}
+  table = (tmp_path / 'table.md').read_text()
+  assert ('| fedavg | client_learning_rate=0.1 | 0.580 ± 0.042 | 0.610, 0.550 (diverged) '
+          '(1 of 2 diverged: each counted at its last evaluations before it did) |') in table
+
