@@ -50,6 +50,7 @@ class RunSpec:
   # How it runs where that may change its numbers or needs a place (client_data_dir),
   # and in-process parallelism (threads, clients_per_call).
   execution: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  module = 'launch.train'  # the launcher that runs it (not a field)
 
   def __post_init__(self):
     object.__setattr__(self, 'task', tasks.canonical(self.task))
@@ -145,8 +146,6 @@ class RunSpec:
               **({'runtime': self.runtime} if self.runtime != 'auto' else {}),
               **self.execution}
     return [_flag(name, value) for name, value in values.items()]
-
-  module = 'launch.train'  # the launcher that runs it
 
   def differences(self, config: Mapping[str, Any]) -> list[str]:
     """What a run's config.json (a record's) holds otherwise than this spec, by

@@ -74,8 +74,8 @@ class Plan:
 class Records:
   """A study folder's finished cells: their scores and curves."""
 
-  def __init__(self, folder: str | pathlib.Path, study: study_file.Study):
-    self.folder, self.study = pathlib.Path(folder), study
+  def __init__(self, folder: str | pathlib.Path):
+    self.folder = pathlib.Path(folder)
 
   def path(self, cell: str) -> pathlib.Path:
     return self.folder / RECORDS / cell
@@ -83,10 +83,14 @@ class Records:
   def finished(self, cell: str) -> bool:
     return (self.path(cell) / 'summary.json').exists()
 
+  def summary(self, cell: str) -> dict:
+    """A finished cell's summary.json."""
+    return files.read_summary(self.path(cell) / 'summary.json')
+
   def last_means(self, cell: str, metrics, last: int) -> dict:
     """{'summary': its summary, 'diverged': bool, metric: mean of its `last` finite
     evaluations (a run that diverged: those before it did; NaN: none)}."""
-    summary = files.read_summary(self.path(cell) / 'summary.json')
+    summary = self.summary(cell)
     values = {'summary': summary, 'diverged': run_records.diverged(summary)}
     for metric in metrics:
       curve = run_records.read_curve('', cell, metric, str(self.folder / RECORDS))
@@ -237,7 +241,7 @@ def run(study: study_file.Study, folder: pathlib.Path, pool, *,
   one, until every method has chosen and run its seeds. `on_cell(cell, its
   selection score (NaN: diverged), the plan after it)` follows each cell. A cell
   whose run fails is retried once, then CellFailed."""
-  records = Records(folder, study)
+  records = Records(folder)
   failures, running = {}, {}
   while True:
     current = plan(study, records)

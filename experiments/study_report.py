@@ -161,7 +161,7 @@ def curves(study: study_file.Study, records: study_lib.Records, plan: study_lib.
 def write(study: study_file.Study, folder: pathlib.Path, plan: study_lib.Plan,
           floors: dict, caption: str) -> dict:
   """table.md, results.json and curves.png into `folder`; the numbers."""
-  records = study_lib.Records(folder, study)
+  records = study_lib.Records(folder)
   numbers = results(study, records, plan, floors)
   files.write_text(folder / 'table.md', table(numbers, caption))
   files.write_json(folder / 'results.json', _json_safe(numbers))

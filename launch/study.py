@@ -72,13 +72,13 @@ def _study() -> study_file.Study:
     raise app.UsageError(str(e)) from None
 
 
-def _floors(study: study_file.Study, folder: pathlib.Path, compute: bool) -> dict:
+def _floors(study: study_file.Study, folder: pathlib.Path, build, compute: bool) -> dict:
   """{floor: {metric: [a value per seed]}}: derived once from the data into the
   records (run_records.derived); with `compute` off, only what is recorded."""
   if not study.floors:
     return {}
   settings = ' '.join(f'--{k}={v}' for k, v in sorted(study.task_settings.items()))
-  build, out = _task_builder(study), {}
+  out = {}
   for seed in study.seeds:
     key = f'floors --task={study.task} {settings} --seed={seed} item={study.floor_item}'
     derived = folder / study_lib.RECORDS / run_records.DERIVED_FILE
@@ -139,7 +139,8 @@ def main(argv):
     study_lib.check_folder(study, folder)
   except study_lib.StudyFolderError as e:
     raise app.UsageError(str(e)) from None
-  records = study_lib.Records(folder, study)
+  records = study_lib.Records(folder)
+  build = _task_builder(study)  # the floors' and the renderer's tasks, each built once
   running = FLAGS.only != 'none'
   if running:
     size = FLAGS.parallel or os.cpu_count() or 1
@@ -150,7 +151,7 @@ def main(argv):
       with cell_pool.Pool(size, study.imports) as pool:
         # the first cells' workers import TensorFlow while the floors are derived here
         pool.start([c.spec.module for c in study_lib.plan(study, records).ready])
-        floors = _floors(study, folder, compute=True)  # the data is read before any cell
+        floors = _floors(study, folder, build, compute=True)  # the data is read before any cell
         plan = study_lib.run(study, folder, pool, on_cell=_reporter(started))
     except KeyboardInterrupt:
       print('interrupted; the same command resumes the study (each cell from its last '
@@ -164,10 +165,10 @@ def main(argv):
             f'{size} at once ({wall * size / pool.run_seconds:.2f} x their sum / {size})',
             flush=True)
   else:
-    floors = _floors(study, folder, compute=False)
+    floors = _floors(study, folder, build, compute=False)
     plan = study_lib.plan(study, records)
   if study.renderer:
-    importlib.import_module(study.renderer).render(study, folder, plan, _task_builder(study))
+    importlib.import_module(study.renderer).render(study, folder, plan, build)
   else:
     study_report.write(study, folder, plan, floors, _caption(study))
   print(f'done: {folder / "table.md"}' if plan.done else

@@ -27,14 +27,14 @@ def _table(study, title: str, metrics, rows: dict, popularity: str, **fields):
 
 
 def _summaries(records: study_lib.Records, cells) -> list[dict]:
-  return [files.read_summary(records.path(c) / 'summary.json') for c in cells
+  return [records.summary(c) for c in cells
           if records.finished(c)]
 
 
 def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:
   """table.md into `folder`, from its records (popularity derived into them once)."""
   del task  # popularity is derived by seeded_table from the study's task settings
-  records = study_lib.Records(folder, study)
+  records = study_lib.Records(folder)
   cells = folder / study_lib.RECORDS
   lines = ["# CoLR's headline on Amazon Beauty", '',
            'Built by `python -m launch.study --spec=experiments/papers/colr_beauty.toml` from '

@@ -94,7 +94,7 @@ def _metrics(records: study_lib.Records, cell: str) -> pd.DataFrame | None:
 def _result(records: study_lib.Records, cells: list[str]) -> dict | None:
   """Over a configuration's finished seeds: HR and NDCG (lists), KB up / down per
   client per round and seconds per round (means)."""
-  runs = [(files.read_summary(records.path(c) / 'summary.json'), _metrics(records, c))
+  runs = [(records.summary(c), _metrics(records, c))
           for c in cells if records.finished(c)]
   if not runs:
     return None
@@ -188,7 +188,7 @@ def _plot(path: pathlib.Path, series: dict[str, dict[int, dict]], title: str) ->
 def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:
   """table.md, payload_hr.png and compression_hr.png into `folder`, from its records
   (`task(seed)`: the study's task, built only for a value not derived yet)."""
-  records = study_lib.Records(folder, study)
+  records = study_lib.Records(folder)
   derived = functools.partial(run_records.derived, records.folder / study_lib.RECORDS)
   first = study.seeds[0]
   config = study.spec(next(iter(study.methods)), {}, first).task_config

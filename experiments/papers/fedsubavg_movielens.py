@@ -48,7 +48,7 @@ class _Reader:
 
   def __init__(self, study, folder: pathlib.Path, plan: study_lib.Plan, task):
     self.study, self.plan, self.task = study, plan, task
-    self.records = study_lib.Records(folder, study)
+    self.records = study_lib.Records(folder)
     self.cells = str(self.records.folder / study_lib.RECORDS)
 
   def finals(self, method: str) -> list[str | None]:
@@ -77,7 +77,7 @@ class _Reader:
     never evaluated it)."""
     if name is None or not self.records.finished(name):
       return None
-    summary = files.read_summary(self.records.path(name) / 'summary.json')
+    summary = self.records.summary(name)
     if 'diverged_at_round' in summary:  # the trainer stopped it: its metrics are not there
       return float('nan')
     value = summary.get(metric)

@@ -21,7 +21,7 @@ STUDIES = {r.folder: next(a.split('=', 1)[1] for a in r.args if a.startswith('--
 def test_every_record_is_a_cell_of_its_study_with_its_settings(folder):
   study = study_file.load(STUDIES[folder])
   results = conftest.REPO / 'results' / folder
-  records = study_lib.Records(results, study)
+  records = study_lib.Records(results)
   plan = study_lib.plan(study, records)
   assert plan.done, f'cells the records lack: {[c.name for c in plan.ready]}'
   planned, cells = set(), {}

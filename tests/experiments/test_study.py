@@ -51,7 +51,7 @@ def _cells(plan):
 
 def test_the_grid_runs_first_then_a_winning_edge_extends_then_every_seed(tmp_path):
   study = _one_method(tmp_path, [0.1, 0.3])
-  records = study_lib.Records(tmp_path, study)
+  records = study_lib.Records(tmp_path)
   plan = study_lib.plan(study, records)
   assert _cells(plan) == ['fedavg-client_learning_rate=0.1-s0',
                           'fedavg-client_learning_rate=0.3-s0']
@@ -75,7 +75,7 @@ def test_the_grid_runs_first_then_a_winning_edge_extends_then_every_seed(tmp_pat
 def test_an_edge_stays_where_the_rate_past_it_diverges_or_extensions_run_out(
     tmp_path, extend, past_edge, chosen):
   study = _one_method(tmp_path, [0.1, 0.3], extend)
-  records = study_lib.Records(tmp_path, study)
+  records = study_lib.Records(tmp_path)
   _record(tmp_path, 'fedavg-client_learning_rate=0.1-s0', 0.60)
   _record(tmp_path, 'fedavg-client_learning_rate=0.3-s0', 0.70)
   if past_edge:
@@ -95,7 +95,7 @@ def test_a_method_at_another_ones_choice_waits_for_it_then_runs_every_seed(tmp_p
   study = study_file.load(tmp_path / 'one.toml', {
       'methods.fedavg.grid.client_learning_rate': [0.1, 0.3], 'selection.extend': 0,
       'rounds': 10})
-  records = study_lib.Records(tmp_path, study)
+  records = study_lib.Records(tmp_path)
   plan = study_lib.plan(study, records)
   assert plan.methods['secure'].chosen is None and not plan.done
   assert all(c.method == 'fedavg' for c in plan.ready)
@@ -116,7 +116,7 @@ def test_short_grid_runs_are_cells_of_their_own_before_the_seeds_run(tmp_path):
   study = study_file.load(tmp_path / 'one.toml', {
       'methods.fedavg.grid.client_learning_rate': [0.1, 0.3], 'selection.extend': 0,
       'rounds': 10, 'selection.last': 1, 'selection.rounds': 4})
-  records = study_lib.Records(tmp_path, study)
+  records = study_lib.Records(tmp_path)
   plan = study_lib.plan(study, records)
   assert _cells(plan) == ['sweep-fedavg-client_learning_rate=0.1-s0',
                           'sweep-fedavg-client_learning_rate=0.3-s0']
@@ -135,7 +135,7 @@ def test_integer_grids_are_not_extended_and_lower_can_be_better(tmp_path):
   path.write_text((tmp_path / 'one.toml').read_text().replace(
       'grid = { client_learning_rate = [0.1, 0.3] }', 'grid = { local_epochs = [1, 2] }'))
   study = study_file.load(path, {'selection.goal': 'min', 'rounds': 10})
-  records = study_lib.Records(tmp_path, study)
+  records = study_lib.Records(tmp_path)
   _record(tmp_path, 'fedavg-local_epochs=1-s0', 0.60)
   _record(tmp_path, 'fedavg-local_epochs=2-s0', 0.70)
   plan = study_lib.plan(study, records)
@@ -170,7 +170,7 @@ def test_the_report_reads_each_seed_and_marks_floors_and_baseline(tmp_path):
   study = _one_method(tmp_path, [0.1])
   for seed, (validation, test) in enumerate([(0.70, 0.61), (0.71, 0.63)]):
     _record(tmp_path, f'fedavg-client_learning_rate=0.1-s{seed}', validation, test)
-  plan = study_lib.plan(study, study_lib.Records(tmp_path, study))
+  plan = study_lib.plan(study, study_lib.Records(tmp_path))
   assert plan.done
   numbers = study_report.write(study, tmp_path, plan,
                                {'click_rate': {'eval/test_auc': [0.7, 0.7]}}, 'caption')
@@ -192,7 +192,7 @@ def test_a_diverged_seed_counts_at_its_evaluations_before_it_diverged(tmp_path):
   study = _one_method(tmp_path, [0.1])
   _record(tmp_path, 'fedavg-client_learning_rate=0.1-s0', 0.70, 0.61)
   _record(tmp_path, 'fedavg-client_learning_rate=0.1-s1', 0.71, 0.55, diverged=True)
-  records = study_lib.Records(tmp_path, study)
+  records = study_lib.Records(tmp_path)
   assert math.isnan(records.score('fedavg-client_learning_rate=0.1-s1', study.selection))
   plan = study_lib.plan(study, records)
   numbers = study_report.write(study, tmp_path, plan, {}, 'caption')
