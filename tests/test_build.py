@@ -38,6 +38,16 @@ def test_every_package_file_is_in_a_library():
       assert covered, f'{path} is in no BUILD target'
 
 
+def test_every_requirement_is_a_declared_package():
+  """A requirement() missing from WORKSPACE's pypi list fails bazel's analysis of every
+  target that depends on it (CI's bazel run, not pytest, was the first to see scipy's)."""
+  workspace = (conftest.REPO / 'WORKSPACE').read_text()
+  declared = set(re.findall(r'^ +"([\w.-]+)",$',
+                            workspace.split('pypi(', 1)[1].split(')', 1)[0], re.M))
+  required = set(re.findall(r'requirement\("([\w.-]+)"\)', BUILD))
+  assert required <= declared, f'add to WORKSPACE pypi packages: {sorted(required - declared)}'
+
+
 def test_listed_files_exist_and_build_parses():
   for path in LISTED:
     assert (conftest.REPO / path).is_file(), f'BUILD lists missing {path}'
