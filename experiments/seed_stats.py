@@ -1,9 +1,18 @@
-"""Seed statistics of the reproduction tables: mean ± std, and the rule that a
-difference inside the seeds' spread is noise."""
+"""Seed statistics of the reproduction tables: mean ± std, and each difference
+read by the one rule of experiments.verdicts."""
 
 import numpy as np
 
+from experiments import verdicts
+
 NOT_RUN = 'not run'  # a cell without a result
+UNDECIDED = 'undecided'  # neither a difference nor a level is shown by the rule
+# What a table's legend says of its comparison columns.
+RULE_TEXT = (
+    f'a comparison shows the difference of the seeds\' means where Welch\'s test finds it '
+    f'at p < {verdicts.RULE.level:g} (experiments.verdicts), "level" where an equivalence '
+    f'test shows the means within {100 * verdicts.RULE.margin:g}% of the reference\'s, '
+    f'else "{UNDECIDED}" (more seeds may decide it)')
 
 
 def spread(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
@@ -15,32 +24,24 @@ def spread(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
   return f'{np.mean(values):.{digits}f}{std}'
 
 
-def beyond_noise(a: list[float], b: list[float]) -> bool:
-  """Whether two cells' means differ by more than the sum of their seeds' stds.
-
-  The reading's rule: a difference inside the seeds' spread is called noise.
-  """
-  if len(a) < 2 or len(b) < 2:
-    return False  # one seed has no spread to judge by
-  return abs(np.mean(a) - np.mean(b)) > np.std(a, ddof=1) + np.std(b, ddof=1)
-
-
 def versus(a: list[float], b: list[float], scale: float = 1.0, digits: int = 3) -> str:
-  """Cell a against cell b over seeds: the difference of the means (times
-  `scale`) where it is beyond noise (beyond_noise), else 'within noise'."""
+  """Cell a against the reference cell b over seeds, by verdicts.compare: the
+  difference of the means (times `scale`) where the rule finds one, 'level' where
+  it shows them level, else 'undecided'."""
   if not a or not b:
     return NOT_RUN
   if len(a) < 2 or len(b) < 2:
     return 'one seed: no spread'
-  if not beyond_noise(a, b):
-    return 'within noise'
-  return f'{scale * (np.mean(a) - np.mean(b)):+.{digits}f}'
+  verdict = verdicts.compare(a, b)
+  if verdict.word in (verdicts.ABOVE, verdicts.BELOW):
+    return f'{scale * verdict.difference:+.{digits}f}'
+  return 'level' if verdict.word == verdicts.LEVEL else UNDECIDED
 
 
 def against_floor(values: list[float], floor: list[float], digits: int = 3) -> str:
   """A row's values over seeds against a no-model floor's over the same seeds
   (a floor that does not vary with the seed: its value once per seed): 'above
-  (+d)' / 'below (-d)' where beyond noise, else versus's verdict."""
+  (+d)' / 'below (-d)' where the rule finds a difference, else versus's word."""
   verdict = versus(values, floor, digits=digits)
   if verdict.startswith(('+', '-')):
     return f'{"above" if verdict.startswith("+") else "below"} ({verdict})'

@@ -105,13 +105,24 @@ def higher_is_better(metric: str) -> bool:
   return 'loss' not in metric.split('/')[-1]
 
 
+def below_floor(rows: Sequence[Sequence[float]], floors: dict[str, Sequence[float]], *,
+                higher_is_better: bool = True, rule: Rule = RULE) -> str | None:
+  """The first of `floors` (name -> a value per seed) that every one of `rows` is
+  below by the rule, or None: rows that all know less than a floor say nothing of
+  a claim between them."""
+  for name, floor in floors.items():
+    if all(compare(row, floor, higher_is_better=higher_is_better, rule=rule).word == BELOW
+           for row in rows):
+      return name
+  return None
+
+
 def judge(a: Sequence[float], b: Sequence[float], metric: str,
           floors: dict[str, Sequence[float]] | None = None, *, rule: Rule = RULE) -> Verdict:
   """`a` against `b` on `metric`, not testable where both are below one of `floors`
   (name -> a value per seed) by the same rule."""
   higher = higher_is_better(metric)
-  for name, floor in (floors or {}).items():
-    if all(compare(row, floor, higher_is_better=higher, rule=rule).word == BELOW
-           for row in (a, b)):
-      return Verdict(NOT_TESTABLE, math.nan, math.nan, math.nan, f'both below {name}')
+  floor = below_floor((a, b), floors or {}, higher_is_better=higher, rule=rule)
+  if floor is not None:
+    return Verdict(NOT_TESTABLE, math.nan, math.nan, math.nan, f'both below {floor}')
   return compare(a, b, higher_is_better=higher, rule=rule)

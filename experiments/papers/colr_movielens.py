@@ -281,9 +281,9 @@ batch occurrences, as the official code) at each configuration's rate chosen on
 validation (below; the paper's is {PAPER_RATE:g}), {config.local_epochs} local epochs, batch
 {config.batch_size}, {config.num_negatives} negatives per positive, decay {config.l2}; the
 server adds the cohort's mean update. User vectors stored on their clients. Mean ± std over
-seeds {list(study.seeds)}; a difference inside the seeds' spread is noise. "vs popularity": a
+seeds {list(study.seeds)}; {seed_stats.RULE_TEXT}. "vs popularity": a
 row's HR@10 against popularity's over the same seeds (each draws the evaluation
-negatives, so popularity has a spread too), the difference where beyond noise.
+negatives, so popularity has a spread too).
 
 | | HR@10 / NDCG@10 | vs popularity |
 |---|---|---|

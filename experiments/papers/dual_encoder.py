@@ -357,8 +357,7 @@ Built by `python -m launch.reproduce_dual_encoder` from the cell records in
 `cells/`. Global recall@k (%) of the label among all {vocab_size} items,
 mean ± std over seeds {seeds} (each draws the model, cohorts and shuffles).
 C: centralized, F: federated (FedAvg). Drop = (C - F) / C at R@10, per seed.
-"F vs C" calls a difference real only when the means differ by more than the
-two stds added (shown in points of R@10), otherwise "within noise"; "vs
+"F vs C": {seed_stats.RULE_TEXT} (in points of R@10); "vs
 popularity" holds a row against popularity the same way. Popularity ranks items by how
 often they are a training label; on the like-for-like split it is exact (the same
 split for every seed: ± 0.00), so only the row's spread decides.

@@ -195,7 +195,7 @@ def _seeded(stem: str, seeds: list[int]) -> list[str]:
 
 def _vs_popularity(names: list[str] | str, popularity: float, rounds: int | None = None,
                    step: str = 'round') -> str:
-  """Final NDCG@20 over the seeds against popularity's, beyond noise or not. The
+  """Final NDCG@20 over the seeds against popularity's, by the one rule. The
   split has no seed, so popularity is exact: its value once per seed, and only the
   cell's spread decides."""
   if isinstance(names, str):  # the method cannot run
@@ -684,9 +684,8 @@ Test NDCG@20 of the server model over all items a user did not train on
 (99 users, {num_items:,} items). Each cell: final / mean of the last {LAST_K}
 evaluations (every {FLAGS.eval_every} rounds; never the best evaluation, which would pick
 a round on test), each mean ± std over the seeds, then the
-paper's number. "vs popularity": the final against popularity, the difference where
-beyond the seeds' spread, else "within noise"; the split has no seed, so popularity
-is exact and only the cell's spread decides.
+paper's number. "vs popularity": the final against popularity ({seed_stats.RULE_TEXT});
+the split has no seed, so popularity is exact and only the cell's spread decides.
 
 Settings: NeuMF {config.factors} factors, {config.mlp_layers}-layer MLP, BPR with
 {config.num_negatives} negative(s), decay {config.l2}; batch {config.batch_size}; federated:
@@ -724,8 +723,7 @@ last {LAST_K} evaluations:
 
 ## {FLAGS.long_rounds} rounds over seeds {seeds}
 
-Mean ± std over the seeds that finished; "vs" columns give the difference of
-the means where it exceeds the two stds added, else "within noise".
+Mean ± std over the seeds that finished; in the "vs" columns {seed_stats.RULE_TEXT}.
 
 {chr(10).join(long_table(task, long_names, floor))}
 
@@ -756,7 +754,7 @@ Final NDCG@20 against popularity ({floor:.3f}):
 
 Final NDCG@20, mean ± std over the seeds (each draws its own 1x users), then
 the paper's number; then FAIR-HET minus FULL-TRN, and each against popularity
-({floor:.3f}), where beyond noise.
+({floor:.3f}), each by the one rule (experiments.verdicts).
 
 {chr(10).join(table3_rows(table3, floor))}
 

@@ -371,7 +371,7 @@ def _constant_logloss(part: str) -> float:
 def _item_floors(seeds) -> list[list[float]]:
   """Popularity's and click rate's test AUC on each of `seeds`' data. MovieLens'
   split has no seed: seed 0's values once per seed, so that a floor held exact
-  leaves only the row's spread to the noise rule."""
+  leaves only the row's spread to the rule."""
   item, data = ('item', list(seeds)) if FLAGS.dataset == 'beauty' else ('movie', [0] * len(seeds))
   return [list(f) for f in zip(*(_item_baselines(s, item) for s in data))] or [[], []]
 
@@ -398,8 +398,8 @@ def _floors(seeds, read: str) -> str:
     held = 'one split for every seed, so held exact'
   return (f'Floors, no model (test AUC, {held}): popularity (the item\'s training clicks) '
           f'{popularity}; the item\'s training click rate (add-one smoothed) {click_rate}. '
-          f'Last two columns: the row\'s {read} against each of them, above or below by '
-          'the gap where it is beyond the seeds\' stds added, else within noise.')
+          f'Last two columns: the row\'s {read} against each of them, above or below where '
+          f'{seed_stats.RULE_TEXT[2:]}.')
 
 
 def _investigation_table() -> list[str]:

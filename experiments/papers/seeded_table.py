@@ -46,7 +46,7 @@ class Table:
   # given to every run of the table and to the popularity row's task.
   task_settings: tuple[tuple[str, object], ...] = ()
   # Rows (e.g. 'popularity') every row is held against on the headline metric:
-  # a column each, the difference where beyond the seeds' noise.
+  # a column each, read by seed_stats.versus (the one rule).
   versus: tuple[str, ...] = ()
   # k > 0: the headline's mean over each run's last k evaluations, beside its final
   # value, and what the versus columns hold (for a metric that swings between

@@ -1,4 +1,5 @@
-"""The reproduction tables' seed statistics: mean ± std, and the noise rule."""
+"""The reproduction tables' seed statistics: mean ± std, and differences read by
+experiments.verdicts' rule."""
 
 import pytest
 
@@ -13,14 +14,15 @@ def test_spread_is_mean_and_sample_std_of_the_seeds():
 
 
 @pytest.mark.parametrize('a, b, expected', [
-    ([0.30, 0.31, 0.32], [0.20, 0.21, 0.22], '+0.100'),  # gap 0.1 > stds 0.01 + 0.01
-    ([0.30, 0.35, 0.40], [0.25, 0.30, 0.35], 'within noise'),  # gap 0.05 < 0.05 + 0.05
-    # gap 0.055: beyond either std alone (0.05, 0.01), inside their sum
-    ([0.30, 0.35, 0.40], [0.285, 0.295, 0.305], 'within noise'),
+    ([0.30, 0.31, 0.32], [0.20, 0.21, 0.22], '+0.100'),  # Welch p < 0.001
+    ([0.30, 0.35, 0.40], [0.25, 0.30, 0.35], 'undecided'),  # p = 0.29
+    # gap 0.021 beyond the stds added (0.02), the old rule's "beyond noise": p = 0.06
+    ([0.30, 0.31, 0.32], [0.279, 0.289, 0.299], 'undecided'),
+    ([0.300, 0.301, 0.302], [0.3005, 0.3010, 0.3015], 'level'),  # within 1%, TOST p < 0.001
     ([0.3], [0.2, 0.21], 'one seed: no spread'),
     ([], [0.2], cell_records.NOT_RUN),
 ])
-def test_versus_calls_a_difference_real_only_beyond_both_stds(a, b, expected):
+def test_versus_reads_a_difference_by_the_one_rule(a, b, expected):
   assert seed_stats.versus(a, b) == expected
 
 
@@ -30,10 +32,10 @@ def test_versus_scales_the_difference_it_shows():
 
 @pytest.mark.parametrize('values, floor, expected', [
     ([0.80, 0.81, 0.82], [0.75, 0.75, 0.75], 'above (+0.060)'),  # an exact floor: row's std only
-    ([0.70, 0.71, 0.72], [0.74, 0.75, 0.76], 'below (-0.040)'),  # gap 0.04 > stds 0.01 + 0.01
-    ([0.70, 0.75, 0.80], [0.74, 0.74, 0.74], 'within noise'),
+    ([0.70, 0.71, 0.72], [0.74, 0.75, 0.76], 'below (-0.040)'),  # Welch p = 0.008
+    ([0.70, 0.75, 0.80], [0.74, 0.74, 0.74], 'undecided'),
     ([0.8], [0.74], 'one seed: no spread'),
     ([], [0.74], cell_records.NOT_RUN),
 ])
-def test_against_floor_names_the_side_only_beyond_noise(values, floor, expected):
+def test_against_floor_names_the_side_only_where_the_rule_finds_one(values, floor, expected):
   assert seed_stats.against_floor(values, floor) == expected

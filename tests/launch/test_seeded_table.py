@@ -101,7 +101,7 @@ def test_a_sweep_picks_its_best_row_and_the_headline_waits_for_every_row(tmp_pat
   assert text.index('## Head at lr2') < text.index('## Tail at lr2')  # each table, in order
 
 
-def test_every_row_is_held_against_the_versus_rows_beyond_noise_only(tmp_path):
+def test_every_row_is_held_against_the_versus_rows_by_the_one_rule(tmp_path):
   records = tmp_path / 'cells'
   values = {'base': (0.30, 0.32), 'close': (0.29, 0.35), 'far': (0.20, 0.21), 'one': (0.1,)}
   for row, seeds in values.items():
@@ -115,7 +115,7 @@ def test_every_row_is_held_against_the_versus_rows_beyond_noise_only(tmp_path):
 
   assert lines[4] == '| method | hr | vs BASE | per seed (hr) |'
   assert [line.split(' | ')[2] for line in lines[6:-1]] == [
-      '', 'within noise', '-0.105', 'one seed: no spread']
+      '', 'undecided', '-0.105', 'one seed: no spread']
 
 
 def test_last_k_shows_the_mean_of_each_runs_last_evaluations_and_compares_it(tmp_path):
