@@ -44,17 +44,17 @@ class Verdict:
 
   def __str__(self) -> str:
     if self.word in (ABOVE, BELOW):
-      return f'{self.word} ({self.difference:+.3f}, p = {_p(self.p_difference)})'
+      return f'{self.word} ({self.difference:+.3f}, p {_p(self.p_difference)})'
     if self.word == LEVEL:
-      return f'level ({self.difference:+.3f}, equivalence p = {_p(self.p_level)})'
+      return f'level ({self.difference:+.3f}, equivalence p {_p(self.p_level)})'
     if self.word == UNDECIDED and math.isfinite(self.difference):
-      return (f'undecided ({self.difference:+.3f}, p = {_p(self.p_difference)}, '
-              f'equivalence p = {_p(self.p_level)})')
+      return (f'undecided ({self.difference:+.3f}, p {_p(self.p_difference)}, '
+              f'equivalence p {_p(self.p_level)})')
     return f'{self.word} ({self.why})' if self.why else self.word
 
 
 def _p(value: float) -> str:
-  return '< 0.001' if value < 0.001 else f'{value:.3f}'
+  return '< 0.001' if value < 0.001 else f'= {value:.3f}'
 
 
 def _welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:

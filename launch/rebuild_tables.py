@@ -11,8 +11,13 @@ experiments.run_records.derived). A table that does not rebuild byte for byte ha
 from its records; a derived.json the rebuild had to add to means a value the
 table shows was never recorded. TensorFlow and TFF are imported once and each
 script runs in a forked child: the scripts define flags of the same names.
+
+The verdict blocks of results/README.md and of each folder's README are written
+from results/claims.toml (experiments.claims) after the tables: a block that
+differs from the one its claims give is named too.
 """
 
+import filecmp
 import importlib
 import os
 import pathlib
@@ -23,6 +28,7 @@ import tempfile
 from absl import app
 from absl import flags
 
+from experiments import claims
 from experiments import rebuilds
 from launch import common
 
@@ -33,6 +39,7 @@ flags.DEFINE_list('tables', None, 'Only these results folders (default: every on
 FLAGS = flags.FLAGS
 OWN_FLAGS = ('write', 'tables')
 RESULTS = pathlib.Path('results')
+CLAIMS = 'claims.toml'  # the papers' claims, judged into the READMEs' verdict blocks
 def _run_forked(module: str, argv: list[str], log: pathlib.Path) -> int:
   """launch `module`'s main with `argv` in a forked child (its output in `log`);
   its exit status."""
@@ -90,9 +97,29 @@ def rebuild(chosen: list[rebuilds.Rebuild], write: bool) -> dict[str, list[str]]
         if code:
           differences.setdefault(folder, []).append(
               f'{table.module} exited {code}: {log.read_text()[-2000:]}')
+    root = RESULTS if write else scratch
+    _write_verdicts(list(folders), root, top=len(folders) == len(
+        {r.folder for r in rebuilds.REBUILDS}))
+    for folder in folders:
       if not write and folder not in differences:
-        differences[folder] = rebuilds.differing(committed, target)
+        differences[folder] = rebuilds.differing(RESULTS / folder, scratch / folder)
+    if not write and (scratch / 'README.md').exists() and not filecmp.cmp(
+        RESULTS / 'README.md', scratch / 'README.md', shallow=False):
+      differences['.'] = ['README.md']
   return {folder: files for folder, files in differences.items() if files}
+
+
+def _write_verdicts(folders: list[str], root: pathlib.Path, top: bool) -> None:
+  """The verdict blocks of the READMEs under `root` (of `folders`' claims, and of
+  results/README.md when every folder was rebuilt), judged from the committed
+  records by experiments.claims."""
+  if top and root != RESULTS:
+    shutil.copy(RESULTS / 'README.md', root / 'README.md')
+  try:
+    chosen = [c for c in claims.load(RESULTS / CLAIMS) if c.folder in folders]
+    claims.write_blocks(RESULTS, root, chosen, top)
+  except claims.ClaimError as e:  # names the claim and its field, or the record
+    raise app.UsageError(str(e)) from None
 
 
 def main(argv):

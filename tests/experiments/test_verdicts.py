@@ -61,4 +61,4 @@ def test_one_seed_decides_nothing_and_rows_below_a_floor_are_not_testable():
   assert verdicts.judge([0.90, 0.91, 0.92], [0.60, 0.61, 0.62], 'eval/test_auc',
                         floors).word == 'above'
   assert str(verdicts.judge([0.70, 0.71, 0.72], [0.60, 0.61, 0.62], 'eval/test_auc')
-             ).startswith('above (+0.100, p = ')
+             ) == 'above (+0.100, p < 0.001)'
