@@ -46,7 +46,9 @@ def pytest_collection_modifyitems(config, items):
   rest. None of them starts last and runs alone while the others sit idle (the
   suite's last minute was such a tail)."""
   shares = getattr(config, 'workerinput', {}).get('workercount', 1)
-  slow = [item for item in items if item.get_closest_marker('slow')]
+  # the longest first (slow(seconds=...) where measured), so none starts late
+  slow = sorted((item for item in items if item.get_closest_marker('slow')),
+                key=lambda item: -item.get_closest_marker('slow').kwargs.get('seconds', 10))
   rest = [item for item in items if not item.get_closest_marker('slow')]
   bounds = [len(rest) * share // shares for share in range(shares + 1)]
   items[:] = [item for share in range(shares)

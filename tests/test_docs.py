@@ -37,7 +37,7 @@ def test_the_study_files_excerpt_is_the_file():
     assert setting in text, setting
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=86)
 def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_would(
     real_ml100k, tmp_path):
   """The page's quick study: its grids, choices and floors; then its outputs from the

@@ -281,14 +281,6 @@ def _at_best(name: str, metric: str) -> float | None:
   return float(rows['eval/test_auc'][rows[metric].idxmax()])
 
 
-def _against_floor(names: list[str], floor: list[float]) -> str:
-  """The seeds' final test AUC against the floor's over the same seeds (names and
-  floor in seed order; a seed not run or diverged leaves both)."""
-  pairs = [(v, f) for name, f in zip(names, floor, strict=True)
-           if (v := _final_value(name, 'eval/test_auc')) is not None and np.isfinite(v)]
-  return seed_stats.against_floor([v for v, _ in pairs], [f for _, f in pairs])
-
-
 def _plot(path: pathlib.Path, setting: str, finals: dict[str, list[str]],
           target: float | None, floors: dict[str, float] | None) -> None:
   """Each column's (label -> cells) mean curve over its seeds: the setting's
@@ -362,7 +354,12 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   floors = {'popularity': popularity, 'the item click rate': click_rate}
   for floor_name, floor in floors.items():
     rows.append(f'| test AUC at {rounds} against {floor_name} ({np.mean(floor):.3f}) | '
-                + ' | '.join(_against_floor(finals[c], floor) for c in columns) + ' |')
+                + ' | '.join(fedsubavg_movielens.against_floor(_final_value, finals[c], floor)
+                             for c in columns) + ' |')
+  rows += fedsubavg_movielens.constant_rows(rounds, finals, [_derived(
+      f'{setting} s{seed} constant',
+      lambda seed=seed: _task(setting, seed).floors(_dataset()['item'])['constant'])
+      for seed in seeds], _final_value)
   _, converged_curve = _curve(converged, spec['metric'])
   converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '
                     f'{spec["metric"]} over {converged_rounds} rounds, seed 0)'

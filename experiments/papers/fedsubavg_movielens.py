@@ -129,12 +129,31 @@ def rounds_cell(rounds: list[float], total: int) -> str:
   return reached + (f' ({missed} of {len(rounds)} seeds: {total}+)' if missed else '')
 
 
-def _against_floor(reader: _Reader, names, floor: list[float]) -> str:
-  """The seeds' final test AUC against the floor's over the same seeds (a seed not
-  run or diverged leaves both)."""
+def against_floor(final_value, names, floor: list[float], metric: str = 'eval/test_auc') -> str:
+  """The seeds' final `metric` (final_value(name, metric)) against the floor's over
+  the same seeds (names and floor in seed order; a seed not run or diverged leaves
+  both)."""
   pairs = [(v, f) for name, f in zip(names, floor, strict=True)
-           if (v := reader.final_value(name, 'eval/test_auc')) is not None and np.isfinite(v)]
+           if (v := final_value(name, metric)) is not None and np.isfinite(v)]
   return seed_stats.against_floor([v for v, _ in pairs], [f for _, f in pairs])
+
+
+# The losses a table marks against the constant predictor at the training click rate.
+CONSTANT_METRICS = {'eval/train_loss': 'train loss', 'eval/test_logloss': 'test logloss'}
+
+
+def constant_rows(rounds: int, finals: dict[str, list[str]], constants: list[dict],
+                  final_value) -> list[str]:
+  """Each loss at the end against the constant predictor at the training click rate
+  (`constants`: task.floors()['constant'] per seed); a loss above it is worse."""
+  rows = []
+  for metric, label in CONSTANT_METRICS.items():
+    floor = [c[metric] for c in constants]
+    rows.append(f'| {label} at {rounds} against the constant at the training click rate '
+                f'({np.mean(floor):.4f}; a loss above it is worse) | ' + ' | '.join(
+                    against_floor(final_value, names, floor, metric)
+                    for names in finals.values()) + ' |')
+  return rows
 
 
 def plot_curves(path: pathlib.Path, title: str, metric: str, curves: dict[str, list],
@@ -202,7 +221,11 @@ def _section(reader: _Reader, folder: pathlib.Path, setting: str) -> list[str]:
   floors = {'popularity': popularity, 'the item click rate': click_rate}
   for floor_name, floor in floors.items():
     rows.append(f'| test AUC at {rounds} against {floor_name} ({np.mean(floor):.3f}) | '
-                + ' | '.join(_against_floor(reader, finals[c], floor) for c in COLUMNS) + ' |')
+                + ' | '.join(against_floor(reader.final_value, finals[c], floor)
+                             for c in COLUMNS) + ' |')
+  rows += constant_rows(rounds, finals, [reader.derived(
+      f'{setting} s{seed} constant', lambda seed=seed: task_first(seed).floors(ITEM)['constant'])
+      for seed in seeds], reader.final_value)
   converged_method = study.methods[f'{setting}_{CONVERGED}']
   _, converged_curve = reader.curve(reader.finals(converged_method.name)[0], metric)
   converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '

@@ -357,15 +357,21 @@ def _at_rounds(curves: list, metric: str) -> list[str]:
           for r in TABLE_ROUNDS]
 
 
-def _constant_logloss(part: str) -> float:
-  """Test logloss of predicting every click with `part`'s click rate (the test's
-  own rate is the best constant, which no model could know)."""
+def _constant_logloss(part: str, seed: int = 0) -> float:
+  """Test logloss of predicting every click with `part`'s click rate on `seed`'s
+  data (the test's own rate is the best constant, which no model could know)."""
   def compute() -> float:
-    examples = _task(0).examples
+    examples = _task(seed).examples
     test = examples.labels[examples.rows('test')] > 0
     rate = float(np.mean(examples.labels[examples.rows(part)] > 0))
     return float(-np.mean(np.where(test, np.log(rate), np.log(1 - rate))))
-  return _derived(f's0 constant logloss at the {part} click rate', compute)
+  return _derived(f's{seed} constant logloss at the {part} click rate', compute)
+
+
+def _logloss_floor(seeds) -> list[float]:
+  """The constant at the training click rate's test logloss on each of `seeds`'
+  data (MovieLens' split has no seed: seed 0's, once per seed)."""
+  return [_constant_logloss('train', s if FLAGS.dataset == 'beauty' else 0) for s in seeds]
 
 
 def _item_floors(seeds) -> list[list[float]]:
@@ -500,16 +506,29 @@ def _table(cells: dict[str, str], seeds=(0,)) -> list[str]:
   header = ' | '.join(str(r) for r in TABLE_ROUNDS)
   last = f'AUC at {TABLE_ROUNDS[-1]}'
   lines = [f'| method | seeds | AUC at {header} | logloss at {header} | {last} against '
-           'popularity | against click rate |', '|---|---|' + '---|' * (2 * len(TABLE_ROUNDS) + 2)]
+           'popularity | against click rate | logloss at '
+           f'{TABLE_ROUNDS[-1]} against the constant |',
+           '|---|---|' + '---|' * (2 * len(TABLE_ROUNDS) + 3)]
   for name, label in cells.items():
     auc = _curves(name, AUC, seeds)
     finals = {s: v for s, c in auc.items()
               if (v := dict(zip(c['round'], c[AUC])).get(TABLE_ROUNDS[-1])) is not None}
+    logloss = _curves(name, LOGLOSS, seeds)
+    final_logloss = {s: v for s, c in logloss.items()
+                     if (v := dict(zip(c['round'], c[LOGLOSS])).get(TABLE_ROUNDS[-1])) is not None}
+    constant = dict(zip(seeds, _logloss_floor(seeds)))
     lines.append(f'| {label} | {len(auc)} | ' + ' | '.join(
         _at_rounds(list(auc.values()), AUC)
-        + _at_rounds(list(_curves(name, LOGLOSS, seeds).values()), LOGLOSS)
-        + _against_floors(finals)) + ' |')
-  return [*lines, '', _floors(seeds, last)]
+        + _at_rounds(list(logloss.values()), LOGLOSS)
+        + _against_floors(finals)
+        + [seed_stats.against_floor(list(final_logloss.values()),
+                                    [constant[s] for s in final_logloss])
+           if final_logloss else '-']) + ' |')
+  return [*lines, '', _floors(seeds, last),
+          '', f'The constant predictor at the training click rate scores test logloss '
+          f'{seed_stats.spread(_logloss_floor(seeds))}; the last column holds each row\'s '
+          f'logloss at {TABLE_ROUNDS[-1]} against it on the same seeds (a loss above it is '
+          'worse).']
 
 
 def _plot(path: pathlib.Path, cells: dict[str, str], metric: str, seeds, title: str,

@@ -54,7 +54,7 @@ def _task(kind: str, ranking_dir, user_items_dir):
 # Each builder of the registry's table (a kind of model) with each aggregator, on a
 # task of that kind; FedMF's round with stored and with reconstructed users. One
 # case per kind and aggregator: the cases spread over the test processes.
-@pytest.mark.slow
+@pytest.mark.slow(seconds=27)
 @pytest.mark.parametrize('aggregator', ['secure', 'dp'])
 @pytest.mark.parametrize('kind', ['keras', 'keras_batches', 'weight_tables', 'mf:stored',
                                   'mf:reconstructed'])

@@ -11,7 +11,7 @@ from experiments import matrix_table
 from tests import conftest
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_path):
   del real_ml100k  # the matrix reads ../shared/data itself
   records, table = tmp_path / 'cells', tmp_path / 'matrix.md'

@@ -16,7 +16,7 @@ from experiments import rebuilds
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=25)
 def test_every_committed_table_rebuilds_from_its_records_alone(tmp_path):
   """The committed results, copied where no ../shared/data is: the rebuild reads
   the records alone. A file no rebuild writes, planted in every folder, is named

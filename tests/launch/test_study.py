@@ -69,7 +69,7 @@ def test_a_study_that_cannot_run_is_refused_before_any_cell(tmp_path, spec):
   assert not (tmp_path / 'out' / 'runs').exists()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=31)
 def test_short_grid_runs_and_a_centralized_method_run_side_by_side(tmp_path, spec):
   """fedavg's grid runs 2 rounds then its choice 4; CentralSGD (launch.centralized,
   in a worker of its own: its flags collide with the trainer's) beside it, each
