@@ -58,7 +58,8 @@ TABLES = {
 
 # CoLR's setting on ML-100K: the parts alone and stacked at the parts' server
 # step (1.0, the paper's); then each stacked method at the server step its own
-# sweep chooses on validation, beside its part alone at that step.
+# sweep chooses on validation, beside its part alone at that step; each part alone
+# at the server step its own sweep (the same rates) chooses.
 MOVIELENS = ('loo_ranking', "ML-100K leave-one-out: CoLR with FedSubAvg's correction",
              ('--rounds=1000', '--eval_every=100', '--checkpoint_every=100'))
 PARTS = {'fedmf': ('FedMF-64', ('--algorithm=fedmf', '--embedding_dim=64'),
@@ -95,14 +96,16 @@ def _movielens(seeds: list[int], runs_dir: str, records: pathlib.Path,
   rows = {r: _movielens_row(r, 1) for row, (*_, part) in STACKED.items() for r in (part, row)}
   base = seeded_table.Table(MOVIELENS[0], MOVIELENS[1], ('test/hr_at_10', 'test/ndcg_at_10'),
                             rows, MOVIELENS[2], 'test', versus=('popularity',))
-  lines = [f'## {MOVIELENS[1]}: the stacked rows\' server step, validation, seed 0', '',
+  lines = [f'## {MOVIELENS[1]}: the server step, validation, seed 0', '',
            f'{base.caption()} --seed=0; validation HR@10 / NDCG@10 at the last round '
-           '(each user\'s second-to-last item; the test item untouched). The server step '
-           'each stacked row runs at below is the best here.', '']
+           '(each user\'s second-to-last item; the test item untouched). Each part alone and '
+           'each stacked row gets the same sweep (the same rates, extended past a winning '
+           'edge: a part\'s own step, 1, is its recorded row); each runs below at the best '
+           'here.', '']
   floor = seeded_table.popularity(dataclasses.replace(base, popularity='validation'), 0,
                                   records)
   chosen = {}
-  for row, (label, *_) in STACKED.items():
+  for row, (label, *_) in {**PARTS, **STACKED}.items():
     def run(rate, row=row):
       sweep = dataclasses.replace(base, rows={_at(row, rate): _movielens_row(row, rate)})
       return seeded_table.seed_cell(sweep, _at(row, rate), 0, runs_dir, records, wanted)
@@ -113,13 +116,14 @@ def _movielens(seeds: list[int], runs_dir: str, records: pathlib.Path,
     chosen[row] = swept.chosen
   for row, rate in chosen.items():
     if rate is not None and rate != 1:
-      part = STACKED[row][2]
-      rows.update({_at(part, rate): _movielens_row(part, rate),
-                   _at(row, rate): _movielens_row(row, rate)})
+      rows[_at(row, rate)] = _movielens_row(row, rate)
+      if row in STACKED:  # beside its part alone at that step
+        part = STACKED[row][2]
+        rows[_at(part, rate)] = _movielens_row(part, rate)
   table = dataclasses.replace(base, rows=rows)
   lines += seeded_table.tabulate(table, seeds, runs_dir, records, wanted)
   if None in chosen.values():
-    lines += ['The rows at a stacked row\'s chosen server step wait for its whole sweep.', '']
+    lines += ['The rows at a chosen server step wait for their whole sweep.', '']
   return lines
 
 

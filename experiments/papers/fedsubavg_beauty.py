@@ -356,10 +356,11 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
     rows.append(f'| test AUC at {rounds} against {floor_name} ({np.mean(floor):.3f}) | '
                 + ' | '.join(fedsubavg_movielens.against_floor(_final_value, finals[c], floor)
                              for c in columns) + ' |')
-  rows += fedsubavg_movielens.constant_rows(rounds, finals, [_derived(
-      f'{setting} s{seed} constant',
-      lambda seed=seed: _task(setting, seed).floors(_dataset()['item'])['constant'])
-      for seed in seeds], _final_value)
+  constants = [_derived(f'{setting} s{seed} constant',
+                        lambda seed=seed: _task(setting, seed).floors(_dataset()['item'])['constant'])
+               for seed in seeds]
+  rows += fedsubavg_movielens.constant_rows(rounds, finals, {c: constants for c in finals},
+                                            _final_value)
   _, converged_curve = _curve(converged, spec['metric'])
   converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '
                     f'{spec["metric"]} over {converged_rounds} rounds, seed 0)'

@@ -142,17 +142,19 @@ def against_floor(final_value, names, floor: list[float], metric: str = 'eval/te
 CONSTANT_METRICS = {'eval/train_loss': 'train loss', 'eval/test_logloss': 'test logloss'}
 
 
-def constant_rows(rounds: int, finals: dict[str, list[str]], constants: list[dict],
+def constant_rows(rounds: int, finals: dict[str, list[str]], constants: dict[str, list[dict]],
                   final_value) -> list[str]:
   """Each loss at the end against the constant predictor at the training click rate
-  (`constants`: task.floors()['constant'] per seed); a loss above it is worse."""
+  (`constants`: column -> task.floors()['constant'] on each of its seeds); a loss
+  above it is worse."""
   rows = []
   for metric, label in CONSTANT_METRICS.items():
-    floor = [c[metric] for c in constants]
+    shown = np.mean([c[metric] for column in constants.values() for c in column])
     rows.append(f'| {label} at {rounds} against the constant at the training click rate '
-                f'({np.mean(floor):.4f}; a loss above it is worse) | ' + ' | '.join(
-                    against_floor(final_value, names, floor, metric)
-                    for names in finals.values()) + ' |')
+                f'({shown:.4f}; a loss above it is worse) | ' + ' | '.join(
+                    against_floor(final_value, names, [c[metric] for c in constants[column]],
+                                  metric)
+                    for column, names in finals.items()) + ' |')
   return rows
 
 
@@ -174,6 +176,19 @@ def plot_curves(path: pathlib.Path, title: str, metric: str, curves: dict[str, l
   plots.save(fig, ax, path, xlabel='round', ylabel=metric, title=title)
 
 
+def _targets(reader: _Reader, setting: str) -> dict[int, float]:
+  """The setting's target per seed from CentralSGD's run of that seed (the paper's
+  rule: its lowest train loss; DIN: its best validation AUC less AUC_MARGIN)."""
+  central = reader.study.methods[f'{setting}_central']
+  lower = central.selection.goal == 'min'
+  targets = {}
+  for seed, name in zip(central.seeds, reader.finals(central.name)):
+    _, values = reader.curve(name, central.selection.metric)
+    if len(values):
+      targets[seed] = float(values.min()) if lower else float(values.max()) - AUC_MARGIN
+  return targets
+
+
 def _section(reader: _Reader, folder: pathlib.Path, setting: str) -> list[str]:
   study = reader.study
   central = study.methods[f'{setting}_central']
@@ -181,19 +196,22 @@ def _section(reader: _Reader, folder: pathlib.Path, setting: str) -> list[str]:
   metric, lower = selection.metric, selection.goal == 'min'
   rounds, eval_every = central.rounds, central.eval_every
   finals = {c: reader.finals(f'{setting}_{c}') for c in COLUMNS}
-  targets = {}
-  for seed, name in zip(seeds, finals['central']):
-    _, values = reader.curve(name, metric)
-    if len(values):
-      targets[seed] = float(values.min()) if lower else float(values.max()) - AUC_MARGIN
+  targets = _targets(reader, setting)
   done = [s for s in seeds if s in targets]
 
   def task_first(seed):  # the setting's task (its federated methods')
     return reader.task(seed, f'{setting}_fedavg')
 
-  popularity, click_rate = zip(*(reader.derived(
-      f'{setting} s{seed} item baselines', lambda seed=seed: task_first(seed).item_baselines(ITEM))
-      for seed in seeds))
+  # A method may run more seeds than the target's (more seeds where a comparison is
+  # undecided): each is held against the floors on its own seeds.
+  every_seed = sorted({s for c in COLUMNS for s in study.methods[f'{setting}_{c}'].seeds})
+  baselines = {seed: reader.derived(f'{setting} s{seed} item baselines',
+                                    lambda seed=seed: task_first(seed).item_baselines(ITEM))
+               for seed in every_seed}
+  popularity, click_rate = zip(*(baselines[s] for s in seeds))
+
+  def on_seeds(values: dict, column: str) -> list:  # values[seed] for the column's seeds
+    return [values[s] for s in study.methods[f'{setting}_{column}'].seeds]
   best = np.nanmin if lower else np.nanmax
   rows = ['| seeds run | ' + ' | '.join(
       str(sum(reader.final_value(name, metric) is not None for name in finals[c]))
@@ -219,13 +237,15 @@ def _section(reader: _Reader, folder: pathlib.Path, setting: str) -> list[str]:
   # Test AUC whatever the setting's metric, against each floor: picking the stronger
   # floor would read test AUC to make a choice.
   floors = {'popularity': popularity, 'the item click rate': click_rate}
-  for floor_name, floor in floors.items():
+  for index, (floor_name, floor) in enumerate(floors.items()):
+    by_seed = {s: b[index] for s, b in baselines.items()}
     rows.append(f'| test AUC at {rounds} against {floor_name} ({np.mean(floor):.3f}) | '
-                + ' | '.join(against_floor(reader.final_value, finals[c], floor)
+                + ' | '.join(against_floor(reader.final_value, finals[c], on_seeds(by_seed, c))
                              for c in COLUMNS) + ' |')
-  rows += constant_rows(rounds, finals, [reader.derived(
-      f'{setting} s{seed} constant', lambda seed=seed: task_first(seed).floors(ITEM)['constant'])
-      for seed in seeds], reader.final_value)
+  constants = {seed: reader.derived(f'{setting} s{seed} constant', lambda seed=seed: task_first(
+      seed).floors(ITEM)['constant']) for seed in every_seed}
+  rows += constant_rows(rounds, finals, {c: on_seeds(constants, c) for c in COLUMNS},
+                        reader.final_value)
   converged_method = study.methods[f'{setting}_{CONVERGED}']
   _, converged_curve = reader.curve(reader.finals(converged_method.name)[0], metric)
   converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '
@@ -268,6 +288,44 @@ def _section(reader: _Reader, folder: pathlib.Path, setting: str) -> list[str]:
       f'Paper: {PAPER[setting]}.', '', f'![curves]({setting}_curves.png)', '']
 
 
+def _server_section(reader: _Reader, setting: str) -> list[str]:
+  """Equal tuning: each federated method with its server rate swept too, at the
+  client rate its own grid chose (the study's methods SETTING_COLUMN_server)."""
+  study = reader.study
+  swept = {c: f'{setting}_{c}_server' for c in COLUMNS if f'{setting}_{c}_server' in study.methods}
+  if not swept:
+    return []
+  central = study.methods[f'{setting}_central']
+  metric, lower = central.selection.metric, central.selection.goal == 'min'
+  targets = _targets(reader, setting)
+  seeds = [s for s in central.seeds if s in targets]
+  finals = {c: reader.finals(m) for c, m in swept.items()}
+  first = study.methods[next(iter(swept.values()))]
+
+  def chosen(method: str) -> str:
+    rate = reader.rate(method)
+    return NOT_RUN if rate is None else f'{rate:g}'
+
+  return [
+      f'## {setting.upper()}: every federated method\'s server rate swept too', '',
+      'FedSubAvg\'s correction rescales the server\'s step, so each method\'s server rate '
+      'is swept as well (the same three rates around its default, extended past a winning '
+      f'edge; {first.selection.rounds} rounds, seed 0, by {metric}), each at the client rate '
+      'its own grid chose above. The target is the one above; mean ± std over the seeds.', '',
+      '| | ' + ' | '.join(COLUMNS[c] for c in swept) + ' |', '|---' * (len(swept) + 1) + '|',
+      '| client rate | ' + ' | '.join(
+          f'{study.methods[m].settings["client_learning_rate"]:g}' for m in swept.values()) + ' |',
+      '| server rate chosen | ' + ' | '.join(chosen(m) for m in swept.values()) + ' |',
+      '| rates tried (the chosen one in bold) | ' + ' | '.join(
+          rate_sweep.describe(reader.sweep(m), reader.rate(m)) for m in swept.values()) + ' |',
+      '| rounds to target | ' + ' | '.join(rounds_cell(
+          [r for s in seeds if (r := _rounds_to(reader, finals[c][list(
+              study.methods[m].seeds).index(s)], metric, targets[s], lower)) is not None],
+          study.methods[m].rounds) for c, m in swept.items()) + ' |',
+      f'| {FINAL_METRICS[metric]} at the end | ' + ' | '.join(
+          final_cell(reader.final_values(finals[c], metric)) for c in swept) + ' |', '']
+
+
 def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:
   """table.md and a curve plot per setting into `folder`, from its records
   (`task(seed, method)`: that method's task, built only for a value not derived yet)."""
@@ -286,5 +344,5 @@ def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:
            'DIN), the grid extended past an edge that was best. Server: SGD 1.0 (FedAdam: '
            'Adam 0.01, FedAdagrad: Adagrad 0.1). Heat and weights: clients (the paper).', '']
   for setting in SETTINGS:
-    lines += _section(reader, folder, setting)
+    lines += _section(reader, folder, setting) + _server_section(reader, setting)
   files.write_text(folder / 'table.md', '\n'.join(lines))
