@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from tests import conftest
+from tests.launch import trainer
 
 DOCS = conftest.REPO / 'docs'
 
@@ -42,7 +43,7 @@ def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_wo
     real_ml100k, tmp_path):
   """The page's quick study: its grids, choices and floors; then its outputs from the
   records alone, byte for byte; and a cell run in a study's worker (beside another)
-  gives the curve the trainer gives alone, in a process of its own, on its flags.
+  gives the curve the trainer gives alone (its main(), outside any study), on its flags.
   (Seeds added under a folder: tests/experiments/test_study.py.)"""
   del real_ml100k  # the study file reads it where the repository's data lives
   full, quick, rebuild = _blocks('studies.md', 'bash')
@@ -62,12 +63,15 @@ def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_wo
   cell = out / 'cells' / f'fedsubavg-client_learning_rate={_chosen(out, "fedsubavg")}-s1'
   config = json.loads((cell / 'config.json').read_text())
   alone = tmp_path / 'alone'
-  _run([sys.executable, '-m', 'launch.train', '--task=ctr', '--algorithm=fedsubavg',
-        '--max_correction=50', '--model=lr', '--validation_fraction=0.1', '--seed=1',
-        f'--data_dir={config["data_dir"]}', '--rounds=4', '--eval_every=2',
-        '--checkpoint_every=2',
-        f'--client_learning_rate={config["client_optimizer"]["learning_rate"]}',
-        f'--output_dir={alone}'])
+  # the trainer's main() here, not in a study's worker (a process of its own would
+  # import TF and TFF again; tests/launch/test_study.py runs the study's own)
+  done = trainer.train_here(
+      '--task=ctr', '--algorithm=fedsubavg', '--max_correction=50', '--model=lr',
+      '--validation_fraction=0.1', '--seed=1', f'--data_dir={config["data_dir"]}',
+      '--rounds=4', '--eval_every=2', '--checkpoint_every=2',
+      f'--client_learning_rate={config["client_optimizer"]["learning_rate"]}',
+      f'--output_dir={alone}')
+  assert done.returncode == 0, done.stderr[-3000:]
   alone_config = json.loads((alone / 'config.json').read_text())
   assert {**alone_config, 'runtime': config['runtime']} == config
   assert _curve(alone / 'metrics.csv') == _curve(cell / 'metrics.csv')

@@ -9,6 +9,7 @@ import pytest
 
 from experiments import matrix_table
 from tests import conftest
+from tests.launch import launchers
 
 
 @pytest.mark.slow(seconds=30)
@@ -65,19 +66,24 @@ def test_matrix_runs_cells_records_them_and_rebuilds_the_table(real_ml100k, tmp_
   assert row[0] == 'OK diverged (train loss nan)' and row[3] == 'not run'
 
 
-@pytest.mark.parametrize('flag, message', [
-    ('--data_dir=/nonexistent', '--data_dir does not apply to launch.matrix: each task runs '
-     'on its fixed settings'),
-    ('--seed=7', '--seed does not apply to launch.matrix'),
-    ('--records=/nonexistent/cells', '--records=/nonexistent/cells: no such folder, so no '
-     'cell to build the table from'),
-])
-def test_flags_that_would_be_ignored_are_refused(flag, message, tmp_path):
-  done = subprocess.run([sys.executable, '-m', 'launch.matrix', '--only=none',
-                         f'--records={tmp_path}', flag, f'--output={tmp_path / "m.md"}'],
-                        cwd=conftest.REPO, capture_output=True, text=True, timeout=300)
-  assert done.returncode == 1 and not (tmp_path / 'm.md').exists()
-  assert message in done.stderr, done.stderr[-2000:]
+REFUSED = {
+    '--data_dir=/nonexistent': '--data_dir does not apply to launch.matrix: each task runs '
+                               'on its fixed settings',
+    '--seed=7': '--seed does not apply to launch.matrix',
+    '--records=/nonexistent/cells': '--records=/nonexistent/cells: no such folder, so no '
+                                    'cell to build the table from',
+}
+
+
+def test_flags_that_would_be_ignored_are_refused(tmp_path):
+  """Each refusal as its command line gives it, the three in one process (each
+  process would import TF and TFF again)."""
+  done = launchers.run_in_one_process('launch.matrix', [
+      ['--only=none', f'--records={tmp_path}', flag, f'--output={tmp_path / "m.md"}']
+      for flag in REFUSED])
+  for (flag, message), refused in zip(REFUSED.items(), done, strict=True):
+    assert refused.returncode == 1 and not (tmp_path / 'm.md').exists(), flag
+    assert message in refused.stderr, refused.stderr[-2000:]
 
 
 def _rebuilt(records) -> str:
