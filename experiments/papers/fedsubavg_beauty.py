@@ -205,6 +205,10 @@ def _final_value(name: str, metric: str) -> float | None:
   return None if value is None else float(value)
 
 
+def _result(name: str | None, metric: str) -> float | None:
+  return fedsubavg_movielens.result(_final_value, _curve, name, metric)
+
+
 def _diverged(names: list[str | None]) -> bool:
   """Whether any of these finished cells diverged (its training, not a test metric)."""
   return any((summary := _summary(name)) is not None and run_records.diverged(summary)
@@ -338,8 +342,8 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   for metric, label in FINAL_METRICS.items():
     if validated or 'validation' not in metric:
       rows.append(f'| {label} at {rounds} | '
-                  + ' | '.join(fedsubavg_movielens.final_cell(
-                      [v for name in finals[c] if (v := _final_value(name, metric)) is not None]) for c in columns) + ' |')
+                  + ' | '.join(fedsubavg_movielens.final_cell(_final_value, _curve, finals[c], metric)
+                               for c in columns) + ' |')
   best_label = 'lowest' if lower else 'best'
   rows.append(f'| {best_label} {FINAL_METRICS[spec["metric"]]} (any round, diverged seeds '
               'too) | ' + ' | '.join(seed_stats.spread(
@@ -354,13 +358,13 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
   floors = {'popularity': popularity, 'the item click rate': click_rate}
   for floor_name, floor in floors.items():
     rows.append(f'| test AUC at {rounds} against {floor_name} ({np.mean(floor):.3f}) | '
-                + ' | '.join(fedsubavg_movielens.against_floor(_final_value, finals[c], floor)
+                + ' | '.join(fedsubavg_movielens.against_floor(_result, finals[c], floor)
                              for c in columns) + ' |')
   constants = [_derived(f'{setting} s{seed} constant',
                         lambda seed=seed: _task(setting, seed).floors(_dataset()['item'])['constant'])
                for seed in seeds]
   rows += fedsubavg_movielens.constant_rows(rounds, finals, {c: constants for c in finals},
-                                            _final_value)
+                                            _result)
   _, converged_curve = _curve(converged, spec['metric'])
   converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '
                     f'{spec["metric"]} over {converged_rounds} rounds, seed 0)'

@@ -15,6 +15,7 @@ Values from the data (the description, the item floors) are derived once into
 the records (experiments.run_records.derived), so the table rebuilds without it.
 """
 
+import math
 import pathlib
 
 import numpy as np
@@ -83,9 +84,8 @@ class _Reader:
     value = summary.get(metric)
     return None if value is None else float(value)
 
-  def final_values(self, names, metric: str) -> list[float]:
-    """The metric at the end of each of these cells that ran (NaN: diverged)."""
-    return [v for name in names if (v := self.final_value(name, metric)) is not None]
+  def result(self, name: str | None, metric: str) -> float | None:
+    return result(self.final_value, self.curve, name, metric)
 
   def at_best(self, name: str | None, metric: str) -> float | None:
     """The cell's test AUC at the evaluation where `metric` was best."""
@@ -98,15 +98,31 @@ class _Reader:
     return run_records.derived(self.cells, key, compute)
 
 
-def final_cell(values: list[float]) -> str:
-  """A metric at the end over the seeds that ran (NaN: diverged); how many diverged."""
-  finite = [v for v in values if np.isfinite(v)]
-  diverged = len(values) - len(finite)
-  if finite and diverged:
-    return f'{seed_stats.spread(finite, digits=4)} ({diverged} of {len(values)} seeds diverged)'
+def result(final_value, curve, name: str | None, metric: str) -> float | None:
+  """A cell's `metric` at its end (final_value(name, metric): NaN where it diverged,
+  None where it has not run) or, where it diverged, its last finite evaluation
+  (curve(name, metric)): a diverged seed is a result, never dropped from a mean."""
+  value = final_value(name, metric)
+  if value is None or not math.isnan(value):
+    return value
+  _, values = curve(name, metric)
+  finite = values[np.isfinite(values)]
+  return float(finite[-1]) if len(finite) else None
+
+
+def final_cell(final_value, curve, names, metric: str) -> str:
+  """`metric` at the end over the seeds that ran, a diverged one at its last
+  evaluation before (result); how many diverged."""
+  finals = [v for name in names if (v := final_value(name, metric)) is not None]
+  diverged = sum(math.isnan(v) for v in finals)
+  values = [v for name in names if (v := result(final_value, curve, name, metric)) is not None]
+  if not finals:
+    return NOT_RUN
+  text = seed_stats.spread(values, digits=4) if values else 'diverged'
   if diverged:
-    return f'diverged ({diverged} of {diverged} seeds)'
-  return seed_stats.spread(finite, digits=4)
+    text += (f' ({diverged} of {len(finals)} seeds diverged, each read at its last '
+             'evaluation before)')
+  return text
 
 
 def _rounds_to(reader: _Reader, name, metric: str, target: float, lower: bool):
@@ -129,12 +145,12 @@ def rounds_cell(rounds: list[float], total: int) -> str:
   return reached + (f' ({missed} of {len(rounds)} seeds: {total}+)' if missed else '')
 
 
-def against_floor(final_value, names, floor: list[float], metric: str = 'eval/test_auc') -> str:
-  """The seeds' final `metric` (final_value(name, metric)) against the floor's over
-  the same seeds (names and floor in seed order; a seed not run or diverged leaves
-  both)."""
+def against_floor(result_of, names, floor: list[float], metric: str = 'eval/test_auc') -> str:
+  """The seeds' `metric` at the end (result_of(name, metric): a diverged seed at its
+  last evaluation before) against the floor's over the same seeds (names and floor
+  in seed order; a seed not run leaves both)."""
   pairs = [(v, f) for name, f in zip(names, floor, strict=True)
-           if (v := final_value(name, metric)) is not None and np.isfinite(v)]
+           if (v := result_of(name, metric)) is not None and np.isfinite(v)]
   return seed_stats.against_floor([v for v, _ in pairs], [f for _, f in pairs])
 
 
@@ -143,7 +159,7 @@ CONSTANT_METRICS = {'eval/train_loss': 'train loss', 'eval/test_logloss': 'test 
 
 
 def constant_rows(rounds: int, finals: dict[str, list[str]], constants: dict[str, list[dict]],
-                  final_value) -> list[str]:
+                  result_of) -> list[str]:
   """Each loss at the end against the constant predictor at the training click rate
   (`constants`: column -> task.floors()['constant'] on each of its seeds); a loss
   above it is worse."""
@@ -152,7 +168,7 @@ def constant_rows(rounds: int, finals: dict[str, list[str]], constants: dict[str
     shown = np.mean([c[metric] for column in constants.values() for c in column])
     rows.append(f'| {label} at {rounds} against the constant at the training click rate '
                 f'({shown:.4f}; a loss above it is worse) | ' + ' | '.join(
-                    against_floor(final_value, names, [c[metric] for c in constants[column]],
+                    against_floor(result_of, names, [c[metric] for c in constants[column]],
                                   metric)
                     for column, names in finals.items()) + ' |')
   return rows
@@ -224,7 +240,7 @@ def _section(reader: _Reader, folder: pathlib.Path, setting: str) -> list[str]:
   for shown, label in FINAL_METRICS.items():
     if validated or 'validation' not in shown:
       rows.append(f'| {label} at {rounds} | '
-                  + ' | '.join(final_cell(reader.final_values(finals[c], shown))
+                  + ' | '.join(final_cell(reader.final_value, reader.curve, finals[c], shown)
                                for c in COLUMNS) + ' |')
   rows.append(f'| {"lowest" if lower else "best"} {FINAL_METRICS[metric]} (any round, diverged '
               'seeds too) | ' + ' | '.join(seed_stats.spread(
@@ -240,12 +256,12 @@ def _section(reader: _Reader, folder: pathlib.Path, setting: str) -> list[str]:
   for index, (floor_name, floor) in enumerate(floors.items()):
     by_seed = {s: b[index] for s, b in baselines.items()}
     rows.append(f'| test AUC at {rounds} against {floor_name} ({np.mean(floor):.3f}) | '
-                + ' | '.join(against_floor(reader.final_value, finals[c], on_seeds(by_seed, c))
+                + ' | '.join(against_floor(reader.result, finals[c], on_seeds(by_seed, c))
                              for c in COLUMNS) + ' |')
   constants = {seed: reader.derived(f'{setting} s{seed} constant', lambda seed=seed: task_first(
       seed).floors(ITEM)['constant']) for seed in every_seed}
   rows += constant_rows(rounds, finals, {c: on_seeds(constants, c) for c in COLUMNS},
-                        reader.final_value)
+                        reader.result)
   converged_method = study.methods[f'{setting}_{CONVERGED}']
   _, converged_curve = reader.curve(reader.finals(converged_method.name)[0], metric)
   converged_text = (f'{best(converged_curve):.4f} (its {"lowest" if lower else "best"} '
@@ -323,7 +339,8 @@ def _server_section(reader: _Reader, setting: str) -> list[str]:
               study.methods[m].seeds).index(s)], metric, targets[s], lower)) is not None],
           study.methods[m].rounds) for c, m in swept.items()) + ' |',
       f'| {FINAL_METRICS[metric]} at the end | ' + ' | '.join(
-          final_cell(reader.final_values(finals[c], metric)) for c in swept) + ' |', '']
+          final_cell(reader.final_value, reader.curve, finals[c], metric) for c in swept)
+      + ' |', '']
 
 
 def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:

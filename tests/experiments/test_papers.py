@@ -1,16 +1,19 @@
 """The papers' study files describe their committed records: the plan needs no cell
 the records lack, and every record is a cell of its study (a point its grid tried,
 at one of its seeds: some are kept for what a README cites) run with the settings
-the study gives that cell. (launch.rebuild_tables checks the tables.)"""
+the study gives that cell. (launch.rebuild_tables checks the tables.) And how FedSubAvg's
+tables read a diverged seed."""
 
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 from experiments import study as study_lib
 from experiments import rebuilds
 from experiments import study_file
+from experiments.papers import fedsubavg_movielens
 from tests import conftest
 
 STUDIES = {r.folder: next(a.split('=', 1)[1] for a in r.args if a.startswith('--spec='))
@@ -48,3 +51,24 @@ def test_the_folder_keeps_the_study_file_it_ran():
   for folder, spec in STUDIES.items():
     kept = pathlib.Path(conftest.REPO / 'results' / folder / study_lib.SPEC_FILE)
     assert study_file.read(kept) == study_file.read(spec), folder
+
+
+def test_fedsubavgs_tables_read_a_diverged_seed_at_its_last_evaluation_and_count_it():
+  """Seed 1 diverged after two evaluations (0.60, then 0.58): the column's mean keeps
+  it at 0.58, never drops it, and says so."""
+  finals = {'s0': 0.70, 's1': float('nan'), 's2': 0.72}
+  curves = {'s0': [0.6, 0.7], 's1': [0.60, 0.58, float('nan')], 's2': [0.6, 0.72]}
+
+  def final_value(name, metric):
+    del metric
+    return finals.get(name)
+
+  def curve(name, metric):
+    del metric
+    values = np.array(curves.get(name, []))
+    return np.arange(len(values)), values
+
+  assert fedsubavg_movielens.result(final_value, curve, 's1', 'm') == 0.58
+  assert fedsubavg_movielens.final_cell(final_value, curve, ['s0', 's1', 's2'], 'm') == (
+      '0.6667 ± 0.0757 (1 of 3 seeds diverged, each read at its last evaluation before)')
+  assert fedsubavg_movielens.final_cell(final_value, curve, ['not run'], 'm') == 'not run'
