@@ -35,6 +35,7 @@ diverged. Floors are held against the rows' metric values.
 import dataclasses
 import math
 import pathlib
+import shutil
 import tomllib
 from typing import Any
 
@@ -205,39 +206,42 @@ class Reader:
       rows = rows[rows[step] <= at_round]
     return rows[step].to_numpy(), rows[metric].to_numpy(), diverged
 
-  def metric(self, name: str, reading: Reading) -> tuple[float, bool]:
-    _, values, diverged = self._curve(name, reading.metric, reading.at_round)
-    return float(values[-reading.last:].mean()), diverged
+  def metric(self, name: str, reading: Reading) -> float:
+    return _last_mean(self._curve(name, reading.metric, reading.at_round)[1], reading)
 
-  def rounds_to(self, name: str, reference: str, reading: Reading) -> float:
-    """The first round `name` reaches the reference's target; NaN if it never does."""
+  def target(self, reference: str, reading: Reading) -> float:
+    """The best value of the reference's curve, less the margin where higher is better."""
     _, best, _ = self._curve(reference, reading.metric, reading.at_round)
-    higher = verdicts.higher_is_better(reading.metric)
-    target = best.max() - reading.margin if higher else best.min() + reading.margin
-    rounds, values, _ = self._curve(name, reading.metric, reading.at_round)
-    reached = rounds[values >= target if higher else values <= target]
-    return float(reached.min()) if len(reached) else math.nan
-
-  def end(self, name: str, reading: Reading) -> float:
-    return float(self._curve(name, reading.metric, reading.at_round)[0].max())
+    if verdicts.higher_is_better(reading.metric):
+      return best.max() - reading.margin
+    return best.min() + reading.margin
 
   def floor(self, floor: Floor, seed: int) -> float:
     values = run_records.derived(self.cells, floor.derived.format(seed=seed), _no_compute(floor))
     return float(values if floor.key is None else values[floor.key])
 
   def row(self, row: Row, reading: Reading) -> Values:
-    metric, diverged = zip(*(self.metric(name, reading) for name in row.cells))
+    curves = [self._curve(name, reading.metric, reading.at_round) for name in row.cells]
+    metric = [_last_mean(values, reading) for _, values, _ in curves]
+    diverged = sum(d for *_, d in curves)
     unreached, end = 0, 0.0
-    if reading.rounds_to:
-      compared = [self.rounds_to(n, r, reading) for n, r in zip(row.cells, reading.rounds_to)]
-      unreached = sum(math.isnan(c) for c in compared)
-      end = max(self.end(name, reading) for name in row.cells)
+    if reading.rounds_to:  # the first round each seed reaches its reference's target
+      lower = not verdicts.higher_is_better(reading.metric)
+      reached = [run_records.first_reaching(rounds, values, self.target(reference, reading), lower)
+                 for (rounds, values, _), reference in zip(curves, reading.rounds_to)]
+      compared = [math.nan if r is None else r for r in reached]
+      unreached = sum(r is None for r in reached)
+      end = max(float(rounds.max()) for rounds, *_ in curves)
     elif row.drop_from:
-      central = [self.metric(name, reading)[0] for name in row.drop_from]
+      central = [self.metric(name, reading) for name in row.drop_from]
       compared = [(c - f) / c for c, f in zip(central, metric)]
     else:
-      compared = list(metric)
-    return Values(compared, list(metric), sum(diverged), unreached, end)
+      compared = metric
+    return Values(compared, metric, diverged, unreached, end)
+
+
+def _last_mean(values: np.ndarray, reading: Reading) -> float:
+  return float(values[-reading.last:].mean())
 
 
 def _no_compute(floor: Floor):
@@ -352,18 +356,24 @@ def with_block(text: str, new_block: str, where: str) -> str:
   return before + new_block + rest.split(END, 1)[1]
 
 
-def write_blocks(records: pathlib.Path, readmes: pathlib.Path, claims: list[Claim],
+FILE = 'claims.toml'  # in the results folder
+
+
+def write_blocks(results: pathlib.Path, readmes: pathlib.Path, folders: list[str],
                  top: bool) -> None:
-  """Regenerates the verdict block of each claim folder's README under `readmes`
-  (its own claims) and, if `top`, of `readmes`/README.md (every claim), judging
-  from the records under `records`."""
+  """Regenerates the verdict block of each of `folders`' READMEs under `readmes` (its
+  own claims) and, if `top`, of `readmes`/README.md (every claim; copied there from
+  `results` first), judging results/FILE's claims from the records under `results`."""
+  claims = [c for c in load(results / FILE) if c.folder in folders]
   targets = {}
   if top:
+    if readmes != results:
+      shutil.copy(results / 'README.md', readmes / 'README.md')
     targets[readmes / 'README.md'] = (claims, True)
   for folder in dict.fromkeys(c.folder for c in claims):
     targets[readmes / folder / 'README.md'] = ([c for c in claims if c.folder == folder], False)
   for path, (chosen, link) in targets.items():
     text = path.read_text()
-    new = with_block(text, block(chosen, records, link), str(path))
+    new = with_block(text, block(chosen, results, link), str(path))
     if new != text:
       path.write_text(new)

@@ -101,6 +101,13 @@ def mean_of_last(runs_dir: str, name: str, metric: str, k: int,
   return None if rows is None else float(rows[metric].tail(k).mean())
 
 
+def first_reaching(steps, values, target: float, lower_is_better: bool) -> float | None:
+  """The first of `steps` whose value reaches `target` (at or below it where lower is
+  better, else at or above); None if none does."""
+  reached = steps[values <= target if lower_is_better else values >= target]
+  return float(reached.min()) if len(reached) else None
+
+
 # Metrics that records written before FAIR's, FedMF's and the table forms' rounds
 # took tff.learning's layout (rounds.round_metrics) hold under other names.
 EARLIER_NAMES = {

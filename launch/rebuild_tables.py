@@ -39,7 +39,6 @@ flags.DEFINE_list('tables', None, 'Only these results folders (default: every on
 FLAGS = flags.FLAGS
 OWN_FLAGS = ('write', 'tables')
 RESULTS = pathlib.Path('results')
-CLAIMS = 'claims.toml'  # the papers' claims, judged into the READMEs' verdict blocks
 def _run_forked(module: str, argv: list[str], log: pathlib.Path) -> int:
   """launch `module`'s main with `argv` in a forked child (its output in `log`);
   its exit status."""
@@ -112,12 +111,9 @@ def rebuild(chosen: list[rebuilds.Rebuild], write: bool) -> dict[str, list[str]]
 def _write_verdicts(folders: list[str], root: pathlib.Path, top: bool) -> None:
   """The verdict blocks of the READMEs under `root` (of `folders`' claims, and of
   results/README.md when every folder was rebuilt), judged from the committed
-  records by experiments.claims."""
-  if top and root != RESULTS:
-    shutil.copy(RESULTS / 'README.md', root / 'README.md')
+  records (experiments.claims)."""
   try:
-    chosen = [c for c in claims.load(RESULTS / CLAIMS) if c.folder in folders]
-    claims.write_blocks(RESULTS, root, chosen, top)
+    claims.write_blocks(RESULTS, root, folders, top)
   except claims.ClaimError as e:  # names the claim and its field, or the record
     raise app.UsageError(str(e)) from None
 

@@ -268,15 +268,6 @@ def _target(setting: str, central: str) -> float | None:
           else float(values.max()) - FLAGS.auc_margin)
 
 
-def _rounds_to(name: str, metric: str, target: float, lower: bool) -> float | None:
-  """The first evaluated round that reached `target`; inf if none; None if not run."""
-  steps, values = _curve(name, metric)
-  if not len(steps):
-    return None
-  reached = steps[values <= target if lower else values >= target]
-  return float(reached.min()) if len(reached) else float('inf')
-
-
 def _at_best(name: str, metric: str) -> float | None:
   """The cell's test AUC at the evaluation where `metric` was best (None: not run)."""
   rows = _evaluations(name, metric)
@@ -335,8 +326,9 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       str(sum(_final_value(name, spec['metric']) is not None for name in finals[c]))
       for c in columns) + ' |']
   rows += ['| rounds to target | ' + ' | '.join(fedsubavg_movielens.rounds_cell(
-      [r for s in done if (r := _rounds_to(finals[c][seeds.index(s)], spec['metric'],
-                                           targets[s], lower)) is not None], rounds)
+      [r for s in done if (r := fedsubavg_movielens.rounds_to(
+          _curve, finals[c][seeds.index(s)], spec['metric'], targets[s], lower)) is not None],
+      rounds)
       for c in columns) + ' |']
   validated = bool(spec['task'].get('validation_fraction'))
   for metric, label in FINAL_METRICS.items():

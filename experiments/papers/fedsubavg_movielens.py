@@ -125,13 +125,14 @@ def final_cell(final_value, curve, names, metric: str) -> str:
   return text
 
 
-def _rounds_to(reader: _Reader, name, metric: str, target: float, lower: bool):
-  """The first evaluated round that reached `target`; inf if none; None if not run."""
-  steps, values = reader.curve(name, metric)
+def rounds_to(curve, name, metric: str, target: float, lower: bool) -> float | None:
+  """The first evaluated round of curve(name, metric) that reached `target`; inf if
+  none; None if not run."""
+  steps, values = curve(name, metric)
   if not len(steps):
     return None
-  reached = steps[values <= target if lower else values >= target]
-  return float(reached.min()) if len(reached) else float('inf')
+  reached = run_records.first_reaching(steps, values, target, lower)
+  return float('inf') if reached is None else reached
 
 
 def rounds_cell(rounds: list[float], total: int) -> str:
@@ -233,7 +234,7 @@ def _section(reader: _Reader, folder: pathlib.Path, setting: str) -> list[str]:
       str(sum(reader.final_value(name, metric) is not None for name in finals[c]))
       for c in COLUMNS) + ' |']
   rows += ['| rounds to target | ' + ' | '.join(rounds_cell(
-      [r for s in done if (r := _rounds_to(reader, finals[c][seeds.index(s)], metric,
+      [r for s in done if (r := rounds_to(reader.curve, finals[c][seeds.index(s)], metric,
                                            targets[s], lower)) is not None], rounds)
       for c in COLUMNS) + ' |']
   validated = bool(study.methods[f'{setting}_fedavg'].task_settings.get('validation_fraction'))
@@ -335,7 +336,7 @@ def _server_section(reader: _Reader, setting: str) -> list[str]:
       '| rates tried (the chosen one in bold) | ' + ' | '.join(
           rate_sweep.describe(reader.sweep(m), reader.rate(m)) for m in swept.values()) + ' |',
       '| rounds to target | ' + ' | '.join(rounds_cell(
-          [r for s in seeds if (r := _rounds_to(reader, finals[c][list(
+          [r for s in seeds if (r := rounds_to(reader.curve, finals[c][list(
               study.methods[m].seeds).index(s)], metric, targets[s], lower)) is not None],
           study.methods[m].rounds) for c, m in swept.items()) + ' |',
       f'| {FINAL_METRICS[metric]} at the end | ' + ' | '.join(

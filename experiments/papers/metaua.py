@@ -509,26 +509,28 @@ def _table(cells: dict[str, str], seeds=(0,)) -> list[str]:
            'popularity | against click rate | logloss at '
            f'{TABLE_ROUNDS[-1]} against the constant |',
            '|---|---|' + '---|' * (2 * len(TABLE_ROUNDS) + 3)]
+  constant = dict(zip(seeds, _logloss_floor(seeds)))
   for name, label in cells.items():
-    auc = _curves(name, AUC, seeds)
-    finals = {s: v for s, c in auc.items()
-              if (v := dict(zip(c['round'], c[AUC])).get(TABLE_ROUNDS[-1])) is not None}
-    logloss = _curves(name, LOGLOSS, seeds)
-    final_logloss = {s: v for s, c in logloss.items()
-                     if (v := dict(zip(c['round'], c[LOGLOSS])).get(TABLE_ROUNDS[-1])) is not None}
-    constant = dict(zip(seeds, _logloss_floor(seeds)))
+    auc, logloss = _curves(name, AUC, seeds), _curves(name, LOGLOSS, seeds)
+    final_logloss = _at_last_round(logloss, LOGLOSS)
     lines.append(f'| {label} | {len(auc)} | ' + ' | '.join(
         _at_rounds(list(auc.values()), AUC)
         + _at_rounds(list(logloss.values()), LOGLOSS)
-        + _against_floors(finals)
+        + _against_floors(_at_last_round(auc, AUC))
         + [seed_stats.against_floor(list(final_logloss.values()),
                                     [constant[s] for s in final_logloss])
            if final_logloss else '-']) + ' |')
   return [*lines, '', _floors(seeds, last),
           '', f'The constant predictor at the training click rate scores test logloss '
-          f'{seed_stats.spread(_logloss_floor(seeds))}; the last column holds each row\'s '
+          f'{seed_stats.spread(list(constant.values()))}; the last column holds each row\'s '
           f'logloss at {TABLE_ROUNDS[-1]} against it on the same seeds (a loss above it is '
           'worse).']
+
+
+def _at_last_round(curves: dict, metric: str) -> dict[int, float]:
+  """seed -> `metric` at the table's last round, for the seeds whose curve has it."""
+  return {s: v for s, c in curves.items()
+          if (v := dict(zip(c['round'], c[metric])).get(TABLE_ROUNDS[-1])) is not None}
 
 
 def _plot(path: pathlib.Path, cells: dict[str, str], metric: str, seeds, title: str,

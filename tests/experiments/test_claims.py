@@ -183,7 +183,7 @@ def test_results_readme_states_no_verdict_outside_its_generated_block():
 
 
 def test_every_claim_in_the_committed_file_is_judged_from_committed_records():
-  every = claims.load(REPO / 'results' / 'claims.toml')
+  every = claims.load(REPO / 'results' / claims.FILE)
   assert len(every) >= 15
   for claim in every:
     word, judged, _ = claims.judge(claim, REPO / 'results')
