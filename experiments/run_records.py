@@ -8,6 +8,7 @@ import json
 import math
 import pathlib
 
+import numpy as np
 import pandas as pd
 
 from experiments import files
@@ -58,8 +59,9 @@ def cell_file(runs_dir: str, name: str, file: str, records_dir: str | None = Non
 
 def read_curve(runs_dir: str, name: str, metric: str, records_dir: str | None = None
                ) -> pd.DataFrame | None:
-  """The rows of a finished cell's metrics.csv where `metric` was evaluated, or
-  None (a cell cut short is not read: its last row is not its result)."""
+  """The rows of a finished cell's metrics.csv where `metric` was evaluated before
+  the run diverged (if it did), or None (a cell cut short is not read: its last
+  row is not its result)."""
   if not cell_file(runs_dir, name, 'summary.json', records_dir).exists():
     return None
   path = cell_file(runs_dir, name, 'metrics.csv', records_dir)
@@ -69,7 +71,19 @@ def read_curve(runs_dir: str, name: str, metric: str, records_dir: str | None = 
   rows = _metrics(str(path), stat.st_mtime_ns, stat.st_size)
   if metric not in rows:  # not evaluated yet
     return None
-  return rows[rows[metric].notna()]  # a new frame: the cached one is never handed out
+  return _before_divergence(rows)[lambda r: r[metric].notna()]  # a new frame, not the cached one
+
+
+def _before_divergence(rows: pd.DataFrame) -> pd.DataFrame:
+  """The rows before the first round whose training loss is not finite. A run from
+  before the trainer stopped diverging runs trained on, and evaluated its NaN model
+  (as zero hits); those evaluations are not its result. Training rows always carry
+  the loss, so a missing one is a NaN one."""
+  loss = recorded(rows, TRAIN_LOSS, None)
+  if loss is None:  # centralized runs record no federated training loss
+    return rows
+  bad = ~np.isfinite(loss.to_numpy())
+  return rows.iloc[:int(bad.argmax())] if bad.any() else rows
 
 
 @functools.lru_cache(maxsize=4096)
@@ -90,12 +104,17 @@ def diverged(summary: dict) -> bool:
   return 'diverged_at_round' in summary or math.isnan(recorded(summary, TRAIN_LOSS, 0.0))
 
 
+def cell_diverged(runs_dir: str, name: str, records_dir: str | None = None) -> bool:
+  """Whether a cell finished and diverged."""
+  summary = cell_file(runs_dir, name, 'summary.json', records_dir)
+  return summary.exists() and diverged(files.read_summary(summary))
+
+
 def mean_of_last(runs_dir: str, name: str, metric: str, k: int,
                  records_dir: str | None = None) -> float | None:
   """The mean of a finished cell's last `k` evaluations of `metric` (a sweep's score:
   one evaluation swings); NaN when it diverged, None when it has not finished."""
-  summary = cell_file(runs_dir, name, 'summary.json', records_dir)
-  if summary.exists() and diverged(files.read_summary(summary)):
+  if cell_diverged(runs_dir, name, records_dir):
     return math.nan
   rows = read_curve(runs_dir, name, metric, records_dir)
   return None if rows is None else float(rows[metric].tail(k).mean())

@@ -183,10 +183,11 @@ def _last_mean(curve: pd.Series) -> float:
 
 def over_seeds(names: list[str], pick, rounds: int, step: str = 'round') -> list[float]:
   """pick(NDCG@20 curve) of each of a configuration's seeds that finished
-  `rounds` (epochs, with step='epoch')."""
-  curves = [run_records.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names]
-  return [pick(c.set_index(step)[METRIC]) for c in curves
-          if c is not None and len(c) and c[step].max() == rounds]
+  `rounds` (epochs, with step='epoch') or diverged (read before it did)."""
+  curves = {n: run_records.read_curve(FLAGS.runs_dir, n, METRIC, _records()) for n in names}
+  return [pick(c.set_index(step)[METRIC]) for n, c in curves.items()
+          if c is not None and len(c) and (
+              c[step].max() == rounds or run_records.cell_diverged(FLAGS.runs_dir, n, _records()))]
 
 
 def _seeded(stem: str, seeds: list[int]) -> list[str]:
@@ -261,8 +262,8 @@ def _curve(name: str) -> pd.DataFrame | None:
 def _cell(names: list[str] | str, paper: float | str | None, rounds: int | None = None,
           step: str = 'round') -> str:
   """'final / mean of the last LAST_K evaluations' NDCG@20, each mean ± std over the
-  seeds that finished, then
-  the paper's number; the seed count where some have not finished."""
+  seeds that finished (a diverged one read before it diverged), then the paper's
+  number; the seed count where some have not finished."""
   if isinstance(names, str):  # the method cannot run
     return f'{names} (paper {paper or "N/A"})'
   rounds = rounds or FLAGS.rounds
@@ -271,6 +272,9 @@ def _cell(names: list[str] | str, paper: float | str | None, rounds: int | None 
           else cell_records.NOT_RUN)
   if 0 < len(final) < len(names):
     text += f' ({len(final)} of {len(names)} seeds)'
+  diverged = sum(run_records.cell_diverged(FLAGS.runs_dir, n, _records()) for n in names)
+  if diverged:
+    text += f' ({diverged} diverged)'
   return f'{text} (paper {paper})' if paper else text
 
 
@@ -723,7 +727,8 @@ last {LAST_K} evaluations:
 
 ## {FLAGS.long_rounds} rounds over seeds {seeds}
 
-Mean ± std over the seeds that finished; in the "vs" columns {seed_stats.RULE_TEXT}.
+Mean ± std over the seeds that finished (one that diverged counts, read at its last
+evaluation before it); in the "vs" columns {seed_stats.RULE_TEXT}.
 
 {chr(10).join(long_table(task, long_names, floor))}
 

@@ -21,9 +21,6 @@ from experiments.papers import cell_records
 from launch import common
 import tasks
 
-LOSS = run_records.TRAIN_LOSS
-
-
 def define_flags(runs_dir: str, results_dir: str) -> None:
   """The flags of a script made of seeded tables (e.g. launch.reproduce_beauty)."""
   flags.DEFINE_string('runs_dir', runs_dir, 'Where the individual runs go.')
@@ -80,9 +77,17 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
         break
   result = cell_records.run_cell(runs, name, 'launch.train', *args, wanted=wanted,
                                  records_dir=records)
-  if table.last_k and isinstance(result, dict):
-    curve = run_records.read_curve(runs, name, table.metrics[0], records)
-    result = {**result, LAST_MEAN: float(curve[table.metrics[0]].tail(table.last_k).mean())}
+  if not isinstance(result, dict):
+    return result
+  curves = {m: run_records.read_curve(runs, name, m, records) for m in table.metrics}
+  if run_records.diverged(result):  # a result: read where it stood before it diverged
+    # (run_records.diverged still tells it apart, so a sweep scores it the worst)
+    result = {**result, **{m: float(c[m].iloc[-1]) if c is not None and len(c) else None
+                           for m, c in curves.items()}}
+  if table.last_k:
+    curve = curves[table.metrics[0]]
+    result = {**result, LAST_MEAN: float(curve[table.metrics[0]].tail(table.last_k).mean())
+              if curve is not None and len(curve) else None}
   return result
 
 
@@ -124,9 +129,23 @@ def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.
     results['popularity'] = [{**p, LAST_MEAN: p.get(table.metrics[0])} for p in (
         popularity(table, s, records_dir) for s in seeds)]
   for row in table.rows:
-    results[row] = [r for r in (_cell(table, row, s, runs_dir, records_dir, wanted)
-                                for s in seeds) if isinstance(r, dict)]
+    results[row] = [_at_floor(r, results.get('popularity'), i) for i, r in enumerate(
+        _cell(table, row, s, runs_dir, records_dir, wanted) for s in seeds)
+                    if isinstance(r, dict)]
   return results
+
+
+AT_FLOOR = 'diverged before its first evaluation'  # the key a seed read at its floor carries
+
+
+def _at_floor(result: dict, popularity: list[dict] | None, index: int) -> dict:
+  """A seed that diverged before its first evaluation, read at its popularity
+  row's values (results/README.md's rule: a diverged seed counts, never dropped);
+  without a popularity row it stays unread (None) and its row says so."""
+  if all(v is not None for v in result.values()) or popularity is None:
+    return result
+  return {**result, **{k: popularity[index].get(k) for k, v in result.items() if v is None},
+          AT_FLOOR: True}
 
 
 def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> list[str]:
@@ -148,14 +167,13 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
            + explained, '',
            '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
   for row, runs in results.items():
-    stopped = sum('diverged_at_round' in r for r in runs)  # the trainer stopped them
-    nan = sum('diverged_at_round' not in r and math.isnan(run_records.recorded(r, LOSS, 0.0))
-              for r in runs)  # runs from before it stopped a diverging run
-    if stopped or nan:  # a NaN model scores zero: say what happened instead
-      what = ' and '.join([*([f'training loss NaN in {nan}'] if nan else []),
-                           *([f'diverged in {stopped}'] if stopped else [])])
+    diverged = sum(run_records.diverged(r) for r in runs if row != 'popularity')
+    floored = sum(r.get(AT_FLOOR, False) for r in runs)
+    unread = floored + sum(r[headline] is None for r in runs)
+    if unread and (unread == len(runs) or floored < unread):
+      # no seed has a value of its own, or one has none at all: nothing to compare
       lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * (len(header) - 1))
-                   + f' | {what} of {len(runs)} seeds |')
+                   + f' | {AT_FLOOR} of {short} in {unread} of {len(runs)} seeds |')
       continue
     shown = [headline, *([LAST_MEAN] if table.last_k else []), *table.metrics[1:]]
     per_metric = [seed_stats.spread([r[m] for r in runs]) for m in shown]
@@ -163,6 +181,9 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
         [r[held] for r in runs], [r[held] for r in results.get(other, [])])
               for other in table.versus]
     per_seed = ', '.join(f'{r[headline]:.3f}' for r in runs) or 'not run'
+    if diverged:
+      per_seed += (f' ({diverged} of {len(runs)} diverged: read at their last evaluation'
+                   + (f'; {floored} before any, read at popularity' if floored else '') + ')')
     lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric + versus) + f' | {per_seed} |')
   return lines + ['']
 
@@ -178,7 +199,7 @@ def best_row(table: Table, results: dict[str, list[dict]], metric: str) -> str |
   has run; a run whose model became NaN counts as the worst)."""
   if not all(results.get(row) for row in table.rows):
     return None
-  return max(table.rows, key=lambda r: np.nan_to_num(results[r][0][metric], nan=-np.inf))
+  return max(table.rows, key=lambda r: np.nan_to_num(score(results[r][0], metric), nan=-np.inf))
 
 
 def sweep_then_headline(heading: list[str], sweep: Table, metric: str,

@@ -194,19 +194,8 @@ def test_every_claim_in_the_committed_file_is_judged_from_committed_records():
 @pytest.mark.parametrize('readme', sorted((REPO / 'results').glob('*/README.md')),
                          ids=lambda p: p.parent.name)
 def test_no_folder_readme_judges_a_claim_outside_its_generated_block(readme):
-  """Nor uses the earlier noise rule's words, unless it says under its block that
-  its prose was written under that rule (its tables read by the one rule)."""
+  """Nor uses the earlier noise rule's words ("within noise", "level with"): its
+  prose reads the tables by the one rule."""
   text = readme.read_text()
-  earlier_rule = EARLIER_RULE in text
-  judged = [w for w in _hand_verdicts(text)
-            if not (earlier_rule and w in ('within noise', 'beyond noise', 'level with'))]
-  assert judged == []
-
-
-EARLIER_RULE = 'written under the earlier noise rule'
-
-
-def test_a_readme_rewritten_by_the_rule_may_not_fall_back_to_the_earlier_words():
-  text = (REPO / 'results' / 'combinations' / 'README.md').read_text()
-  assert EARLIER_RULE not in text and _hand_verdicts(text) == []
+  assert _hand_verdicts(text) == []
   assert _hand_verdicts(text + '\nFedAvg is within noise of it.\n') == ['within noise']

@@ -11,7 +11,7 @@ from experiments import run_records
 from experiments.papers import seeded_table
 
 pytestmark = pytest.mark.usefixtures('reproduction_flags')
-LOSS = seeded_table.LOSS
+LOSS = run_records.TRAIN_LOSS
 
 
 def _record(root, name, rounds=3, **summary):
@@ -55,8 +55,11 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
                       'mean ± std over the seeds (sample std).')
   rows = lines[6:-1]
   assert rows == ['| A | 0.200 ± 0.141 | 0.100, 0.300 |',
-                  '| NaN | diverged | training loss NaN in 1 and diverged in 1 of 2 seeds |',
-                  '| Old | diverged | training loss NaN in 1 of 1 seeds |',
+                  # no evaluation before they diverged, and no popularity row to read
+                  '| NaN | diverged | diverged before its first evaluation of hr in 2 of 2 '
+                  'seeds |',
+                  '| Old | diverged | diverged before its first evaluation of hr in 1 of 1 '
+                  'seeds |',
                   '| Gone | not run | not run |',
                   '| P | 0.300 ± 0.141 | 0.200, 0.400 |',
                   '| S | 0.600 ± 0.141 | 0.500, 0.700 |',
@@ -116,6 +119,45 @@ def test_every_row_is_held_against_the_versus_rows_by_the_one_rule(tmp_path):
   assert lines[4] == '| method | hr | vs BASE | per seed (hr) |'
   assert [line.split(' | ')[2] for line in lines[6:-1]] == [
       '', 'undecided', '-0.105', 'one seed: no spread']
+
+
+def test_a_diverged_seed_counts_at_its_last_evaluation_before_it_or_at_popularity(tmp_path):
+  """Never dropped: one from before the trainer stopped diverging runs evaluated its
+  NaN model as zero hits afterwards (not its result); one stopped before any
+  evaluation reads at its seed's popularity."""
+  records = tmp_path / 'cells' / 'loo_ranking'
+  fine = ('0.4,0.3', '0.3,0.4', {})
+  runs = {'old': ('0.4,nan', '0.5,0.0', {}),  # trained on past NaN, evaluated zero
+          'stopped': ('0.4,0.3', '0.6,', {'diverged_at_round': 3}),
+          'early': ('nan,', ',', {'diverged_at_round': 1})}
+  for row, seeds in {'old': ('old', 'fine'), 'stopped': ('stopped', 'fine'),
+                     'mixed': ('early', 'fine'), 'early': ('early', 'early')}.items():
+    for seed, run in enumerate(seeds):
+      losses, hits, summary = runs.get(run, fine)
+      name = f'{row}_s{seed}'
+      _record(records, name, **{'test/hr': float(hits.split(',')[-1] or 'nan'),
+                                LOSS: float(losses.split(',')[-1] or 'nan'), **summary})
+      (records / name / 'metrics.csv').write_text(f'round,{LOSS},test/hr\n' + ''.join(
+          f'{r},{l},{h}\n' for r, (l, h) in enumerate(zip(losses.split(','),
+                                                        hits.split(',')), 1)))
+  table = seeded_table.Table(
+      'loo_ranking', 'T', ('test/hr',),
+      {r: (r.upper(), (), None) for r in ('old', 'stopped', 'mixed', 'early')},
+      ('--rounds=3',), '', (('data_dir', 'd'),))
+  (tmp_path / 'cells' / run_records.DERIVED_FILE).write_text(json.dumps(
+      {seeded_table._popularity_key(table, s): {'test/hr': 0.1}  # pylint: disable=protected-access
+       for s in (0, 1)}))
+
+  lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), tmp_path / 'cells',
+                                wanted=False)
+
+  diverged = '1 of 2 diverged: read at their last evaluation'
+  assert lines[6:-1] == [
+      '| popularity | 0.100 ± 0.000 | 0.100, 0.100 |',
+      f'| OLD | 0.450 ± 0.071 | 0.500, 0.400 ({diverged}) |',
+      f'| STOPPED | 0.500 ± 0.141 | 0.600, 0.400 ({diverged}) |',
+      f'| MIXED | 0.250 ± 0.212 | 0.100, 0.400 ({diverged}; 1 before any, read at popularity) |',
+      '| EARLY | diverged | diverged before its first evaluation of hr in 2 of 2 seeds |']
 
 
 def test_last_k_shows_the_mean_of_each_runs_last_evaluations_and_compares_it(tmp_path):
