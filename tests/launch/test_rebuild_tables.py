@@ -12,6 +12,8 @@ import pytest
 
 from experiments import claims
 from experiments import rebuilds
+from launch import rebuild_tables
+from tests.launch import launchers
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -74,11 +76,13 @@ def numbers_no_table_has(readme: str) -> list[str]:
      'repository root'),
     ('repo', '--tables=', '--tables is empty; name some of colr_amazon_beauty, '),
 ])
-def test_what_would_fail_or_rebuild_everything_is_refused(tmp_path, where, flag, message):
+def test_what_would_fail_or_rebuild_everything_is_refused(tmp_path, monkeypatch, where, flag,
+                                                         message):
+  """Its flag parsing and main() here (a process of its own would import TF and TFF
+  again); the slow test above runs its command line."""
   cwd = tmp_path if where == 'elsewhere' else REPO
-  done = subprocess.run(
-      [sys.executable, '-m', 'launch.rebuild_tables', flag], capture_output=True,
-      text=True, check=False, cwd=cwd, env={**os.environ, 'PYTHONPATH': str(REPO)})
+  monkeypatch.chdir(cwd)
+  done = launchers.run_here(rebuild_tables, flag)
   assert done.returncode == 1 and 'Traceback' not in done.stderr
   assert message.format(cwd=cwd) in done.stderr, done.stderr[-2000:]
 
