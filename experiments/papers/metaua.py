@@ -36,7 +36,9 @@ local loss as the attribute, meta SGD 2.0, FedAdagrad at the server. Cells:
   tables run that form at its own validated client rate, and at the paper's.
 * Table 2 again at each row's client rate chosen on validation (the
   investigation's fix: FedAvg learns at larger rates), servers unchanged,
-  over --seeds.
+  over --seeds; then the paper's rows' server rates swept at those client
+  rates (equal tuning: MetaUA learns its server step), each row over --seeds
+  at both rates chosen.
 * Figure 4: the paper's MetaUA and FedAdagrad with 5% and 1% of the clients a
   round, over --seeds (10% is Table 2).
 * Figure 5: the paper's MetaUA at other meta learning rates, over --seeds (2.0
@@ -179,6 +181,16 @@ PAPER_CLIENT_RATE = 0.01
 MAX_EXTENSIONS = 3  # rates a sweep may add past its grid's edges: each one a run
 
 
+# Equal tuning: MetaUA learns its server step, so Table 2's paper rows, each at
+# its client rate chosen above, sweep their server learning rate too, on the same
+# validation, the same grid size for each (three rates around its default, extended
+# past a winning edge): FedAvg's SGD, FedAdagrad's Adagrad and the Adagrad rate
+# MetaUA's learned scale multiplies. Its meta rate stays the paper's (Figure 5).
+SERVER_RATES = {'fedavg_examples': (0.3, 1.0, 3.0), 'fedadagrad_examples': (0.03, 0.1, 0.3),
+                'metaua': (0.03, 0.1, 0.3)}
+DEFAULT_SERVER_RATES = {'fedavg_examples': 1.0, 'fedadagrad_examples': 0.1, 'metaua': 0.1}
+
+
 def _fixed(name: str, rate: float) -> str:
   """Table 2's cell `name` at client rate `rate` (the paper's rate: Table 2's own)."""
   return name if rate == PAPER_CLIENT_RATE else f'{name}_clr{rate:g}'
@@ -313,6 +325,31 @@ def _sweep(name: str, clients: int, table2: dict, rate: float) -> str:
   return cell
 
 
+def _at_server(cell: str, name: str, server_rate: float) -> str:
+  """Cell `cell` of row `name` at server rate `server_rate` (its default: itself)."""
+  return cell if server_rate == DEFAULT_SERVER_RATES[name] else f'{cell}_slr{server_rate:g}'
+
+
+def _server_args(name: str, server_rate: float) -> tuple[str, ...]:
+  return (() if server_rate == DEFAULT_SERVER_RATES[name] else
+          (f'--server_learning_rate={server_rate:g}',))
+
+
+def _server_rate(name: str, clients: int, table2: dict, client_rate: float
+                 ) -> tuple[dict[float, float | None], float | None]:
+  """Row `name`'s server rate sweep at its chosen client rate, on validation AUC."""
+  algorithm, args = table2[name]
+
+  def score(server_rate: float) -> float | None:
+    cell = _at_server(_sweep_cell(name, client_rate), name, server_rate)
+    _cell(cell, algorithm, clients, *args, *VALIDATION_ARGS, *_client_rate_args(client_rate),
+          *_server_args(name, server_rate), rounds=SWEEP_ROUNDS)
+    return _validation_score(cell, VALIDATION_AUC)
+
+  return rate_sweep.sweep(SERVER_RATES[name], score, lower_is_better=False,
+                          max_extensions=MAX_EXTENSIONS)
+
+
 def _client_rate(name: str, clients: int, table2: dict
                  ) -> tuple[dict[float, float | None], float | None]:
   """Row `name`'s client rate sweep on validation AUC (rate_sweep's scores and
@@ -344,10 +381,19 @@ def _investigate(clients: int) -> None:
 
 
 def _curves(name: str, metric: str, seeds) -> dict[int, pd.DataFrame]:
-  """The finished seeds' evaluations of `metric`, by seed."""
-  return {s: c for s in seeds
-          if (c := run_records.read_curve(FLAGS.runs_dir, _seeded(name, s), metric, _records()))
-          is not None}
+  """The finished seeds' evaluations of `metric`, by seed; a seed that diverged
+  holds its last evaluation at the table's later rounds (it counts, read before
+  it diverged)."""
+  curves = {}
+  for seed in seeds:
+    cell = _seeded(name, seed)
+    curve = run_records.read_curve(FLAGS.runs_dir, cell, metric, _records())
+    if curve is not None and run_records.cell_diverged(FLAGS.runs_dir, cell, _records()):
+      later = [r for r in TABLE_ROUNDS if len(curve) and r > curve['round'].max()]
+      curve = pd.concat([curve, pd.DataFrame({'round': later, metric: curve[metric].iloc[-1]})])
+    if curve is not None:
+      curves[seed] = curve
+  return curves
 
 
 def _at_rounds(curves: list, metric: str) -> list[str]:
@@ -451,6 +497,29 @@ def _choices_table(sweeps: dict, meta_losses: tuple) -> list[str]:
   return lines
 
 
+def _equal_tuning(sweeps: dict, servers: dict, seeds) -> list[str]:
+  """The server rate sweeps, then Table 2's paper rows at both rates chosen."""
+  lines = [f'## Table 2 at the client and server rates chosen on validation (equal tuning; '
+           f'mean ± std over the seeds of {seeds} that ran)', '',
+           'MetaUA learns its server step, so each of the paper\'s rows, at its client rate '
+           'chosen above, sweeps its server learning rate too (the same grid size for each: '
+           'three rates around its default, extended past a winning edge; seed 0, '
+           f'{SWEEP_ROUNDS} rounds, the mean of the last {LAST_K} validation AUCs). '
+           "MetaUA's is the Adagrad rate its learned scale multiplies; its meta SGD stays "
+           'the paper\'s 2.0 (Figure 5 varies it).', '',
+           '| Table 2 row | server rates tried | validation AUC by rate |', '|---|---|---|']
+  chosen = {}
+  for name, (scores, server_rate) in servers.items():
+    lines.append(f'| {METHODS[name]}, client SGD {sweeps[name][1]:g} | '
+                 f'{rate_sweep.describe(scores, server_rate)} | ' + ' / '.join(
+                     _scored(scores[r], r == server_rate) for r in sorted(scores)) + ' |')
+    if server_rate is not None:
+      chosen[_at_server(_fixed(name, sweeps[name][1]), name, server_rate)] = (
+          f'{METHODS[name]}, client SGD {sweeps[name][1]:g}, server {server_rate:g}')
+  return [*lines, '', *(_table(chosen, seeds) if chosen else ['(the sweeps have not run)']),
+          '']
+
+
 def _ablation_runs(chosen: str | None, sweeps: dict) -> list[tuple[str, float]]:
   """(Table 2's MetaUA cell, client rate) of each ablation and attribute table: the
   meta loss chosen on validation at its own client rate chosen on validation, then
@@ -513,7 +582,10 @@ def _table(cells: dict[str, str], seeds=(0,)) -> list[str]:
   for name, label in cells.items():
     auc, logloss = _curves(name, AUC, seeds), _curves(name, LOGLOSS, seeds)
     final_logloss = _at_last_round(logloss, LOGLOSS)
-    lines.append(f'| {label} | {len(auc)} | ' + ' | '.join(
+    diverged = sum(run_records.cell_diverged(FLAGS.runs_dir, _seeded(name, s), _records())
+                   for s in auc)
+    seeds_run = f'{len(auc)} ({diverged} diverged)' if diverged else len(auc)
+    lines.append(f'| {label} | {seeds_run} | ' + ' | '.join(
         _at_rounds(list(auc.values()), AUC)
         + _at_rounds(list(logloss.values()), LOGLOSS)
         + _against_floors(_at_last_round(auc, AUC))
@@ -607,6 +679,15 @@ def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
         algorithm, args = table2[name]
         _cell(_fixed(name, rate), algorithm, clients, *args, *_client_rate_args(rate),
               seed=seed)
+  servers = {name: _server_rate(name, clients, table2, sweeps[name][1])
+             for name in SERVER_RATES if sweeps[name][1] is not None}
+  for seed in seeds:
+    for name, (_, server_rate) in servers.items():
+      if server_rate is not None:
+        algorithm, args = table2[name]
+        rate = sweeps[name][1]
+        _cell(_at_server(_fixed(name, rate), name, server_rate), algorithm, clients, *args,
+              *_client_rate_args(rate), *_server_args(name, server_rate), seed=seed)
   # The chosen form's ablation (its seeds first), then its attributes; the earlier
   # form's are recorded.
   ablations = _ablation_runs(meta_losses[1], sweeps)
@@ -677,6 +758,7 @@ def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
       '0.01.', '',
       *_table({_fixed(name, rate): f'{METHODS[name]}, client SGD {rate:g}'
                for name, (_, rate) in sweeps.items() if rate is not None}, seeds), '',
+      *_equal_tuning(sweeps, servers, seeds),
       *[line for full, rate in ablations for line in _ablation_tables(
           full, rate, meta_losses[1], seeds, sweeps)],
       "## The meta loss's scale (mean ± std over the seeds that ran)", '',
