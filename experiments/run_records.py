@@ -71,14 +71,20 @@ def read_curve(runs_dir: str, name: str, metric: str, records_dir: str | None = 
   rows = _metrics(str(path), stat.st_mtime_ns, stat.st_size)
   if metric not in rows:  # not evaluated yet
     return None
-  return _before_divergence(rows)[lambda r: r[metric].notna()]  # a new frame, not the cached one
+  summary = files.read_summary(cell_file(runs_dir, name, 'summary.json', records_dir))
+  return _before_divergence(rows, summary)[lambda r: r[metric].notna()]  # not the cached frame
 
 
-def _before_divergence(rows: pd.DataFrame) -> pd.DataFrame:
-  """The rows before the first round whose training loss is not finite. A run from
-  before the trainer stopped diverging runs trained on, and evaluated its NaN model
-  (as zero hits); those evaluations are not its result. Training rows always carry
-  the loss, so a missing one is a NaN one."""
+def _before_divergence(rows: pd.DataFrame, summary: dict) -> pd.DataFrame:
+  """The rows before the round (epoch) the trainer stopped a diverging run at: it
+  may have evaluated that round, an output overflowing, and those values are not
+  its result. A run from before the trainer stopped diverging runs trained on and
+  evaluated its NaN model (as zero hits): its rows end before the first round
+  whose training loss is not finite (training rows always carry the loss, so a
+  missing one is a NaN one)."""
+  for unit in ('round', 'epoch'):
+    if f'diverged_at_{unit}' in summary and unit in rows:
+      return rows[rows[unit] < summary[f'diverged_at_{unit}']]
   loss = recorded(rows, TRAIN_LOSS, None)
   if loss is None:  # centralized runs record no federated training loss
     return rows
@@ -101,7 +107,8 @@ def diverged(summary: dict) -> bool:
   """Whether a finished run diverged: the trainer stopped it, or (a run from before
   the trainer stopped diverging runs) its training loss is NaN. Read from training,
   never from a test metric."""
-  return 'diverged_at_round' in summary or math.isnan(recorded(summary, TRAIN_LOSS, 0.0))
+  return (any(key.startswith('diverged_at_') for key in summary)  # a round or an epoch
+          or not math.isfinite(recorded(summary, TRAIN_LOSS, 0.0)))
 
 
 def cell_diverged(runs_dir: str, name: str, records_dir: str | None = None) -> bool:

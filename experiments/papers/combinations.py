@@ -125,12 +125,12 @@ def _movielens(seeds: list[int], runs_dir: str, records: pathlib.Path,
         rows[_at(part, rate)] = _movielens_row(part, rate)
   table = dataclasses.replace(base, rows=rows)
   lines += seeded_table.tabulate(table, seeds, runs_dir, records, wanted)
-  if chosen['fedsubavg'] not in (None, 1):
-    stacked = _at('fedsubavg', chosen['fedsubavg'])
+  if None not in (chosen['fedsubavg'], chosen['fedmf']):  # each at the step it chose
+    stacked, part = _at('fedsubavg', chosen['fedsubavg']), _at('fedmf', chosen['fedmf'])
     more = dataclasses.replace(
         base, title=f'{MOVIELENS[1]}: FedMF-64 + FedSubAvg against FedMF-64, '
-        f'{len(MORE_SEEDS)} seeds (at 3 the rule could not decide)',
-        rows={'fedmf': rows['fedmf'], stacked: rows[stacked]}, versus=('popularity', 'fedmf'))
+        f'{len(MORE_SEEDS)} seeds', rows={part: rows[part], stacked: rows[stacked]},
+        versus=('popularity', part))
     lines += seeded_table.tabulate(more, list(MORE_SEEDS), runs_dir, records, wanted)
   if None in chosen.values():
     lines += ['The rows at a chosen server step wait for their whole sweep.', '']

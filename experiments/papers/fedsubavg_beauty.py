@@ -47,6 +47,7 @@ from experiments import files
 from experiments import rate_sweep
 from experiments import run_records
 from experiments import seed_stats
+from experiments import server_rates
 from experiments.papers import cell_records
 from experiments.papers import fedsubavg_movielens
 from launch import common
@@ -113,7 +114,11 @@ LOCAL_STEPS = 10
 BATCH_SIZE = 16
 # Rates a sweep may add beyond its grid's edges, in all: each one costs a run.
 MAX_EXTENSIONS = 3
-
+# Equal tuning (experiments.server_rates): FedSubAvg's correction rescales the
+# server's step, so each federated method's server rate is swept too, at the client
+# rate its own sweep chose, on the same short validation runs (SCAFFOLD does not run
+# here; the bounded form keeps the paper's server).
+SERVER_SWEPT = ('fedavg', 'fedprox', 'fedadam', 'fedadagrad', 'fedsubavg')
 
 # What each final run reports at its last round, as the table's rows.
 FINAL_METRICS = {'eval/train_loss': 'train loss', 'eval/validation_auc': 'validation AUC',
@@ -140,7 +145,7 @@ def _task_values(setting: str, seed: int, make: bool = True) -> dict:
 
 
 def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int,
-         name: str, seed: int) -> str:
+         name: str, seed: int, server_flags: tuple[str, ...] = ()) -> str:
   """Runs one cell (if neither recorded nor run); its name."""
   task_flags = common.flag_args(_task_values(setting, seed, _wanted(name)))
   if method == 'central':
@@ -153,7 +158,7 @@ def _run(setting: str, method: str, rate: float, rounds: int, eval_every: int,
     module, args = 'launch.train', (
         f'--batch_size={BATCH_SIZE}', f'--local_steps={LOCAL_STEPS}', *algorithm,
         f'--rounds={rounds}', f'--clients_per_round={FLAGS.clients}',
-        f'--client_learning_rate={rate}')
+        f'--client_learning_rate={rate}', *server_flags)
   cell_records.run_cell(FLAGS.runs_dir, name, module, *task_flags, *args,
                   f'--eval_every={eval_every}', f'--seed={seed}',
                   wanted=_wanted(name), records_dir=_records())
@@ -233,6 +238,46 @@ def _sweep(setting: str, method: str) -> tuple[dict[float, float | None], float 
   return rate_sweep.sweep(spec['central_rates'] if method == 'central' else spec['rates'],
                           score, lower_is_better=spec['lower_is_better'],
                           max_extensions=MAX_EXTENSIONS)
+
+
+def _server_sweep(setting: str, method: str, rate: float
+                  ) -> tuple[dict[float, float | None], float | None]:
+  """`method`'s server rate sweep at client rate `rate`, seed 0, as `_sweep`."""
+  spec = _spec(setting)
+  rounds = _rounds(setting, 'sweep_rounds')
+  default = server_rates.default(ctr.Task, method)
+
+  def score(server_rate: float) -> float | None:
+    name = f'sweep_{setting}_{method}_lr{rate:g}{server_rates.suffix(server_rate, default)}_s0'
+    return _final_value(_run(setting, method, rate, rounds, rounds, name, 0,
+                             server_rates.flags(server_rate, default)), spec['metric'])
+
+  return rate_sweep.sweep(server_rates.grid(default), score,
+                          lower_is_better=spec['lower_is_better'], max_extensions=MAX_EXTENSIONS)
+
+
+def _server_section(setting: str, seeds: list[int], rates: dict, targets: dict) -> list[str]:
+  """Each federated method at its chosen client rate and the server rate its own
+  sweep chose, over `seeds` (fedsubavg_movielens.server_section's lines)."""
+  spec = _spec(setting)
+  rounds, metric, lower = _rounds(setting, 'rounds'), spec['metric'], spec['lower_is_better']
+  done = [s for s in seeds if targets[s] is not None]
+  columns = {}
+  for m in (m for m in SERVER_SWEPT if rates.get(m) is not None):
+    tried, chosen = _server_sweep(setting, m, rates[m])
+    default = server_rates.default(ctr.Task, m)
+    finals = [None if chosen is None else _run(
+        setting, m, rates[m], rounds, FLAGS.eval_every,
+        f'{setting}_{m}{server_rates.suffix(chosen, default)}_s{s}', s,
+        server_rates.flags(chosen, default)) for s in seeds]
+    columns[METHODS[m]] = (
+        f'{rates[m]:g}', cell_records.NOT_RUN if chosen is None else f'{chosen:g}',
+        rate_sweep.describe(tried, chosen),
+        fedsubavg_movielens.rounds_cell([r for s in done if (r := fedsubavg_movielens.rounds_to(
+            _curve, finals[seeds.index(s)], metric, targets[s], lower)) is not None], rounds),
+        fedsubavg_movielens.final_cell(_final_value, _curve, finals, metric))
+  return fedsubavg_movielens.server_section(setting, _rounds(setting, 'sweep_rounds'), metric,
+                                            columns, f'{FINAL_METRICS[metric]} at {rounds}')
 
 
 @functools.cache  # a seed's derived values share its task
@@ -392,7 +437,8 @@ def tabulate(setting: str, seeds: list[int]) -> list[str]:
       f'popularity, the item\'s clicks in the training examples, {seed_stats.spread(popularity)}; '
       f'the item\'s training click rate (add-one smoothed), {seed_stats.spread(click_rate)}. A '
       'model below them has learned less than the item\'s own rate.', '',
-      f'Paper: {PAPER[setting]}.', '', f'![curves]({setting}_curves.png)', '']
+      f'Paper: {PAPER[setting]}.', '', f'![curves]({setting}_curves.png)', '',
+      *_server_section(setting, seeds, rates, targets)]
 
 
 def _main(argv):

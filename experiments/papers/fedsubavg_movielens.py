@@ -323,25 +323,32 @@ def _server_section(reader: _Reader, setting: str) -> list[str]:
     rate = reader.rate(method)
     return NOT_RUN if rate is None else f'{rate:g}'
 
+  return server_section(
+      setting, first.selection.rounds, metric,
+      {COLUMNS[c]: (f'{study.methods[m].settings["client_learning_rate"]:g}', chosen(m),
+                    rate_sweep.describe(reader.sweep(m), reader.rate(m)),
+                    rounds_cell([r for s in seeds if (r := rounds_to(
+                        reader.curve, finals[c][list(study.methods[m].seeds).index(s)], metric,
+                        targets[s], lower)) is not None], study.methods[m].rounds),
+                    final_cell(reader.final_value, reader.curve, finals[c], metric))
+       for c, m in swept.items()}, f'{FINAL_METRICS[metric]} at the end')
+
+
+def server_section(setting: str, sweep_rounds: int, metric: str, columns: dict,
+                   end: str) -> list[str]:
+  """The equal-tuning section's lines: a column per method (label -> its client
+  rate, server rate chosen, rates tried, rounds to target and `end` value)."""
+  rows = ('client rate', 'server rate chosen', 'rates tried (the chosen one in bold)',
+          'rounds to target', end)
   return [
       f'## {setting.upper()}: every federated method\'s server rate swept too', '',
       'FedSubAvg\'s correction rescales the server\'s step, so each method\'s server rate '
       'is swept as well (the same three rates around its default, extended past a winning '
-      f'edge; {first.selection.rounds} rounds, seed 0, by {metric}), each at the client rate '
+      f'edge; {sweep_rounds} rounds, seed 0, by {metric}), each at the client rate '
       'its own grid chose above. The target is the one above; mean ± std over the seeds.', '',
-      '| | ' + ' | '.join(COLUMNS[c] for c in swept) + ' |', '|---' * (len(swept) + 1) + '|',
-      '| client rate | ' + ' | '.join(
-          f'{study.methods[m].settings["client_learning_rate"]:g}' for m in swept.values()) + ' |',
-      '| server rate chosen | ' + ' | '.join(chosen(m) for m in swept.values()) + ' |',
-      '| rates tried (the chosen one in bold) | ' + ' | '.join(
-          rate_sweep.describe(reader.sweep(m), reader.rate(m)) for m in swept.values()) + ' |',
-      '| rounds to target | ' + ' | '.join(rounds_cell(
-          [r for s in seeds if (r := rounds_to(reader.curve, finals[c][list(
-              study.methods[m].seeds).index(s)], metric, targets[s], lower)) is not None],
-          study.methods[m].rounds) for c, m in swept.items()) + ' |',
-      f'| {FINAL_METRICS[metric]} at the end | ' + ' | '.join(
-          final_cell(reader.final_value, reader.curve, finals[c], metric) for c in swept)
-      + ' |', '']
+      '| | ' + ' | '.join(columns) + ' |', '|---' * (len(columns) + 1) + '|',
+      *(f'| {row} | ' + ' | '.join(cells[i] for cells in columns.values()) + ' |'
+        for i, row in enumerate(rows)), '']
 
 
 def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:

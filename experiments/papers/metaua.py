@@ -65,6 +65,7 @@ from experiments import plots
 from experiments import rate_sweep
 from experiments import run_records
 from experiments import seed_stats
+from experiments import server_rates
 from experiments.papers import cell_records
 from launch import common
 from tasks import ctr
@@ -181,14 +182,11 @@ PAPER_CLIENT_RATE = 0.01
 MAX_EXTENSIONS = 3  # rates a sweep may add past its grid's edges: each one a run
 
 
-# Equal tuning: MetaUA learns its server step, so Table 2's paper rows, each at
-# its client rate chosen above, sweep their server learning rate too, on the same
-# validation, the same grid size for each (three rates around its default, extended
-# past a winning edge): FedAvg's SGD, FedAdagrad's Adagrad and the Adagrad rate
+# Equal tuning (experiments.server_rates): MetaUA learns its server step, so Table
+# 2's paper rows, each at its client rate chosen above, sweep their server rate too
+# on the same validation: FedAvg's SGD, FedAdagrad's Adagrad and the Adagrad rate
 # MetaUA's learned scale multiplies. Its meta rate stays the paper's (Figure 5).
-SERVER_RATES = {'fedavg_examples': (0.3, 1.0, 3.0), 'fedadagrad_examples': (0.03, 0.1, 0.3),
-                'metaua': (0.03, 0.1, 0.3)}
-DEFAULT_SERVER_RATES = {'fedavg_examples': 1.0, 'fedadagrad_examples': 0.1, 'metaua': 0.1}
+PAPER_ROWS = ('fedavg_examples', 'fedadagrad_examples', 'metaua')  # Table 2's
 
 
 def _fixed(name: str, rate: float) -> str:
@@ -259,7 +257,6 @@ DATASETS = {
     'beauty': dict(runs_dir='runs/metaua_beauty', results_dir='results/metaua_amazon_beauty',
                    client_fraction=0.0025),
 }
-PAPER_ROWS = ('fedavg_examples', 'fedadagrad_examples', 'metaua')  # Table 2's
 BEAUTY_PROBES = ('metaua_none', 'metaua_none_no_query')  # Table 4's first rows
 
 
@@ -325,28 +322,19 @@ def _sweep(name: str, clients: int, table2: dict, rate: float) -> str:
   return cell
 
 
-def _at_server(cell: str, name: str, server_rate: float) -> str:
-  """Cell `cell` of row `name` at server rate `server_rate` (its default: itself)."""
-  return cell if server_rate == DEFAULT_SERVER_RATES[name] else f'{cell}_slr{server_rate:g}'
-
-
-def _server_args(name: str, server_rate: float) -> tuple[str, ...]:
-  return (() if server_rate == DEFAULT_SERVER_RATES[name] else
-          (f'--server_learning_rate={server_rate:g}',))
-
-
 def _server_rate(name: str, clients: int, table2: dict, client_rate: float
                  ) -> tuple[dict[float, float | None], float | None]:
   """Row `name`'s server rate sweep at its chosen client rate, on validation AUC."""
   algorithm, args = table2[name]
+  default = server_rates.default(ctr.Task, algorithm)
 
   def score(server_rate: float) -> float | None:
-    cell = _at_server(_sweep_cell(name, client_rate), name, server_rate)
+    cell = _sweep_cell(name, client_rate) + server_rates.suffix(server_rate, default)
     _cell(cell, algorithm, clients, *args, *VALIDATION_ARGS, *_client_rate_args(client_rate),
-          *_server_args(name, server_rate), rounds=SWEEP_ROUNDS)
+          *server_rates.flags(server_rate, default), rounds=SWEEP_ROUNDS)
     return _validation_score(cell, VALIDATION_AUC)
 
-  return rate_sweep.sweep(SERVER_RATES[name], score, lower_is_better=False,
+  return rate_sweep.sweep(server_rates.grid(default), score, lower_is_better=False,
                           max_extensions=MAX_EXTENSIONS)
 
 
@@ -381,19 +369,24 @@ def _investigate(clients: int) -> None:
 
 
 def _curves(name: str, metric: str, seeds) -> dict[int, pd.DataFrame]:
-  """The finished seeds' evaluations of `metric`, by seed; a seed that diverged
-  holds its last evaluation at the table's later rounds (it counts, read before
+  """The finished seeds' evaluations of `metric`, by seed (a diverged one's before
   it diverged)."""
-  curves = {}
-  for seed in seeds:
-    cell = _seeded(name, seed)
-    curve = run_records.read_curve(FLAGS.runs_dir, cell, metric, _records())
-    if curve is not None and run_records.cell_diverged(FLAGS.runs_dir, cell, _records()):
-      later = [r for r in TABLE_ROUNDS if len(curve) and r > curve['round'].max()]
+  return {s: c for s in seeds
+          if (c := run_records.read_curve(FLAGS.runs_dir, _seeded(name, s), metric, _records()))
+          is not None}
+
+
+def _held(name: str, curves: dict[int, pd.DataFrame], metric: str) -> dict[int, pd.DataFrame]:
+  """`curves` for a table: a seed that diverged holds its last evaluation at the
+  table's later rounds (it counts, read before it diverged); one that diverged
+  before any evaluation has none to hold."""
+  held = {}
+  for seed, curve in curves.items():
+    if len(curve) and run_records.cell_diverged(FLAGS.runs_dir, _seeded(name, seed), _records()):
+      later = [r for r in TABLE_ROUNDS if r > curve['round'].max()]
       curve = pd.concat([curve, pd.DataFrame({'round': later, metric: curve[metric].iloc[-1]})])
-    if curve is not None:
-      curves[seed] = curve
-  return curves
+    held[seed] = curve
+  return held
 
 
 def _at_rounds(curves: list, metric: str) -> list[str]:
@@ -497,7 +490,7 @@ def _choices_table(sweeps: dict, meta_losses: tuple) -> list[str]:
   return lines
 
 
-def _equal_tuning(sweeps: dict, servers: dict, seeds) -> list[str]:
+def _equal_tuning(sweeps: dict, servers: dict, defaults: dict, seeds) -> list[str]:
   """The server rate sweeps, then Table 2's paper rows at both rates chosen."""
   lines = [f'## Table 2 at the client and server rates chosen on validation (equal tuning; '
            f'mean ± std over the seeds of {seeds} that ran)', '',
@@ -514,7 +507,8 @@ def _equal_tuning(sweeps: dict, servers: dict, seeds) -> list[str]:
                  f'{rate_sweep.describe(scores, server_rate)} | ' + ' / '.join(
                      _scored(scores[r], r == server_rate) for r in sorted(scores)) + ' |')
     if server_rate is not None:
-      chosen[_at_server(_fixed(name, sweeps[name][1]), name, server_rate)] = (
+      cell = _fixed(name, sweeps[name][1]) + server_rates.suffix(server_rate, defaults[name])
+      chosen[cell] = (
           f'{METHODS[name]}, client SGD {sweeps[name][1]:g}, server {server_rate:g}')
   return [*lines, '', *(_table(chosen, seeds) if chosen else ['(the sweeps have not run)']),
           '']
@@ -580,7 +574,7 @@ def _table(cells: dict[str, str], seeds=(0,)) -> list[str]:
            '|---|---|' + '---|' * (2 * len(TABLE_ROUNDS) + 3)]
   constant = dict(zip(seeds, _logloss_floor(seeds)))
   for name, label in cells.items():
-    auc, logloss = _curves(name, AUC, seeds), _curves(name, LOGLOSS, seeds)
+    auc, logloss = (_held(name, _curves(name, m, seeds), m) for m in (AUC, LOGLOSS))
     final_logloss = _at_last_round(logloss, LOGLOSS)
     diverged = sum(run_records.cell_diverged(FLAGS.runs_dir, _seeded(name, s), _records())
                    for s in auc)
@@ -680,14 +674,16 @@ def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
         _cell(_fixed(name, rate), algorithm, clients, *args, *_client_rate_args(rate),
               seed=seed)
   servers = {name: _server_rate(name, clients, table2, sweeps[name][1])
-             for name in SERVER_RATES if sweeps[name][1] is not None}
+             for name in PAPER_ROWS if sweeps[name][1] is not None}
+  defaults = {name: server_rates.default(ctr.Task, table2[name][0]) for name in servers}
   for seed in seeds:
     for name, (_, server_rate) in servers.items():
       if server_rate is not None:
         algorithm, args = table2[name]
         rate = sweeps[name][1]
-        _cell(_at_server(_fixed(name, rate), name, server_rate), algorithm, clients, *args,
-              *_client_rate_args(rate), *_server_args(name, server_rate), seed=seed)
+        _cell(_fixed(name, rate) + server_rates.suffix(server_rate, defaults[name]), algorithm,
+              clients, *args, *_client_rate_args(rate),
+              *server_rates.flags(server_rate, defaults[name]), seed=seed)
   # The chosen form's ablation (its seeds first), then its attributes; the earlier
   # form's are recorded.
   ablations = _ablation_runs(meta_losses[1], sweeps)
@@ -758,7 +754,7 @@ def _movielens(clients: int, seeds: list[int], table2: dict) -> str:
       '0.01.', '',
       *_table({_fixed(name, rate): f'{METHODS[name]}, client SGD {rate:g}'
                for name, (_, rate) in sweeps.items() if rate is not None}, seeds), '',
-      *_equal_tuning(sweeps, servers, seeds),
+      *_equal_tuning(sweeps, servers, defaults, seeds),
       *[line for full, rate in ablations for line in _ablation_tables(
           full, rate, meta_losses[1], seeds, sweeps)],
       "## The meta loss's scale (mean ± std over the seeds that ran)", '',

@@ -21,6 +21,7 @@ from experiments.papers import cell_records
 from launch import common
 import tasks
 
+
 def define_flags(runs_dir: str, results_dir: str) -> None:
   """The flags of a script made of seeded tables (e.g. launch.reproduce_beauty)."""
   flags.DEFINE_string('runs_dir', runs_dir, 'Where the individual runs go.')
@@ -129,20 +130,21 @@ def collect(table: Table, seeds: list[int], runs_dir: str, records_dir: pathlib.
     results['popularity'] = [{**p, LAST_MEAN: p.get(table.metrics[0])} for p in (
         popularity(table, s, records_dir) for s in seeds)]
   for row in table.rows:
-    results[row] = [_at_floor(r, results.get('popularity'), i) for i, r in enumerate(
-        _cell(table, row, s, runs_dir, records_dir, wanted) for s in seeds)
-                    if isinstance(r, dict)]
+    results[row] = [_at_floor(r, table.metrics[0], results.get('popularity'), i)
+                    for i, r in enumerate(_cell(table, row, s, runs_dir, records_dir, wanted)
+                                          for s in seeds) if isinstance(r, dict)]
   return results
 
 
-AT_FLOOR = 'diverged before its first evaluation'  # the key a seed read at its floor carries
+AT_FLOOR = 'at_floor'  # the key of a seed read at its popularity row
 
 
-def _at_floor(result: dict, popularity: list[dict] | None, index: int) -> dict:
-  """A seed that diverged before its first evaluation, read at its popularity
-  row's values (results/README.md's rule: a diverged seed counts, never dropped);
-  without a popularity row it stays unread (None) and its row says so."""
-  if all(v is not None for v in result.values()) or popularity is None:
+def _at_floor(result: dict, headline: str, popularity: list[dict] | None, index: int) -> dict:
+  """A seed that diverged before its first evaluation of `headline`, read at its
+  popularity row's values (results/README.md's rule: a diverged seed counts, never
+  dropped); without a popularity row it stays unread (None) and its row says so."""
+  if (popularity is None or result[headline] is not None
+      or not run_records.diverged(result)):
     return result
   return {**result, **{k: popularity[index].get(k) for k, v in result.items() if v is None},
           AT_FLOOR: True}
@@ -167,13 +169,14 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
            + explained, '',
            '| method | ' + ' | '.join(header) + ' |', '|---|' + '---|' * len(header)]
   for row, runs in results.items():
-    diverged = sum(run_records.diverged(r) for r in runs if row != 'popularity')
+    diverged = sum(run_records.diverged(r) for r in runs)
     floored = sum(r.get(AT_FLOOR, False) for r in runs)
     unread = floored + sum(r[headline] is None for r in runs)
-    if unread and (unread == len(runs) or floored < unread):
-      # no seed has a value of its own, or one has none at all: nothing to compare
+    if any(r[headline] is None for r in runs) or (runs and floored == len(runs)):
+      # one seed has no value at all, or none has one of its own: nothing to compare
       lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * (len(header) - 1))
-                   + f' | {AT_FLOOR} of {short} in {unread} of {len(runs)} seeds |')
+                   + f' | diverged before its first evaluation of {short} in {unread} of '
+                   f'{len(runs)} seeds |')
       continue
     shown = [headline, *([LAST_MEAN] if table.last_k else []), *table.metrics[1:]]
     per_metric = [seed_stats.spread([r[m] for r in runs]) for m in shown]
@@ -182,8 +185,11 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
               for other in table.versus]
     per_seed = ', '.join(f'{r[headline]:.3f}' for r in runs) or 'not run'
     if diverged:
-      per_seed += (f' ({diverged} of {len(runs)} diverged: read at their last evaluation'
-                   + (f'; {floored} before any, read at popularity' if floored else '') + ')')
+      read = (['read at their last evaluation'] if not floored else
+              [f'{diverged - floored} read at their last evaluation' if diverged > floored
+               else '', f'{floored} before any evaluation, at popularity'])
+      per_seed += f' ({diverged} of {len(runs)} diverged: ' + '; '.join(filter(None, read)) + ')'
+
     lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric + versus) + f' | {per_seed} |')
   return lines + ['']
 

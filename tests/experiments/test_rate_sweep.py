@@ -5,6 +5,9 @@ import math
 import pytest
 
 from experiments import rate_sweep
+from experiments import server_rates
+from tasks import ctr
+from tff_rec.algorithms import registry
 
 
 def test_rates_beyond_an_edge_follow_the_1_3_10_ladder():
@@ -42,3 +45,16 @@ def test_an_incomplete_sweep_chooses_nothing():
   assert chosen is None and swept[3.0] is None
   assert rate_sweep.describe(swept, chosen) == '0.1, 0.3, 1, 3 (not run)'
   assert rate_sweep.describe({0.1: 0.6, 0.3: 0.7}, 0.3) == '0.1, **0.3**'
+
+
+def test_a_server_sweep_grid_surrounds_the_rate_the_trainer_would_use_unasked():
+  """The default is registry.training's (the task's, then the algorithm's): a cell
+  at it runs with no flag, under its plain name."""
+  for algorithm, default in (('fedavg', 1.0), ('fedadam', 0.01), ('metaua', 0.1)):
+    assert server_rates.default(ctr.Task, algorithm) == default
+    assert registry.training(ctr.Task, algorithm).server_optimizer.learning_rate == default
+  assert server_rates.grid(0.01) == (0.003, 0.01, 0.03)
+  assert server_rates.grid(1.0) == (0.3, 1.0, 3.0)
+  assert (server_rates.suffix(0.1, 0.1), server_rates.flags(0.1, 0.1)) == ('', ())
+  assert server_rates.suffix(0.3, 0.1) == '_slr0.3'
+  assert server_rates.flags(0.3, 0.1) == ('--server_learning_rate=0.3',)

@@ -119,6 +119,19 @@ def test_a_sweep_cell_scores_the_mean_of_its_last_evaluations_nan_if_it_diverged
   # Under the name records held it before the rounds took tff.learning's layout.
   (run / 'summary.json').write_text(json.dumps({'train/train/loss': math.nan}))
   assert math.isnan(run_records.mean_of_last(str(tmp_path / 'runs'), 'cell', 'eval/auc', 3))
+  # A centralized run stopped at an epoch; a loss that overflowed.
+  for summary in ({'diverged_at_epoch': 2}, {run_records.TRAIN_LOSS: math.inf}):
+    (run / 'summary.json').write_text(json.dumps(summary))
+    assert run_records.cell_diverged(str(tmp_path / 'runs'), 'cell')
+
+
+def test_a_diverged_runs_curve_ends_before_the_round_it_was_stopped_at(tmp_path):
+  """Its evaluation of that round (an output overflowed) is not its result."""
+  run = _finished_run(tmp_path / 'runs' / 'cell')
+  (run / 'metrics.csv').write_text('epoch,eval/auc\n1,0.6\n2,0.7\n3,0.2\n')
+  (run / 'summary.json').write_text(json.dumps({'diverged_at_epoch': 3}))
+  curve = run_records.read_curve(str(tmp_path / 'runs'), 'cell', 'eval/auc')
+  assert curve['eval/auc'].tolist() == [0.6, 0.7]
 
 
 def test_a_curve_read_again_after_its_run_rewrote_it_is_the_new_one(tmp_path):

@@ -126,12 +126,13 @@ def test_a_diverged_seed_counts_at_its_last_evaluation_before_it_or_at_popularit
   NaN model as zero hits afterwards (not its result); one stopped before any
   evaluation reads at its seed's popularity."""
   records = tmp_path / 'cells' / 'loo_ranking'
-  fine = ('0.4,0.3', '0.3,0.4', {})
-  runs = {'old': ('0.4,nan', '0.5,0.0', {}),  # trained on past NaN, evaluated zero
-          'stopped': ('0.4,0.3', '0.6,', {'diverged_at_round': 3}),
-          'early': ('nan,', ',', {'diverged_at_round': 1})}
+  fine = ('0.4,0.3,0.3', '0.3,0.3,0.4', {})
+  runs = {'old': ('0.4,0.3,nan', '0.2,0.5,0.0', {}),  # trained on past NaN, evaluated zero
+          # stopped at round 3, which it evaluated (an output overflowing): not its result
+          'stopped': ('0.4,0.3,0.3', '0.2,0.6,0.9', {'diverged_at_round': 3}),
+          'early': ('nan,,', ',,', {'diverged_at_round': 1})}
   for row, seeds in {'old': ('old', 'fine'), 'stopped': ('stopped', 'fine'),
-                     'mixed': ('early', 'fine'), 'early': ('early', 'early')}.items():
+                     'mixed': ('fine', 'early'), 'early': ('early', 'early')}.items():
     for seed, run in enumerate(seeds):
       losses, hits, summary = runs.get(run, fine)
       name = f'{row}_s{seed}'
@@ -145,7 +146,7 @@ def test_a_diverged_seed_counts_at_its_last_evaluation_before_it_or_at_popularit
       {r: (r.upper(), (), None) for r in ('old', 'stopped', 'mixed', 'early')},
       ('--rounds=3',), '', (('data_dir', 'd'),))
   (tmp_path / 'cells' / run_records.DERIVED_FILE).write_text(json.dumps(
-      {seeded_table._popularity_key(table, s): {'test/hr': 0.1}  # pylint: disable=protected-access
+      {seeded_table._popularity_key(table, s): {'test/hr': 0.1 + s / 10}  # pylint: disable=protected-access
        for s in (0, 1)}))
 
   lines = seeded_table.tabulate(table, [0, 1], str(tmp_path / 'runs'), tmp_path / 'cells',
@@ -153,10 +154,11 @@ def test_a_diverged_seed_counts_at_its_last_evaluation_before_it_or_at_popularit
 
   diverged = '1 of 2 diverged: read at their last evaluation'
   assert lines[6:-1] == [
-      '| popularity | 0.100 ± 0.000 | 0.100, 0.100 |',
+      '| popularity | 0.150 ± 0.071 | 0.100, 0.200 |',
       f'| OLD | 0.450 ± 0.071 | 0.500, 0.400 ({diverged}) |',
       f'| STOPPED | 0.500 ± 0.141 | 0.600, 0.400 ({diverged}) |',
-      f'| MIXED | 0.250 ± 0.212 | 0.100, 0.400 ({diverged}; 1 before any, read at popularity) |',
+      '| MIXED | 0.300 ± 0.141 | 0.400, 0.200 (1 of 2 diverged: 1 before any evaluation, at '
+      'popularity) |',
       '| EARLY | diverged | diverged before its first evaluation of hr in 2 of 2 seeds |']
 
 
