@@ -83,7 +83,7 @@ def test_what_would_fail_or_rebuild_everything_is_refused(tmp_path, monkeypatch,
   cwd = tmp_path if where == 'elsewhere' else REPO
   monkeypatch.chdir(cwd)
   done = launchers.run_here(rebuild_tables, flag)
-  assert done.returncode == 1 and 'Traceback' not in done.stderr
+  assert done.returncode == 1  # a usage error: run_here lets any other exception through
   assert message.format(cwd=cwd) in done.stderr, done.stderr[-2000:]
 
 

@@ -55,7 +55,7 @@ def test_a_table_reads_its_records_and_never_runs_what_is_missing(tmp_path):
                       'mean ± std over the seeds (sample std).')
   rows = lines[6:-1]
   assert rows == ['| A | 0.200 ± 0.141 | 0.100, 0.300 |',
-                  # no evaluation before they diverged, and no popularity row to read
+                  # diverged, no curve recorded, and no popularity row to read them at
                   '| NaN | diverged | diverged before its first evaluation of hr in 2 of 2 '
                   'seeds |',
                   '| Old | diverged | diverged before its first evaluation of hr in 1 of 1 '
