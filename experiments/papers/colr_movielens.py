@@ -219,10 +219,12 @@ def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:
   def kb(result):
     return f'{result["kb_up"]:.1f}' if result else '-'
 
-  def vs_popularity(result):  # HR@10 against popularity's over the seeds (each draws its negatives)
-    return seed_stats.versus(result['hr'], popularity['hr']) if result else '-'
+  def vs_popularity(result):  # HR@10 / NDCG@10 against popularity's over the seeds (each
+    # draws its negatives)
+    return ' / '.join(seed_stats.versus(result[m], popularity[m])
+                      for m in ('hr', 'ndcg')) if result else '-'
 
-  floor = f'Popularity (the floor): {_fmt(popularity)}; "vs popularity" on HR@10.'
+  floor = f'Popularity (the floor): {_fmt(popularity)}; "vs popularity" on HR@10 / NDCG@10.'
 
   def sgd(name):
     return f'{rates[name]:g}' if rates.get(name) is not None else '-'
@@ -236,13 +238,14 @@ def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:
                    f'{sgd(f"colr_r{r}")} | {kb(colr)} | '
                    f'{_fmt(colr, base) if r else "-"} | {vs_popularity(colr)} |')
   figure4 = ['| r | SGD (CoLR / SVD / top-k) | up KB (CoLR / SVD / top-k) | CoLR | SVD | '
-             'top-k | vs popularity (CoLR / SVD / top-k) |', '|---|---|---|---|---|---|---|']
+             'top-k | vs popularity, HR / NDCG (CoLR; SVD; top-k) |',
+             '|---|---|---|---|---|---|---|']
   for r in RANKS:
     row = [results[f'{a}_r{r}'] for a in COMPRESSIONS]
     figure4.append(f'| {r} | {" / ".join(sgd(f"{a}_r{r}") for a in COMPRESSIONS)} | '
                    f'{" / ".join(kb(x) for x in row)} | '
                    + ' | '.join(_fmt(x, base) for x in row)
-                   + f' | {" / ".join(vs_popularity(x) for x in row)} |')
+                   + f' | {"; ".join(vs_popularity(x) for x in row)} |')
   table2 = ['| method | up + down KB per client | communication s / round (est.) | '
             'computation s / round (measured) |', '|---|---|---|---|']
   for name in ['fedmf_d64', *(f'{a}_r{r}' for a in COMPRESSIONS for r in RANKS)]:
@@ -282,7 +285,7 @@ validation (below; the paper's is {PAPER_RATE:g}), {config.local_epochs} local e
 {config.batch_size}, {config.num_negatives} negatives per positive, decay {config.l2}; the
 server adds the cohort's mean update. User vectors stored on their clients. Mean ± std over
 seeds {list(study.seeds)}; {seed_stats.RULE_TEXT}. "vs popularity": a
-row's HR@10 against popularity's over the same seeds (each draws the evaluation
+row's HR@10 / NDCG@10 against popularity's over the same seeds (each draws the evaluation
 negatives, so popularity has a spread too).
 
 | | HR@10 / NDCG@10 | vs popularity |

@@ -192,10 +192,11 @@ def _values(runs: list[dict], key: str) -> list[float]:
 
 def drop_table(results: Results, split: str, popularity: dict[str, list[dict]]) -> str:
   """Per loss: centralized and federated recall@k (%), the R@10 drop, and each of C
-  and F at R@10 against its test set's popularity (`popularity`: part -> per seed)."""
+  and F at every k against its test set's popularity (`popularity`: part -> per seed)."""
+  at = ' / '.join(f'R@{k}' for k in KS)
   header = ['loss', *(f'C R@{k}' for k in KS), *(f'F R@{k}' for k in KS), 'drop R@10',
-            'F vs C at R@10', 'C vs popularity at R@10', 'F vs popularity at R@10']
-  floors = [_values(popularity[part], 'recall_at_10') for part in (split, 'by_user')]
+            'F vs C at R@10', f'C vs popularity at {at}', f'F vs popularity at {at}']
+  parts = (split, 'by_user')
   lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
   for loss, label in _selected(LOSSES, FLAGS.losses):
     central, federated = results.central[split][loss], results.federated[loss]
@@ -206,11 +207,13 @@ def drop_table(results: Results, split: str, popularity: dict[str, list[dict]]) 
     drops = [(c - f) / c for c, f in zip(c10, f10) if c]  # seed i against seed i
     cells.append(seed_stats.spread(drops, 100, 1) + '%' if drops else cell_records.NOT_RUN)
     cells.append(seed_stats.versus(f10, c10, 100, 2))
-    cells += [seed_stats.versus(runs, floor, 100, 2) for runs, floor in zip((c10, f10), floors)]
+    cells += [' / '.join(seed_stats.versus(
+        _values(runs, f'test/recall_at_{k}'), _values(popularity[part], f'recall_at_{k}'), 100, 2)
+                         for k in KS) for runs, part in zip((central, federated), parts)]
     lines.append('| ' + ' | '.join(cells) + ' |')
   lines.append('| popularity | ' + ' | '.join(
       seed_stats.spread(_values(popularity[part], f'recall_at_{k}'), 100, 2)
-      for part in (split, 'by_user') for k in KS) + ' | | | | |')
+      for part in parts for k in KS) + ' | | | | |')
   return '\n'.join(lines)
 
 

@@ -157,9 +157,12 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
   short = headline.split('/')[-1]
   labels = {'popularity': 'popularity', **{k: v[0] for k, v in table.rows.items()}}
   last = [f'{short}, mean of the last {table.last_k}'] if table.last_k else []
+  # Every other metric against popularity too (its final value: what the row shows).
+  against_popularity = table.metrics[1:] if 'popularity' in table.versus else ()
   header = [short, *last, *(m.split('/')[-1] for m in table.metrics[1:]),
             *(f'vs {labels[row]}' + (f' (mean of the last {table.last_k})' if last else '')
               for row in table.versus),
+            *(f'{m.split("/")[-1]} vs popularity' for m in against_popularity),
             'per seed (' + short + ')']
   explained = (f' The mean of the last {table.last_k} evaluations of each run stands beside '
                f'its final {short}: it swings between evaluations, so the comparisons read '
@@ -183,6 +186,9 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
     versus = ['' if other == row else seed_stats.versus(
         [r[held] for r in runs], [r[held] for r in results.get(other, [])])
               for other in table.versus]
+    versus += ['' if row == 'popularity' else seed_stats.versus(
+        [r[m] for r in runs], [r[m] for r in results.get('popularity', [])])
+                for m in against_popularity]
     per_seed = ', '.join(f'{r[headline]:.3f}' for r in runs) or 'not run'
     if diverged:
       read = (['read at their last evaluation'] if not floored else
