@@ -50,4 +50,4 @@ def stacked(build):
 registry.register('fedsubavg', registry.Algorithm(
     "FedSubAvg: each table row's mean update scaled by N / its feature heat",
     {kind: stacked(build) for kind, build in baselines.FEDAVG_BUILDERS.items()},
-    Options, aggregators=inner.NAMES, stacks=('fedsubavg',)))
+    Options, aggregators=inner.NAMES))  # it is the correction: nothing to stack on it
