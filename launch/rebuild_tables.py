@@ -39,6 +39,8 @@ flags.DEFINE_list('tables', None, 'Only these results folders (default: every on
 FLAGS = flags.FLAGS
 OWN_FLAGS = ('write', 'tables')
 RESULTS = pathlib.Path('results')
+
+
 def _run_forked(module: str, argv: list[str], log: pathlib.Path) -> int:
   """launch `module`'s main with `argv` in a forked child (its output in `log`);
   its exit status."""

@@ -376,13 +376,14 @@ def _curves(name: str, metric: str, seeds) -> dict[int, pd.DataFrame]:
           is not None}
 
 
-def _held(name: str, curves: dict[int, pd.DataFrame], metric: str) -> dict[int, pd.DataFrame]:
-  """`curves` for a table: a seed that diverged holds its last evaluation at the
+def _held(curves: dict[int, pd.DataFrame], diverged: set[int], metric: str
+          ) -> dict[int, pd.DataFrame]:
+  """`curves` for a table: a seed of `diverged` holds its last evaluation at the
   table's later rounds (it counts, read before it diverged); one that diverged
   before any evaluation has none to hold."""
   held = {}
   for seed, curve in curves.items():
-    if len(curve) and run_records.cell_diverged(FLAGS.runs_dir, _seeded(name, seed), _records()):
+    if len(curve) and seed in diverged:
       later = [r for r in TABLE_ROUNDS if r > curve['round'].max()]
       curve = pd.concat([curve, pd.DataFrame({'round': later, metric: curve[metric].iloc[-1]})])
     held[seed] = curve
@@ -574,11 +575,11 @@ def _table(cells: dict[str, str], seeds=(0,)) -> list[str]:
            '|---|---|' + '---|' * (2 * len(TABLE_ROUNDS) + 3)]
   constant = dict(zip(seeds, _logloss_floor(seeds)))
   for name, label in cells.items():
-    auc, logloss = (_held(name, _curves(name, m, seeds), m) for m in (AUC, LOGLOSS))
+    diverged = {s for s in seeds
+                if run_records.cell_diverged(FLAGS.runs_dir, _seeded(name, s), _records())}
+    auc, logloss = (_held(_curves(name, m, seeds), diverged, m) for m in (AUC, LOGLOSS))
     final_logloss = _at_last_round(logloss, LOGLOSS)
-    diverged = sum(run_records.cell_diverged(FLAGS.runs_dir, _seeded(name, s), _records())
-                   for s in auc)
-    seeds_run = f'{len(auc)} ({diverged} diverged)' if diverged else len(auc)
+    seeds_run = f'{len(auc)} ({len(diverged)} diverged)' if diverged else len(auc)
     lines.append(f'| {label} | {seeds_run} | ' + ' | '.join(
         _at_rounds(list(auc.values()), AUC)
         + _at_rounds(list(logloss.values()), LOGLOSS)

@@ -80,15 +80,19 @@ def _cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pathlib
                                  records_dir=records)
   if not isinstance(result, dict):
     return result
-  curves = {m: run_records.read_curve(runs, name, m, records) for m in table.metrics}
+
+  def evaluations(metric: str):  # its curve before any divergence; None: none
+    curve = run_records.read_curve(runs, name, metric, records)
+    return curve[metric] if curve is not None and len(curve) else None
+
   if run_records.diverged(result):  # a result: read where it stood before it diverged
     # (run_records.diverged still tells it apart, so a sweep scores it the worst)
-    result = {**result, **{m: float(c[m].iloc[-1]) if c is not None and len(c) else None
-                           for m, c in curves.items()}}
+    result = {**result, **{m: None if (c := evaluations(m)) is None else float(c.iloc[-1])
+                           for m in table.metrics}}
   if table.last_k:
-    curve = curves[table.metrics[0]]
-    result = {**result, LAST_MEAN: float(curve[table.metrics[0]].tail(table.last_k).mean())
-              if curve is not None and len(curve) else None}
+    curve = evaluations(table.metrics[0])
+    result = {**result, LAST_MEAN: None if curve is None
+              else float(curve.tail(table.last_k).mean())}
   return result
 
 
@@ -174,12 +178,12 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
   for row, runs in results.items():
     diverged = sum(run_records.diverged(r) for r in runs)
     floored = sum(r.get(AT_FLOOR, False) for r in runs)
-    unread = floored + sum(r[headline] is None for r in runs)
-    if any(r[headline] is None for r in runs) or (runs and floored == len(runs)):
+    missing = sum(r[headline] is None for r in runs)
+    if missing or (runs and floored == len(runs)):
       # one seed has no value at all, or none has one of its own: nothing to compare
       lines.append(f'| {labels[row]} | ' + ' | '.join(['diverged'] * (len(header) - 1))
-                   + f' | diverged before its first evaluation of {short} in {unread} of '
-                   f'{len(runs)} seeds |')
+                   + f' | diverged before its first evaluation of {short} in '
+                   f'{floored + missing} of {len(runs)} seeds |')
       continue
     shown = [headline, *([LAST_MEAN] if table.last_k else []), *table.metrics[1:]]
     per_metric = [seed_stats.spread([r[m] for r in runs]) for m in shown]
@@ -195,7 +199,6 @@ def render(table: Table, seeds: list[int], results: dict[str, list[dict]]) -> li
               [f'{diverged - floored} read at their last evaluation' if diverged > floored
                else '', f'{floored} before any evaluation, at popularity'])
       per_seed += f' ({diverged} of {len(runs)} diverged: ' + '; '.join(filter(None, read)) + ')'
-
     lines.append(f'| {labels[row]} | ' + ' | '.join(per_metric + versus) + f' | {per_seed} |')
   return lines + ['']
 
