@@ -63,7 +63,7 @@ def test_every_declared_aggregator_is_in_every_built_process(kind, aggregator, r
   task = _task(kind, ranking_dir, user_items_dir)
   built = []
   for name, algorithm in registry.algorithms().items():
-    builder = algorithm.builders.get(kind.split(':')[0])
+    builder = registry.builders_of(name).get(kind.split(':')[0])
     if aggregator in algorithm.aggregators and builder is not None:
       sgd = {} if 'client_optimizer' in algorithm.unused_settings else {
           'client_optimizer': 'sgd'}  # FedSGD's clients have none
@@ -71,7 +71,8 @@ def test_every_declared_aggregator_is_in_every_built_process(kind, aggregator, r
           task, name, aggregator=inner.InnerAggregator(aggregator), **sgd,
           server_optimizer=algorithm.server_optimizer or 'sgd'), runtime='inprocess')
       try:
-        process = builder(task, algorithm.options(), training, name=name).process
+        options, training = registry.applied(name, training)  # as registry.build does
+        process = builder(task, options, training, name=name).process
       except registry.NotApplicable as e:  # DP needs a cohort mean
         assert 'scolr' in str(e) and aggregator == 'dp', (name, str(e))
         continue

@@ -140,8 +140,8 @@ def test_fair_hom_keeps_the_model_in_the_subspace(user_items_dir, tff_runtime):
   """Everyone at 2x: the new tables are S psi, so reducing and recovering them is exact."""
   task = _task(user_items_dir, local_epochs=1)
   weights, _, _ = _one_native_round(task, 'fair_hom', '1x-2x', slice(0, 3))
-  form = capacities.hashed_tiers(task.shape.table_shapes(), [2], seed=task.config.seed + 1,
-                                 impl='composite')['2x']['item_gmf']
+  form = capacities.hashed_tiers(task.shape.table_shapes(), [2],
+                                 seed=task.config.seed + 1)['2x']['item_gmf']
   table = tf.constant(weights['item_gmf'])
   np.testing.assert_allclose(form.recover(form.reduce(table)), table, atol=1e-6)
 

@@ -10,6 +10,7 @@ from tasks import ctr
 from tasks import loo_ranking
 from tasks import next_item
 from tasks import ranking
+from tff_rec import runner
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
 from tff_rec.training import optimizers
@@ -140,8 +141,9 @@ def test_the_fastest_runtime_is_in_process_for_fedmf_rounds_and_secure_sums(
   module = loo_ranking if task_name == 'loo_ranking' else ctr
   data_dir = request.getfixturevalue('ranking_dir' if task_name == 'loo_ranking' else 'ml100k_dir')
   task = module.Task(module.Config(data_dir=str(data_dir)))
-  training = registry.training(task, name, aggregator=inner.InnerAggregator(aggregator))
-  assert registry.fastest_runtime(name, task, training) == fastest
+  training = registry.training(task, name, aggregator=inner.InnerAggregator(aggregator),
+                               runtime='auto')
+  assert runner.runtime_for(name, task, training).runtime == fastest
 
 
 @pytest.mark.parametrize('name, settings, message', [

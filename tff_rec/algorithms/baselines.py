@@ -1,6 +1,7 @@
 """FedAvg, FedSGD and FedProx (and FedAdam / FedAdagrad: FedAvg with that server
-optimizer) on any task with a Keras model; and their registration, FedAvg's on
-every kind of model (FEDAVG_BUILDERS).
+optimizer) on any task with a Keras model, and their registration (FedAvg on a
+model of weight tables is FAIR's round, on a matrix factorization FedMF's:
+those modules implement it).
 
 On a task whose clients' batches are numpy arrays (model kind 'keras_batches')
 FedAvg and FedProx are the project's round, its clients the project's loop over
@@ -20,8 +21,6 @@ import tensorflow_federated as tff
 from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
-from tff_rec.algorithms import fair
-from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import heat as heat_lib
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
@@ -196,31 +195,11 @@ def build_fedsgd(task, options, training, *, name: str):
   return build_keras(task, name, training, algorithm='fedsgd')
 
 
-def _fedavg_as(build, options):
-  """FedAvg (and FedSubAvg) as another module's round, `build` with `options`: a
-  round that weighs clients by their training examples only."""
-  def build_fedavg(task, weighting: heat_lib.WeightingOptions, training, *, name: str):
-    if weighting.heat:
-      raise api.NotApplicable(
-          f'--heat applies where --algorithm={name} trains a Keras model; on '
-          f'--task={task.NAME} it is {build.__module__.rsplit(".", 1)[-1]}\'s round, which '
-          'weighs clients by their training examples')
-    return build(task, options, training, name=name)
-
-  build_fedavg.__module__ = build.__module__
-  return build_fedavg
-
-
-# FedAvg on a model of weight tables (NeuMF) is FAIR's round with one full
-# tier; on a matrix factorization with private users it is FedMF's round.
-FEDAVG_BUILDERS = {'mf': _fedavg_as(fedmf.build, fedmf.Options()),
-                   'weight_tables': _fedavg_as(fair.build, fair.Options(capacities='1x')),
-                   **_builders('fedavg')}
 COMPOSES = dict(aggregators=inner.NAMES, stacks=('fedsubavg',))
 
 registry.register('fedavg', registry.Algorithm(
     'FedAvg: client optimizer for the local epochs, server optimizer on the mean update',
-    FEDAVG_BUILDERS, heat_lib.WeightingOptions, **COMPOSES))
+    _builders('fedavg'), heat_lib.WeightingOptions, **COMPOSES))
 _ONE_GRADIENT = 'each client sends the gradient of its loss at the broadcast model'
 registry.register('fedsgd', registry.Algorithm(
     'FedSGD: one gradient per client per round', {'keras': build_fedsgd}, **COMPOSES,
@@ -230,6 +209,7 @@ registry.register('fedprox', registry.Algorithm(
 # FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
 for _name, _server, _rate in (('fedadam', 'Adam', 0.01), ('fedadagrad', 'Adagrad', 0.1)):
   registry.register(_name, registry.Algorithm(
-      f'FedAvg with an {_server} server (Reddi et al.)',
-      {k: b for k, b in FEDAVG_BUILDERS.items() if k != 'mf'}, heat_lib.WeightingOptions,
-      dict(server_learning_rate=_rate), server_optimizer=_server.lower(), **COMPOSES))
+      f'FedAvg with an {_server} server (Reddi et al.)', options=heat_lib.WeightingOptions,
+      base='fedavg', without_kinds=('mf',),  # FedMF's server adds the mean update
+      defaults=dict(server_learning_rate=_rate), server_optimizer=_server.lower(),
+      **COMPOSES))

@@ -64,8 +64,7 @@ def assign(num_clients: int, num_tiers: int, *, fractions: Sequence[float] | Non
 
 
 def hashed_tiers(table_shapes: Mapping[str, tuple[int, int]], capacities: Sequence[int],
-                 *, seed: int, consistent: bool = True, impl: str = 'auto'
-                 ) -> collections.OrderedDict:
+                 *, seed: int, consistent: bool = True) -> collections.OrderedDict:
   """FAIR's tiers: tier label -> table name -> Full (1x) or Hashed (cx)."""
   largest = max(capacities)
   tiers = collections.OrderedDict()
@@ -82,7 +81,7 @@ def hashed_tiers(table_shapes: Mapping[str, tuple[int, int]], capacities: Sequen
       table_seed = seed + 7919 * table_index
       if not consistent:
         table_seed += INCONSISTENT_SEED_STRIDE * (index + 1)
-      forms[name] = compressed_table.Hashed(rows, dim, memory, table_seed, impl)
+      forms[name] = compressed_table.Hashed(rows, dim, memory, table_seed)
     tiers[f'{capacity}x'] = forms
   return tiers
 

@@ -179,8 +179,12 @@ class Options:
     capacities.parse(self.capacities)
 
 
-def build(task, options: Options, training, *, name: str):
-  """FAIR-HET (fair) and its baselines: fair_hom, full_trn, fedhm, fair_inconsistent."""
+def build(task, options: Options, training, *, name: str, subspaces: str = 'hashed',
+          consistent: bool = True, clients: str = 'all'):
+  """FAIR-HET and its baselines. subspaces: 'hashed' (FAIR) or 'low_rank' (FedHM);
+  consistent: one hash seed for every tier (False: the paper's ablation); clients:
+  'all' at their capacities, 'smallest' (all at the smallest capacity: FAIR-HOM)
+  or 'full' (only the clients of the 1x tier: FULL-TRN)."""
   model = declared_tables.table_model_of(task, name, FUNCTIONAL_WHY)
   batches_of, client_data = declared_tables.client_data(task)
   shapes = collections.OrderedDict(
@@ -189,26 +193,23 @@ def build(task, options: Options, training, *, name: str):
   seed = task.config.seed
   scheme = capacities.parse(options.capacities)
   try:
-    if name == 'fair_hom':
+    if clients == 'smallest':
       scheme = [max(scheme)]
-    elif name == 'full_trn':  # only clients that can hold the full model
+    elif clients == 'full':
       if min(scheme) != 1:
-        raise ValueError(f'full_trn needs a 1x tier; scheme {options.capacities} has none')
+        raise ValueError(f'{name} needs a 1x tier; scheme {options.capacities} has none')
       full = capacities.assign(len(ids), len(scheme), fractions=options.capacity_fractions,
                                assignment=options.capacity_assignment,
                                seed=seed) == scheme.index(min(scheme))
       ids, scheme = [c for c, keep in zip(ids, full) if keep], [1]
-    if name == 'fedhm':
+    if subspaces == 'low_rank':
       tiers = capacities.low_rank_tiers(shapes, scheme)
     else:
-      tiers = capacities.hashed_tiers(
-          shapes, scheme, seed=seed + 1,
-          impl='composite' if training.runtime == 'native' else 'auto',  # native: no op
-          consistent=name != 'fair_inconsistent')
+      tiers = capacities.hashed_tiers(shapes, scheme, seed=seed + 1, consistent=consistent)
     grouping = options.capacity_fractions is not None or (
         options.capacity_assignment != Options.capacity_assignment)
-    if grouping and len(scheme) == 1 and name != 'full_trn':  # full_trn chose by them
-      one = 'fair_hom' if name == 'fair_hom' else f'--capacities={options.capacities}'
+    if grouping and len(scheme) == 1 and clients != 'full':  # full chose by them
+      one = name if clients == 'smallest' else f'--capacities={options.capacities}'
       raise ValueError('--capacity_fractions and --capacity_assignment split the clients '
                        f'into capacity groups, and {one} has one; leave them out')
     tier_of = capacities.assign(
@@ -232,12 +233,21 @@ def build(task, options: Options, training, *, name: str):
   return api.Built(process, ids, client_input)
 
 
-registry.register_family({
-    'fair': 'FAIR-HET: each capacity tier trains a consistent hashed subspace of the item '
-            'tables',
-    'fair_hom': 'FAIR-HOM: everyone at the smallest capacity',
-    'full_trn': 'FULL-TRN: only the clients of the 1x tier train',
-    'fedhm': 'FedHM: item tables factored at a low rank per tier',
-    'fair_inconsistent': "FAIR with a hash seed per tier (the paper's ablation)",
-}, builders={'weight_tables': build, 'keras': build}, options=Options,
-    aggregators=inner.NAMES, stacks=('fedsubavg',))
+# FAIR and its baselines, each its own algorithm: the one round with other tiers.
+FAMILY = {
+    'fair': ('FAIR-HET: each capacity tier trains a consistent hashed subspace of the item '
+             'tables', {}),
+    'fair_hom': ('FAIR-HOM: everyone at the smallest capacity', dict(clients='smallest')),
+    'full_trn': ('FULL-TRN: only the clients of the 1x tier train', dict(clients='full')),
+    'fedhm': ('FedHM: item tables factored at a low rank per tier',
+              dict(subspaces='low_rank')),
+    'fair_inconsistent': ("FAIR with a hash seed per tier (the paper's ablation)",
+                          dict(consistent=False)),
+}
+for _name, (_summary, _arguments) in FAMILY.items():
+  _build = registry.with_arguments(build, **_arguments)
+  registry.register(_name, registry.Algorithm(
+      _summary, {'weight_tables': _build, 'keras': _build}, Options, aggregators=inner.NAMES,
+      stacks=('fedsubavg',)))
+# FedAvg on a model of weight tables (NeuMF) is FAIR's round with one full tier.
+registry.implement('fedavg', 'weight_tables', heat.examples_weighted(build, Options('1x')))

@@ -42,7 +42,6 @@ from tff_rec.aggregators import factor_sum
 from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
-from tff_rec.algorithms import capacities
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
 from tff_rec.algorithms import registry
@@ -52,14 +51,6 @@ from tff_rec.data import sliced
 from tff_rec.models import mf
 from tff_rec.training import functional
 from tff_rec.training import lazy_sgd
-
-ITEM_AVERAGES = ('cohort', 'touched')
-
-
-def _check_item_average(item_average: str) -> None:
-  if item_average not in ITEM_AVERAGES:
-    raise ValueError(f'unknown item_average {item_average!r}; choose one of {ITEM_AVERAGES}')
-
 
 @dataclasses.dataclass(frozen=True)
 class FedMFConfig:
@@ -75,7 +66,7 @@ class FedMFConfig:
 
   def __post_init__(self):
     self.form.validate(self.dim)
-    _check_item_average(self.item_average)
+    item_updates.check_item_average(self.item_average)
     if self.reconstruction_epochs < 0:
       raise ValueError(f'reconstruction_epochs must be >= 0, got {self.reconstruction_epochs}')
 
@@ -253,82 +244,15 @@ def build_process(config: FedMFConfig, initial_items: np.ndarray,
 # on a task with a matrix-factorization model whose user vectors stay private
 # (api.MODEL_KINDS['mf']: initial tables, each client's rows, its dataset
 # computation).
-FORM_OF = {'fedmf': 'full', 'fedavg': 'full', 'fedsubavg': 'full', 'colr': 'colr',
-           'scolr': 'scolr', 'svd': 'svd', 'topk': 'topk'}
 ITEM_TABLE = 'items'  # the task's table name in client_table_rows
 EVAL_SEED_OFFSET = 7_919  # negatives of an evaluation's reconstruction, apart from training's
 RECONSTRUCTION_BLOCK = 512  # users reconstructed side by side at evaluation
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-  rank: int = dataclasses.field(default=4, metadata={
-      'help': 'colr / svd: the rank r of the item update; scolr: the global rank R; topk: '
-              'keep as many entries as a rank-r factor has bytes (default 4).'})
-  local_ranks: str | None = dataclasses.field(default=None, metadata={
-      'help': "scolr: each client group's local rank, e.g. 1-2-4 (clients in id order, "
-              'equal groups); default: uniform in 1..R, drawn every round.'})
-  item_average: str = dataclasses.field(default='cohort', metadata={
-      'choices': ITEM_AVERAGES,
-      'help': "The server's mean of an item's update: over the cohort (the paper's "
-              "FedAvg) or over the clients whose data touched the item (the official "
-              'code) (default cohort).'})
-  secure_sum_bound: float = dataclasses.field(default=0.0, metadata={
-      'help': "Sum the clients' payloads with TFF's secure sum, each value clipped to "
-              '+-bound (0: plain sum; default 0). Same as --aggregator=secure '
-              '--secure_bound=B.'})
-
-  def __post_init__(self):
-    _check_item_average(self.item_average)
-    if self.secure_sum_bound < 0:
-      raise ValueError(f'secure_sum_bound must be >= 0, got {self.secure_sum_bound}')
-
-
-def local_ranks(options: Options, name: str, num_clients: int, seed: int):
-  """(client index, round seed) -> the client's local rank: scolr's (its group's, or
-  uniform in 1..R drawn afresh every round); the rank itself for the other forms. Any
-  form checks the group ranks against the global rank; the others refuse them."""
-  if options.local_ranks is not None and name != 'scolr':
-    raise ValueError('--local_ranks applies to scolr only')
-  if options.local_ranks is not None:
-    try:
-      ranks = [int(r) for r in options.local_ranks.split('-')]
-    except ValueError:
-      raise ValueError(f'local_ranks must look like 1-2-4, got {options.local_ranks!r}'
-                       ) from None
-    if not all(1 <= r <= options.rank for r in ranks):
-      raise ValueError(f'local ranks {ranks} must be in 1..{options.rank} (the global rank '
-                       'R); raise --rank or lower them')
-  if name != 'scolr':
-    return lambda client, round_seed: options.rank
-  if options.local_ranks is None:
-    return lambda client, round_seed: int(
-        np.random.default_rng([round_seed, 1]).integers(1, options.rank + 1))
-  groups = capacities.assign(num_clients, len(ranks), seed=seed)
-  return lambda client, round_seed: ranks[groups[client]]
-
-
-def check_aggregation(options: Options, training, name: str) -> None:
-  """Refuses what would replace or defeat the aggregator asked for: secure_sum_bound
-  beside another aggregator (it is the secure sum itself), and DP's cohort mean
-  where the form divides by the clients that trained a row."""
-  aggregator = training.aggregator.name
-  if options.secure_sum_bound and aggregator != 'mean':
-    raise api.NotApplicable(f'--secure_sum_bound is the secure sum itself, and '
-                            f'--aggregator={aggregator} chooses the aggregation too: give one '
-                            '(--aggregator=secure --secure_bound=B is --secure_sum_bound=B)')
-  if aggregator == 'dp' and (name == 'scolr' or options.item_average != 'cohort'):
-    divides = ('scolr divides each column of A by the clients that trained it'
-               if name == 'scolr' else '--item_average=touched divides each item by the '
-               'clients that touched it')
-    raise api.NotApplicable(f'--aggregator=dp averages over the cohort, and {divides}; '
-                            'use colr, fedmf, svd or topk with --item_average=cohort')
-
-
-def build(task, options: Options, training, *, name: str):
-  """FedMF (name 'fedmf') or an item-update form (colr, scolr, svd, topk)."""
-  full = FORM_OF[name] == 'full'
-  if full and options.rank != Options.rank:
+def build(task, options: item_updates.Options, training, *, name: str, form: str = 'full'):
+  """FedMF (form 'full') or an item-update form (colr, scolr, svd, topk)."""
+  full = form == 'full'
+  if full and options.rank != item_updates.Options.rank:
     raise api.NotApplicable(f'--rank applies to the compressed forms (colr, scolr, svd, '
                             f'topk), not --algorithm={name}, which sends the whole update')
   if training.client_optimizer.name != 'sgd' or training.server_optimizer.name != 'sgd':
@@ -338,23 +262,17 @@ def build(task, options: Options, training, *, name: str):
         f'{training.server_optimizer.name} (fedadam and fedadagrad train the task\'s '
         'Keras model, if it has one)')
   stored = task.config.user_state == 'stored'
-  if options.secure_sum_bound and training.runtime == 'native':
-    raise api.NotApplicable("TFF's native worker has no secure sum; use --runtime=inprocess "
-                            'for secure_sum_bound')
-  check_aggregation(options, training, name)
+  item_updates.check_aggregation(options, training, form)
   # The one sum everything a client sends goes through (plain, or TFF's secure sum),
   # or TFF's DP mean over the cohort in its place.
-  if options.secure_sum_bound:
-    factories = dict(sum_factory=tff.aggregators.SecureSumFactory(float(options.secure_sum_bound)))
-  else:
-    factory, averaged = training.aggregator.unweighted(training.clients_per_round)
-    factories = {'mean_factory' if averaged else 'sum_factory': factory}
+  factory, averaged = training.aggregator.unweighted(training.clients_per_round)
   try:
-    local_rank = local_ranks(options, name, len(task.train_client_ids), task.config.seed)
-    form = item_updates.UpdateForm(FORM_OF[name], 0 if full else options.rank)
+    local_rank = item_updates.local_ranks(options, form, len(task.train_client_ids),
+                                          task.config.seed)
     c = task.config
     config = FedMFConfig(
-        num_items=task.initial_items.shape[0], dim=task.initial_items.shape[1], form=form,
+        num_items=task.initial_items.shape[0], dim=task.initial_items.shape[1],
+        form=item_updates.UpdateForm(form, 0 if full else options.rank),
         client_learning_rate=training.client_optimizer.learning_rate,
         server_learning_rate=training.server_optimizer.learning_rate, l2=c.l2,
         reconstruction_epochs=0 if stored else c.reconstruction_epochs,
@@ -371,7 +289,7 @@ def build(task, options: Options, training, *, name: str):
   ids = list(task.train_client_ids)
   process = build_process(config, task.initial_items, task.mf_dataset_computation,
                           task.initial_user_table if stored else None, item_scale=item_scale,
-                          **factories)
+                          **{'mean_factory' if averaged else 'sum_factory': factory})
 
   def client_input(client_id: str, seed: int):  # reconstructed: initial vector first
     user = task.user_index(client_id)
@@ -403,5 +321,11 @@ def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndar
 
 
 registry.register('fedmf', registry.Algorithm(
-    'FedMF: full item-table updates, private user vectors', {'mf': build}, Options,
-    aggregators=inner.NAMES, stacks=('fedsubavg',)))
+    'FedMF: full item-table updates, private user vectors', {'mf': build},
+    item_updates.Options, aggregators=inner.NAMES, stacks=('fedsubavg',),
+    applies=item_updates.with_secure_sum))
+# The update forms on a matrix factorization's item table (table_updates
+# registers them on other models' tables), and FedAvg on it.
+for _form in item_updates.COMPRESSED:
+  registry.implement(_form, 'mf', registry.with_arguments(build, form=_form))
+registry.implement('fedavg', 'mf', heat.examples_weighted(build, item_updates.Options()))

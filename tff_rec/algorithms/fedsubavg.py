@@ -14,7 +14,6 @@ diverges on data where one client holds a row).
 import dataclasses
 
 from tff_rec.aggregators import inner
-from tff_rec.algorithms import baselines
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import registry
 
@@ -33,21 +32,16 @@ class Options(heat.WeightingOptions):
       raise ValueError(f'max_correction must be >= 1, got {self.max_correction}')
 
 
-def stacked(build):
-  """`build` (a FedAvg builder) with FedSubAvg's correction stacked on its aggregate."""
-  def build_stacked(task, options: Options, training, *, name: str):
-    training = dataclasses.replace(
-        training, stack=tuple(sorted({*training.stack, 'fedsubavg'})),
-        max_correction=(training.max_correction if options.max_correction is None
-                        else options.max_correction))
-    return build(task, options, training, name=name)
-
-  build_stacked.__module__ = build.__module__
-  build_stacked.__name__ = f'{build.__name__} + fedsubavg'
-  return build_stacked
+def _with_correction(options: Options, training):
+  """FedAvg's training with the correction stacked, bounded by `max_correction`."""
+  return dataclasses.replace(
+      training, stack=tuple(sorted({*training.stack, 'fedsubavg'})),
+      max_correction=(training.max_correction if options.max_correction is None
+                      else options.max_correction))
 
 
+# FedAvg's builders on every kind of model, whichever module implements them.
 registry.register('fedsubavg', registry.Algorithm(
     "FedSubAvg: each table row's mean update scaled by N / its feature heat",
-    {kind: stacked(build) for kind, build in baselines.FEDAVG_BUILDERS.items()},
-    Options, aggregators=inner.NAMES))  # it is the correction: nothing to stack on it
+    options=Options, base='fedavg', applies=_with_correction,
+    aggregators=inner.NAMES))  # it is the correction: nothing to stack on it

@@ -19,11 +19,15 @@ compressions CoLR compares against.
 import dataclasses
 import math
 
+import numpy as np
 import tensorflow as tf
 
+from tff_rec.algorithms import api
+from tff_rec.algorithms import capacities
 from tff_rec.models import mf
 
 FORMS = ('full', 'colr', 'scolr', 'svd', 'topk')
+COMPRESSED = FORMS[1:]  # each a registered algorithm (table_updates, fedmf)
 LOW_RANK = ('colr', 'scolr')  # the client trains A in W + A B
 BYTES_PER_FLOAT = 4
 BYTES_PER_INDEX = 4   # int32 entry indices of a top-k payload
@@ -116,3 +120,84 @@ def payload_bytes(form: UpdateForm, num_items: int, dim: int) -> dict[str, int]:
     entries = form.top_k(num_items) * (BYTES_PER_FLOAT + BYTES_PER_INDEX)
     return dict(up=entries, down_update=entries, down_model=table)
   return dict(up=table, down_update=table, down_model=table)
+
+
+ITEM_AVERAGES = ('cohort', 'touched')
+
+
+def check_item_average(item_average: str) -> None:
+  if item_average not in ITEM_AVERAGES:
+    raise ValueError(f'unknown item_average {item_average!r}; choose one of {ITEM_AVERAGES}')
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  rank: int = dataclasses.field(default=4, metadata={
+      'help': 'colr / svd: the rank r of the item update; scolr: the global rank R; topk: '
+              'keep as many entries as a rank-r factor has bytes (default 4).'})
+  local_ranks: str | None = dataclasses.field(default=None, metadata={
+      'help': "scolr: each client group's local rank, e.g. 1-2-4 (clients in id order, "
+              'equal groups); default: uniform in 1..R, drawn every round.'})
+  item_average: str = dataclasses.field(default='cohort', metadata={
+      'choices': ITEM_AVERAGES,
+      'help': "The server's mean of an item's update: over the cohort (the paper's "
+              "FedAvg) or over the clients whose data touched the item (the official "
+              'code) (default cohort).'})
+  secure_sum_bound: float = dataclasses.field(default=0.0, metadata={
+      'help': "Sum the clients' payloads with TFF's secure sum, each value clipped to "
+              '+-bound (0: plain sum; default 0). Same as --aggregator=secure '
+              '--secure_bound=B.'})
+
+  def __post_init__(self):
+    check_item_average(self.item_average)
+    if self.secure_sum_bound < 0:
+      raise ValueError(f'secure_sum_bound must be >= 0, got {self.secure_sum_bound}')
+
+
+def local_ranks(options: Options, form: str, num_clients: int, seed: int):
+  """(client index, round seed) -> the client's local rank: scolr's (its group's, or
+  uniform in 1..R drawn afresh every round); the rank itself for the other forms. Any
+  form checks the group ranks against the global rank; the others refuse them."""
+  if options.local_ranks is not None and form != 'scolr':
+    raise ValueError('--local_ranks applies to scolr only')
+  if options.local_ranks is not None:
+    try:
+      ranks = [int(r) for r in options.local_ranks.split('-')]
+    except ValueError:
+      raise ValueError(f'local_ranks must look like 1-2-4, got {options.local_ranks!r}'
+                       ) from None
+    if not all(1 <= r <= options.rank for r in ranks):
+      raise ValueError(f'local ranks {ranks} must be in 1..{options.rank} (the global rank '
+                       'R); raise --rank or lower them')
+  if form != 'scolr':
+    return lambda client, round_seed: options.rank
+  if options.local_ranks is None:
+    return lambda client, round_seed: int(
+        np.random.default_rng([round_seed, 1]).integers(1, options.rank + 1))
+  groups = capacities.assign(num_clients, len(ranks), seed=seed)
+  return lambda client, round_seed: ranks[groups[client]]
+
+
+def with_secure_sum(options: Options, training):
+  """`training` whose aggregator is the secure sum that --secure_sum_bound=B names
+  (--aggregator=secure --secure_bound=B), refused beside another aggregator."""
+  if not options.secure_sum_bound:
+    return training
+  if training.aggregator.name != 'mean':
+    raise api.NotApplicable(
+        f'--secure_sum_bound is the secure sum itself, and --aggregator='
+        f'{training.aggregator.name} chooses the aggregation too: give one '
+        '(--aggregator=secure --secure_bound=B is --secure_sum_bound=B)')
+  return dataclasses.replace(training, aggregator=dataclasses.replace(
+      training.aggregator, name='secure', secure_bound=options.secure_sum_bound))
+
+
+def check_aggregation(options: Options, training, form: str) -> None:
+  """Refuses DP's cohort mean where the form divides by the clients that trained a
+  row."""
+  if training.aggregator.name == 'dp' and (form == 'scolr' or options.item_average != 'cohort'):
+    divides = ('scolr divides each column of A by the clients that trained it'
+               if form == 'scolr' else '--item_average=touched divides each item by the '
+               'clients that touched it')
+    raise api.NotApplicable(f'--aggregator=dp averages over the cohort, and {divides}; '
+                            'use colr, fedmf, svd or topk with --item_average=cohort')

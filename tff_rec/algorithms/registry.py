@@ -10,21 +10,27 @@ An algorithm is one module that registers itself:
 `builders` is the visible table from the kind of model a task offers
 (api.MODEL_KINDS: 'mf', 'weight_tables', 'keras') to the function that builds
 the algorithm for it, `build(task, options, training, *, name) -> Built`
-(`name`: the registered name, as one builder may serve a family). The
-registry picks the first kind the task offers, most specific first, that the
-algorithm has a builder for; nothing else decides which implementation a
-name runs. `aggregators` and `stacks` are what the builders honour: the
-registry refuses any other --aggregator or --stack before building, so no
-setting is ever silently ignored. The package's own algorithms register the
-same way as a user's module (BUILTIN_MODULES, imported on first use).
+(`name`: the registered name, for messages). Another module may add the
+algorithm's builder for a kind of model it owns (`implement`: FedAvg on a
+matrix factorization is FedMF's round), so no algorithm module imports
+another's. A variant (`base`: FedSubAvg, FedAdam) runs its base's builders
+with its own settings. The registry picks the first kind the task offers,
+most specific first, that the algorithm has a builder for; nothing else
+decides which implementation a name runs. `aggregators` and `stacks` are what
+the builders honour: the registry refuses any other --aggregator or --stack
+before building, so no setting is ever silently ignored. The package's own
+algorithms register the same way as a user's module (BUILTIN_MODULES,
+imported on first use).
 """
 
+import contextlib
 import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
+from tff_rec.ops import hashed_embedding
 from tff_rec.training import optimizers
 
 # The builders' vocabulary (algorithms.api), for callers of the registry.
@@ -34,9 +40,10 @@ Training = api.Training
 Settings = api.Settings
 require = api.require
 
-# The package's algorithm modules, each registering its algorithms when imported.
-BUILTIN_MODULES = ('baselines', 'fedsubavg', 'scaffold', 'metaua', 'fair', 'fedmf',
-                   'table_updates')
+# The package's algorithm modules, each registering its algorithms when imported
+# (a module that implements another's algorithm after it).
+BUILTIN_MODULES = ('baselines', 'fedsubavg', 'scaffold', 'metaua', 'table_updates', 'fair',
+                   'fedmf')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +55,7 @@ class NoOptions:
 class Algorithm:
   summary: str
   # model kind (api.MODEL_KINDS) -> build(task, options, training, *, name) -> Built
-  builders: Mapping[str, Callable[..., Built]]
+  builders: Mapping[str, Callable[..., Built]] = dataclasses.field(default_factory=dict)
   options: type = NoOptions
   # Training settings it implies (e.g. FedAdam's server learning rate); flags override them.
   defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -60,14 +67,23 @@ class Algorithm:
   composition_note: str = ''  # why it honours no more, for the refusal
   # Training settings (Settings fields) it has no use for: given, they are refused.
   unused_settings: Mapping[str, str] = dataclasses.field(default_factory=dict)  # name: why
+  # A variant of the algorithm `base` runs its builders (less those for
+  # `without_kinds`) with the variant's options and settings.
+  base: str | None = None
+  without_kinds: tuple[str, ...] = ()
+  # The training its builders take from the given one and its options (FedSubAvg's
+  # stacked correction, --secure_sum_bound's secure sum).
+  applies: Callable[[Any, Training], Training] | None = None
 
   def __post_init__(self):
     unknown = set(self.unused_settings) - {f.name for f in dataclasses.fields(Settings)}
     if unknown:
       raise ValueError(f'unused_settings must name training settings; got {sorted(unknown)}')
-    if set(self.builders) - set(api.MODEL_KINDS) or not self.builders:
+    if set(self.builders) - set(api.MODEL_KINDS) or not (self.builders or self.base):
       raise ValueError(f'builders must map model kinds {sorted(api.MODEL_KINDS)} to '
                        f'builders; got {sorted(self.builders)}')
+    if self.base and self.builders:
+      raise ValueError(f'a variant of {self.base} runs its builders; it has none of its own')
     if set(self.aggregators) - set(inner.NAMES) or 'mean' not in self.aggregators:
       raise ValueError(f'aggregators must include mean and be among {inner.NAMES}; got '
                        f'{self.aggregators}')
@@ -84,6 +100,7 @@ class Algorithm:
 
 
 _REGISTERED: dict[str, Algorithm] = {}
+_IMPLEMENTED: dict[str, dict[str, Callable[..., Built]]] = {}  # name -> kind -> builder
 _LOADING = []  # non-empty once the built-in modules are (being) imported
 
 
@@ -109,17 +126,50 @@ def register(name: str, algorithm: Algorithm) -> None:
   _REGISTERED[name] = algorithm
 
 
-def register_family(summaries: Mapping[str, str], **fields) -> None:
-  """Registers one Algorithm per name of `summaries` ({name: summary}), alike in
-  every other field: a family whose builders tell its members apart by name."""
-  for name, summary in summaries.items():
-    register(name, Algorithm(summary, **fields))
+def implement(name: str, kind: str, build: Callable[..., Built]) -> None:
+  """Adds `build` as algorithm `name`'s builder for `kind` of model, from the module
+  that owns that kind's round (FedMF's module builds FedAvg on a matrix
+  factorization). `name` may be registered before or after."""
+  if kind not in api.MODEL_KINDS or kind in _IMPLEMENTED.get(name, {}):
+    raise ValueError(f'{name} has a builder for {kind!r} already, or {kind!r} is not among '
+                     f'{sorted(api.MODEL_KINDS)}')
+  _IMPLEMENTED.setdefault(name, {})[kind] = build
+
+
+def builders_of(name: str) -> dict[str, Callable[..., Built]]:
+  """Model kind -> builder of the registered algorithm `name` (a variant's: its base's)."""
+  algorithm = get(name)
+  if algorithm.base:
+    return {kind: build for kind, build in builders_of(algorithm.base).items()
+            if kind not in algorithm.without_kinds}
+  implemented = _IMPLEMENTED.get(name, {})
+  twice = sorted(algorithm.builders.keys() & implemented.keys())
+  if twice:
+    raise ValueError(f'{name} has two builders for {twice}')
+  return {**algorithm.builders, **implemented}
+
+
+def with_arguments(build: Callable[..., Built], **arguments) -> Callable[..., Built]:
+  """`build` with keyword `arguments` bound: one module's builder for each
+  algorithm it runs (FAIR's baselines, CoLR's forms), named with its arguments in
+  the implementations table."""
+  if not arguments:
+    return build
+
+  def build_with(task, options, training, *, name: str) -> Built:
+    return build(task, options, training, name=name, **arguments)
+
+  build_with.__module__ = build.__module__
+  shown = ', '.join(f'{k}={v}' for k, v in arguments.items())
+  build_with.__name__ = f'{build.__name__}({shown})'
+  return build_with
 
 
 def unregister(name: str) -> None:
   """Removes a registered algorithm (a user's, e.g. in its tests)."""
   get(name)
   del _REGISTERED[name]
+  _IMPLEMENTED.pop(name, None)
 
 
 def get(name: str) -> Algorithm:
@@ -183,48 +233,51 @@ def check_composition(name: str, training: Training) -> None:
 def kind_for(name: str, task) -> str:
   """The kind of the task's model that algorithm `name` trains: the first the task
   offers (most specific first) that it has a builder for."""
-  algorithm = get(name)
+  builders = builders_of(name)
   for kind in api.model_kinds(task):
-    if kind in algorithm.builders:
+    if kind in builders:
       return kind
-  needs = ' or '.join(api.MODEL_KINDS[k][1] for k in algorithm.builders)
+  needs = ' or '.join(api.MODEL_KINDS[k][1] for k in builders)
   raise api.not_applicable(name, task, f'it trains {needs}, and this task\'s model is none '
                            'of these')
 
 
-def build(name: str, task, training: Training = Training(), **options) -> Built:
-  """The algorithm `name` on `task`: a NotApplicable error says why it cannot run."""
+def applied(name: str, training: Training, **options) -> tuple[Any, Training]:
+  """(the algorithm's options, the training its builder takes): refuses what it does
+  not take or honour, then applies what its options set (a variant's stack,
+  --secure_sum_bound's secure sum)."""
   algorithm = get(name)
   check_options(name, options)
   check_composition(name, training)
-  if training.aggregator.needs_inprocess and training.runtime != 'inprocess':
-    raise NotApplicable(f'--aggregator={training.aggregator.name}: TFF\'s native worker '
-                        'has no secure sum; use --runtime=inprocess')
-  builder = algorithm.builders[kind_for(name, task)]
   try:
     chosen = algorithm.options(**options)
   except ValueError as e:
     raise NotApplicable(f'--algorithm={name}: {e}') from None
-  return builder(task, chosen, training, name=name)
+  return chosen, algorithm.applies(chosen, training) if algorithm.applies else training
 
 
-def fastest_runtime(name: str, task, training: Training) -> str:
-  """The runtime that runs algorithm `name` on `task` fastest here, both giving
-  the same numbers (tested): in-process where the aggregator needs it (secure
-  sums) and for FedMF's round, whose clients' sliced batches run there without
-  the native worker's per-client calls (CoLR's setting, 60 clients: 0.087 vs
-  0.159 s/round; results/benchmarks_runtimes.md); else TFF's native worker,
-  as fast or faster on the other workloads."""
-  if training.aggregator.needs_inprocess or kind_for(name, task) == 'mf':
-    return 'inprocess'
-  return 'native'
+def build(name: str, task, training: Training = Training(), **options) -> Built:
+  """The algorithm `name` on `task`, for `training.runtime` (which the runner
+  chooses): a NotApplicable error says why it cannot run. For TFF's native
+  worker, which has no secure sum and loads no op library, a secure sum is
+  refused and the hashed-embedding lookups are traced as TF's own."""
+  chosen, training = applied(name, training, **options)
+  native = training.runtime != 'inprocess'
+  if training.aggregator.needs_inprocess and native:
+    raise NotApplicable(f'--aggregator={training.aggregator.name}: TFF\'s native worker '
+                        'has no secure sum; use --runtime=inprocess')
+  with hashed_embedding.composite_only() if native else contextlib.nullcontext():
+    return builders_of(name)[kind_for(name, task)](task, chosen, training, name=name)
 
 
 def implementations() -> dict[str, dict[str, str]]:
   """Name -> {model kind: the builder that kind runs (module.function)}."""
-  return {name: {kind: f'{builder.__module__.rsplit(".", 1)[-1]}.{builder.__name__}'
-                 for kind, builder in algorithm.builders.items()}
-          for name, algorithm in algorithms().items()}
+  def shown(name, builder):
+    extra = f' + {name}' if get(name).base and get(name).applies else ''
+    return f'{builder.__module__.rsplit(".", 1)[-1]}.{builder.__name__}{extra}'
+
+  return {name: {kind: shown(name, builder) for kind, builder in builders_of(name).items()}
+          for name in algorithms()}
 
 
 def training(task, name: str, *, aggregator: inner.InnerAggregator = inner.InnerAggregator(),

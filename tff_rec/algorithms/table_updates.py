@@ -33,7 +33,6 @@ from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import declared_tables
-from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
 from tff_rec.algorithms import registry
@@ -141,23 +140,20 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
                                 server_optimizer, step, get_model_weights, set_model_weights)
 
 
-def build(task, options, training, *, name: str):
-  """colr, scolr, svd or topk on a task's declared tables (fedmf.Options)."""
-  fedmf.check_aggregation(options, training, name)
+def build(task, options: item_updates.Options, training, *, name: str, form: str):
+  """colr, scolr, svd or topk (`form`) on a task's declared tables."""
+  item_updates.check_aggregation(options, training, form)
   model = declared_tables.table_model_of(task, name, WHY)
   batches_of, client_data = declared_tables.client_data(task)
   if options.item_average != 'cohort':
     raise api.NotApplicable(f'--item_average={options.item_average} applies to the '
                             'matrix-factorization tasks only (FedMF\'s item table)')
-  if options.secure_sum_bound:
-    raise api.NotApplicable('--secure_sum_bound applies to the matrix-factorization tasks; '
-                            'use --aggregator=secure --secure_bound=B')
   ids = list(task.train_client_ids)
   table_scales = heat.stacked_table_scales(task, name, training, model.tables)
   try:
-    local_rank = fedmf.local_ranks(options, name, len(ids), task.config.seed)
+    local_rank = item_updates.local_ranks(options, form, len(ids), task.config.seed)
     process = rounds.compose(build_round(
-        model, item_updates.UpdateForm(name, options.rank),
+        model, item_updates.UpdateForm(form, options.rank),
         dataset_computation=batches_of,
         client_optimizer=training.client_optimizer.build(),
         server_optimizer=training.server_optimizer.build(),
@@ -174,12 +170,17 @@ def build(task, options, training, *, name: str):
   return api.Built(process, ids, client_input)
 
 
-# The update forms: on a matrix factorization's item table FedMF's round runs
-# them; on any other model's declared tables, this module's.
-registry.register_family({
+# The update forms, each its own algorithm: on any model's declared tables this
+# module's round; on a matrix factorization's item table FedMF's (fedmf
+# implements them there).
+SUMMARIES = {
     'colr': 'CoLR: item update A B, B a shared random basis, A summed',
     'scolr': 'SCoLR: CoLR with a local rank per client',
     'svd': 'item update compressed by truncated SVD',
     'topk': 'item update compressed to its largest entries',
-}, builders={'mf': fedmf.build, 'weight_tables': build, 'keras': build},
-    options=fedmf.Options, aggregators=inner.NAMES, stacks=('fedsubavg',))
+}
+for _form in item_updates.COMPRESSED:
+  _build = registry.with_arguments(build, form=_form)
+  registry.register(_form, registry.Algorithm(
+      SUMMARIES[_form], {'weight_tables': _build, 'keras': _build}, item_updates.Options,
+      aggregators=inner.NAMES, stacks=('fedsubavg',), applies=item_updates.with_secure_sum))

@@ -6,6 +6,7 @@ gradient, unsummed). Graphs that run on TFF's native runtime must use the
 composite: its worker cannot load op libraries.
 """
 
+import contextlib
 import functools
 import logging
 import pathlib
@@ -21,6 +22,18 @@ IMPLS = ('auto', 'op', 'composite')
 LIBRARIES = ('_hashed_embedding_ops_gpu.so', '_hashed_embedding_ops.so')
 
 _log = logging.getLogger(__name__)
+_COMPOSITE_ONLY = []  # non-empty inside composite_only()
+
+
+@contextlib.contextmanager
+def composite_only():
+  """Lookups traced inside with impl 'auto' use the composite: the runner builds a
+  process for TFF's native worker (which cannot load the op) inside this."""
+  _COMPOSITE_ONLY.append(True)
+  try:
+    yield
+  finally:
+    _COMPOSITE_ONLY.pop()
 
 
 @functools.cache
@@ -111,13 +124,15 @@ def hashed_embedding_lookup(memory, ids, *, dim: int, seed: int,
 
   Returns [number of ids, dim] float32. See tff_rec.ops.hashing for where
   each element lives. impl: 'op' (the custom op; error if not built),
-  'composite' (pure TF), 'auto' (the op if its library loads).
+  'composite' (pure TF), 'auto' (the op if its library loads, outside
+  composite_only()).
   """
   chunk = chunk_attr(dim, mode, chunk_size)
   if impl not in IMPLS:
     raise ValueError(f'unknown impl {impl!r}; choose one of {IMPLS}')
   memory, ids = _checked_memory(memory), _flat_ids(ids)
-  module = load_library() if impl != 'composite' else None
+  composite = impl == 'composite' or (impl == 'auto' and _COMPOSITE_ONLY)
+  module = None if composite else load_library()
   if impl == 'op' and module is None:
     raise RuntimeError('impl="op" but the hashed embedding op library is not '
                        'available; build it with `python -m tff_rec.ops.build`')
