@@ -136,12 +136,17 @@ def task_setting_values(training: str | None = None) -> dict:
   return option_values(own)
 
 
-def checked_config(make):
-  """make() -> a task's Config, its ValueError a UsageError; a negative seed refused."""
+def as_usage_error(make):
+  """make(), its ValueError (a setting the library refuses) a UsageError."""
   try:
-    config = make()
+    return make()
   except ValueError as e:
     raise app.UsageError(str(e)) from None
+
+
+def checked_config(make):
+  """make() -> a task's Config, its ValueError a UsageError; a negative seed refused."""
+  config = as_usage_error(make)
   if getattr(config, 'seed', 0) < 0:  # numpy's generators take no negative seed
     raise app.UsageError(f'--seed must be >= 0, got {config.seed}')
   return config
@@ -250,12 +255,9 @@ def _setting_help(owners: list[tuple[str, dataclasses.Field]]) -> str:
   helps = {f.metadata['help'] for _, f in owners}
   text = (owners[0][1].metadata['help'] if len(helps) == 1 else
           ' '.join(f'{task}: {f.metadata["help"]}' for task, f in owners))
-  defaults = [f'{task} {_shown(f.default)}' for task, f in owners if f.default is not None]
+  defaults = [f'{task} {flag_value(f.default) or "none"}' for task, f in owners
+              if f.default is not None]
   return f'{text} (default: {"; ".join(defaults)})' if defaults else text
-
-
-def _shown(value) -> str:
-  return flag_value(value) or 'none'
 
 
 def flag_value(value) -> str:

@@ -186,26 +186,17 @@ def main(argv):
   outputs.check_folder(FLAGS.output_dir)  # before the data is read
   spec = _spec()
   name, options = spec.name, spec.options
-  try:
-    registry.check_options(name, options)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
+  common.as_usage_error(lambda: registry.check_options(name, options))
   target = progress.parse_target(FLAGS.target)
   task_config = common.checked_config(lambda: spec.task_config)
-  try:
-    training, schedule = spec.training, spec.schedule
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
+  training, schedule = common.as_usage_error(lambda: (spec.training, spec.schedule))
   stop = FLAGS.stop_after_round
   if stop is not None and (stop >= FLAGS.rounds or stop % FLAGS.checkpoint_every):
     raise app.UsageError(f'--stop_after_round={stop} must be a multiple of --checkpoint_every'
                          f'={FLAGS.checkpoint_every} below --rounds={FLAGS.rounds}')
   task = common.build_task(task_config)
   progress.check_target_part(target, ('train', *task.EVAL_PARTS))
-  try:
-    training = runner.runtime_for(name, task, training)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from None
+  training = common.as_usage_error(lambda: runner.runtime_for(name, task, training, options))
   run_config = spec.to_config(runtime='remote' if FLAGS.runtime == 'remote'
                               else training.runtime)
   # Options are recorded as given: one given at its default's value is the same run.

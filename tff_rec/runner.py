@@ -103,7 +103,8 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
     recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
     evaluate = built.evaluate or task.evaluate
     periodic, final = task.EVAL_PARTS
-    checking = _AggregationCheck(training.aggregator, on_round)
+    checking = _AggregationCheck(registry.applied(name, training, **(options or {}))[1],
+                                 on_round)
     try:
       return loop.run(
           inprocess.for_runtime(built.process, training.runtime),
@@ -188,18 +189,21 @@ def _sent_arrays(client_input) -> bool:
 class _AggregationCheck:
   """An on_round that first checks, once, that the aggregation took effect (the
   round's metrics hold the secure sum's bounds, the DP clip and noise of the
-  settings), then calls `on_round`."""
+  settings, each stacked correction's measurement), then calls `on_round`."""
 
-  def __init__(self, aggregator, on_round):
-    self._aggregator, self._on_round = aggregator, on_round
+  def __init__(self, training: registry.Training, on_round):
+    self._training, self._on_round = training, on_round
     self.done = False
 
   def check(self, round_num: int, metrics: dict[str, float]) -> None:
-    missing = self._aggregator.missing_evidence(metrics)
+    aggregator, shown = self._training.aggregator, {k.rsplit('/', 1)[-1] for k in metrics}
+    missing = [f'--aggregator={aggregator.name}: {m}'
+               for m in aggregator.missing_evidence(metrics)]
+    missing += [f'--stack={m}: no {registry.STACK_EVIDENCE[m]} in the round\'s metrics'
+                for m in self._training.stack if registry.STACK_EVIDENCE[m] not in shown]
     if missing:
       raise AggregationNotVisible(
-          f'--aggregator={self._aggregator.name} took no visible effect in round {round_num} '
-          f'({"; ".join(missing)})')
+          f'the aggregation took no visible effect in round {round_num} ({"; ".join(missing)})')
     self.done = True
 
   def __call__(self, round_num: int, metrics: dict[str, float]) -> None:

@@ -12,6 +12,7 @@ from tasks import next_item
 from tasks import ranking
 from tff_rec import runner
 from tff_rec.aggregators import inner
+from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
 from tff_rec.training import optimizers
 
@@ -183,6 +184,30 @@ def test_an_undeclared_user_algorithm_honours_the_plain_mean_only(ml100k_dir):
   finally:
     registry.unregister('echo')
   assert 'echo' not in registry.algorithms()
+
+
+def test_a_build_that_drops_a_declared_aggregation_or_stack_is_refused(ml100k_dir):
+  """A user's builder that declares DP and FedSubAvg's stack and composes neither
+  (FedAvg with a plain mean): registry.build reads what the built process reports."""
+  def ignoring(task, options, training, *, name):
+    return baselines.build_keras(task, name, dataclasses.replace(
+        training, aggregator=inner.InnerAggregator(), stack=()))
+
+  registry.register('ignoring', registry.Algorithm(
+      'declares, ignores', {'keras': ignoring}, aggregators=inner.NAMES,
+      stacks=('fedsubavg',)))
+  try:
+    task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir)))
+    for settings, missing in ((dict(aggregator=inner.InnerAggregator('dp')),
+                               '--aggregator=dp but its built process reports no dp_clip, '
+                               'dp_stddev'),
+                              (dict(stack=('fedsubavg',)),
+                               '--stack=fedsubavg but its built process reports no '
+                               'fedsubavg_max_scale')):
+      with pytest.raises(registry.NotHonoured, match=f'--algorithm=ignoring declares {missing}'):
+        registry.build('ignoring', task, registry.training(task, 'ignoring', **settings))
+  finally:
+    registry.unregister('ignoring')
 
 
 def test_a_users_option_may_not_retype_another_algorithms_option():

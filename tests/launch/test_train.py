@@ -270,6 +270,15 @@ def test_goodreads_fair_trains_in_process_with_tier_metrics(user_items_dir, tmp_
   config = json.loads((out / 'config.json').read_text())
   assert (config['capacities'], config['batch_size'], config['client_optimizer']) == (
       '1x-2x-4x', 4, {'name': 'adam', 'learning_rate': 1e-3})
+  # CoLR's --secure_sum_bound is a secure sum: the runtime chosen for it (auto) is
+  # the in-process one (resolved without the option, it was TFF's native worker,
+  # which then refused the secure sum).
+  done = trainer.train_here(
+      '--task=ranking', f'--data_dir={user_items_dir}', '--algorithm=colr', '--rank=2',
+      '--secure_sum_bound=2', '--rounds=1', '--clients_per_round=4',
+      f'--output_dir={tmp_path / "colr"}')
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert json.loads((tmp_path / 'colr' / 'config.json').read_text())['runtime'] == 'inprocess'
 
 
 @pytest.mark.parametrize('flag, message', [
@@ -427,37 +436,39 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path, 
     assert resumed[key] == summary[key], key
 
 
-# A user's algorithm that declares DP and builds FedAvg with a plain mean anyway.
-IGNORES_DP = '''
-import tensorflow_federated as tff
+# A user's algorithm that declares DP and builds FedAvg with a DP clip other than the
+# settings' (one that drops DP is refused as it is built: test_registry.py).
+CLIPS_ELSEWHERE = '''
+import dataclasses
 
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
 
 
-def build(task, options, training, *, name):
-  return baselines.build_keras(task, name, training,
-                               model_aggregator=tff.aggregators.MeanFactory())
+def clipping_at_5(task, options, training, *, name):
+  return baselines.build_keras(task, name, training, model_aggregator=dataclasses.replace(
+      training.aggregator, dp_clip=5.0).mean(training.clients_per_round))
 
 
-registry.register('fedavg_ignoring_dp', registry.Algorithm(
-    'declares DP, ignores it', {'keras': build}, aggregators=inner.NAMES))
+registry.register('fedavg_clipping_at_5', registry.Algorithm(
+    'declares DP, clips elsewhere', {'keras': clipping_at_5}, aggregators=inner.NAMES))
 '''
 
 
 @pytest.mark.slow
 def test_an_aggregation_that_shows_no_effect_stops_the_run(ml100k_dir, tmp_path):
   """What a run with DP records, the matrix checks on real runs (test_matrix.py)."""
-  module = tmp_path / 'ignoring.py'
-  module.write_text(IGNORES_DP)
+  module = tmp_path / 'clipping.py'
+  module.write_text(CLIPS_ELSEWHERE)
   done = trainer.train(*FAST, f'--data_dir={ml100k_dir}', '--rounds=1', '--aggregator=dp',
-                       f'--import={module}', '--algorithm=fedavg_ignoring_dp',
-                       f'--output_dir={tmp_path / "ignored"}')
+                       f'--import={module}', '--algorithm=fedavg_clipping_at_5',
+                       f'--output_dir={tmp_path / "clipped"}')
   assert done.returncode != 0
-  assert ('--aggregator=dp took no visible effect in round 1 (no dp_clip in the round\'s '
-          "metrics; no dp_stddev in the round's metrics): stopped") in done.stderr
-  assert not (tmp_path / 'ignored' / 'summary.json').exists()
+  assert ('the aggregation took no visible effect in round 1 (--aggregator=dp: dp_clip [5.0] '
+          'where the settings give 1.0; --aggregator=dp: dp_stddev [5.0] where the settings '
+          'give 1.0): stopped') in done.stderr, done.stderr[-2000:]
+  assert not (tmp_path / 'clipped' / 'summary.json').exists()
 
 
 def test_a_users_option_named_as_a_trainer_flag_stops_the_trainer_cleanly(tmp_path):

@@ -29,6 +29,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 BYTES_PER_FLOAT = 4
+# What a round reports wherever the correction is applied: the largest row factor.
+# The registry refuses a build that stacks FedSubAvg and shows no such measurement.
+MEASURED = 'fedsubavg_max_scale'
 
 
 def feature_heat(client_rows: Iterable[np.ndarray], num_rows: int,
@@ -78,6 +81,11 @@ def scale_rows(update: tf.Tensor, scales: np.ndarray) -> tf.Tensor:
   return update * tf.reshape(scales, [-1] + [1] * (update.shape.rank - 1))
 
 
+def measured(scales: Iterable[np.ndarray]) -> dict[str, np.float32]:
+  """The measurement a round that applies `scales` reports (MEASURED)."""
+  return {MEASURED: np.float32(max(float(np.max(s)) for s in scales))}
+
+
 def dispersion(heat: np.ndarray) -> float:
   """max n_m / min n_m over the rows some client touches (the paper's Table 1)."""
   touched = np.asarray(heat)[np.asarray(heat) > 0]
@@ -118,6 +126,7 @@ class FedSubAvgFactory(tff.aggregators.WeightedAggregationFactory):
       if scale is not None and (not table or spec.shape[0] != len(scale)):
         raise ValueError(f'a row scale of {len(scale)} rows for a tensor of shape {spec.shape}')
     scales, tables = self._scales, self._tables
+    corrected = [s for s in scales if s is not None]
     model_bytes = sum(int(np.prod(s.shape)) for s in specs) * BYTES_PER_FLOAT
 
     @tff.tensorflow.computation(value_type)
@@ -140,12 +149,14 @@ class FedSubAvgFactory(tff.aggregators.WeightedAggregationFactory):
     @tff.federated_computation(inner.next.type_signature.parameter)
     def next_fn(state, value, weight):
       output = inner.next(state, value, weight)
-      measured = collections.OrderedDict(
+      measurement = collections.OrderedDict(
           inner=output.measurements,
           submodel_bytes=tff.federated_mean(tff.federated_map(submodel_bytes, value)),
           model_bytes=tff.federated_value(np.float32(model_bytes), tff.SERVER))
+      measurement.update((k, tff.federated_value(v, tff.SERVER))
+                         for k, v in (measured(corrected) if corrected else {}).items())
       return tff.templates.MeasuredProcessOutput(
           state=output.state, result=tff.federated_map(correct, output.result),
-          measurements=tff.federated_zip(measured))
+          measurements=tff.federated_zip(measurement))
 
     return tff.templates.AggregationProcess(inner.initialize, next_fn)

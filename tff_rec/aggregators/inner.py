@@ -89,14 +89,18 @@ class InnerAggregator:
         denominator=float(clients_per_round))
     return MeasuredDPFactory(tff.aggregators.DifferentiallyPrivateFactory(query))
 
+  @property
+  def evidence(self) -> dict[str, float | None]:
+    """The measurements a round shows of this aggregation, each with the value its
+    settings give (None: any): the secure sum's bounds; the DP clip and noise."""
+    return {'secure': {'secure_upper_threshold': None},
+            'dp': {'dp_clip': self.dp_clip,
+                   'dp_stddev': self.dp_clip * self.dp_noise_multiplier}}.get(self.name, {})
+
   def missing_evidence(self, metrics: Mapping[str, float]) -> list[str]:
-    """What a round's flattened metrics should show of this aggregation and do not:
-    the secure sum's bounds; the DP clip and noise, equal to the settings."""
-    expected = {'secure': {'secure_upper_threshold': None},
-                'dp': {'dp_clip': self.dp_clip,
-                       'dp_stddev': self.dp_clip * self.dp_noise_multiplier}}.get(self.name, {})
+    """What a round's flattened metrics should show of this aggregation and do not."""
     missing = []
-    for name, value in expected.items():
+    for name, value in self.evidence.items():
       found = [v for k, v in metrics.items() if k.rsplit('/', 1)[-1] == name]
       if not found:
         missing.append(f'no {name} in the round\'s metrics')

@@ -216,7 +216,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
         sums['loss_sum'], sums['num_examples'], aggregator=dict(
             bytes_up=sums['bytes_up'] / clients,
             bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
-            bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64)))
+            bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64),
+            **fedsubavg.measured([item_scale]) if item_scale is not None else {}))
 
   return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
                                 server_optimizer, step, get_model_weights, set_model_weights,

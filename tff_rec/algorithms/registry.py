@@ -28,8 +28,10 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
+from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
+from tff_rec.algorithms import rounds
 from tff_rec.ops import hashed_embedding
 from tff_rec.training import optimizers
 
@@ -40,6 +42,8 @@ Training = api.Training
 Settings = api.Settings
 require = api.require
 
+# What a round reports where each STACKABLE correction is applied.
+STACK_EVIDENCE = {'fedsubavg': fedsubavg.MEASURED}
 # The package's algorithm modules, each registering its algorithms when imported
 # (a module that implements another's algorithm after it).
 BUILTIN_MODULES = ('baselines', 'fedsubavg', 'scaffold', 'metaua', 'table_updates', 'fair',
@@ -267,7 +271,28 @@ def build(name: str, task, training: Training = Training(), **options) -> Built:
     raise NotApplicable(f'--aggregator={training.aggregator.name}: TFF\'s native worker '
                         'has no secure sum; use --runtime=inprocess')
   with hashed_embedding.composite_only() if native else contextlib.nullcontext():
-    return builders_of(name)[kind_for(name, task)](task, chosen, training, name=name)
+    built = builders_of(name)[kind_for(name, task)](task, chosen, training, name=name)
+  check_honoured(name, training, built)
+  return built
+
+
+class NotHonoured(ValueError):
+  """A builder ignored an aggregation or stack its algorithm declares (a bug in it)."""
+
+
+def check_honoured(name: str, training: Training, built: Built) -> None:
+  """Raises NotHonoured unless what a round reports shows the inner aggregation
+  (inner.InnerAggregator.evidence) and each stacked correction (FedSubAvg's
+  fedsubavg.MEASURED): a builder must pass training.aggregator and the stack on.
+  The runner checks the values again after round 1."""
+  shown = {f'--aggregator={training.aggregator.name}': set(training.aggregator.evidence),
+           **{f'--stack={m}': {STACK_EVIDENCE[m]} for m in training.stack}}
+  reported = rounds.metric_names(built.process) if any(shown.values()) else set()
+  for setting, names in shown.items():
+    if names - reported:
+      raise NotHonoured(f'--algorithm={name} declares {setting} but its built process '
+                        f'reports no {", ".join(sorted(names - reported))}: its builder must '
+                        'compose it (training.aggregator, training.stack)')
 
 
 def implementations() -> dict[str, dict[str, str]]:

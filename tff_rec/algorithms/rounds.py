@@ -197,6 +197,28 @@ def _names(struct_type) -> list[str]:
   return [name for name, _ in tff.structure.iter_elements(struct_type)]
 
 
+def metric_names(process) -> set[str]:
+  """Every field name, at any depth, of what a round of `process` reports (a
+  LearningProcess's metrics; a RoundProcess's aggregation measurements and, where
+  its finalizer is a TF computation, the finalizer's metrics)."""
+  if isinstance(process, RoundProcess):
+    types = [process.round.aggregation_process().next.type_signature.result.measurements]
+    if isinstance(process.round.finalizer, tff.Computation):
+      types.append(process.round.finalizer.type_signature.result[1])
+  else:
+    types = [process.next.type_signature.result.metrics]
+  names = set()
+  while types:
+    type_ = types.pop()
+    if isinstance(type_, tff.FederatedType):
+      types.append(type_.member)
+    elif isinstance(type_, tff.StructType):
+      for name, member in tff.structure.iter_elements(type_):
+        names.update([name] if name else [])
+        types.append(member)
+  return names
+
+
 def round_metrics(loss_sum: tf.Tensor, num_examples: tf.Tensor, *, client_work=(),
                   aggregator=()) -> collections.OrderedDict:
   """A round's metrics as tff.learning's composed processes lay them out: the
