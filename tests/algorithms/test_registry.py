@@ -116,6 +116,13 @@ def test_fedmf_under_dp_without_noise_or_clipping_is_the_cohort_mean(ranking_dir
   np.testing.assert_allclose(weights[1], weights[0], atol=1e-6)
 
 
+def test_fedsubavg_on_fedmf_refuses_an_item_mean_over_its_touching_clients(ranking_dir):
+  task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir)))
+  with pytest.raises(registry.NotApplicable, match='--item_average=touched already averages'):
+    registry.build('fedmf', task, registry.training(task, 'fedmf', stack=('fedsubavg',)),
+                   item_average='touched')
+
+
 def test_fedavg_on_matrix_factorization_is_fedmf(ranking_dir):
   task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir)))
   fedavg = registry.build('fedavg', task, registry.training(task, 'fedavg'))

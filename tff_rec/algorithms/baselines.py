@@ -123,15 +123,15 @@ def model_aggregator_for(task, training, name: str, heat: str):
   """The inner mean; around it FedSubAvg's correction when stacked, or (tasks with
   tables) a FedSubAvgFactory that only reports the submodel bytes of the tables."""
   inner = training.aggregator.mean(training.clients_per_round)
+  scales = heat_lib.stacked_table_scales(task, name, training, weighting=heat)
   tables = api.table_of_variable(task)
   if tables is None:
-    if 'fedsubavg' in training.stack:
+    if scales is not None:
       raise api.not_applicable(name, task, heat_lib.TABLES_WHY)
     return inner
-  if 'fedsubavg' not in training.stack:
+  if scales is None:
     return fedsubavg.FedSubAvgFactory.measuring_only([t is not None for t in tables],
                                                      inner=inner)
-  scales = heat_lib.row_scales(task, name, heat, training.max_correction)
   return fedsubavg.FedSubAvgFactory([None if t is None else scales[t] for t in tables],
                                     inner=inner)
 

@@ -280,13 +280,13 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         item_average=options.item_average, seed=c.seed)
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
-  item_scale = None
-  if 'fedsubavg' in training.stack:  # clients weigh equally here: heat counts clients
-    if options.item_average == 'touched':
-      raise api.NotApplicable(
-          '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
-          'already averages each item over the clients that touched it')
-    item_scale = heat.row_scales(task, name, 'clients', training.max_correction)[ITEM_TABLE]
+  # Clients weigh equally here: the heat counts clients.
+  scales = heat.stacked_table_scales(task, name, training, [ITEM_TABLE], weighting='clients')
+  if scales and options.item_average == 'touched':
+    raise api.NotApplicable(
+        '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
+        'already averages each item over the clients that touched it')
+  item_scale = scales[ITEM_TABLE] if scales else None
   ids = list(task.train_client_ids)
   process = build_process(config, task.initial_items, task.mf_dataset_computation,
                           task.initial_user_table if stored else None, item_scale=item_scale,

@@ -45,13 +45,17 @@ def row_scales(task, name: str, mode: str, bound: float | None = None
   return {table: fedsubavg.corrections(h, population, bound) for table, h in rows.items()}
 
 
-def stacked_table_scales(task, name: str, training, table_names) -> dict | None:
-  """row_scales of `table_names` when FedSubAvg is stacked (training.stack), with
-  clients weighed by their examples (FAIR's and the table forms' rounds); else None."""
+def stacked_table_scales(task, name: str, training, table_names=None, *,
+                         weighting: str = 'examples') -> dict | None:
+  """row_scales of `table_names` (default: every table) when FedSubAvg is stacked
+  (training.stack), its heat counted as the round weighs its clients (`weighting`:
+  FAIR's and the table forms' rounds by examples, FedMF's equally); else None.
+  The one place a builder learns of the stack; registry.check_honoured sees
+  that the round applies what it gets (fedsubavg.measured)."""
   if 'fedsubavg' not in training.stack:
     return None
-  scales = row_scales(task, name, 'examples', training.max_correction)
-  return {t: s for t, s in scales.items() if t in table_names}
+  scales = row_scales(task, name, weighting, training.max_correction)
+  return {t: s for t, s in scales.items() if table_names is None or t in table_names}
 
 
 @dataclasses.dataclass(frozen=True)
