@@ -125,6 +125,9 @@ def test_fedsubavg_on_fedmf_refuses_an_item_mean_over_its_touching_clients(ranki
 
 def test_fedavg_on_matrix_factorization_is_fedmf(ranking_dir):
   task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir)))
+  with pytest.raises(registry.NotApplicable, match="it is fedmf's round, which weighs "
+                     'clients equally'):
+    registry.build('fedavg', task, registry.training(task, 'fedavg'), heat='examples')
   fedavg = registry.build('fedavg', task, registry.training(task, 'fedavg'))
   fedmf = registry.build('fedmf', task, registry.training(task, 'fedmf'))
   assert type(fedavg.process) is type(fedmf.process)

@@ -244,7 +244,8 @@ def test_resume_refuses_other_flags(ml100k_dir, tmp_path):
     ('--algorithm=colr --local_ranks=1-2', '--algorithm=colr: --local_ranks applies to scolr '
      'only'),
     ('--algorithm=fedavg --heat=clients', '--heat applies where --algorithm=fedavg trains a '
-     "Keras model; on --task=ranking it is fair's round"),
+     "Keras model; on --task=ranking it is fair's round, which weighs clients by their "
+     'training examples'),
     ('--loss=global_softmax', '--loss does not apply to --task=ranking'),
     ('--clients_per_round=9', '--clients_per_round=9 is larger than the 8 training clients'),
 ])

@@ -251,4 +251,5 @@ for _name, (_summary, _arguments) in FAMILY.items():
       _summary, {'weight_tables': _build, 'keras': _build}, Options, aggregators=inner.NAMES,
       stacks=('fedsubavg',)))
 # FedAvg on a model of weight tables (NeuMF) is FAIR's round with one full tier.
-registry.implement('fedavg', 'weight_tables', heat.examples_weighted(build, Options('1x')))
+registry.implement('fedavg', 'weight_tables', heat.fixed_weighting(
+    build, Options('1x'), 'by their training examples'))

@@ -329,4 +329,5 @@ registry.register('fedmf', registry.Algorithm(
 # registers them on other models' tables), and FedAvg on it.
 for _form in item_updates.COMPRESSED:
   registry.implement(_form, 'mf', registry.with_arguments(build, form=_form))
-registry.implement('fedavg', 'mf', heat.examples_weighted(build, item_updates.Options()))
+registry.implement('fedavg', 'mf', heat.fixed_weighting(build, item_updates.Options(),
+                                                      'equally'))

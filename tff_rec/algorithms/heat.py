@@ -74,16 +74,17 @@ class WeightingOptions:
     return self.heat or getattr(task, 'CLIENT_WEIGHTING', 'examples')
 
 
-def examples_weighted(build, options):
+def fixed_weighting(build, options, weighs: str):
   """FedAvg as another module's round (`build` with its `options`: FedMF's full
-  update, FAIR's one full tier), which weighs clients by their training examples:
-  --heat is refused."""
+  update, FAIR's one full tier), whose clients weigh as that round weighs them
+  (`weighs`, for the refusal: 'equally', 'by their training examples'): --heat is
+  refused."""
   def build_fedavg(task, weighting: WeightingOptions, training, *, name: str):
     if weighting.heat:
       raise api.NotApplicable(
           f'--heat applies where --algorithm={name} trains a Keras model; on '
           f'--task={task.NAME} it is {build.__module__.rsplit(".", 1)[-1]}\'s round, which '
-          'weighs clients by their training examples')
+          f'weighs clients {weighs}')
     return build(task, options, training, name=name)
 
   build_fedavg.__module__ = build.__module__
