@@ -18,7 +18,9 @@ with its own settings. The registry picks the first kind the task offers,
 most specific first, that the algorithm has a builder for; nothing else
 decides which implementation a name runs. `aggregators` and `stacks` are what
 the builders honour: the registry refuses any other --aggregator or --stack
-before building, so no setting is ever silently ignored. The package's own
+before building, and after building refuses a round that reports none of the
+declared ones it was given (check_honoured), so no setting is ever silently
+ignored. The package's own
 algorithms register the same way as a user's module (BUILTIN_MODULES,
 imported on first use).
 """
