@@ -1,0 +1,62 @@
+"""Clients in one array form, and the feeds derived from it."""
+
+import numpy as np
+import pytest
+
+from tff_rec.data import client_arrays
+from tff_rec.models import tables
+
+
+def _clients() -> client_arrays.ClientArrays:
+  return client_arrays.ClientArrays({
+      'b': ({'user': np.array([1, 1], np.int32), 'item': np.array([4, 5], np.int32)},
+            np.array([[1.0], [2.0]], np.float32)),
+      'a': ({'user': np.array([0, 0, 0], np.int32), 'item': np.array([5, 6, 7], np.int32)},
+            np.array([[3.0], [4.0], [5.0]], np.float32)),
+  })
+
+
+def test_sizes_rows_and_pooled_follow_the_sorted_ids():
+  clients = _clients()
+  assert clients.ids == ['a', 'b'] and clients.sizes() == [3, 2]
+  declared = (tables.Table('users', 2, 4, ('user',)), tables.Table('items', 8, 4, ('item',)))
+  rows = clients.table_rows(declared)
+  assert [r.tolist() for r in rows['users']] == [[0, 0, 0], [1, 1]]
+  assert [r.tolist() for r in rows['items']] == [[5, 6, 7], [4, 5]]
+  features, labels = clients.pooled()
+  assert features['item'].tolist() == [5, 6, 7, 4, 5]
+  assert labels[:, 0].tolist() == [3.0, 4.0, 5.0, 1.0, 2.0]
+
+
+def test_a_table_indexed_by_two_features_counts_both():
+  rows = _clients().table_rows((tables.Table('ids', 8, 4, ('user', 'item')),))
+  assert [r.tolist() for r in rows['ids']] == [[0, 0, 0, 5, 6, 7], [1, 1, 4, 5]]
+
+
+def test_a_clients_dataset_holds_its_examples_shuffled_by_its_seed_in_batches(tff_runtime):
+  clients = _clients()
+  computation = clients.dataset_computation(batch_size=2)
+
+  def items(seed):
+    batches = list(computation(*clients.arguments('a', seed)))
+    assert [len(b[1]) for b in batches] == [2, 1]
+    pairs = [(int(i), float(y)) for b in batches
+             for i, y in zip(b[0]['item'], b[1][:, 0], strict=True)]
+    return pairs
+
+  assert sorted(items(3)) == [(5, 3.0), (6, 4.0), (7, 5.0)]  # rows kept together
+  assert items(3) == items(3)
+  assert len({tuple(items(s)) for s in range(8)}) > 1  # the seed orders them
+
+
+@pytest.mark.parametrize('examples, message', [
+    ({}, 'no client has a training example'),
+    ({'a': ({'item': np.zeros(3, np.int32)}, np.zeros(2, np.float32))},
+     "client 'a': its features have {'item': 3} rows and its labels 2"),
+    ({'a': ({'item': np.zeros(2, np.int32)}, np.zeros(2, np.float32)),
+      'b': ({'item': np.zeros(2, np.int64)}, np.zeros(2, np.float32))},
+     "client 'b': features and labels .* where client 'a' has"),
+])
+def test_clients_that_do_not_share_one_form_are_refused_naming_the_client(examples, message):
+  with pytest.raises(ValueError, match=message):
+    client_arrays.ClientArrays(examples)
