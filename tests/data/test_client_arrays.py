@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tff_rec.data import client_arrays
+from tff_rec.data import sliced
 from tff_rec.models import tables
 
 
@@ -33,20 +34,28 @@ def test_a_table_indexed_by_two_features_counts_both():
   assert [r.tolist() for r in rows['ids']] == [[0, 0, 0, 5, 6, 7], [1, 1, 4, 5]]
 
 
-def test_a_clients_dataset_holds_its_examples_shuffled_by_its_seed_in_batches(tff_runtime):
+def test_a_clients_dataset_and_batches_hold_its_examples_shuffled_by_its_seed(tff_runtime):
   clients = _clients()
-  computation = clients.dataset_computation(batch_size=2)
+  plan = sliced.Plan(batch_size=2)
+  computation = clients.dataset_computation(plan)
 
-  def items(seed):
+  def pairs(batches):
+    return [(int(i), float(y)) for features, labels in batches
+            for i, y in zip(features['item'], labels[:, 0], strict=True)]
+
+  def from_tf(seed):
     batches = list(computation(*clients.arguments('a', seed)))
-    assert [len(b[1]) for b in batches] == [2, 1]
-    pairs = [(int(i), float(y)) for b in batches
-             for i, y in zip(b[0]['item'], b[1][:, 0], strict=True)]
-    return pairs
+    assert [len(labels) for _, labels in batches] == [2, 1]
+    return pairs(batches)
 
-  assert sorted(items(3)) == [(5, 3.0), (6, 4.0), (7, 5.0)]  # rows kept together
-  assert items(3) == items(3)
-  assert len({tuple(items(s)) for s in range(8)}) > 1  # the seed orders them
+  assert sorted(from_tf(3)) == [(5, 3.0), (6, 4.0), (7, 5.0)]  # rows kept together
+  assert from_tf(3) == from_tf(3)
+  assert len({tuple(from_tf(s)) for s in range(8)}) > 1  # the seed orders them
+  numpy = clients.batches('a', plan, 3)  # the project's clients: numpy's draws
+  (features, labels), rows = numpy.columns, np.asarray(numpy.rows)
+  assert np.diff(numpy.starts).tolist() == [2] and numpy.ends[-1] == 3
+  assert sorted((int(features['item'][r]), float(labels[r, 0])) for r in rows) == sorted(
+      from_tf(3))
 
 
 @pytest.mark.parametrize('examples, message', [

@@ -1,11 +1,12 @@
 """A task's training clients in one array form, and the feeds algorithms read,
-derived from it: tff.learning's client datasets and their arguments, FedSubAvg's
-heat (the rows of each declared table a client's features index, and its size),
-and the examples pooled for a centralized baseline.
+derived from it: the Keras model's input spec, tff.learning's client datasets
+and their arguments, the project's numpy batches (the same sliced.Plan),
+FedSubAvg's heat (the rows of each declared table a client's features index,
+and its size), and the examples pooled for a centralized baseline.
 
 A task that keeps its clients as `ClientArrays` under `client_arrays` and
-inherits `Feeds` offers those members (capabilities.KerasModel's data,
-capabilities.FeatureHeat's) without writing them.
+inherits `Feeds` offers those members (capabilities.KerasModel's,
+KerasBatches', FeatureHeat's) without writing them.
 """
 
 import functools
@@ -16,10 +17,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.data import lean
+from tff_rec.data import sliced
 
 # A client's examples: (features by name, labels), every array one row an example.
 Examples = tuple[Mapping[str, np.ndarray], np.ndarray]
-SHUFFLE_BUFFER = 1024
 
 
 class ClientArrays:
@@ -67,20 +68,29 @@ class ClientArrays:
     """What `dataset_computation` takes for a client: its features, labels, seed."""
     return (*self._examples[client_id], np.int64(seed))
 
-  def dataset_computation(self, batch_size: int) -> tff.Computation:
-    """(features, labels, seed) -> the client's examples shuffled by the seed, in
-    batches of `batch_size`: tff.learning's client dataset."""
+  def input_spec(self):
+    """(features, labels) as Keras takes them: TensorSpecs of any number of rows."""
     features, labels = self._examples[self.ids[0]]
+    return ({k: _spec(v) for k, v in features.items()}, _spec(labels))
 
-    @tff.tensorflow.computation({k: _type(v) for k, v in features.items()}, _type(labels),
-                                np.int64)
+  def dataset_computation(self, plan: sliced.Plan) -> tff.Computation:
+    """(features, labels, seed) -> the client's batches as `plan` makes them with
+    tf.data: tff.learning's client dataset."""
+    features, labels = self.input_spec()
+
+    @tff.tensorflow.computation(tff.types.tensorflow_to_type(features),
+                                tff.types.tensorflow_to_type(labels), np.int64)
     def client_dataset(features, labels, seed):
       # lean: without tf.data's graph optimizations, which cost more per client
       # than a small client's training
-      return lean.lean(tf.data.Dataset.from_tensor_slices((features, labels))
-                       .shuffle(SHUFFLE_BUFFER, seed=seed).batch(batch_size))
+      return lean.lean(plan.dataset(tf.data.Dataset.from_tensor_slices((features, labels)),
+                                    seed))
 
     return client_dataset
+
+  def batches(self, client_id: str, plan: sliced.Plan, seed: int) -> sliced.Batches:
+    """The client's batches as `plan` makes them with numpy: the project's clients."""
+    return plan.batches(self._examples[client_id], seed)
 
 
 def _form(features: Mapping[str, np.ndarray], labels: np.ndarray):
@@ -88,25 +98,41 @@ def _form(features: Mapping[str, np.ndarray], labels: np.ndarray):
   return {k: (np.asarray(v).dtype.name, np.shape(v)[1:]) for k, v in sorted(arrays.items())}
 
 
-def _type(array: np.ndarray) -> tff.TensorType:
-  return tff.TensorType(np.asarray(array).dtype, [None, *np.shape(array)[1:]])
+def _spec(array: np.ndarray) -> tf.TensorSpec:
+  return tf.TensorSpec([None, *np.shape(array)[1:]], tf.as_dtype(np.asarray(array).dtype))
 
 
 class Feeds:
-  """The data members of capabilities.KerasModel and FeatureHeat, for a task whose
-  `client_arrays` is a ClientArrays, `config.batch_size` its batch size and
-  `tables` its declared tables."""
+  """The members of capabilities.KerasModel, KerasBatches and FeatureHeat, for a
+  task whose `client_arrays` is a ClientArrays, `keras_model()` and `loss()` its
+  model and loss, `tables` its declared tables and `config.batch_size` its batch
+  size (one epoch a round: a task overrides `batch_plan` for more)."""
 
   @property
   def train_client_ids(self) -> list[str]:
     return self.client_arrays.ids
 
   @functools.cached_property
+  def input_spec(self):
+    return self.client_arrays.input_spec()
+
+  def model_fn(self) -> tff.learning.models.VariableModel:
+    return tff.learning.models.from_keras_model(self.keras_model(), loss=self.loss(),
+                                                input_spec=self.input_spec)
+
+  @property
+  def batch_plan(self) -> sliced.Plan:
+    return sliced.Plan(self.config.batch_size)
+
+  @functools.cached_property
   def dataset_computation(self) -> tff.Computation:
-    return self.client_arrays.dataset_computation(self.config.batch_size)
+    return self.client_arrays.dataset_computation(self.batch_plan)
 
   def client_arguments(self, client_id: str, seed: int) -> tuple:
     return self.client_arrays.arguments(client_id, seed)
+
+  def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
+    return self.client_arrays.batches(client_id, self.batch_plan, seed)
 
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:
     return self.client_arrays.table_rows(self.tables)
