@@ -9,12 +9,10 @@ from tff_rec.models import tables
 
 
 def _clients() -> client_arrays.ClientArrays:
-  return client_arrays.ClientArrays({
-      'b': ({'user': np.array([1, 1], np.int32), 'item': np.array([4, 5], np.int32)},
-            np.array([[1.0], [2.0]], np.float32)),
-      'a': ({'user': np.array([0, 0, 0], np.int32), 'item': np.array([5, 6, 7], np.int32)},
-            np.array([[3.0], [4.0], [5.0]], np.float32)),
-  })
+  features = {'user': np.array([1, 1, 0, 0, 0, 9], np.int32),
+              'item': np.array([4, 5, 5, 6, 7, 9], np.int32)}
+  labels = np.array([[1.0], [2.0], [3.0], [4.0], [5.0], [9.0]], np.float32)
+  return client_arrays.ClientArrays(features, labels, {'b': [0, 1], 'a': [2, 3, 4]})
 
 
 def test_sizes_rows_and_pooled_follow_the_sorted_ids():
@@ -58,14 +56,18 @@ def test_a_clients_dataset_and_batches_hold_its_examples_shuffled_by_its_seed(tf
       from_tf(3))
 
 
-@pytest.mark.parametrize('examples, message', [
-    ({}, 'no client has a training example'),
-    ({'a': ({'item': np.zeros(3, np.int32)}, np.zeros(2, np.float32))},
-     "client 'a': its features have {'item': 3} rows and its labels 2"),
-    ({'a': ({'item': np.zeros(2, np.int32)}, np.zeros(2, np.float32)),
-      'b': ({'item': np.zeros(2, np.int64)}, np.zeros(2, np.float32))},
-     "client 'b': features and labels .* where client 'a' has"),
+def test_a_clients_examples_are_its_rows():
+  features, labels = _clients().examples('b')
+  assert features['item'].tolist() == [4, 5] and labels[:, 0].tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize('labels, rows, message', [
+    (np.zeros(5), {'a': [0]}, r"the features have \{'item': 6\} rows and the labels 5"),
+    (np.zeros(6), {}, 'no client has a training example'),
+    (np.zeros(6), {'a': [0], 'b': []}, "client 'b': its rows must be a non-empty list"),
+    (np.zeros(6), {'a': [0, 6]}, r"client 'a': its rows must be .* in 0\.\.5, got \[0, 6\]"),
 ])
-def test_clients_that_do_not_share_one_form_are_refused_naming_the_client(examples, message):
+def test_rows_that_do_not_index_the_examples_are_refused_naming_the_client(labels, rows,
+                                                                           message):
   with pytest.raises(ValueError, match=message):
-    client_arrays.ClientArrays(examples)
+    client_arrays.ClientArrays({'item': np.zeros(6, np.int32)}, labels, rows)

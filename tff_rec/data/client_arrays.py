@@ -19,59 +19,59 @@ import tensorflow_federated as tff
 from tff_rec.data import lean
 from tff_rec.data import sliced
 
-# A client's examples: (features by name, labels), every array one row an example.
+# Examples: (features by name, labels), every array one row an example.
 Examples = tuple[Mapping[str, np.ndarray], np.ndarray]
 
 
 class ClientArrays:
-  """Client id -> its Examples; every client has the same features, each array of
-  one dtype and row shape for all clients."""
+  """Every training client's examples: the examples' arrays, pooled, and each
+  client's rows into them (one array per feature whatever the clients: 10^6
+  clients are 10^6 index arrays, not 10^6 sets of feature arrays)."""
 
-  def __init__(self, examples: Mapping[str, Examples]):
-    if not examples:
+  def __init__(self, features: Mapping[str, np.ndarray], labels: np.ndarray,
+               rows: Mapping[str, np.ndarray]):
+    lengths = {name: len(v) for name, v in features.items()}
+    if set(lengths.values()) != {len(labels)}:
+      raise ValueError(f'the features have {lengths} rows and the labels {len(labels)}: one '
+                       'row an example')
+    self._features, self._labels = dict(features), labels
+    self._rows = {c: np.asarray(r, np.int64) for c, r in rows.items()}
+    self.ids = sorted(self._rows)
+    if not self.ids:
       raise ValueError('no client has a training example')
-    self._examples = dict(examples)
-    self.ids = sorted(self._examples)
-    first_features, first_labels = self._examples[self.ids[0]]
-    self._form = _form(first_features, first_labels)
     for client in self.ids:
-      features, labels = self._examples[client]
-      lengths = {name: len(v) for name, v in features.items()}
-      if set(lengths.values()) != {len(labels)}:
-        raise ValueError(f'client {client!r}: its features have {lengths} rows and its '
-                         f'labels {len(labels)}: one row an example')
-      if _form(features, labels) != self._form:
-        raise ValueError(f'client {client!r}: features and labels {_form(features, labels)} '
-                         f'where client {self.ids[0]!r} has {self._form}')
+      r = self._rows[client]
+      if r.ndim != 1 or not r.size or r.min() < 0 or r.max() >= len(labels):
+        raise ValueError(f'client {client!r}: its rows must be a non-empty list of examples '
+                         f'in 0..{len(labels) - 1}, got {r.tolist()[:10]}')
 
   def examples(self, client_id: str) -> Examples:
-    return self._examples[client_id]
+    rows = self._rows[client_id]
+    return {k: v[rows] for k, v in self._features.items()}, self._labels[rows]
 
   def sizes(self) -> list[int]:
     """Examples per client, in `ids` order."""
-    return [len(self._examples[c][1]) for c in self.ids]
+    return [len(self._rows[c]) for c in self.ids]
 
   def table_rows(self, tables) -> dict[str, list[np.ndarray]]:
     """Per declared table (models.tables.Table), per client in `ids` order: the rows
     its features index (FedSubAvg's heat counts them)."""
-    return {table.name: [np.concatenate([np.ravel(self._examples[c][0][f])
+    return {table.name: [np.concatenate([np.ravel(self._features[f][self._rows[c]])
                                          for f in table.features]) for c in self.ids]
             for table in tables}
 
   def pooled(self) -> Examples:
     """Every client's examples, in `ids` order, as one set."""
-    parts = [self._examples[c] for c in self.ids]
-    return ({name: np.concatenate([features[name] for features, _ in parts])
-             for name in parts[0][0]}, np.concatenate([labels for _, labels in parts]))
+    rows = np.concatenate([self._rows[c] for c in self.ids])
+    return {k: v[rows] for k, v in self._features.items()}, self._labels[rows]
 
   def arguments(self, client_id: str, seed: int) -> tuple:
     """What `dataset_computation` takes for a client: its features, labels, seed."""
-    return (*self._examples[client_id], np.int64(seed))
+    return (*self.examples(client_id), np.int64(seed))
 
   def input_spec(self):
     """(features, labels) as Keras takes them: TensorSpecs of any number of rows."""
-    features, labels = self._examples[self.ids[0]]
-    return ({k: _spec(v) for k, v in features.items()}, _spec(labels))
+    return ({k: _spec(v) for k, v in self._features.items()}, _spec(self._labels))
 
   def dataset_computation(self, plan: sliced.Plan) -> tff.Computation:
     """(features, labels, seed) -> the client's batches as `plan` makes them with
@@ -90,12 +90,7 @@ class ClientArrays:
 
   def batches(self, client_id: str, plan: sliced.Plan, seed: int) -> sliced.Batches:
     """The client's batches as `plan` makes them with numpy: the project's clients."""
-    return plan.batches(self._examples[client_id], seed)
-
-
-def _form(features: Mapping[str, np.ndarray], labels: np.ndarray):
-  arrays = {**{f'feature {k}': v for k, v in features.items()}, 'labels': labels}
-  return {k: (np.asarray(v).dtype.name, np.shape(v)[1:]) for k, v in sorted(arrays.items())}
+    return plan.batches(self.examples(client_id), seed)
 
 
 def _spec(array: np.ndarray) -> tf.TensorSpec:
