@@ -56,9 +56,22 @@ def test_a_clients_dataset_and_batches_hold_its_examples_shuffled_by_its_seed(tf
       from_tf(3))
 
 
-def test_a_clients_examples_are_its_rows():
+def test_a_clients_examples_are_its_rows_and_as_one_dict_split_back_for_the_model():
   features, labels = _clients().examples('b')
   assert features['item'].tolist() == [4, 5] and labels[:, 0].tolist() == [1.0, 2.0]
+
+  class Task(client_arrays.Feeds):
+    client_arrays = _clients()
+
+  examples = Task().client_examples('b')  # MetaUA's form: labels under 'label'
+  assert sorted(examples) == ['item', 'label', 'user']
+  x, y = Task.model_input(examples)
+  assert x['user'].tolist() == [1, 1] and y[:, 0].tolist() == [1.0, 2.0] and 'label' not in x
+
+
+def test_a_feature_named_as_the_labels_key_is_refused():
+  with pytest.raises(ValueError, match="a feature is named 'label'"):
+    client_arrays.ClientArrays({'label': np.zeros(2)}, np.zeros(2), {'a': [0, 1]})
 
 
 @pytest.mark.parametrize('labels, rows, message', [

@@ -6,7 +6,7 @@ and its size), and the examples pooled for a centralized baseline.
 
 A task that keeps its clients as `ClientArrays` under `client_arrays` and
 inherits `Feeds` offers those members (capabilities.KerasModel's,
-KerasBatches', FeatureHeat's) without writing them.
+KerasBatches', ClientExamples', FeatureHeat's) without writing them.
 """
 
 import functools
@@ -21,6 +21,8 @@ from tff_rec.data import sliced
 
 # Examples: (features by name, labels), every array one row an example.
 Examples = tuple[Mapping[str, np.ndarray], np.ndarray]
+# The labels' key in a client's examples as one dict (capabilities.ClientExamples).
+LABEL = 'label'
 
 
 class ClientArrays:
@@ -34,6 +36,9 @@ class ClientArrays:
     if set(lengths.values()) != {len(labels)}:
       raise ValueError(f'the features have {lengths} rows and the labels {len(labels)}: one '
                        'row an example')
+    if LABEL in features:
+      raise ValueError(f'a feature is named {LABEL!r}, the labels\' key in a client\'s '
+                       'examples (MetaUA reads them so): rename it')
     self._features, self._labels = dict(features), labels
     self._rows = {c: np.asarray(r, np.int64) for c, r in rows.items()}
     self.ids = sorted(self._rows)
@@ -98,10 +103,11 @@ def _spec(array: np.ndarray) -> tf.TensorSpec:
 
 
 class Feeds:
-  """The members of capabilities.KerasModel, KerasBatches and FeatureHeat, for a
-  task whose `client_arrays` is a ClientArrays, `keras_model()` and `loss()` its
-  model and loss, `tables` its declared tables and `config.batch_size` its batch
-  size (one epoch a round: a task overrides `batch_plan` for more)."""
+  """The members of capabilities.KerasModel, KerasBatches, ClientExamples and
+  FeatureHeat, for a task whose `client_arrays` is a ClientArrays, `keras_model()`
+  and `loss()` its model and loss, `tables` its declared tables and `config` its
+  settings (`batch_size`; `seed`, MetaUA's query split; one epoch a round: a task
+  overrides `batch_plan` for more)."""
 
   @property
   def train_client_ids(self) -> list[str]:
@@ -128,6 +134,14 @@ class Feeds:
 
   def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
     return self.client_arrays.batches(client_id, self.batch_plan, seed)
+
+  def client_examples(self, client_id: str) -> dict[str, np.ndarray]:
+    features, labels = self.client_arrays.examples(client_id)
+    return {**features, LABEL: labels}
+
+  @staticmethod
+  def model_input(examples: Mapping[str, np.ndarray]) -> Examples:
+    return {k: v for k, v in examples.items() if k != LABEL}, examples[LABEL]
 
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:
     return self.client_arrays.table_rows(self.tables)
