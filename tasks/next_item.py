@@ -18,8 +18,8 @@ import tensorflow_federated as tff
 from tasks import setting
 from tff_rec import losses
 from tff_rec import metrics
+from tff_rec.data import client_arrays
 from tff_rec.data import interactions
-from tff_rec.data import lean
 from tff_rec.data import movielens
 from tff_rec.data import next_item
 from tff_rec.data import sliced
@@ -122,8 +122,9 @@ def _to_xy(example):
   return collections.OrderedDict(context=example['context']), example['label']
 
 
-class Task:
-  """The task; reading the data happens once, in the constructor."""
+class Task(client_arrays.Feeds):
+  """The task; reading the data happens once, in the constructor. Its clients'
+  feeds derive from `client_arrays` (each training user's rows of the examples)."""
 
   NAME = 'next_item'
   DEFAULT_ALGORITHM = 'fedavg'
@@ -147,6 +148,10 @@ class Task:
     self.short_clients = self._check_parts()
     self.train_data = self.split.client_data('train')
     self.vocab_size = self.examples.vocab_size
+    ranges = self.split.row_ranges('train')
+    self.client_arrays = client_arrays.ClientArrays(
+        {'context': self.examples.context}, self.examples.label,
+        {c: np.arange(ranges[c][0], sum(ranges[c])) for c in self.train_data.client_ids})
 
   def _check_parts(self) -> int:
     """Refuses a part with no user; returns how many training clients train nothing
@@ -209,21 +214,10 @@ class Task:
   def metrics() -> list[tf.keras.metrics.Metric]:
     return [metrics.GlobalRecall(k) for k in RECALL_KS]
 
-  @functools.cached_property
-  def input_spec(self):
-    length = self.config.examples.context_length
-    return (collections.OrderedDict(
-        context=tf.TensorSpec([None, length], tf.int32)),
-            tf.TensorSpec([None], tf.int32))
-
   def model_fn(self) -> tff.learning.models.VariableModel:
     return tff.learning.models.from_keras_model(
         self.keras_model(), loss=self.loss(), input_spec=self.input_spec,
         metrics=self.metrics())
-
-  def client_dataset(self, client_id: str, seed: int) -> tf.data.Dataset:
-    """One training client's examples: shuffled, E epochs, full batches only."""
-    return self.batches(self.client_examples(client_id), seed=seed)
 
   @functools.cached_property
   def tables(self) -> tuple[tables_lib.Table, ...]:
@@ -240,80 +234,11 @@ class Task:
       rows.append(ids[ids != 0])
     return {ITEM_TABLE: rows}
 
-  def client_sizes(self) -> list[int]:
-    return [self._train_rows[c][1] for c in self.train_client_ids]
-
-  def client_examples(self, client_id: str) -> collections.OrderedDict:
-    """The client's training examples: 'context' [n, L] and 'label' [n], in time order."""
-    start, length = self._train_rows[client_id]
-    rows = slice(start, start + length)
-    return collections.OrderedDict(context=self.examples.context[rows],
-                                   label=self.examples.label[rows])
-
-  model_input = staticmethod(_to_xy)
-
   @property
   def batch_plan(self) -> sliced.Plan:
     c = self.config
     return sliced.Plan(c.batch_size, c.local_epochs, drop_remainder=c.drop_remainder,
                        buffer=c.shuffle_buffer)
-
-  def batches(self, examples, *, seed) -> tf.data.Dataset:
-    """Training batches of a client's examples (a dict of arrays or tensors),
-    shuffled by TF (tff.learning's clients); sliced in Keras's (x, y) form, not
-    mapped to it (click_model.ClickModel.batches says why)."""
-    return self.batch_plan.dataset(tf.data.Dataset.from_tensor_slices(_to_xy(examples)), seed)
-
-  def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
-    """The client's training batches in a round, shuffled by numpy from `seed`
-    (the project's clients)."""
-    return self.batch_plan.batches(_to_xy(self.client_examples(client_id)), seed)
-
-  @functools.cached_property
-  def _train_rows(self) -> dict[str, tuple[int, int]]:
-    return self.split.row_ranges('train')
-
-  def client_arguments(self, client_id: str, seed: int
-                       ) -> tuple[np.ndarray, np.ndarray, int]:
-    """What `dataset_computation` needs to build `client_dataset(client_id, seed)`."""
-    start, length = self._train_rows[client_id]
-    rows = slice(start, start + length)
-    return self.examples.context[rows], self.examples.label[rows], seed
-
-  @functools.cached_property
-  def dataset_computation(self) -> tff.Computation:
-    """(context, label, seed) arrays -> that client's preprocessed dataset, in TFF.
-
-    Compose it into a learning process so each round sends every client its
-    example arrays (a few KB) rather than a tf.data.Dataset. Measured on TFF
-    0.87 over 200 rounds: fresh Datasets every round grow the Python process
-    by ~100 KB per client dataset; embedding all examples as constants of this
-    computation grows the worker instead (a 4 MB graph per call); arrays keep
-    the trainer flat and the worker near flat.
-    """
-    @tff.tensorflow.computation(*self._argument_types)
-    def build(context, label, seed):
-      examples = {'context': context, 'label': label}
-      return lean.lean(self.batches(examples, seed=seed))
-
-    return build
-
-  @property
-  def _argument_types(self) -> tuple:
-    """Of client_arguments: context, label, seed."""
-    length = self.config.examples.context_length
-    return (tff.TensorType(np.int32, [None, length]), tff.TensorType(np.int32, [None]),
-            np.int64)
-
-  @functools.cached_property
-  def batches_computation(self) -> tff.Computation:
-    """(context, label, seed) -> client_batches' batches, their order drawn by TF
-    (where a client reads its examples from files)."""
-    @tff.tensorflow.computation(*self._argument_types)
-    def build(context, label, seed):
-      return self.batch_plan.batches_tf(_to_xy({'context': context, 'label': label}), seed)
-
-    return build
 
   def evaluation_dataset(self, examples: next_item.Examples) -> tf.data.Dataset:
     return (tf.data.Dataset.from_tensor_slices(examples)

@@ -15,21 +15,21 @@ def _clients() -> client_arrays.ClientArrays:
   return client_arrays.ClientArrays(features, labels, {'b': [0, 1], 'a': [2, 3, 4]})
 
 
-def test_sizes_rows_and_pooled_follow_the_sorted_ids():
+def test_sizes_rows_and_pooled_follow_the_ids_as_given():
   clients = _clients()
-  assert clients.ids == ['a', 'b'] and clients.sizes() == [3, 2]
+  assert clients.ids == ['b', 'a'] and clients.sizes() == [2, 3]
   declared = (tables.Table('users', 2, 4, ('user',)), tables.Table('items', 8, 4, ('item',)))
   rows = clients.table_rows(declared)
-  assert [r.tolist() for r in rows['users']] == [[0, 0, 0], [1, 1]]
-  assert [r.tolist() for r in rows['items']] == [[5, 6, 7], [4, 5]]
+  assert [r.tolist() for r in rows['users']] == [[1, 1], [0, 0, 0]]
+  assert [r.tolist() for r in rows['items']] == [[4, 5], [5, 6, 7]]
   features, labels = clients.pooled()
-  assert features['item'].tolist() == [5, 6, 7, 4, 5]
-  assert labels[:, 0].tolist() == [3.0, 4.0, 5.0, 1.0, 2.0]
+  assert features['item'].tolist() == [4, 5, 5, 6, 7]
+  assert labels[:, 0].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
 
 
 def test_a_table_indexed_by_two_features_counts_both():
   rows = _clients().table_rows((tables.Table('ids', 8, 4, ('user', 'item')),))
-  assert [r.tolist() for r in rows['ids']] == [[0, 0, 0, 5, 6, 7], [1, 1, 4, 5]]
+  assert [r.tolist() for r in rows['ids']] == [[1, 1, 4, 5], [0, 0, 0, 5, 6, 7]]
 
 
 def test_a_clients_dataset_and_batches_hold_its_examples_shuffled_by_its_seed(tff_runtime):
@@ -52,6 +52,10 @@ def test_a_clients_dataset_and_batches_hold_its_examples_shuffled_by_its_seed(tf
   numpy = clients.batches('a', plan, 3)  # the project's clients: numpy's draws
   (features, labels), rows = numpy.columns, np.asarray(numpy.rows)
   assert np.diff(numpy.starts).tolist() == [2] and numpy.ends[-1] == 3
+  assert sorted((int(features['item'][r]), float(labels[r, 0])) for r in rows) == sorted(
+      from_tf(3))
+  drawn_by_tf = clients.batches_computation(plan)(*clients.arguments('a', 3))  # from files
+  (features, labels), rows = drawn_by_tf.columns, np.asarray(drawn_by_tf.rows)
   assert sorted((int(features['item'][r]), float(labels[r, 0])) for r in rows) == sorted(
       from_tf(3))
 

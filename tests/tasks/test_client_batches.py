@@ -27,9 +27,9 @@ def _rows(batches) -> tuple[list[int], collections.Counter]:
 
 def _tf_batches(task, client, seed):
   arguments = task.client_arguments(client, seed)
-  examples = ({'context': arguments[0], 'label': arguments[1]} if len(arguments) == 3
-              else arguments[0])
-  return task.batches(examples, seed=seed)
+  if len(arguments) == 3:  # a client_arrays.Feeds task's (features, labels, seed)
+    return task.batch_plan.dataset(tf.data.Dataset.from_tensor_slices(arguments[:2]), seed)
+  return task.batches(arguments[0], seed=seed)
 
 
 @pytest.mark.parametrize('name', ['ctr', 'next_item', 'ranking'])

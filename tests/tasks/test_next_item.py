@@ -14,37 +14,34 @@ def _batches(dataset):
   return [(x['context'].numpy(), y.numpy()) for x, y in dataset]
 
 
-def test_dataset_computation_builds_the_clients_own_dataset(task, tff_runtime):
+def _dataset(task, client, seed):
+  return _batches(task.dataset_computation(*task.client_arguments(client, seed)))
+
+
+def test_a_clients_dataset_is_full_batches_of_its_own_examples_shuffled_by_the_seed(
+    task, tff_runtime):
   client = task.train_client_ids[3]
-  built = task.dataset_computation(*task.client_arguments(client, 11))
-  expected = task.client_dataset(client, 11)
-  got, want = _batches(built), _batches(expected)
-  assert len(got) == len(want) > 0
-  for (gc, gl), (wc, wl) in zip(got, want, strict=True):
-    np.testing.assert_array_equal(gc, wc)
-    np.testing.assert_array_equal(gl, wl)
-  # Another seed shuffles differently.
-  other = _batches(task.dataset_computation(*task.client_arguments(client, 12)))
+  rows = task.examples.user == int(client)
+  got = _dataset(task, client, 11)
+  assert all(len(labels) == 4 for _, labels in got) and len(got) == rows.sum() // 4 > 0
+  own = {(tuple(c), int(l)) for c, l in zip(task.examples.context[rows],
+                                             task.examples.label[rows], strict=True)}
+  assert {(tuple(c), int(l)) for cs, ls in got for c, l in zip(cs, ls, strict=True)} <= own
+  again = _dataset(task, client, 11)
+  for (gc, gl), (ac, al) in zip(got, again, strict=True):
+    np.testing.assert_array_equal(gc, ac)
+    np.testing.assert_array_equal(gl, al)
+  other = _dataset(task, client, 12)  # another seed shuffles differently
   assert any(not np.array_equal(a[1], b[1]) for a, b in zip(got, other, strict=True))
 
 
-def test_client_dataset_is_full_batches_of_the_users_examples(task):
-  client = task.train_client_ids[0]
-  rows = task.examples.user == int(client)
-  batches = _batches(task.client_dataset(client, 0))
-  assert all(len(labels) == 4 for _, labels in batches)
-  assert len(batches) == rows.sum() // 4
-  seen = np.concatenate([labels for _, labels in batches])
-  assert set(seen) <= set(task.examples.label[rows])
-
-
-def test_without_drop_remainder_every_example_trains(ml100k_dir):
+def test_without_drop_remainder_every_example_trains(ml100k_dir, tff_runtime):
   task = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), batch_size=4,
                                        drop_remainder=False))
   client = next(c for c in task.train_client_ids
                 if (task.examples.user == int(c)).sum() % 4)  # has a partial batch
   rows = task.examples.user == int(client)
-  batches = _batches(task.client_dataset(client, 0))
+  batches = _dataset(task, client, 0)
   assert len(batches[-1][1]) == rows.sum() % 4
   seen = np.concatenate([labels for _, labels in batches])
   np.testing.assert_array_equal(np.sort(seen), np.sort(task.examples.label[rows]))

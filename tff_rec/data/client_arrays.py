@@ -41,7 +41,7 @@ class ClientArrays:
                        'examples (MetaUA reads them so): rename it')
     self._features, self._labels = dict(features), labels
     self._rows = {c: np.asarray(r, np.int64) for c, r in rows.items()}
-    self.ids = sorted(self._rows)
+    self.ids = list(self._rows)  # as given: the order clients are sampled from
     if not self.ids:
       raise ValueError('no client has a training example')
     for client in self.ids:
@@ -97,6 +97,18 @@ class ClientArrays:
     """The client's batches as `plan` makes them with numpy: the project's clients."""
     return plan.batches(self.examples(client_id), seed)
 
+  def batches_computation(self, plan: sliced.Plan) -> tff.Computation:
+    """(features, labels, seed) -> the client's batches as `plan` makes them, their
+    order drawn by TF: where a client reads its examples from files."""
+    features, labels = self.input_spec()
+
+    @tff.tensorflow.computation(tff.types.tensorflow_to_type(features),
+                                tff.types.tensorflow_to_type(labels), np.int64)
+    def client_batches(features, labels, seed):
+      return plan.batches_tf((features, labels), seed)
+
+    return client_batches
+
 
 def _spec(array: np.ndarray) -> tf.TensorSpec:
   return tf.TensorSpec([None, *np.shape(array)[1:]], tf.as_dtype(np.asarray(array).dtype))
@@ -134,6 +146,10 @@ class Feeds:
 
   def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
     return self.client_arrays.batches(client_id, self.batch_plan, seed)
+
+  @functools.cached_property
+  def batches_computation(self) -> tff.Computation:
+    return self.client_arrays.batches_computation(self.batch_plan)
 
   def client_examples(self, client_id: str) -> dict[str, np.ndarray]:
     features, labels = self.client_arrays.examples(client_id)
