@@ -1,6 +1,7 @@
 """A task's training clients in one array form, and the feeds algorithms read,
 derived from it: the Keras model's input spec, tff.learning's client datasets
-and their arguments, the project's numpy batches (the same sliced.Plan),
+and their arguments, the project's numpy batches (the same sliced.Plan; drawn
+by TF where a client reads its examples from files),
 FedSubAvg's heat (the rows of each declared table a client's features index,
 and its size), and the examples pooled for a centralized baseline.
 
