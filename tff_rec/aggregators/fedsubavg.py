@@ -81,9 +81,11 @@ def scale_rows(update: tf.Tensor, scales: np.ndarray) -> tf.Tensor:
   return update * tf.reshape(scales, [-1] + [1] * (update.shape.rank - 1))
 
 
-def measured(scales: Iterable[np.ndarray]) -> dict[str, np.float32]:
-  """The measurement a round that applies `scales` reports (MEASURED)."""
-  return {MEASURED: np.float32(max(float(np.max(s)) for s in scales))}
+def measured(scales: Iterable[np.ndarray | None]) -> dict[str, np.float32]:
+  """The measurement a round that applies `scales` reports (MEASURED); none where
+  every scale is None (no correction applied)."""
+  applied = [float(np.max(s)) for s in scales if s is not None]
+  return {MEASURED: np.float32(max(applied))} if applied else {}
 
 
 def dispersion(heat: np.ndarray) -> float:
@@ -126,7 +128,6 @@ class FedSubAvgFactory(tff.aggregators.WeightedAggregationFactory):
       if scale is not None and (not table or spec.shape[0] != len(scale)):
         raise ValueError(f'a row scale of {len(scale)} rows for a tensor of shape {spec.shape}')
     scales, tables = self._scales, self._tables
-    corrected = [s for s in scales if s is not None]
     model_bytes = sum(int(np.prod(s.shape)) for s in specs) * BYTES_PER_FLOAT
 
     @tff.tensorflow.computation(value_type)
@@ -154,7 +155,7 @@ class FedSubAvgFactory(tff.aggregators.WeightedAggregationFactory):
           submodel_bytes=tff.federated_mean(tff.federated_map(submodel_bytes, value)),
           model_bytes=tff.federated_value(np.float32(model_bytes), tff.SERVER))
       measurement.update((k, tff.federated_value(v, tff.SERVER))
-                         for k, v in (measured(corrected) if corrected else {}).items())
+                         for k, v in measured(scales).items())
       return tff.templates.MeasuredProcessOutput(
           state=output.state, result=tff.federated_map(correct, output.result),
           measurements=tff.federated_zip(measurement))

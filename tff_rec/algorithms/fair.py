@@ -148,7 +148,7 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
         aggregator=dict(
             bytes_per_client=collections.OrderedDict(zip(labels, tier_bytes)),
             bytes_down=moved, bytes_up=moved,  # a client uploads what it downloaded
-            **fedsubavg.measured(table_scales.values()) if table_scales else {}))
+            **fedsubavg.measured((table_scales or {}).values())))
 
   return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
                                 server_optimizer, step, get_model_weights, set_model_weights)

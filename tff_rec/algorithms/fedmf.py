@@ -217,7 +217,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
             bytes_up=sums['bytes_up'] / clients,
             bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
             bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64),
-            **fedsubavg.measured([item_scale]) if item_scale is not None else {}))
+            **fedsubavg.measured([item_scale])))
 
   return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
                                 server_optimizer, step, get_model_weights, set_model_weights,

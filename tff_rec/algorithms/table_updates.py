@@ -135,7 +135,7 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
             rounds.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
                 bytes_up=sums['bytes_up'] / tf.cast(tf.maximum(sums['clients'], 1),
                                                     tf.float64),
-                **fedsubavg.measured(table_scales.values()) if table_scales else {})))
+                **fedsubavg.measured((table_scales or {}).values()))))
 
   return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
                                 server_optimizer, step, get_model_weights, set_model_weights)

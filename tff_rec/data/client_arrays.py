@@ -82,17 +82,10 @@ class ClientArrays:
   def dataset_computation(self, plan: sliced.Plan) -> tff.Computation:
     """(features, labels, seed) -> the client's batches as `plan` makes them with
     tf.data: tff.learning's client dataset."""
-    features, labels = self.input_spec()
-
-    @tff.tensorflow.computation(tff.types.tensorflow_to_type(features),
-                                tff.types.tensorflow_to_type(labels), np.int64)
-    def client_dataset(features, labels, seed):
-      # lean: without tf.data's graph optimizations, which cost more per client
-      # than a small client's training
-      return lean.lean(plan.dataset(tf.data.Dataset.from_tensor_slices((features, labels)),
-                                    seed))
-
-    return client_dataset
+    # lean: without tf.data's graph optimizations, which cost more per client than
+    # a small client's training
+    return self._client_computation(lambda features, labels, seed: lean.lean(plan.dataset(
+        tf.data.Dataset.from_tensor_slices((features, labels)), seed)))
 
   def batches(self, client_id: str, plan: sliced.Plan, seed: int) -> sliced.Batches:
     """The client's batches as `plan` makes them with numpy: the project's clients."""
@@ -101,14 +94,14 @@ class ClientArrays:
   def batches_computation(self, plan: sliced.Plan) -> tff.Computation:
     """(features, labels, seed) -> the client's batches as `plan` makes them, their
     order drawn by TF: where a client reads its examples from files."""
+    return self._client_computation(
+        lambda features, labels, seed: plan.batches_tf((features, labels), seed))
+
+  def _client_computation(self, make) -> tff.Computation:
+    """make(features, labels, seed) as a TF computation on `arguments`' types."""
     features, labels = self.input_spec()
-
-    @tff.tensorflow.computation(tff.types.tensorflow_to_type(features),
-                                tff.types.tensorflow_to_type(labels), np.int64)
-    def client_batches(features, labels, seed):
-      return plan.batches_tf((features, labels), seed)
-
-    return client_batches
+    return tff.tensorflow.computation(make, tff.types.tensorflow_to_type(features),
+                                      tff.types.tensorflow_to_type(labels), np.int64)
 
 
 def _spec(array: np.ndarray) -> tf.TensorSpec:
