@@ -27,10 +27,17 @@ class AggregationNotVisible(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Started:
-  """What a run built, before its first round."""
+  """What a run built, before its first round (the training composed for it, its
+  runtime resolved, and the kind of model it trains)."""
   built: registry.Built
-  training: registry.Training  # its runtime resolved
-  kind: str  # the kind of model the algorithm trains (registry.kind_for)
+
+  @property
+  def training(self) -> registry.Training:
+    return self.built.training
+
+  @property
+  def kind(self) -> str:
+    return self.built.kind
 
   def describe(self, name: str, runtime: str | None = None) -> str:
     """`runtime` names where the rounds run when it is not the resolved one's (TFF's
@@ -91,7 +98,6 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
   AggregationNotVisible.
   """
   training = runtime_for(name, task, training, options)
-  kind = registry.kind_for(name, task)
   with context if context is not None else context_for(training):
     files = []
     if client_data_dir:
@@ -100,11 +106,10 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
         written.write()
     else:
       built = registry.build(name, task, training, **(options or {}))
-    recording = (on_start(Started(built, training, kind)) if on_start else None) or Recording()
+    recording = (on_start(Started(built)) if on_start else None) or Recording()
     evaluate = built.evaluate or task.evaluate
     periodic, final = task.EVAL_PARTS
-    checking = _AggregationCheck(registry.applied(name, training, **(options or {}))[1],
-                                 on_round)
+    checking = _AggregationCheck(built.training, on_round)
     try:
       return loop.run(
           inprocess.for_runtime(built.process, training.runtime),

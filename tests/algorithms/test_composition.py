@@ -81,6 +81,8 @@ def test_every_declared_aggregator_is_in_every_built_process(kind, aggregator, r
           server_optimizer=algorithm.server_optimizer or 'sgd'), runtime='inprocess')
       try:
         options, training = registry.applied(name, training)  # as registry.build does
+        training = registry.composed_training(name, kind.split(':')[0], task, options,
+                                              training)
         made = builder(task, options, training, name=name)
       except registry.NotApplicable as e:  # DP needs a cohort mean
         assert 'scolr' in str(e) and aggregator == 'dp', (name, str(e))

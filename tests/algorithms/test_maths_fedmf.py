@@ -161,8 +161,9 @@ def _item_scales(task, bound=None):
 
 @pytest.mark.parametrize('settings, form, rank, bound', [
     (dict(algorithm='fedsubavg', max_correction=5.0), 'full', 0, 5.0),
-    (dict(algorithm='colr', rank=2, stack='fedsubavg'), 'colr', 2, None)],
-    ids=['fedsubavg_bounded', 'colr_stacked'])
+    (dict(algorithm='colr', rank=2, stack='fedsubavg'), 'colr', 2, None),
+    (dict(algorithm='fedmf', stack='fedsubavg'), 'full', 0, None)],
+    ids=['fedsubavg_bounded', 'colr_stacked', 'fedmf_stacked'])
 def test_fedsubavg_scales_each_items_mean_update_by_n_over_its_heat(
     monkeypatch, tmp_path, ranking_dir, settings, form, rank, bound):
   run = as_trained.train(monkeypatch, tmp_path, *_flags(ranking_dir, **settings))

@@ -183,7 +183,8 @@ def test_composition_an_algorithm_does_not_declare_is_refused_before_reading_any
 def test_an_undeclared_user_algorithm_honours_the_plain_mean_only(ml100k_dir):
   calls = []
   registry.register('echo', registry.Algorithm(
-      'echo', {'keras': lambda *args, **kwargs: calls.append(args)}))
+      'echo', {'keras': lambda *args, **kwargs: calls.append(args) or registry.Built(
+          None, [], None)}))
   try:
     task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir)))
     for settings in (dict(aggregator=inner.InnerAggregator('dp')), dict(stack=('fedsubavg',))):
@@ -201,7 +202,7 @@ def test_a_build_that_drops_a_declared_aggregation_or_stack_is_refused(ml100k_di
   (FedAvg with a plain mean): registry.build reads what the built process reports."""
   def ignoring(task, options, training, *, name):
     return baselines.build_keras(task, name, dataclasses.replace(
-        training, aggregator=inner.InnerAggregator(), stack=()))
+        training, aggregator=inner.InnerAggregator(), stack=(), row_scales=None))
 
   registry.register('ignoring', registry.Algorithm(
       'declares, ignores', {'keras': ignoring}, aggregators=inner.NAMES,
@@ -244,7 +245,8 @@ def test_the_kind_of_model_picks_the_implementation_most_specific_first(ranking_
           ] == ['mf', 'keras_batches', 'mf', 'keras', 'keras']
   assert [registry.kind_for(n, goodreads) for n in ('fedavg', 'fedprox', 'colr')] == [
       'weight_tables', 'keras_batches', 'weight_tables']
-  assert table['fedavg'] == {'mf': 'fedmf.build_fedavg', 'weight_tables': 'fair.build_fedavg',
+  assert table['fedavg'] == {'mf': 'fedmf.build(default options)',
+                             'weight_tables': 'fair.build(capacities=1x)',
                              'keras_batches': 'baselines.build_on_batches',
                              'keras': 'baselines.build_keras'}
   assert table['fedsubavg']['keras_batches'] == 'baselines.build_on_batches + fedsubavg'

@@ -71,6 +71,19 @@ class Training:
   # The bound on FedSubAvg's correction (the fedsubavg algorithm's max_correction,
   # which its builder sets with the stack); None: the paper's N / n_m.
   max_correction: float | None = None
+  # What registry.build composes for the builder, from the task, the algorithm's
+  # declared weighting and the stack: how its round weighs clients ('examples' or
+  # 'clients': its own, or --heat), and with FedSubAvg stacked each table's N / n_m
+  # per row, the heat counted as the round weighs clients. A builder applies these
+  # as given (registry.check_honoured sees that it does).
+  weighting: str = 'examples'
+  row_scales: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False)
+
+  def table_scales(self, tables=None) -> dict[str, Any] | None:
+    """row_scales of `tables` (default: every table), None where nothing is stacked."""
+    if self.row_scales is None:
+      return None
+    return {t: s for t, s in self.row_scales.items() if tables is None or t in tables}
 
   def __post_init__(self):
     unknown = sorted(set(self.stack) - set(STACKABLE))
@@ -91,11 +104,15 @@ class Built:
     server weighs clients one by one).
   client_input: (client id, seed) -> that client's input to `next`.
   evaluate: (model weights, part) -> metrics; default the task's evaluate.
+  training, kind: what registry.build composed and the kind of model it trained
+    (set by it, not by a builder).
   """
   process: Any
   client_ids: list[str]
   client_input: Callable[[str, int], Any]
   evaluate: Callable[[Any, str], Mapping[str, float]] | None = None
+  training: Training | None = None
+  kind: str | None = None
 
 
 def not_applicable(name: str, task, why: str) -> NotApplicable:

@@ -119,11 +119,11 @@ class FedProxOptions(heat_lib.WeightingOptions):
       raise ValueError(f'proximal_strength must be >= 0, got {self.proximal_strength}')
 
 
-def model_aggregator_for(task, training, name: str, heat: str):
+def model_aggregator_for(task, training, name: str):
   """The inner mean; around it FedSubAvg's correction when stacked, or (tasks with
   tables) a FedSubAvgFactory that only reports the submodel bytes of the tables."""
   inner = training.aggregator.mean(training.clients_per_round)
-  scales = heat_lib.stacked_table_scales(task, name, training, weighting=heat)
+  scales = training.table_scales()
   tables = api.table_of_variable(task)
   if tables is None:
     if scales is not None:
@@ -144,15 +144,14 @@ def _client_optimizer(algorithm: str, config: optimizers.OptimizerConfig,
 
 
 def build_keras(task, name: str, training, *, algorithm: str = 'fedavg',
-                model_aggregator=None, heat: str = 'examples',
-                proximal_strength: float = 0.01):
+                model_aggregator=None, proximal_strength: float = 0.01):
   """A tff.learning process on the task's Keras model, fed by its dataset computation."""
-  weighting = (tff.learning.ClientWeighting.UNIFORM if heat == 'clients'
+  weighting = (tff.learning.ClientWeighting.UNIFORM if training.weighting == 'clients'
                else tff.learning.ClientWeighting.NUM_EXAMPLES)
   process = build_process(
       algorithm, task.model_fn, client_optimizer=training.client_optimizer,
       server_optimizer=training.server_optimizer,
-      model_aggregator=model_aggregator or model_aggregator_for(task, training, name, heat),
+      model_aggregator=model_aggregator or model_aggregator_for(task, training, name),
       client_weighting=weighting, proximal_strength=proximal_strength)
   # The client datasets as the Keras model reads them: the task's
   # `keras_dataset_computation` where its other algorithms read another form.
@@ -162,16 +161,16 @@ def build_keras(task, name: str, training, *, algorithm: str = 'fedavg',
 
 
 def build_on_batches(task, name: str, training, *, algorithm: str = 'fedavg',
-                     model_aggregator=None, heat: str = 'examples',
-                     proximal_strength: float = 0.01):
+                     model_aggregator=None, proximal_strength: float = 0.01):
   """FedAvg or FedProx as the project's round (build_round) on the task's numpy batches."""
   _refuse_lazy_adam(name, training.client_optimizer, training.server_optimizer)
   round_ = build_round(
       task.model_fn, api.batches_type(task),
-      model_aggregator or model_aggregator_for(task, training, name, heat),
+      model_aggregator or model_aggregator_for(task, training, name),
       client_optimizer=_client_optimizer(algorithm, training.client_optimizer,
                                          proximal_strength),
-      server_optimizer=training.server_optimizer.build(), uniform=heat == 'clients')
+      server_optimizer=training.server_optimizer.build(),
+      uniform=training.weighting == 'clients')
   return api.Built(rounds.compose(round_), list(task.train_client_ids), task.client_batches)
 
 
@@ -180,7 +179,7 @@ def _builders(algorithm: str) -> dict:
   tff.learning's process on datasets."""
   def builder(build):
     def build_algorithm(task, options: heat_lib.WeightingOptions, training, *, name: str):
-      return build(task, name, training, algorithm=algorithm, heat=options.resolved_heat(task),
+      return build(task, name, training, algorithm=algorithm,
                    proximal_strength=getattr(options, 'proximal_strength', 0.0))
 
     build_algorithm.__name__ = build.__name__ + ('' if algorithm == 'fedavg'

@@ -38,7 +38,6 @@ from tff_rec.aggregators import tier_recovery
 from tff_rec.algorithms import api
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import declared_tables
-from tff_rec.algorithms import heat
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.models import compressed_table
@@ -220,13 +219,12 @@ def build(task, options: Options, training, *, name: str, subspaces: str = 'hash
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
   tier_of = dict(zip(ids, tier_of.tolist()))
-  table_scales = heat.stacked_table_scales(task, name, training, model.tables)
   process = rounds.compose(build_round(
       model, tiers, dataset_computation=batches_of,
       client_optimizer=training.client_optimizer.build(),
       server_optimizer=training.server_optimizer.build(),
       aggregator=training.aggregator.mean(training.clients_per_round),
-      table_scales=table_scales))
+      table_scales=training.table_scales(model.tables)))
 
   def client_input(client_id: str, seed: int):
     return np.int32(tier_of[client_id]), client_data(client_id, seed)
@@ -249,7 +247,7 @@ for _name, (_summary, _arguments) in FAMILY.items():
   _build = registry.with_arguments(build, **_arguments)
   registry.register(_name, registry.Algorithm(
       _summary, {'weight_tables': _build, 'keras': _build}, Options, aggregators=inner.NAMES,
-      stacks=('fedsubavg',)))
+      stacks=('fedsubavg',), weighs='examples'))
 # FedAvg on a model of weight tables (NeuMF) is FAIR's round with one full tier.
-registry.implement('fedavg', 'weight_tables', heat.fixed_weighting(
-    build, Options('1x'), 'by their training examples'))
+registry.implement('fedavg', 'weight_tables',
+                   registry.with_arguments(build, options=Options('1x')), weighs='examples')

@@ -42,7 +42,6 @@ from tff_rec.aggregators import factor_sum
 from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
-from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
@@ -280,8 +279,7 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         item_average=options.item_average, seed=c.seed)
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
-  # Clients weigh equally here: the heat counts clients.
-  scales = heat.stacked_table_scales(task, name, training, [ITEM_TABLE], weighting='clients')
+  scales = training.table_scales([ITEM_TABLE])  # clients weigh equally: heat counts them
   if scales and options.item_average == 'touched':
     raise api.NotApplicable(
         '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
@@ -324,10 +322,11 @@ def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndar
 registry.register('fedmf', registry.Algorithm(
     'FedMF: full item-table updates, private user vectors', {'mf': build},
     item_updates.Options, aggregators=inner.NAMES, stacks=('fedsubavg',),
-    applies=item_updates.with_secure_sum))
+    applies=item_updates.with_secure_sum, weighs='clients'))
 # The update forms on a matrix factorization's item table (table_updates
 # registers them on other models' tables), and FedAvg on it.
 for _form in item_updates.COMPRESSED:
-  registry.implement(_form, 'mf', registry.with_arguments(build, form=_form))
-registry.implement('fedavg', 'mf', heat.fixed_weighting(build, item_updates.Options(),
-                                                      'equally'))
+  registry.implement(_form, 'mf', registry.with_arguments(build, form=_form), weighs='clients')
+registry.implement('fedavg', 'mf',
+                   registry.with_arguments(build, options=item_updates.Options()),
+                   weighs='clients')

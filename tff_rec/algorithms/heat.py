@@ -45,19 +45,6 @@ def row_scales(task, name: str, mode: str, bound: float | None = None
   return {table: fedsubavg.corrections(h, population, bound) for table, h in rows.items()}
 
 
-def stacked_table_scales(task, name: str, training, table_names=None, *,
-                         weighting: str = 'examples') -> dict | None:
-  """row_scales of `table_names` (default: every table) when FedSubAvg is stacked
-  (training.stack), its heat counted as the round weighs its clients (`weighting`:
-  FAIR's and the table forms' rounds by examples, FedMF's equally); else None.
-  The one place a builder learns of the stack; registry.check_honoured sees
-  that the round applies what it gets (fedsubavg.measured)."""
-  if 'fedsubavg' not in training.stack:
-    return None
-  scales = row_scales(task, name, weighting, training.max_correction)
-  return {t: s for t, s in scales.items() if table_names is None or t in table_names}
-
-
 @dataclasses.dataclass(frozen=True)
 class WeightingOptions:
   heat: str | None = dataclasses.field(default=None, metadata={
@@ -69,23 +56,3 @@ class WeightingOptions:
   def __post_init__(self):
     if self.heat not in (None, *HEAT):
       raise ValueError(f'unknown heat {self.heat!r}; choose one of {HEAT}')
-
-  def resolved_heat(self, task) -> str:
-    return self.heat or getattr(task, 'CLIENT_WEIGHTING', 'examples')
-
-
-def fixed_weighting(build, options, weighs: str):
-  """FedAvg as another module's round (`build` with its `options`: FedMF's full
-  update, FAIR's one full tier), whose clients weigh as that round weighs them
-  (`weighs`, for the refusal: 'equally', 'by their training examples'): --heat is
-  refused."""
-  def build_fedavg(task, weighting: WeightingOptions, training, *, name: str):
-    if weighting.heat:
-      raise api.NotApplicable(
-          f'--heat applies where --algorithm={name} trains a Keras model; on '
-          f'--task={task.NAME} it is {build.__module__.rsplit(".", 1)[-1]}\'s round, which '
-          f'weighs clients {weighs}')
-    return build(task, options, training, name=name)
-
-  build_fedavg.__module__ = build.__module__
-  return build_fedavg

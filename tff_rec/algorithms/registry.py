@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
+from tff_rec.algorithms import heat
 from tff_rec.algorithms import rounds
 from tff_rec.ops import hashed_embedding
 from tff_rec.training import optimizers
@@ -80,6 +81,10 @@ class Algorithm:
   # The training its builders take from the given one and its options (FedSubAvg's
   # stacked correction, --secure_sum_bound's secure sum).
   applies: Callable[[Any, Training], Training] | None = None
+  # How its rounds weigh clients: 'examples' or 'clients', or None: as --heat
+  # chooses (options a heat.WeightingOptions), else the task's CLIENT_WEIGHTING.
+  # The composer counts FedSubAvg's heat the same way (Training.weighting).
+  weighs: str | None = None
 
   def __post_init__(self):
     unknown = set(self.unused_settings) - {f.name for f in dataclasses.fields(Settings)}
@@ -97,6 +102,8 @@ class Algorithm:
       raise ValueError(f'stacks must be among {api.STACKABLE}; got {self.stacks}')
     if self.server_optimizer and self.server_optimizer not in optimizers.OPTIMIZERS:
       raise ValueError(f'unknown server optimizer {self.server_optimizer!r}')
+    if self.weighs not in (None, *heat.HEAT):
+      raise ValueError(f'weighs must be one of {heat.HEAT} or None, got {self.weighs!r}')
 
   def own_settings(self) -> dict[str, Any]:
     """The training settings it sets over the task's: its server optimizer and its
@@ -107,6 +114,7 @@ class Algorithm:
 
 _REGISTERED: dict[str, Algorithm] = {}
 _IMPLEMENTED: dict[str, dict[str, Callable[..., Built]]] = {}  # name -> kind -> builder
+_WEIGHS: dict[tuple[str, str], str] = {}  # (name, kind) -> how an implementation weighs
 _LOADING = []  # non-empty once the built-in modules are (being) imported
 
 
@@ -132,14 +140,20 @@ def register(name: str, algorithm: Algorithm) -> None:
   _REGISTERED[name] = algorithm
 
 
-def implement(name: str, kind: str, build: Callable[..., Built]) -> None:
+def implement(name: str, kind: str, build: Callable[..., Built], *,
+              weighs: str | None = None) -> None:
   """Adds `build` as algorithm `name`'s builder for `kind` of model, from the module
   that owns that kind's round (FedMF's module builds FedAvg on a matrix
-  factorization). `name` may be registered before or after."""
+  factorization), which weighs clients as `weighs` says (Algorithm.weighs; None:
+  as the algorithm's). `name` may be registered before or after."""
   if kind not in api.MODEL_KINDS or kind in _IMPLEMENTED.get(name, {}):
     raise ValueError(f'{name} has a builder for {kind!r} already, or {kind!r} is not among '
                      f'{sorted(api.MODEL_KINDS)}')
+  if weighs not in (None, *heat.HEAT):
+    raise ValueError(f'weighs must be one of {heat.HEAT} or None, got {weighs!r}')
   _IMPLEMENTED.setdefault(name, {})[kind] = build
+  if weighs:
+    _WEIGHS[name, kind] = weighs
 
 
 def builders_of(name: str) -> dict[str, Callable[..., Built]]:
@@ -158,17 +172,27 @@ def builders_of(name: str) -> dict[str, Callable[..., Built]]:
 def with_arguments(build: Callable[..., Built], **arguments) -> Callable[..., Built]:
   """`build` with keyword `arguments` bound: one module's builder for each
   algorithm it runs (FAIR's baselines, CoLR's forms), named with its arguments in
-  the implementations table."""
+  the implementations table. `options` replaces the algorithm's (FedAvg as FAIR's
+  round with one full tier)."""
   if not arguments:
     return build
+  fixed = arguments.pop('options', None)
 
   def build_with(task, options, training, *, name: str) -> Built:
-    return build(task, options, training, name=name, **arguments)
+    return build(task, options if fixed is None else fixed, training, name=name, **arguments)
 
   build_with.__module__ = build.__module__
-  shown = ', '.join(f'{k}={v}' for k, v in arguments.items())
+  shown = ', '.join([f'{k}={v}' for k, v in arguments.items()]
+                    + ([] if fixed is None else [_shown_options(fixed)]))
   build_with.__name__ = f'{build.__name__}({shown})'
   return build_with
+
+
+def _shown_options(options) -> str:
+  """Options' fields that differ from their defaults, as 'field=value'."""
+  given = [f'{f.name}={getattr(options, f.name)}' for f in dataclasses.fields(options)
+           if getattr(options, f.name) != f.default]
+  return ', '.join(given) or 'default options'
 
 
 def unregister(name: str) -> None:
@@ -176,6 +200,8 @@ def unregister(name: str) -> None:
   get(name)
   del _REGISTERED[name]
   _IMPLEMENTED.pop(name, None)
+  for kind in api.MODEL_KINDS:
+    _WEIGHS.pop((name, kind), None)
 
 
 def get(name: str) -> Algorithm:
@@ -264,18 +290,53 @@ def applied(name: str, training: Training, **options) -> tuple[Any, Training]:
 
 def build(name: str, task, training: Training = Training(), **options) -> Built:
   """The algorithm `name` on `task`, for `training.runtime` (which the runner
-  chooses): a NotApplicable error says why it cannot run. For TFF's native
-  worker, which has no secure sum and loads no op library, a secure sum is
-  refused and the hashed-embedding lookups are traced as TF's own."""
+  chooses): a NotApplicable error says why it cannot run. The composer: its
+  builder takes the training composed here (composed_training: the inner
+  aggregation, the weighting, FedSubAvg's scales when stacked) and the round it
+  returns must show them (check_honoured). For TFF's native worker, which has no
+  secure sum and loads no op library, a secure sum is refused and the
+  hashed-embedding lookups are traced as TF's own."""
   chosen, training = applied(name, training, **options)
   native = training.runtime != 'inprocess'
   if training.aggregator.needs_inprocess and native:
     raise NotApplicable(f'--aggregator={training.aggregator.name}: TFF\'s native worker '
                         'has no secure sum; use --runtime=inprocess')
+  kind = kind_for(name, task)
+  training = composed_training(name, kind, task, chosen, training)
   with hashed_embedding.composite_only() if native else contextlib.nullcontext():
-    built = builders_of(name)[kind_for(name, task)](task, chosen, training, name=name)
+    built = builders_of(name)[kind](task, chosen, training, name=name)
+  if not isinstance(built, Built):
+    raise TypeError(f'the {kind} builder of --algorithm={name} returned {built!r}, not a '
+                    'registry.Built')
   check_honoured(name, training, built)
-  return built
+  return dataclasses.replace(built, training=training, kind=kind)
+
+
+def composed_training(name: str, kind: str, task, options, training: Training) -> Training:
+  """`training` with what the builder of `kind` takes from the composer: how its
+  round weighs clients, and FedSubAvg's N / n_m per table row when stacked, the
+  heat counted the same way."""
+  weighting = _weighting(name, kind, task, options)
+  scales = (heat.row_scales(task, name, weighting, training.max_correction)
+            if 'fedsubavg' in training.stack else None)
+  return dataclasses.replace(training, weighting=weighting, row_scales=scales)
+
+
+def _weighting(name: str, kind: str, task, options) -> str:
+  """How the builder of `kind` weighs clients: its declared weighting, else --heat,
+  else the task's; --heat is refused where the round fixes it."""
+  owner = name
+  while get(owner).base:
+    owner = get(owner).base
+  fixed = _WEIGHS.get((owner, kind), get(owner).weighs)
+  chosen = getattr(options, 'heat', None)
+  if fixed and chosen:
+    module = builders_of(name)[kind].__module__.rsplit('.', 1)[-1]
+    how = 'equally' if fixed == 'clients' else 'by their training examples'
+    raise NotApplicable(f'--heat applies where --algorithm={name} trains a Keras model; on '
+                        f'--task={task.NAME} it is {module}\'s round, which weighs clients '
+                        f'{how}')
+  return fixed or chosen or getattr(task, 'CLIENT_WEIGHTING', 'examples')
 
 
 class NotHonoured(ValueError):

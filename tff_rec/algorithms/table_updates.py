@@ -33,7 +33,6 @@ from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import declared_tables
-from tff_rec.algorithms import heat
 from tff_rec.algorithms import item_updates
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
@@ -150,7 +149,6 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
     raise api.NotApplicable(f'--item_average={options.item_average} applies to the '
                             'matrix-factorization tasks only (FedMF\'s item table)')
   ids = list(task.train_client_ids)
-  table_scales = heat.stacked_table_scales(task, name, training, model.tables)
   try:
     local_rank = item_updates.local_ranks(options, form, len(ids), task.config.seed)
     process = rounds.compose(build_round(
@@ -159,7 +157,7 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         client_optimizer=training.client_optimizer.build(),
         server_optimizer=training.server_optimizer.build(),
         aggregator=training.aggregator.mean(training.clients_per_round),
-        seed=task.config.seed, table_scales=table_scales))
+        seed=task.config.seed, table_scales=training.table_scales(model.tables)))
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
   index = {c: k for k, c in enumerate(ids)}
@@ -184,4 +182,5 @@ for _form in item_updates.COMPRESSED:
   _build = registry.with_arguments(build, form=_form)
   registry.register(_form, registry.Algorithm(
       SUMMARIES[_form], {'weight_tables': _build, 'keras': _build}, item_updates.Options,
-      aggregators=inner.NAMES, stacks=('fedsubavg',), applies=item_updates.with_secure_sum))
+      aggregators=inner.NAMES, stacks=('fedsubavg',), applies=item_updates.with_secure_sum,
+      weighs='examples'))
