@@ -23,7 +23,6 @@ can be counted; clients' examples come as one dict of per-example arrays
 equally by default (CLIENT_WEIGHTING: FedSubAvg's paper).
 """
 
-import collections
 import dataclasses
 import functools
 import pathlib
@@ -31,10 +30,10 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from tasks import click_model
 from tasks import setting
 from tff_rec import metrics
 from tff_rec.aggregators import fedsubavg
+from tff_rec.data import client_arrays
 from tff_rec.data import ctr
 from tff_rec.data import ctr_file
 from tff_rec.data import interactions
@@ -212,8 +211,9 @@ def _with_model(columns: ctr_file.Columns, model: str
       indexing for indexing in spec.tables.values() if len(indexing) > 1)), spec
 
 
-class Task(click_model.ClickModel):
-  """The task; reading the data and building examples happen once, here."""
+class Task(client_arrays.Feeds):
+  """The task; reading the data and building examples happen once, here. Its
+  training clients are client_arrays.ClientArrays (the feeds come from it)."""
 
   NAME = 'ctr'
   DEFAULT_ALGORITHM = 'fedavg'
@@ -223,6 +223,7 @@ class Task(click_model.ClickModel):
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='sgd', server_learning_rate=1.0)
   EVAL_PARTS = ('eval', 'eval')
+  PADDING_ID = 0  # an empty field, a history's padding: no feature (heat skips it)
   PROGRESS = {'loss': loop.TRAIN_LOSS, 'train loss': 'eval/train_loss',
               'test auc': 'eval/test_auc'}
 
@@ -237,13 +238,12 @@ class Task(click_model.ClickModel):
                   self.examples.vocab_sizes)
     self.widths = {c: self.examples.features[c].shape[1] for c in self.spec.columns
                    if self.examples.features[c].ndim == 2}
-    self._train_rows = self.examples.client_rows('train')
-    self._client_index = {str(self.examples.user_ids[k]): k for k in self._train_rows}
-    self.clients_without_train = len(self.examples.user_ids) - len(self._train_rows)
-
-  @property
-  def train_client_ids(self) -> list[str]:
-    return list(self._client_index)
+    train_rows = self.examples.client_rows('train')
+    # Labels [n, 1], as Keras' binary cross-entropy takes them.
+    self.client_arrays = client_arrays.ClientArrays(
+        self.examples.take(slice(None), self.spec.columns), self.examples.labels[:, None],
+        {str(self.examples.user_ids[k]): rows for k, rows in train_rows.items()})
+    self.clients_without_train = len(self.examples.user_ids) - len(train_rows)
 
   @property
   def dim(self) -> int:
@@ -257,7 +257,7 @@ class Task(click_model.ClickModel):
              "each user's last click and non-click" if e.test_marked else f'{c.split} split')
     validation = (f'{len(e.rows("validation"))} validation / '
                   if c.validation_fraction else '')
-    return (f'{len(self._train_rows)} clients{skipped}, {len(e.rows("train"))} train / '
+    return (f'{len(self.train_client_ids)} clients{skipped}, {len(e.rows("train"))} train / '
             f'{validation}{len(e.rows("test"))} test examples ({split}), click rate '
             f'{e.labels.mean():.3f}; model {c.model} (dim {self.dim}), feature / parameter '
             'heat dispersion {:.0f} / {:.0f}'.format(*self.heat_dispersion()))
@@ -268,13 +268,6 @@ class Task(click_model.ClickModel):
     return self.spec.build(self.examples.vocab_sizes, self.widths, self.dim, self.config.seed,
                            embedding_stddev=self.config.embedding_stddev)
 
-  @functools.cached_property
-  def input_spec(self):
-    features = collections.OrderedDict(
-        (c, tf.TensorSpec([None, *([self.widths[c]] if c in self.widths else [])], tf.int32))
-        for c in self.spec.columns)
-    return features, tf.TensorSpec([None, 1], tf.float32)
-
   # Tables ------------------------------------------------------------------
 
   @functools.cached_property
@@ -282,22 +275,6 @@ class Task(click_model.ClickModel):
     """The model's embedding tables, each indexed by its columns (DIN's movie table:
     movie and history)."""
     return tables_lib.of_keras(self.keras_model(), self.spec.tables)
-
-  @functools.cache
-  def client_table_rows(self) -> dict[str, list[np.ndarray]]:
-    """Per table, per training client (train_client_ids order): the rows its data
-    index. Row 0, the padding id, is no feature and is left out."""
-    out = {}
-    for table, columns in self.spec.tables.items():
-      out[table] = []
-      for rows in self._train_rows.values():
-        ids = np.concatenate([self.examples.features[c][rows].reshape(-1) for c in columns])
-        out[table].append(ids[ids != 0])
-    return out
-
-  def client_sizes(self) -> list[int]:
-    """Training examples per training client (train_client_ids order)."""
-    return [len(r) for r in self._train_rows.values()]
 
   def heat_dispersion(self) -> tuple[float, float]:
     """(feature, parameter) heat dispersion, max n_m / min n_m with n_m the clients
@@ -308,19 +285,13 @@ class Task(click_model.ClickModel):
         h[h > 0] for h in (fedsubavg.feature_heat(rows, declared[t].rows)
                            for t, rows in self.client_table_rows().items())])
     return (fedsubavg.dispersion(touched),
-            max(len(self._train_rows), touched.max()) / touched.min())
+            max(len(self.train_client_ids), touched.max()) / touched.min())
 
   # Federated training ------------------------------------------------------
 
-  def client_examples(self, client_id: str) -> collections.OrderedDict:
-    """The client's training examples: its feature arrays and 'label', in time order."""
-    rows = self._train_rows[self._client_index[client_id]]
-    return collections.OrderedDict(**self.examples.take(rows, self.spec.columns),
-                                   label=self.examples.labels[rows])
-
-  def client_arguments(self, client_id: str, seed: int):
-    """(examples, seed): what `dataset_computation` needs for one client."""
-    return self.client_examples(client_id), np.int64(seed)
+  @staticmethod
+  def loss() -> tf.keras.losses.Loss:
+    return tf.keras.losses.BinaryCrossentropy(from_logits=True)
 
   @property
   def batch_plan(self) -> sliced.Plan:
@@ -421,7 +392,7 @@ class Task(click_model.ClickModel):
 
     epoch_of = centralized.KerasEpochs(
         self.keras_model(),  # seeded initializers; no global seed (it leaks)
-        loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
+        loss=self.loss(),
         optimizer=optimizer.keras(), epoch_dataset=epoch_dataset)
     return centralized.train(
         epoch_of, epochs=epochs, eval_every=eval_every, on_epoch=on_epoch,

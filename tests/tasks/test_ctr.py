@@ -79,7 +79,7 @@ def test_rows_a_client_never_reads_get_exactly_zero_update(ml100k_dir, tff_runti
   task = task_lib.Task(task_lib.Config(data_dir=str(ml100k_dir), model='din',
                                        local_steps=4, batch_size=8))
   client = task.train_client_ids[3]
-  features, _ = task.client_arguments(client, 0)
+  features, _ = task.client_arrays.examples(client)
   delta, _ = _round(task, 'fedsubavg', [client])
   for table, d in zip(api.table_of_variable(task), delta, strict=True):
     if table is None:

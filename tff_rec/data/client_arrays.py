@@ -59,12 +59,16 @@ class ClientArrays:
     """Examples per client, in `ids` order."""
     return [len(self._rows[c]) for c in self.ids]
 
-  def table_rows(self, tables) -> dict[str, list[np.ndarray]]:
+  def table_rows(self, tables, padding: int | None = None) -> dict[str, list[np.ndarray]]:
     """Per declared table (models.tables.Table), per client in `ids` order: the rows
-    its features index (FedSubAvg's heat counts them)."""
-    return {table.name: [np.concatenate([np.ravel(self._features[f][self._rows[c]])
-                                         for f in table.features]) for c in self.ids]
-            for table in tables}
+    its features index (FedSubAvg's heat counts them), less `padding` (an id that
+    is no feature)."""
+    def indexed(table, client):
+      ids = np.concatenate([np.ravel(self._features[f][self._rows[client]])
+                            for f in table.features])
+      return ids if padding is None else ids[ids != padding]
+
+    return {table.name: [indexed(table, c) for c in self.ids] for table in tables}
 
   def pooled(self) -> Examples:
     """Every client's examples, in `ids` order, as one set."""
@@ -115,6 +119,8 @@ class Feeds:
   settings (`batch_size`; `seed`, MetaUA's query split; one epoch a round: a task
   overrides `batch_plan` for more)."""
 
+  PADDING_ID: int | None = None  # an id of the tables that is no feature (heat skips it)
+
   @property
   def train_client_ids(self) -> list[str]:
     return self.client_arrays.ids
@@ -154,7 +160,7 @@ class Feeds:
     return {k: v for k, v in examples.items() if k != LABEL}, examples[LABEL]
 
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:
-    return self.client_arrays.table_rows(self.tables)
+    return self.client_arrays.table_rows(self.tables, self.PADDING_ID)
 
   def client_sizes(self) -> list[int]:
     return self.client_arrays.sizes()
