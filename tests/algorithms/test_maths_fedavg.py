@@ -89,10 +89,10 @@ def test_fedsgd_steps_by_the_cohorts_mean_gradient(monkeypatch, tmp_path, ctr_fi
   for cohort in run.rounds:
     gradients, counts = [], []
     for client in cohort:
-      examples, _ = client.input
-      _, gradient = model.gradient(weights, examples, examples['label'])
+      examples, labels, _ = client.input  # ClientArrays.arguments: labels [n, 1]
+      _, gradient = model.gradient(weights, examples, labels[:, 0])
       gradients.append(gradient)
-      counts.append(len(examples['label']))
+      counts.append(len(labels))
     mean = reference.weighted_mean(gradients, counts)
     weights = [w - rate * g for w, g in zip(weights, mean)]
   reference.assert_matches(run, weights)

@@ -115,12 +115,12 @@ def fedmf(run, *, form='full', rank=0, item_average='cohort', row_scale=None,
       payloads.append(payload)
       coverages.append(coverage)
     mean = sum(payloads) / np.maximum(sum(coverages), 1.0)
-    if row_scale is not None:
-      mean = mean * row_scale[:, None]
     update = {'colr': lambda m: m @ round_basis, 'scolr': lambda m: m @ round_basis,
               'svd': lambda m: reference.svd_compress(m, rank),
               'topk': lambda m: reference.topk_compress(m, rank),
               'full': lambda m: m}[form](mean)
+    if row_scale is not None:  # FedSubAvg: rows of the update the server steps by
+      update = update * row_scale[:, None]
     items = items + server_rate * update
   return {'items': items, **({'users': users} if users is not None else {})}
 

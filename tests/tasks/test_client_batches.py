@@ -56,5 +56,5 @@ def test_numpy_and_tf_batches_hold_the_same_rows(name, ml100k_dir, ranking_dir):
 
 
 def _tf_batches_all(task, client):
-  examples, _ = task.client_arguments(client, 0)
-  return tf.data.Dataset.from_tensor_slices(examples).batch(1 << 16).map(task.model_input)
+  features, labels, _ = task.client_arguments(client, 0)
+  return tf.data.Dataset.from_tensor_slices((features, labels)).batch(1 << 16)

@@ -32,7 +32,6 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.aggregators import tier_recovery
 from tff_rec.algorithms import api
@@ -61,7 +60,7 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
                 client_optimizer: tff.learning.optimizers.Optimizer,
                 server_optimizer: tff.learning.optimizers.Optimizer | None = None,
                 aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
-                table_scales: Mapping[str, np.ndarray] | None = None) -> rounds.Round:
+                row_scales: Mapping[str, np.ndarray] | None = None) -> rounds.Round:
   """FAIR's round.
 
   Args:
@@ -75,10 +74,10 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
       learning rate 1, the paper's replacement of the model by the mean.
     aggregator: the inner weighted factory (default tff's MeanFactory), around
       which TierRecoveryFactory recovers the tiers' tables.
-    table_scales: table name -> a scale per row of the tables' pseudo-gradient
-      (FedSubAvg's N / n_m; FAIR's clients return weights, not updates, so the
-      correction scales model - recovered mean row by row at the server);
-      None: no correction.
+    row_scales: table name -> a scale per row of the tables' pseudo-gradient
+      (FedSubAvg's N / n_m, rounds.optimizer_round; FAIR's clients return
+      weights, not updates, so the correction scales model - recovered mean row
+      by row at the server); None: no correction.
   """
   labels = list(tiers)
   for label, forms in tiers.items():
@@ -137,8 +136,6 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
   def step(weights, sums, mean, _broadcast):
     target = {**mean['dense'], **mean['tiers']}
     pseudo_gradient = collections.OrderedDict((k, weights[k] - target[k]) for k in weights)
-    for name, scale in (table_scales or {}).items():
-      pseudo_gradient[name] = fedsubavg.scale_rows(pseudo_gradient[name], scale)
     moved = tf.reduce_sum(tf.cast(sums['clients'], tf.float64) * tier_bytes)
     return pseudo_gradient, rounds.round_metrics(
         sums['loss_sum'], sums['num_examples'],
@@ -146,11 +143,11 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
             (label, sums['clients'][i]) for i, label in enumerate(labels))),
         aggregator=dict(
             bytes_per_client=collections.OrderedDict(zip(labels, tier_bytes)),
-            bytes_down=moved, bytes_up=moved,  # a client uploads what it downloaded
-            **fedsubavg.measured((table_scales or {}).values())))
+            bytes_down=moved, bytes_up=moved))  # a client uploads what it downloaded
 
   return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
-                                server_optimizer, step, get_model_weights, set_model_weights)
+                                server_optimizer, step, get_model_weights, set_model_weights,
+                                row_scales=row_scales)
 
 
 # The registry's side: FAIR and its baselines on any task whose model declares
@@ -224,7 +221,7 @@ def build(task, options: Options, training, *, name: str, subspaces: str = 'hash
       client_optimizer=training.client_optimizer.build(),
       server_optimizer=training.server_optimizer.build(),
       aggregator=training.aggregator.mean(training.clients_per_round),
-      table_scales=training.table_scales(model.tables)))
+      row_scales=training.table_scales(model.tables)))
 
   def client_input(client_id: str, seed: int):
     return np.int32(tier_of[client_id]), client_data(client_id, seed)

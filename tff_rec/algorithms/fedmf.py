@@ -32,14 +32,13 @@ sampled negatives; the client also sends that row mask).
 import collections
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import factor_sum
-from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import item_updates
@@ -133,7 +132,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
                 dataset_computation: tff.Computation, *,
                 sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
                 mean_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
-                item_scale: np.ndarray | None = None) -> rounds.Round:
+                row_scales: Mapping[str, np.ndarray] | None = None) -> rounds.Round:
   """FedMF's round, its users stored (config.reconstruction_epochs = 0: a client's
   state is its user vector) or reconstructed (a client brings its fixed initial
   vector in its data).
@@ -203,8 +202,6 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   def step(_weights, sums, aggregate, broadcast):
     mean = (aggregate if averaged
             else aggregate['payload'] / tf.maximum(aggregate['coverage'], 1.0))
-    if item_scale is not None:
-      mean = fedsubavg.scale_rows(mean, item_scale)
     if form.columns:
       basis_seed, _ = factor_sum.round_seeds(broadcast['seed'])
       update = tf.matmul(mean, factor_sum.correlated_basis(basis_seed, form.rank, config.dim))
@@ -215,12 +212,11 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
         sums['loss_sum'], sums['num_examples'], aggregator=dict(
             bytes_up=sums['bytes_up'] / clients,
             bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
-            bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64),
-            **fedsubavg.measured([item_scale])))
+            bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64)))
 
   return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
                                 server_optimizer, step, get_model_weights, set_model_weights,
-                                clients_in_model='users' if stored else None)
+                                row_scales=row_scales, clients_in_model='users' if stored else None)
 
 
 def build_process(config: FedMFConfig, initial_items: np.ndarray,
@@ -284,10 +280,9 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
     raise api.NotApplicable(
         '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
         'already averages each item over the clients that touched it')
-  item_scale = scales[ITEM_TABLE] if scales else None
   ids = list(task.train_client_ids)
   process = build_process(config, task.initial_items, task.mf_dataset_computation,
-                          task.initial_user_table if stored else None, item_scale=item_scale,
+                          task.initial_user_table if stored else None, row_scales=scales,
                           **{'mean_factory' if averaged else 'sum_factory': factory})
 
   def client_input(client_id: str, seed: int):  # reconstructed: initial vector first

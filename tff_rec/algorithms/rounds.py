@@ -41,6 +41,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.aggregators import fedsubavg
+
 UPDATE, WEIGHT, METRICS, STATE, REPORT = 'update', 'weight', 'metrics', 'state', 'report'
 Factory = tff.aggregators.WeightedAggregationFactory | tff.aggregators.UnweightedAggregationFactory
 
@@ -130,10 +132,14 @@ def server_model(initial: Mapping[str, np.ndarray], optimizer: tff.learning.opti
 def optimizer_round(initialize: tff.Computation, distributor: tff.Computation,
                     client_work: tff.Computation, aggregator: Factory,
                     optimizer: tff.learning.optimizers.Optimizer, step, get_model_weights,
-                    set_model_weights, **fields) -> Round:
+                    set_model_weights, *, row_scales: Mapping[str, np.ndarray] | None = None,
+                    **fields) -> Round:
   """The round of a server_model state (`fields`: the Round's others), its finalizer
   `step(weights, summed metrics, aggregate, broadcast) -> (pseudo-gradient, metrics)`,
-  then the optimizer's step on the weights."""
+  then the optimizer's step on the weights. `row_scales` (the composer's
+  Training.table_scales: FedSubAvg stacked) scale the rows of those tables of the
+  pseudo-gradient, the update the server steps by, which the round then reports
+  (fedsubavg.measured)."""
 
   @tff.tensorflow.computation(initialize.type_signature.result,
                               distributor.type_signature.result,
@@ -141,6 +147,11 @@ def optimizer_round(initialize: tff.Computation, distributor: tff.Computation,
                               aggregate_type(aggregator, client_work))
   def finalizer(server, broadcast, sums, aggregate):
     pseudo_gradient, metrics = step(server['weights'], sums, aggregate, broadcast)
+    if row_scales:
+      pseudo_gradient = collections.OrderedDict(pseudo_gradient)
+      for name, scale in row_scales.items():
+        pseudo_gradient[name] = fedsubavg.scale_rows(pseudo_gradient[name], scale)
+      metrics = with_measurements(metrics, fedsubavg.measured(row_scales.values()))
     server = collections.OrderedDict(server)  # pylint: disable=unsubscriptable-object
     server['optimizer'], server['weights'] = optimizer.next(
         server['optimizer'], server['weights'], pseudo_gradient)

@@ -29,7 +29,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.aggregators import factor_sum
-from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import declared_tables
@@ -48,11 +47,12 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
                 client_optimizer: tff.learning.optimizers.Optimizer,
                 server_optimizer: tff.learning.optimizers.Optimizer,
                 aggregator: tff.aggregators.WeightedAggregationFactory,
-                seed: int = 0, table_scales=None) -> rounds.Round:
+                seed: int = 0, row_scales=None) -> rounds.Round:
   """The round. A client's data: (local rank (scolr; else ignored), the dataset
   computation's arguments: declared_tables.client_data).
 
-  table_scales: table name -> a scale per row of its mean update (FedSubAvg).
+  row_scales: table name -> a scale per row of its mean update (FedSubAvg,
+  rounds.optimizer_round).
   """
   initial = collections.OrderedDict(
       (k, np.asarray(v, np.float32)) for k, v in model.initial_weights.items())
@@ -127,17 +127,15 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
     for name, table_mean in mean['tables'].items():
       if not form.columns:  # the server's download is compressed too (the official code)
         table_mean = item_updates.compress(form, table_mean)
-      if table_scales and name in table_scales:
-        table_mean = fedsubavg.scale_rows(table_mean, table_scales[name])
       update[name] = table_mean
     return (collections.OrderedDict((k, -update[k]) for k in weights),
             rounds.round_metrics(sums['loss_sum'], sums['num_examples'], aggregator=dict(
                 bytes_up=sums['bytes_up'] / tf.cast(tf.maximum(sums['clients'], 1),
-                                                    tf.float64),
-                **fedsubavg.measured((table_scales or {}).values()))))
+                                                    tf.float64))))
 
   return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
-                                server_optimizer, step, get_model_weights, set_model_weights)
+                                server_optimizer, step, get_model_weights, set_model_weights,
+                                row_scales=row_scales)
 
 
 def build(task, options: item_updates.Options, training, *, name: str, form: str):
@@ -157,7 +155,7 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         client_optimizer=training.client_optimizer.build(),
         server_optimizer=training.server_optimizer.build(),
         aggregator=training.aggregator.mean(training.clients_per_round),
-        seed=task.config.seed, table_scales=training.table_scales(model.tables)))
+        seed=task.config.seed, row_scales=training.table_scales(model.tables)))
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
   index = {c: k for k, c in enumerate(ids)}
