@@ -19,11 +19,13 @@ import tensorflow_federated as tff
 
 from tff_rec.data import lean
 from tff_rec.data import sliced
+from tff_rec.training import centralized
 
 # Examples: (features by name, labels), every array one row an example.
 Examples = tuple[Mapping[str, np.ndarray], np.ndarray]
 # The labels' key in a client's examples as one dict (capabilities.ClientExamples).
 LABEL = 'label'
+CENTRAL_SHUFFLE_BUFFER = 1 << 17  # examples the centralized baseline shuffles among
 
 
 class ClientArrays:
@@ -164,3 +166,21 @@ class Feeds:
 
   def client_sizes(self) -> list[int]:
     return self.client_arrays.sizes()
+
+  def train_centralized(self, optimizer, *, epochs: int, eval_every: int, on_epoch):
+    """The centralized baseline: the Keras model on every client's examples pooled,
+    shuffled each epoch and batched as the clients batch, scored by `evaluate` on
+    the final part and named as the trainer names it."""
+    pooled = tf.data.Dataset.from_tensor_slices(self.client_arrays.pooled())
+    epoch_of = centralized.KerasEpochs(
+        self.keras_model(), loss=self.loss(), optimizer=optimizer.keras(),
+        epoch_dataset=lambda epoch: pooled.shuffle(CENTRAL_SHUFFLE_BUFFER, seed=epoch).batch(
+            self.config.batch_size))
+    part = self.EVAL_PARTS[1]
+
+    def evaluate():
+      weights = tff.learning.models.ModelWeights.from_model(epoch_of.model)
+      return {f'{part}/{k}': v for k, v in self.evaluate(weights, part).items()}
+
+    return centralized.train(epoch_of, epochs=epochs, eval_every=eval_every,
+                             on_epoch=on_epoch, evaluate=evaluate)
