@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from tasks import setting
+from tff_rec import feeds
 from tff_rec import metrics
 from tff_rec.aggregators import fedsubavg
 from tff_rec.data import client_arrays
@@ -211,7 +212,7 @@ def _with_model(columns: ctr_file.Columns, model: str
       indexing for indexing in spec.tables.values() if len(indexing) > 1)), spec
 
 
-class Task(client_arrays.Feeds):
+class Task(feeds.Feeds):
   """The task; reading the data and building examples happen once, here. Its
   training clients are client_arrays.ClientArrays (the feeds come from it)."""
 

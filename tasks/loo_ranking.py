@@ -32,10 +32,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import click_model
 from tasks import setting
 from tff_rec import capabilities
+from tff_rec import feeds
 from tff_rec import metrics
+from tff_rec.data import client_arrays
 from tff_rec.data import client_index
 from tff_rec.data import implicit
 from tff_rec.data import interactions
@@ -179,19 +180,21 @@ class _DrawnInClientWork(capabilities.Wrapper):
       negatives = implicit.unseen_items_tf(positives, k * tf.size(positives), num_items,
                                            implicit.seeds(seed, 1)[0])
       items = tf.concat([positives, negatives], 0)
-      return collections.OrderedDict(
-          user=tf.fill(tf.shape(items), user), item=items,
-          label=tf.concat([tf.ones(tf.shape(positives)), tf.zeros(tf.shape(negatives))], 0))
+      labels = tf.concat([tf.ones(tf.shape(positives)), tf.zeros(tf.shape(negatives))], 0)
+      return (collections.OrderedDict(user=tf.fill(tf.shape(items), user), item=items),
+              labels[:, None])
 
     return build
 
   def _of_examples(self, computation: tff.Computation) -> tff.Computation:
-    """`computation` (of a client's examples and the seed) on the examples drawn here."""
+    """`computation` (of a client's features, labels and the seed) on the examples
+    drawn here."""
     examples = self._examples
 
     @tff.tensorflow.computation(*self.ARGUMENT_TYPES)
     def build(user, positives, seed):
-      return computation(examples(user, positives, seed), seed)
+      features, labels = examples(user, positives, seed)
+      return computation(features, labels, seed)
 
     return build
 
@@ -223,8 +226,9 @@ def _check_tables_fit(num_users: int, num_items: int, config: Config) -> None:
                      + ('' if user_copies == 1 else ', or --user_state=reconstructed'))
 
 
-class Task(click_model.ClickModel):
-  """The task; reading and splitting the data happen once, here."""
+class Task(feeds.Feeds):
+  """The task; reading and splitting the data happen once, here. The Keras
+  model's clients draw their negatives each round (client_arrays.ClientDraws)."""
 
   NAME = 'loo_ranking'
   DEFAULT_ALGORITHM = 'fedmf'
@@ -245,6 +249,9 @@ class Task(click_model.ClickModel):
     self.initial_items = mf.initial_table(self.data.num_items, config.embedding_dim,
                                           config.seed)
     self._client_index = client_index.ClientIndex(self.data.user_ids)
+    self.client_arrays = client_arrays.ClientDraws(
+        self._client_index.ids, self._drawn,
+        own_seed=lambda client_id: [config.seed, self._client_index[client_id]])
 
   def initial_user_table(self) -> np.ndarray:
     """Every user's starting vector, made anew at each call: a stored run's process
@@ -258,10 +265,6 @@ class Task(click_model.ClickModel):
     """The starting vectors, made once and kept: reconstructed users start from theirs
     every round, and the Keras algorithms' model starts from them."""
     return self.initial_user_table()
-
-  @property
-  def train_client_ids(self) -> list[str]:
-    return list(self._client_index.ids)
 
   def describe(self) -> str:
     d = self.data
@@ -326,10 +329,9 @@ class Task(click_model.ClickModel):
     return mf.keras_model(len(self.data.user_ids), self.data.num_items,
                           self.config.embedding_dim, self.config.seed)
 
-  @functools.cached_property
-  def input_spec(self):
-    ids = tf.TensorSpec([None], tf.int32)
-    return collections.OrderedDict(user=ids, item=ids), tf.TensorSpec([None, 1], tf.float32)
+  @staticmethod
+  def loss() -> tf.keras.losses.Loss:
+    return tf.keras.losses.BinaryCrossentropy(from_logits=True)
 
   @functools.cached_property
   def _variable_tables(self) -> list[str | None]:
@@ -342,18 +344,13 @@ class Task(click_model.ClickModel):
     return tables_lib.of_keras(self.keras_model(), {'users': ('user',), 'items': ('item',)},
                                private=('users',))
 
-  def client_examples(self, client_id: str, seed=None) -> collections.OrderedDict:
-    """One epoch of the client's rows: 'user', 'item' (positives and num_negatives
-    unseen items each, drawn from `seed`, default the client's own) and 'label'."""
+  def _drawn(self, client_id: str, seed):
+    """One epoch of the client's examples: 'user' and 'item' (positives and
+    num_negatives unseen items each, drawn from `seed`), labels [n, 1]."""
     user = self._client_index[client_id]
-    _, items, labels = self.client_rows(user, [self.config.seed, user] if seed is None
-                                        else seed, 1)
-    return collections.OrderedDict(user=np.full(len(items), user, np.int32), item=items,
-                                   label=labels)
-
-  def client_arguments(self, client_id: str, seed: int):
-    """(examples with the round's negatives, seed): what `dataset_computation` needs."""
-    return self.client_examples(client_id, seed), np.int64(seed)
+    _, items, labels = self.client_rows(user, seed, 1)
+    return (collections.OrderedDict(user=np.full(len(items), user, np.int32), item=items),
+            labels[:, None])
 
   @property
   def batch_plan(self) -> sliced.Plan:

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import setting
+from tff_rec import feeds
 from tff_rec import losses
 from tff_rec import metrics
 from tff_rec.data import client_arrays
@@ -122,7 +123,7 @@ def _to_xy(example):
   return collections.OrderedDict(context=example['context']), example['label']
 
 
-class Task(client_arrays.Feeds):
+class Task(feeds.Feeds):
   """The task; reading the data happens once, in the constructor. Its clients'
   feeds derive from `client_arrays` (each training user's rows of the examples)."""
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from tff_rec import feeds
 from tff_rec.data import client_arrays
 from tff_rec.data import sliced
 from tff_rec.models import tables
@@ -64,7 +65,7 @@ def test_a_clients_examples_are_its_rows_and_as_one_dict_split_back_for_the_mode
   features, labels = _clients().examples('b')
   assert features['item'].tolist() == [4, 5] and labels[:, 0].tolist() == [1.0, 2.0]
 
-  class Task(client_arrays.Feeds):
+  class Task(feeds.Feeds):
     client_arrays = _clients()
 
   examples = Task().client_examples('b')  # MetaUA's form: labels under 'label'

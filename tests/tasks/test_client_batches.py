@@ -27,7 +27,7 @@ def _rows(batches) -> tuple[list[int], collections.Counter]:
 
 def _tf_batches(task, client, seed):
   arguments = task.client_arguments(client, seed)
-  if len(arguments) == 3:  # a client_arrays.Feeds task's (features, labels, seed)
+  if len(arguments) == 3:  # a feeds.Feeds task's (features, labels, seed)
     return task.batch_plan.dataset(tf.data.Dataset.from_tensor_slices(arguments[:2]), seed)
   return task.batches(arguments[0], seed=seed)
 

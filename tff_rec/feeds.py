@@ -1,0 +1,94 @@
+"""The feeds every algorithm reads, derived from a task's clients in one array
+form (tff_rec.data.client_arrays), so a task does not write them.
+
+A task that keeps its clients under `client_arrays` (a ClientArrays, or a
+ClientDraws where it draws their examples each round) and inherits `Feeds`
+offers the members of capabilities.KerasModel, KerasBatches, ClientExamples
+and FeatureHeat, and a centralized baseline, without writing them.
+"""
+
+import functools
+from typing import Mapping
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_rec.data import client_arrays
+from tff_rec.data import sliced
+from tff_rec.training import centralized
+
+CENTRAL_SHUFFLE_BUFFER = 1 << 17  # examples the centralized baseline shuffles among
+
+
+class Feeds:
+  """The members of capabilities.KerasModel, KerasBatches, ClientExamples and
+  FeatureHeat, for a task whose `client_arrays` is a ClientArrays (or a
+  ClientDraws, less the heat, sizes and baseline, which it writes), `keras_model()`
+  and `loss()` its model and loss, `tables` its declared tables and `config` its
+  settings (`batch_size`; `seed`, MetaUA's query split; one epoch a round: a task
+  overrides `batch_plan` for more)."""
+
+  PADDING_ID: int | None = None  # an id of the tables that is no feature (heat skips it)
+
+  @property
+  def train_client_ids(self) -> list[str]:
+    return self.client_arrays.ids
+
+  @functools.cached_property
+  def input_spec(self):
+    return self.client_arrays.input_spec()
+
+  def model_fn(self) -> tff.learning.models.VariableModel:
+    return tff.learning.models.from_keras_model(self.keras_model(), loss=self.loss(),
+                                                input_spec=self.input_spec)
+
+  @property
+  def batch_plan(self) -> sliced.Plan:
+    return sliced.Plan(self.config.batch_size)
+
+  @functools.cached_property
+  def dataset_computation(self) -> tff.Computation:
+    return self.client_arrays.dataset_computation(self.batch_plan)
+
+  def client_arguments(self, client_id: str, seed: int) -> tuple:
+    return self.client_arrays.arguments(client_id, seed)
+
+  def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
+    return self.client_arrays.batches(client_id, self.batch_plan, seed)
+
+  @functools.cached_property
+  def batches_computation(self) -> tff.Computation:
+    return self.client_arrays.batches_computation(self.batch_plan)
+
+  def client_examples(self, client_id: str) -> dict[str, np.ndarray]:
+    features, labels = self.client_arrays.examples(client_id)
+    return {**features, client_arrays.LABEL: labels}
+
+  @staticmethod
+  def model_input(examples: Mapping[str, np.ndarray]) -> client_arrays.Examples:
+    return {k: v for k, v in examples.items() if k != client_arrays.LABEL}, examples[client_arrays.LABEL]
+
+  def client_table_rows(self) -> dict[str, list[np.ndarray]]:
+    return self.client_arrays.table_rows(self.tables, self.PADDING_ID)
+
+  def client_sizes(self) -> list[int]:
+    return self.client_arrays.sizes()
+
+  def train_centralized(self, optimizer, *, epochs: int, eval_every: int, on_epoch):
+    """The centralized baseline: the Keras model on every client's examples pooled,
+    shuffled each epoch and batched as the clients batch, scored by `evaluate` on
+    the final part and named as the trainer names it."""
+    pooled = tf.data.Dataset.from_tensor_slices(self.client_arrays.pooled())
+    epoch_of = centralized.KerasEpochs(
+        self.keras_model(), loss=self.loss(), optimizer=optimizer.keras(),
+        epoch_dataset=lambda epoch: pooled.shuffle(CENTRAL_SHUFFLE_BUFFER, seed=epoch).batch(
+            self.config.batch_size))
+    part = self.EVAL_PARTS[1]
+
+    def evaluate():
+      weights = tff.learning.models.ModelWeights.from_model(epoch_of.model)
+      return {f'{part}/{k}': v for k, v in self.evaluate(weights, part).items()}
+
+    return centralized.train(epoch_of, epochs=epochs, eval_every=eval_every,
+                             on_epoch=on_epoch, evaluate=evaluate)
