@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.data import client_files
@@ -201,11 +202,8 @@ class _AggregationCheck:
     self.done = False
 
   def check(self, round_num: int, metrics: dict[str, float]) -> None:
-    aggregator, shown = self._training.aggregator, {k.rsplit('/', 1)[-1] for k in metrics}
-    missing = [f'--aggregator={aggregator.name}: {m}'
-               for m in aggregator.missing_evidence(metrics)]
-    missing += [f'--stack={m}: no {registry.STACK_EVIDENCE[m]} in the round\'s metrics'
-                for m in self._training.stack if registry.STACK_EVIDENCE[m] not in shown]
+    missing = [f'{setting}: {m}' for setting, evidence in self._training.evidence().items()
+               for m in inner.missing_evidence(evidence, metrics)]
     if missing:
       raise AggregationNotVisible(
           f'the aggregation took no visible effect in round {round_num} ({"; ".join(missing)})')

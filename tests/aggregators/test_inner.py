@@ -84,9 +84,9 @@ def test_dp_noise_repeats_with_its_seed_is_fresh_each_round_and_is_measured(tff_
   assert (measured['dp_clip'], measured['dp_stddev'], measured['dp_noise_multiplier']) == (
       0.5, 1.0, 2.0)
   metrics = {'train/aggregator/inner/dp_clip': 0.5, 'train/aggregator/inner/dp_stddev': 1.0}
-  assert not inner.InnerAggregator('dp', dp_noise_multiplier=2.0,
-                                   dp_clip=0.5).missing_evidence(metrics)
-  assert inner.InnerAggregator('dp').missing_evidence(metrics) == [
+  assert not inner.missing_evidence(inner.InnerAggregator(
+      'dp', dp_noise_multiplier=2.0, dp_clip=0.5).evidence, metrics)
+  assert inner.missing_evidence(inner.InnerAggregator('dp').evidence, metrics) == [
       'dp_clip [0.5] where the settings give 1.0']
 
 

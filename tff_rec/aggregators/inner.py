@@ -9,7 +9,7 @@ update clipped to an L2 norm, Gaussian noise added to the sum, divided by
 the expected cohort; clients weigh equally, as DP needs).
 
 Every round's metrics hold what the aggregation did, so a run shows that it
-took effect (`InnerAggregator.missing_evidence`): TFF's secure sum reports its
+took effect (`missing_evidence`): TFF's secure sum reports its
 bounds and clipped counts; its DP factory keeps the clip and noise it applies
 in its state, which MeasuredDPFactory adds to its measurements.
 
@@ -96,17 +96,6 @@ class InnerAggregator:
     return {'secure': {'secure_upper_threshold': None},
             'dp': {'dp_clip': self.dp_clip,
                    'dp_stddev': self.dp_clip * self.dp_noise_multiplier}}.get(self.name, {})
-
-  def missing_evidence(self, metrics: Mapping[str, float]) -> list[str]:
-    """What a round's flattened metrics should show of this aggregation and do not."""
-    missing = []
-    for name, value in self.evidence.items():
-      found = [v for k, v in metrics.items() if k.rsplit('/', 1)[-1] == name]
-      if not found:
-        missing.append(f'no {name} in the round\'s metrics')
-      elif value is not None and not np.allclose(found, value, rtol=1e-6):
-        missing.append(f'{name} {found} where the settings give {value}')
-    return missing
 
   def unweighted(self, clients_per_round: int
                  ) -> tuple[tff.aggregators.UnweightedAggregationFactory, bool]:
@@ -198,3 +187,18 @@ class MeasuredDPFactory(tff.aggregators.UnweightedAggregationFactory):
           measurements=tff.federated_map(measured, (output.measurements, state)))
 
     return tff.templates.AggregationProcess(process.initialize, next_fn)
+
+
+def missing_evidence(evidence: Mapping[str, float | None], metrics: Mapping[str, float]
+                     ) -> list[str]:
+  """What a round's flattened metrics should show (`evidence`: measurement name ->
+  the value the settings give, None: any; an InnerAggregator's, a stacked
+  correction's) and do not."""
+  missing = []
+  for name, value in evidence.items():
+    found = [v for k, v in metrics.items() if k.rsplit('/', 1)[-1] == name]
+    if not found:
+      missing.append(f'no {name} in the round\'s metrics')
+    elif value is not None and not np.allclose(found, value, rtol=1e-6):
+      missing.append(f'{name} {found} where the settings give {value}')
+  return missing

@@ -9,12 +9,15 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from tff_rec import capabilities
+from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.data import sliced
 from tff_rec.models import tables
 from tff_rec.training import optimizers
 
 STACKABLE = ('fedsubavg',)  # methods whose aggregation stacks on another's
+# What a round reports where each STACKABLE correction is applied.
+STACK_EVIDENCE = {'fedsubavg': fedsubavg.MEASURED}
 
 
 class NotApplicable(ValueError):
@@ -84,6 +87,13 @@ class Training:
     if self.row_scales is None:
       return None
     return {t: s for t, s in self.row_scales.items() if tables is None or t in tables}
+
+  def evidence(self) -> dict[str, Mapping[str, float | None]]:
+    """What a round of this training reports where its aggregation takes effect, by
+    the setting that asks for it: the inner aggregation's measurements (with the
+    values its settings give) and each stacked correction's."""
+    return {f'--aggregator={self.aggregator.name}': self.aggregator.evidence,
+            **{f'--stack={m}': {STACK_EVIDENCE[m]: None} for m in self.stack}}
 
   def __post_init__(self):
     unknown = sorted(set(self.stack) - set(STACKABLE))

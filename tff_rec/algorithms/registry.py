@@ -30,7 +30,6 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
-from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import heat
@@ -45,8 +44,6 @@ Training = api.Training
 Settings = api.Settings
 require = api.require
 
-# What a round reports where each STACKABLE correction is applied.
-STACK_EVIDENCE = {'fedsubavg': fedsubavg.MEASURED}
 # The package's algorithm modules, each registering its algorithms when imported
 # (a module that implements another's algorithm after it).
 BUILTIN_MODULES = ('baselines', 'fedsubavg', 'scaffold', 'metaua', 'table_updates', 'fair',
@@ -344,12 +341,11 @@ class NotHonoured(ValueError):
 
 
 def check_honoured(name: str, training: Training, built: Built) -> None:
-  """Raises NotHonoured unless what a round reports shows the inner aggregation
-  (inner.InnerAggregator.evidence) and each stacked correction (FedSubAvg's
-  fedsubavg.MEASURED): a builder must pass training.aggregator and the stack on.
-  The runner checks the values again after round 1."""
-  shown = {f'--aggregator={training.aggregator.name}': set(training.aggregator.evidence),
-           **{f'--stack={m}': {STACK_EVIDENCE[m]} for m in training.stack}}
+  """Raises NotHonoured unless what a round reports shows the inner aggregation and
+  each stacked correction (Training.evidence): a builder must place
+  training.aggregator and the stack's scales. The runner checks the values
+  again after round 1."""
+  shown = {setting: set(names) for setting, names in training.evidence().items()}
   reported = rounds.metric_names(built.process) if any(shown.values()) else set()
   for setting, names in shown.items():
     if names - reported:
