@@ -67,7 +67,8 @@ class Feeds:
 
   @staticmethod
   def model_input(examples: Mapping[str, np.ndarray]) -> client_arrays.Examples:
-    return {k: v for k, v in examples.items() if k != client_arrays.LABEL}, examples[client_arrays.LABEL]
+    label = client_arrays.LABEL
+    return {k: v for k, v in examples.items() if k != label}, examples[label]
 
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:
     return self.client_arrays.table_rows(self.tables, self.PADDING_ID)

@@ -64,11 +64,11 @@ class Round:
 
   @property
   def keeps_client_state(self) -> bool:
-    return STATE in _names(self.output_type)
+    return STATE in tff.structure.name_list(self.output_type)
 
   @property
   def reports(self) -> bool:
-    return REPORT in _names(self.output_type)
+    return REPORT in tff.structure.name_list(self.output_type)
 
   @property
   def weighted(self) -> bool:
@@ -204,10 +204,6 @@ def _model_weights_accessors(state_type, read: Callable, replaced: Callable):
   return get_model_weights, set_model_weights
 
 
-def _names(struct_type) -> list[str]:
-  return [name for name, _ in tff.structure.iter_elements(struct_type)]
-
-
 def metric_names(process) -> set[str]:
   """Every field name, at any depth, of what a round of `process` reports (a
   LearningProcess's metrics; a RoundProcess's aggregation measurements and, where
@@ -332,7 +328,7 @@ class FederatedRunner:
     stateful, reports = round_.keeps_client_state, round_.reports
     input_type = tff.StructType([('place', np.int32), ('data', data_type)]
                                 + ([('state', state_type[0])] if stateful else []))
-    per_client = [k for k in (STATE, REPORT) if k in _names(round_.output_type)]
+    per_client = [k for k in (STATE, REPORT) if k in tff.structure.name_list(round_.output_type)]
 
     @tff.tensorflow.computation(broadcast_type, input_type)
     def placed_work(broadcast, client):
@@ -370,13 +366,13 @@ class FederatedRunner:
                for i, d in enumerate(data)]
     if self._round.reports:
       aggregator, result, measurements, summed, broadcast, kept = self._next(state, clients)
-      kept = _in_order(kept)
+      kept = sorted(kept, key=lambda k: int(k['place']))  # as sent
       server, metrics = finish_with_reports(self._round, state['server'], broadcast, summed,
                                             result, measurements, [k[REPORT] for k in kept])
       new_state = {'server': server, 'aggregator': aggregator}
     else:
       new_state, kept, metrics = self._next(state, clients)
-      kept = _in_order(kept)
+      kept = sorted(kept, key=lambda k: int(k['place']))  # as sent
     return new_state, [k.get(STATE) for k in kept], metrics
 
   def get_model_weights(self, server):
@@ -384,13 +380,6 @@ class FederatedRunner:
 
   def set_model_weights(self, server, weights):
     return self._round.set_model_weights(server, weights)
-
-
-def _in_order(kept: Sequence[Any]) -> list:
-  ordered = [None] * len(kept)
-  for client in kept:
-    ordered[int(client['place'])] = client
-  return ordered
 
 
 class RoundProcess:
