@@ -575,7 +575,7 @@ def bench_round() -> str:
   def fedavg(client_loop=baselines.CLIENT_LOOP):
     return tff.simulation.compose_dataset_computation_with_learning_process(
         task.dataset_computation,
-        baselines.build_process('fedavg', task.model_fn,
+        baselines.build_process(task.model_fn,
                                 client_optimizer=optimizers.OptimizerConfig('sgd', 0.1),
                                 server_optimizer=optimizers.OptimizerConfig('adam', 0.01),
                                 client_loop=client_loop))

@@ -54,9 +54,8 @@ def _fedsgd_round(loss_name):
         _keras_model(loss_name), loss=losses.RETRIEVAL_LOSSES[loss_name][0](),
         input_spec=INPUT_SPEC)
 
-  process = baselines.build_process(
-      'fedsgd', model_fn, client_optimizer=optimizers.OptimizerConfig(),
-      server_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE))
+  process = baselines.build_fedsgd_process(
+      model_fn, server_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE))
   datasets = [tf.data.Dataset.from_tensor_slices(
       (collections.OrderedDict(context=c), l)).batch(BATCH) for c, l in CLIENTS]
   state = process.next(process.initialize(), datasets).state
@@ -106,7 +105,7 @@ def test_one_client_fedavg_with_unit_server_sgd_is_local_sgd(tff_runtime):
         _keras_model(loss_name), loss=losses.GlobalSoftmax(), input_spec=INPUT_SPEC)
 
   process = baselines.build_process(
-      'fedavg', model_fn,
+      model_fn,
       client_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE),
       server_optimizer=optimizers.OptimizerConfig('sgd', 1.0))
   context, label = CLIENTS[2]
@@ -138,7 +137,7 @@ def test_fedprox_client_steps_carry_the_proximal_term_of_its_strength(tff_runtim
         _keras_model('global_softmax'), loss=losses.GlobalSoftmax(), input_spec=INPUT_SPEC)
 
   process = baselines.build_process(
-      'fedprox', model_fn, client_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE),
+      model_fn, client_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE),
       server_optimizer=optimizers.OptimizerConfig('sgd', 1.0), proximal_strength=mu)
   context, label = CLIENTS[2]
   half = len(label) // 2
@@ -171,7 +170,7 @@ def test_iterator_client_loop_matches_tff_default_reduce_loop(tff_runtime):
   weights = {}
   for loop in tff.learning.LoopImplementation:
     process = baselines.build_process(
-        'fedavg', model_fn, client_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE),
+        model_fn, client_optimizer=optimizers.OptimizerConfig('sgd', LEARNING_RATE),
         server_optimizer=optimizers.OptimizerConfig('adam', 0.01), client_loop=loop)
     state = process.initialize()
     for _ in range(2):
@@ -192,17 +191,11 @@ def test_bad_optimizer_config(kwargs, message):
     optimizers.OptimizerConfig(**kwargs)
 
 
-def test_unknown_algorithm():
-  with pytest.raises(ValueError, match="unknown algorithm 'fedfoo'.*fedavg"):
-    baselines.build_process('fedfoo', None, client_optimizer=optimizers.OptimizerConfig(),
-                            server_optimizer=optimizers.OptimizerConfig())
-
-
 @pytest.mark.parametrize('side', ['client', 'server'])
 def test_lazy_adam_on_a_keras_models_dense_updates_is_refused(side):
   lazy = {f'{side}_optimizer': optimizers.OptimizerConfig('lazy_adam', 0.01)}
   with pytest.raises(ValueError, match='lazy_adam would be plain Adam'):
-    baselines.build_process('fedavg', None, **{
+    baselines.build_process(None, **{
         'client_optimizer': optimizers.OptimizerConfig(),
         'server_optimizer': optimizers.OptimizerConfig(), **lazy})
 
@@ -223,10 +216,9 @@ def test_adaptive_servers_with_tau_take_reddi_sized_first_steps():
     optimizers.OptimizerConfig('sgd', 0.1, adaptivity=1e-3)
 
 
-@pytest.mark.parametrize('algorithm, uniform, server', [
-    ('fedavg', True, optimizers.OptimizerConfig('adam', 0.01))])
+@pytest.mark.parametrize('uniform, server', [(True, optimizers.OptimizerConfig('adam', 0.01))])
 def test_the_projects_fedavg_round_trains_as_tff_learnings_on_the_same_batches(
-    algorithm, uniform, server, tff_runtime):
+    uniform, server, tff_runtime):
   """The round of build_round (the project's client loop on sliced batches) and
   tff.learning's FedAvg on those batches as datasets end two rounds of the dual
   encoder with the same model and loss. Each is also held to the maths in numpy
@@ -242,12 +234,12 @@ def test_the_projects_fedavg_round_trains_as_tff_learnings_on_the_same_batches(
               for k, (c, l) in enumerate(CLIENTS)] for r in range(2)]
   client = optimizers.OptimizerConfig('sgd', LEARNING_RATE)
   tff_process = baselines.build_process(
-      algorithm, model_fn, client_optimizer=client, server_optimizer=server,
-      proximal_strength=2.0, client_weighting=(tff.learning.ClientWeighting.UNIFORM if uniform
-                                               else tff.learning.ClientWeighting.NUM_EXAMPLES))
+      model_fn, client_optimizer=client, server_optimizer=server,
+      client_weighting=(tff.learning.ClientWeighting.UNIFORM if uniform
+                        else tff.learning.ClientWeighting.NUM_EXAMPLES))
   project = rounds.compose(baselines.build_round(
       model_fn, sliced.tff_type(cohorts[0][0]), tff.aggregators.MeanFactory(),
-      client_optimizer=baselines._client_optimizer(algorithm, client, 2.0),  # pylint: disable=protected-access
+      client_optimizer=client.build(),
       server_optimizer=server.build(), uniform=uniform))
   trained, losses_ = [], []
   datasets = [[tf.nest.map_structure(tf.constant, b).as_dataset() for b in c] for c in cohorts]

@@ -201,8 +201,8 @@ def test_a_build_that_drops_a_declared_aggregation_or_stack_is_refused(ml100k_di
   """A user's builder that declares DP and FedSubAvg's stack and composes neither
   (FedAvg with a plain mean): registry.build reads what the built process reports."""
   def ignoring(task, options, training, *, name):
-    return baselines.build_keras(task, name, dataclasses.replace(
-        training, aggregator=inner.InnerAggregator(), stack=(), row_scales=None))
+    return baselines.build_keras(task, options, dataclasses.replace(
+        training, aggregator=inner.InnerAggregator(), stack=(), row_scales=None), name=name)
 
   registry.register('ignoring', registry.Algorithm(
       'declares, ignores', {'keras': ignoring}, aggregators=inner.NAMES,

@@ -448,8 +448,10 @@ from tff_rec.algorithms import registry
 
 
 def clipping_at_5(task, options, training, *, name):
-  return baselines.build_keras(task, name, training, model_aggregator=dataclasses.replace(
-      training.aggregator, dp_clip=5.0).mean(training.clients_per_round))
+  return baselines.build_keras(task, options, training, name=name,
+                               model_aggregator=dataclasses.replace(
+                                   training.aggregator, dp_clip=5.0).mean(
+                                       training.clients_per_round))
 
 
 registry.register('fedavg_clipping_at_5', registry.Algorithm(

@@ -44,9 +44,8 @@ def test_dual_encoder_rounds_match_native(ml100k_dir, tff_runtime, algorithm):
       data_dir=str(ml100k_dir), loss='hinge_spreadout', batch_size=4))
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       task.dataset_computation,
-      baselines.build_process(algorithm, task.model_fn,
-                              client_optimizer=optimizers.OptimizerConfig('sgd', 0.5),
-                              server_optimizer=optimizers.OptimizerConfig('adam', 0.05)))
+      baselines.build_fedsgd_process(
+          task.model_fn, server_optimizer=optimizers.OptimizerConfig('adam', 0.05)))
   ids = task.train_client_ids
   cohorts = [[task.client_arguments(c, loop.client_seed(0, r, c))
               for c in loop.sample_cohort(ids, 5, seed=0, round_num=r)] for r in (1, 2, 3)]
@@ -70,7 +69,7 @@ def _hashed_process(impl, model_aggregator=None):
     return tff.learning.models.from_keras_model(
         model, loss=tf.keras.losses.BinaryCrossentropy(from_logits=True), input_spec=spec)
 
-  return baselines.build_process('fedavg', model_fn,
+  return baselines.build_process(model_fn,
                                  client_optimizer=optimizers.OptimizerConfig('sgd', 0.5),
                                  server_optimizer=optimizers.OptimizerConfig('sgd', 1.0),
                                  model_aggregator=model_aggregator)

@@ -131,7 +131,7 @@ def test_federated_global_softmax_beats_popularity_on_real_ml100k(real_ml100k, t
                                        loss='global_softmax'))
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       task.dataset_computation,
-      baselines.build_process('fedavg', task.model_fn,
+      baselines.build_process(task.model_fn,
                               client_optimizer=optimizers.OptimizerConfig('sgd', 0.1),
                               server_optimizer=optimizers.OptimizerConfig('adam', 0.01)))
   _, metrics = loop.run(

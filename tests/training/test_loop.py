@@ -63,7 +63,7 @@ def _process():
     return tff.learning.models.from_keras_model(
         model, loss=losses.GlobalSoftmax(), input_spec=SPEC)
   return baselines.build_process(
-      'fedavg', model_fn, client_optimizer=optimizers.OptimizerConfig('sgd', 0.5),
+      model_fn, client_optimizer=optimizers.OptimizerConfig('sgd', 0.5),
       server_optimizer=optimizers.OptimizerConfig('adam', 0.05))
 
 

@@ -28,8 +28,6 @@ from tff_rec.training import functional
 from tff_rec.training import optimizers
 from tff_rec.training import proximal
 
-ALGORITHMS = ('fedavg', 'fedsgd', 'fedprox')
-
 # Clients loop over their batches with a dataset iterator, not TFF's default
 # Dataset.reduce: a ReduceDataset op instantiates (and graph-optimizes) its
 # body function on every call, ~150 ms per client for the dual encoder on
@@ -37,36 +35,40 @@ ALGORITHMS = ('fedavg', 'fedsgd', 'fedprox')
 CLIENT_LOOP = tff.learning.LoopImplementation.DATASET_ITERATOR
 
 
-def build_process(algorithm: str, model_fn: Callable[[], tff.learning.models.VariableModel],
+def build_process(model_fn: Callable[[], tff.learning.models.VariableModel],
                   *, client_optimizer: optimizers.OptimizerConfig,
                   server_optimizer: optimizers.OptimizerConfig,
                   client_loop: tff.learning.LoopImplementation = CLIENT_LOOP,
                   model_aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
                   client_weighting: tff.learning.ClientWeighting = (
                       tff.learning.ClientWeighting.NUM_EXAMPLES),
-                  proximal_strength: float = 0.01
-                  ) -> tff.learning.templates.LearningProcess:
-  """FedAvg (client optimizer, E local epochs), FedSGD (one gradient per client)
-  or FedProx (FedAvg with a proximal term of `proximal_strength` at the clients).
-
-  FedSGD ignores the client optimizer: each client returns the gradient of its
-  loss over all its examples at the broadcast model.
-  """
-  _refuse_lazy_adam(algorithm, client_optimizer, server_optimizer)
-  shared = dict(server_optimizer_fn=server_optimizer.build(), loop_implementation=client_loop,
-                model_aggregator=model_aggregator)
-  if algorithm == 'fedsgd':
-    return tff.learning.algorithms.build_fed_sgd(model_fn, **shared)
-  if algorithm not in ALGORITHMS:
-    raise ValueError(f'unknown algorithm {algorithm!r}; choose one of {ALGORITHMS}')
-  client = _client_optimizer(algorithm, client_optimizer, proximal_strength)
+                  proximal_strength: float = 0.0) -> tff.learning.templates.LearningProcess:
+  """FedAvg (client optimizer, E local epochs) as tff.learning composes it; with a
+  `proximal_strength` mu > 0, FedProx (FedAvg whose client steps carry the
+  proximal term)."""
+  _refuse_lazy_adam('fedavg', client_optimizer, server_optimizer)
   return tff.learning.algorithms.build_weighted_fed_avg(
-      model_fn, client_optimizer_fn=client, client_weighting=client_weighting, **shared)
+      model_fn, client_optimizer_fn=_client_optimizer(client_optimizer, proximal_strength),
+      client_weighting=client_weighting, server_optimizer_fn=server_optimizer.build(),
+      loop_implementation=client_loop, model_aggregator=model_aggregator)
 
 
-def _refuse_lazy_adam(algorithm: str, client_optimizer: optimizers.OptimizerConfig,
+def build_fedsgd_process(model_fn: Callable[[], tff.learning.models.VariableModel], *,
+                         server_optimizer: optimizers.OptimizerConfig,
+                         client_loop: tff.learning.LoopImplementation = CLIENT_LOOP,
+                         model_aggregator: tff.aggregators.WeightedAggregationFactory | None = None
+                         ) -> tff.learning.templates.LearningProcess:
+  """FedSGD: each client returns the gradient of its loss over all its examples at
+  the broadcast model (no client optimizer)."""
+  _refuse_lazy_adam('fedsgd', None, server_optimizer)
+  return tff.learning.algorithms.build_fed_sgd(
+      model_fn, server_optimizer_fn=server_optimizer.build(), loop_implementation=client_loop,
+      model_aggregator=model_aggregator)
+
+
+def _refuse_lazy_adam(algorithm: str, client_optimizer: optimizers.OptimizerConfig | None,
                       server_optimizer: optimizers.OptimizerConfig) -> None:
-  if client_optimizer.name == 'lazy_adam' and algorithm != 'fedsgd':
+  if client_optimizer and client_optimizer.name == 'lazy_adam':
     raise api.NotApplicable(
         f'--algorithm={algorithm} trains a Keras model whose gradients are made dense, so '
         'lazy_adam would be plain Adam: use adam (lazy_adam is for the FAIR family and the '
@@ -136,75 +138,75 @@ def model_aggregator_for(task, training, name: str):
                                     inner=inner)
 
 
-def _client_optimizer(algorithm: str, config: optimizers.OptimizerConfig,
-                      proximal_strength: float) -> tff.learning.optimizers.Optimizer:
+def _client_optimizer(config: optimizers.OptimizerConfig, proximal_strength: float
+                      ) -> tff.learning.optimizers.Optimizer:
   client = config.build()
   # FedProx's client steps are proximal (not TFF's own FedProx: see training.proximal).
-  return proximal.Proximal(client, proximal_strength) if algorithm == 'fedprox' else client
+  return proximal.Proximal(client, proximal_strength) if proximal_strength else client
 
 
-def build_keras(task, name: str, training, *, algorithm: str = 'fedavg',
-                model_aggregator=None, proximal_strength: float = 0.01):
-  """A tff.learning process on the task's Keras model, fed by its dataset computation."""
+def build_keras(task, options, training, *, name: str, model_aggregator=None):
+  """FedAvg (FedProx with options' proximal_strength) as a tff.learning process on
+  the task's Keras model, fed by its dataset computation."""
+  _refuse_lazy_adam(name, training.client_optimizer, training.server_optimizer)
   weighting = (tff.learning.ClientWeighting.UNIFORM if training.weighting == 'clients'
                else tff.learning.ClientWeighting.NUM_EXAMPLES)
-  process = build_process(
-      algorithm, task.model_fn, client_optimizer=training.client_optimizer,
+  return _on_datasets(task, build_process(
+      task.model_fn, client_optimizer=training.client_optimizer,
       server_optimizer=training.server_optimizer,
       model_aggregator=model_aggregator or model_aggregator_for(task, training, name),
-      client_weighting=weighting, proximal_strength=proximal_strength)
-  # The client datasets as the Keras model reads them: the task's
-  # `keras_dataset_computation` where its other algorithms read another form.
-  process = tff.simulation.compose_dataset_computation_with_learning_process(
-      getattr(task, 'keras_dataset_computation', task.dataset_computation), process)
-  return api.Built(process, list(task.train_client_ids), task.client_arguments)
+      client_weighting=weighting, proximal_strength=_proximal_strength(options)))
 
 
-def build_on_batches(task, name: str, training, *, algorithm: str = 'fedavg',
-                     model_aggregator=None, proximal_strength: float = 0.01):
-  """FedAvg or FedProx as the project's round (build_round) on the task's numpy batches."""
+def build_fedsgd(task, options, training, *, name: str):
+  """FedSGD as a tff.learning process on the task's Keras model."""
+  del options  # none
+  _refuse_lazy_adam(name, None, training.server_optimizer)
+  return _on_datasets(task, build_fedsgd_process(
+      task.model_fn, server_optimizer=training.server_optimizer,
+      model_aggregator=model_aggregator_for(task, training, name)))
+
+
+def _on_datasets(task, process) -> api.Built:
+  """`process` fed by the client datasets as the Keras model reads them: the task's
+  `keras_dataset_computation` where its other algorithms read another form."""
+  return api.Built(tff.simulation.compose_dataset_computation_with_learning_process(
+      getattr(task, 'keras_dataset_computation', task.dataset_computation), process),
+                   list(task.train_client_ids), task.client_arguments)
+
+
+def build_on_batches(task, options, training, *, name: str):
+  """FedAvg (FedProx with options' proximal_strength) as the project's round
+  (build_round) on the task's numpy batches."""
   _refuse_lazy_adam(name, training.client_optimizer, training.server_optimizer)
   round_ = build_round(
-      task.model_fn, api.batches_type(task),
-      model_aggregator or model_aggregator_for(task, training, name),
-      client_optimizer=_client_optimizer(algorithm, training.client_optimizer,
-                                         proximal_strength),
+      task.model_fn, api.batches_type(task), model_aggregator_for(task, training, name),
+      client_optimizer=_client_optimizer(training.client_optimizer,
+                                         _proximal_strength(options)),
       server_optimizer=training.server_optimizer.build(),
       uniform=training.weighting == 'clients')
   return api.Built(rounds.compose(round_), list(task.train_client_ids), task.client_batches)
 
 
-def _builders(algorithm: str) -> dict:
-  """FedAvg's or FedProx's registered builders: the project's round on numpy batches,
-  tff.learning's process on datasets."""
-  def builder(build):
-    def build_algorithm(task, options: heat_lib.WeightingOptions, training, *, name: str):
-      return build(task, name, training, algorithm=algorithm,
-                   proximal_strength=getattr(options, 'proximal_strength', 0.0))
-
-    build_algorithm.__name__ = build.__name__ + ('' if algorithm == 'fedavg'
-                                                 else f'({algorithm})')
-    return build_algorithm
-
-  return {'keras_batches': builder(build_on_batches), 'keras': builder(build_keras)}
-
-
-def build_fedsgd(task, options, training, *, name: str):
-  del options  # none
-  return build_keras(task, name, training, algorithm='fedsgd')
+def _proximal_strength(options) -> float:
+  return getattr(options, 'proximal_strength', 0.0)  # FedProx's; FedAvg's options have none
 
 
 COMPOSES = dict(aggregators=inner.NAMES, stacks=('fedsubavg',))
 
 registry.register('fedavg', registry.Algorithm(
     'FedAvg: client optimizer for the local epochs, server optimizer on the mean update',
-    _builders('fedavg'), heat_lib.WeightingOptions, **COMPOSES))
+    {'keras_batches': build_on_batches, 'keras': build_keras}, heat_lib.WeightingOptions,
+    **COMPOSES))
 _ONE_GRADIENT = 'each client sends the gradient of its loss at the broadcast model'
 registry.register('fedsgd', registry.Algorithm(
     'FedSGD: one gradient per client per round', {'keras': build_fedsgd}, **COMPOSES,
     unused_settings=dict(client_optimizer=_ONE_GRADIENT, client_learning_rate=_ONE_GRADIENT)))
+# FedProx is FedAvg whose client steps carry a proximal term (its option); on a
+# Keras model only.
 registry.register('fedprox', registry.Algorithm(
-    'FedProx: FedAvg with a proximal term', _builders('fedprox'), FedProxOptions, **COMPOSES))
+    'FedProx: FedAvg with a proximal term', options=FedProxOptions, base='fedavg',
+    without_kinds=('mf', 'weight_tables'), **COMPOSES))
 # FedAdam / FedAdagrad are FedAvg with that server optimizer (Reddi et al.).
 for _name, _server, _rate in (('fedadam', 'Adam', 0.01), ('fedadagrad', 'Adagrad', 0.1)):
   registry.register(_name, registry.Algorithm(
