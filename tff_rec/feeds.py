@@ -70,6 +70,7 @@ class Feeds:
     label = client_arrays.LABEL
     return {k: v for k, v in examples.items() if k != label}, examples[label]
 
+  @functools.cache  # read by the heat and by a task's describe (ctr's dispersion)
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:
     return self.client_arrays.table_rows(self.tables, self.PADDING_ID)
 

@@ -99,14 +99,18 @@ class Algorithm:
       raise ValueError(f'stacks must be among {api.STACKABLE}; got {self.stacks}')
     if self.server_optimizer and self.server_optimizer not in optimizers.OPTIMIZERS:
       raise ValueError(f'unknown server optimizer {self.server_optimizer!r}')
-    if self.weighs not in (None, *heat.HEAT):
-      raise ValueError(f'weighs must be one of {heat.HEAT} or None, got {self.weighs!r}')
+    _check_weighs(self.weighs)
 
   def own_settings(self) -> dict[str, Any]:
     """The training settings it sets over the task's: its server optimizer and its
     defaults."""
     pinned = {'server_optimizer': self.server_optimizer} if self.server_optimizer else {}
     return {**pinned, **self.defaults}
+
+
+def _check_weighs(weighs: str | None) -> None:
+  if weighs not in (None, *heat.HEAT):
+    raise ValueError(f'weighs must be one of {heat.HEAT} or None, got {weighs!r}')
 
 
 _REGISTERED: dict[str, Algorithm] = {}
@@ -146,8 +150,7 @@ def implement(name: str, kind: str, build: Callable[..., Built], *,
   if kind not in api.MODEL_KINDS or kind in _IMPLEMENTED.get(name, {}):
     raise ValueError(f'{name} has a builder for {kind!r} already, or {kind!r} is not among '
                      f'{sorted(api.MODEL_KINDS)}')
-  if weighs not in (None, *heat.HEAT):
-    raise ValueError(f'weighs must be one of {heat.HEAT} or None, got {weighs!r}')
+  _check_weighs(weighs)
   _IMPLEMENTED.setdefault(name, {})[kind] = build
   if weighs:
     _WEIGHS[name, kind] = weighs
