@@ -14,7 +14,9 @@ colr, scolr, svd and topk; fedavg and fedsubavg are FedMF
 here) user vectors never leave their client: `user_state` 'stored' (kept
 between the rounds a client joins: the round's client state) or
 'reconstructed' (fitted afresh each round and at evaluation,
-`reconstruction_epochs`). Both runtimes run either.
+`reconstruction_epochs`). Both runtimes run either. Only those algorithms
+read the two settings (their fields' model_kind: registry.build refuses them
+elsewhere).
 
 Every other algorithm trains the same score as a Keras model (mf.keras_model)
 whose user table is a model weight like any other: broadcast, trained on its
@@ -77,11 +79,11 @@ class Config:
       20, 'Users with fewer items are skipped (and counted).')
   user_state: str = setting.setting(
       'stored', "A client's user vector: kept between the rounds it joins, or "
-      'reconstructed every round and at evaluation.', choices=USER_STATES,
-      training='federated')
+      'reconstructed every round and at evaluation (FedMF and its update forms).',
+      choices=USER_STATES, training='federated', model_kind='mf')
   reconstruction_epochs: int = setting.setting(
       1, 'Epochs fitting a reconstructed user vector with the items frozen.',
-      training='federated')
+      training='federated', model_kind='mf')
   top_k: int = setting.setting(10, 'Cut-off of the ranking metrics (NDCG, HR, recall).')
   seed: int = setting.setting(0, 'Seed of every random choice.')
   interactions: Interactions = Interactions()

@@ -13,10 +13,14 @@ TRAININGS = ('federated', 'centralized')
 
 
 def setting(default: Any, description: str, *, choices: Iterable[str] = (),
-            training: str | None = None) -> dataclasses.Field:
+            training: str | None = None, model_kind: str | None = None) -> dataclasses.Field:
   """A described field; `training` (one of TRAININGS) where only that kind of
-  training uses it (a launcher of the other refuses it given)."""
+  training uses it (a launcher of the other refuses it given); `model_kind`
+  (tff_rec.algorithms.api.MODEL_KINDS) where only algorithms that train that
+  kind of the task's model read it (registry.build refuses it given to others)."""
   metadata = {'help': description}
+  if model_kind is not None:
+    metadata['model_kind'] = model_kind
   if choices:
     metadata['choices'] = tuple(choices)
   if training is not None:

@@ -58,6 +58,14 @@ def test_training_settings_layer_task_then_algorithm_then_overrides():
     (next_item, {'loss': 'batch_softmax_spreadout'}, 'fair',
      'adds a regularization loss'),
     (ranking, {}, 'fedmf', 'trains a matrix factorization whose user vectors stay'),
+    # FedMF's private users' settings, given to an algorithm on the Keras MF (whose
+    # user table is a shared weight) or to its own (SCAFFOLD, MetaUA)
+    (loo_ranking, {'user_state': 'reconstructed'}, 'fair',
+     r'--user_state applies to the algorithms that train a matrix factorization whose '
+     r'user vectors stay on their clients \(colr, fedavg, fedmf, fedsubavg, scolr, svd, '
+     r'topk\), and --algorithm=fair trains a Keras model here: leave it out'),
+    (loo_ranking, {'user_state': 'reconstructed', 'reconstruction_epochs': 2}, 'scaffold',
+     "--user_state applies to .* trains a Keras model whose clients' batches are numpy"),
 ])
 def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
     task_module, config, algorithm, message, request):

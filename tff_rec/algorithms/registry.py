@@ -302,6 +302,7 @@ def build(name: str, task, training: Training = Training(), **options) -> Built:
     raise NotApplicable(f'--aggregator={training.aggregator.name}: TFF\'s native worker '
                         'has no secure sum; use --runtime=inprocess')
   kind = kind_for(name, task)
+  _refuse_other_kinds_settings(name, task, kind)
   training = composed_training(name, kind, task, chosen, training)
   with hashed_embedding.composite_only() if native else contextlib.nullcontext():
     built = builders_of(name)[kind](task, chosen, training, name=name)
@@ -310,6 +311,21 @@ def build(name: str, task, training: Training = Training(), **options) -> Built:
                     'registry.Built')
   check_honoured(name, training, built)
   return dataclasses.replace(built, training=training, kind=kind)
+
+
+def _refuse_other_kinds_settings(name: str, task, kind: str) -> None:
+  """Refuses a task setting given (not at its default) that only algorithms training
+  another kind of the task's model read (its field's metadata 'model_kind', e.g.
+  loo_ranking's user_state: FedMF's private users, not the Keras MF's table)."""
+  config = getattr(task, 'config', None)
+  for field in dataclasses.fields(config) if dataclasses.is_dataclass(config) else ():
+    owner = field.metadata.get('model_kind')
+    if owner not in (None, kind) and getattr(config, field.name) != field.default:
+      readers = [n for n in algorithms() if owner in builders_of(n)]
+      raise api.not_applicable(
+          name, task, f'--{field.name} applies to the algorithms that train '
+          f'{api.MODEL_KINDS[owner][1]} ({", ".join(readers)}), and --algorithm={name} trains '
+          f'{api.MODEL_KINDS[kind][1]} here: leave it out')
 
 
 def composed_training(name: str, kind: str, task, options, training: Training) -> Training:
