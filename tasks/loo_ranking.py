@@ -15,7 +15,7 @@ here) user vectors never leave their client: `user_state` 'stored' (kept
 between the rounds a client joins: the round's client state) or
 'reconstructed' (fitted afresh each round and at evaluation,
 `reconstruction_epochs`). Both runtimes run either. Only those algorithms
-read the two settings (their fields' model_kind: registry.build refuses them
+read the two settings and `l2` (their fields' model_kind: registry.build refuses them
 elsewhere).
 
 Every other algorithm trains the same score as a Keras model (mf.keras_model)
@@ -74,7 +74,9 @@ class Config:
       4, 'Sampled negatives per positive, unseen items redrawn every local epoch.')
   batch_size: int = setting.setting(256, 'Training batch size.')
   local_epochs: int = setting.setting(2, 'Client epochs per round.', training='federated')
-  l2: float = setting.setting(5e-4, 'L2 decay on the batch embeddings.')
+  l2: float = setting.setting(
+      5e-4, "L2 decay on the batch embeddings (FedMF's family and the centralized MF; the "
+      'Keras MF has none).', model_kind='mf')
   min_interactions: int = setting.setting(
       20, 'Users with fewer items are skipped (and counted).')
   user_state: str = setting.setting(

@@ -66,6 +66,8 @@ def test_training_settings_layer_task_then_algorithm_then_overrides():
      r'topk\), and --algorithm=fair trains a Keras model here: leave it out'),
     (loo_ranking, {'user_state': 'reconstructed', 'reconstruction_epochs': 2}, 'scaffold',
      "--user_state applies to .* trains a Keras model whose clients' batches are numpy"),
+    (loo_ranking, {'l2': 1e-3}, 'fedadam', '--l2 applies to the algorithms that train a '
+     'matrix factorization whose user vectors stay'),
 ])
 def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
     task_module, config, algorithm, message, request):
