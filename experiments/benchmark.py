@@ -226,7 +226,7 @@ RUNTIME_WORKLOADS = {
     'FedMF d=64, 2 epochs, batch 256 (CoLR)': (
         'loo_ranking', dict(embedding_dim=64), 'fedmf', 60, {}, {}),
     'FedMF d=64, reconstructed users (CoLR)': (
-        'loo_ranking', dict(embedding_dim=64, user_state='reconstructed'), 'fedmf', 60, {}, {}),
+        'loo_ranking', dict(embedding_dim=64), 'fedmf', 60, {}, dict(user_state='reconstructed')),
     'Keras MF d=64, FedProx (leave-one-out)': (
         'loo_ranking', dict(embedding_dim=64), 'fedprox', 60, {}, {}),
     'DCN FedAvg, 3 epochs, batch 15 (MetaUA)': (

@@ -24,13 +24,14 @@ class Dataset:
   data_dir: str
   metric: str  # headline, after the last round
   config: dict = dataclasses.field(default_factory=dict)
+  options: dict = dataclasses.field(default_factory=dict)  # the algorithms' (refused if not)
 
 
 DATASETS = {
     'ml100k_next_item': Dataset('next_item', 'ml-100k', 'test/recall_at_10'),
     'ml100k_ranking': Dataset('loo_ranking', 'ml-100k', 'test/hr_at_10'),
     'ml100k_ranking_recon': Dataset('loo_ranking', 'ml-100k', 'test/hr_at_10',
-                                    dict(user_state='reconstructed')),
+                                    options=dict(user_state='reconstructed')),
     'ml100k_ctr': Dataset('ctr', 'ml-100k', 'eval/test_auc'),
     'ml100k_ctr_dcn': Dataset('ctr', 'ml-100k', 'eval/test_auc', dict(model='dcn')),
     'ml100k_ctr_din': Dataset('ctr', 'ml-100k', 'eval/test_auc', dict(model='din')),
@@ -99,7 +100,7 @@ def table(records: dict[str, dict], algorithms: list[str], datasets: list[str], 
       '']
   for dataset in datasets:
     spec = DATASETS[dataset]
-    settings = ''.join(f' --{k}={v}' for k, v in spec.config.items())
+    settings = ''.join(f' --{k}={v}' for k, v in {**spec.config, **spec.options}.items())
     lines += [f'## {dataset} (`--task={spec.task} --data_dir=../shared/data/'
               f'{spec.data_dir}{settings}`, {spec.metric})', '',
               '| algorithm | ' + ' | '.join(f'{a} / {r}' + (f' + {k}' if k else '')
@@ -140,7 +141,7 @@ def run_cell(task, dataset: Dataset, algorithm: str, aggregator: str, runtime: s
         task, algorithm, training, loop.Schedule(
             rounds=rounds, clients_per_round=CLIENTS_PER_ROUND,
             eval_every=0, seed=0),
-        context=contextlib.nullcontext())
+        context=contextlib.nullcontext(), options=dataset.options)
   except (registry.NotApplicable, inprocess.NotMapReduceCompatibleError) as e:
     return {'status': 'N/A', 'reason': str(e).split('\n')[0][:300]}
   except runner.AggregationNotVisible as e:

@@ -11,11 +11,10 @@ sequence file (`uid item item ...`, e.g. Amazon Beauty) works as well.
 
 For FedMF (the default, tff_rec.algorithms.fedmf, with the item-update forms
 colr, scolr, svd and topk; fedavg and fedsubavg are FedMF
-here) user vectors never leave their client: `user_state` 'stored' (kept
-between the rounds a client joins: the round's client state) or
-'reconstructed' (fitted afresh each round and at evaluation,
-`reconstruction_epochs`). Both runtimes run either. Only those algorithms
-read the two settings and `l2` (their fields' model_kind: registry.build refuses them
+here) user vectors never leave their client: FedMF's options say how they are
+kept (item_updates.Options: user_state, reconstruction_epochs; a client's
+rows then hold the reconstruction's epochs before its local epochs, the
+`extra_epochs` of its feed). Only those algorithms read `l2` (their fields' model_kind: registry.build refuses them
 elsewhere).
 
 Every other algorithm trains the same score as a Keras model (mf.keras_model)
@@ -58,7 +57,6 @@ from tff_rec.training import resources
 Interactions = interactions.Columns
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
-USER_STATES = ('stored', 'reconstructed')
 EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
 RANK_BLOCK_USERS = 8192  # users scored at once in evaluation
 
@@ -79,20 +77,12 @@ class Config:
       'Keras MF has none).', model_kind='mf')
   min_interactions: int = setting.setting(
       20, 'Users with fewer items are skipped (and counted).')
-  user_state: str = setting.setting(
-      'stored', "A client's user vector: kept between the rounds it joins, or "
-      'reconstructed every round and at evaluation (FedMF and its update forms).',
-      choices=USER_STATES, training='federated', model_kind='mf')
-  reconstruction_epochs: int = setting.setting(
-      1, 'Epochs fitting a reconstructed user vector with the items frozen.',
-      training='federated', model_kind='mf')
   top_k: int = setting.setting(10, 'Cut-off of the ranking metrics (NDCG, HR, recall).')
   seed: int = setting.setting(0, 'Seed of every random choice.')
   interactions: Interactions = Interactions()
 
   def __post_init__(self):
-    for name in ('embedding_dim', 'num_negatives', 'batch_size', 'local_epochs',
-                 'reconstruction_epochs', 'top_k'):
+    for name in ('embedding_dim', 'num_negatives', 'batch_size', 'local_epochs', 'top_k'):
       if getattr(self, name) < 1:
         raise ValueError(f'{name} must be >= 1, got {getattr(self, name)}')
     if self.top_k > EVAL_CANDIDATES:  # at 100 of 100 candidates, every HR would be 1
@@ -103,14 +93,6 @@ class Config:
     if self.min_interactions < leave_one_out.MIN_SPLIT:  # before the data is read
       raise ValueError(f'min_interactions must be >= {leave_one_out.MIN_SPLIT} (a training, a '
                        f'validation and a test item), got {self.min_interactions}')
-    if self.user_state not in USER_STATES:
-      raise ValueError(f'unknown user_state {self.user_state!r}; choose one of {USER_STATES}')
-    setting.refuse_unused(self, 'reconstruction_epochs', not self.stored,
-                          'to user_state=reconstructed')
-
-  @property
-  def stored(self) -> bool:
-    return self.user_state == 'stored'
 
 
 def make_config(**values) -> Config:
@@ -141,14 +123,16 @@ class _DrawnInClientWork(capabilities.Wrapper):
   numpy's: every runtime repeats a run drawing here, but it does not repeat a
   run drawing on the trainer."""
 
-  def mf_client_arguments(self, client_id: str, seed) -> tuple[np.ndarray, np.int64]:
+  def mf_client_arguments(self, client_id: str, seed, extra_epochs: int = 0
+                          ) -> tuple[np.ndarray, np.int64]:
+    del extra_epochs  # drawn by the dataset computation
     user = self.wrapped.user_index(client_id)
     return self.data.train.of(user).astype(np.int32), np.int64(seed)
 
-  @functools.cached_property
-  def mf_dataset_computation(self) -> tff.Computation:
-    k, epochs = self.config.num_negatives, self.wrapped._epochs  # pylint: disable=protected-access
-    rows, num_items = self.wrapped.mf_dataset_computation, self.data.num_items
+  @functools.cache
+  def mf_dataset_computation(self, extra_epochs: int = 0) -> tff.Computation:
+    k, epochs = self.config.num_negatives, extra_epochs + self.config.local_epochs
+    rows, num_items = self.wrapped.mf_dataset_computation(extra_epochs), self.data.num_items
 
     @tff.tensorflow.computation(tff.TensorType(np.int32, [None]), np.int64)
     def build(positives, seed):
@@ -211,23 +195,21 @@ class _DrawnInClientWork(capabilities.Wrapper):
     return self._of_examples(self.wrapped.batches_computation)
 
 
-# Copies of each table a run holds at least: the round's state and, while a round
-# writes it, the next state (rounds.RoundProcess), and the initial item table; a
-# reconstructed user table only its initial one.
-USER_COPIES, ITEM_COPIES = {'stored': 2, 'reconstructed': 1}, 3
+# Copies of each table every run holds at least: the initial user table (FedMF's
+# stored users hold more: fedmf checks them), and the initial item table, the
+# round's and the next state's.
+USER_COPIES, ITEM_COPIES = 1, 3
 
 
 def _check_tables_fit(num_users: int, num_items: int, config: Config) -> None:
   """Refuses, before the tables are allocated, a population whose tables do not fit."""
-  user_copies = USER_COPIES[config.user_state]
   d = config.embedding_dim
   refusal = resources.too_large(
-      4 * d * (num_users * user_copies + num_items * ITEM_COPIES),
-      f'{num_users} users x {d} floats x {user_copies} ({config.user_state} users) and '
-      f'{num_items} items x {d} floats x {ITEM_COPIES} (copies of each table)')
+      4 * d * (num_users * USER_COPIES + num_items * ITEM_COPIES),
+      f'{num_users} users x {d} floats and {num_items} items x {d} floats x {ITEM_COPIES} '
+      '(copies of the item table)')
   if refusal:
-    raise ValueError(f'{refusal}; use a smaller --embedding_dim or fewer users'
-                     + ('' if user_copies == 1 else ', or --user_state=reconstructed'))
+    raise ValueError(f'{refusal}; use a smaller --embedding_dim or fewer users')
 
 
 class Task(feeds.Feeds):
@@ -275,15 +257,9 @@ class Task(feeds.Feeds):
     skipped = (f', {d.skipped_users} users with < {self.config.min_interactions} items '
                'skipped' if d.skipped_users else '')
     return (f'{len(d.user_ids)} users{skipped}, {d.num_items} items, {len(d.train.items)} '
-            f'train positives, leave-one-out; d={self.config.embedding_dim}, '
-            f'{self.config.user_state} user vectors')
+            f'train positives, leave-one-out; d={self.config.embedding_dim}')
 
   # Client data ---------------------------------------------------------------
-
-  @property
-  def _epochs(self) -> int:
-    c = self.config
-    return c.local_epochs + (0 if c.stored else c.reconstruction_epochs)
 
   def client_rows(self, user: int, seed, epochs: int):
     """(epoch, item, label) rows: `epochs` shuffled epochs of the user's positives,
@@ -303,17 +279,20 @@ class Task(feeds.Feeds):
     return (np.repeat(np.arange(epochs, dtype=np.int32), rows_per_epoch),
             np.concatenate(items).astype(np.int32), np.concatenate(labels))
 
-  def mf_client_arguments(self, client_id: str, seed) -> tuple[np.ndarray, ...]:
-    """FedMF's client data: the (epoch, item, label) rows of its round's epochs."""
-    return self.client_rows(self._client_index[client_id], seed, self._epochs)
+  def mf_client_arguments(self, client_id: str, seed, extra_epochs: int = 0
+                          ) -> tuple[np.ndarray, ...]:
+    """FedMF's client data: the (epoch, item, label) rows of its round's epochs, the
+    `extra_epochs` (a reconstruction's) before the local epochs."""
+    return self.client_rows(self._client_index[client_id], seed,
+                            extra_epochs + self.config.local_epochs)
 
   def drawn_where_trained(self) -> '_DrawnInClientWork':
     return _DrawnInClientWork(self)
 
-  @functools.cached_property
-  def mf_dataset_computation(self) -> tff.Computation:
+  @functools.cache
+  def mf_dataset_computation(self, extra_epochs: int = 0) -> tff.Computation:
     """FedMF's: (epoch, item, label) rows -> batches, epoch by epoch."""
-    epochs, batch_size = self._epochs, self.config.batch_size
+    epochs, batch_size = extra_epochs + self.config.local_epochs, self.config.batch_size
 
     @tff.tensorflow.computation(tff.TensorType(np.int32, [None]),
                                 tff.TensorType(np.int32, [None]),

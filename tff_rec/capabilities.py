@@ -120,13 +120,16 @@ class PrivateUsers(Protocol):
 
   initial_items: np.ndarray
   initial_users: np.ndarray  # made once and kept
-  mf_dataset_computation: Any  # tff.Computation: a client's rows -> its sliced batches
 
   def initial_user_table(self) -> np.ndarray: ...  # initial_users, made anew at each call
 
   def client_rows(self, user: int, seed, epochs: int): ...
 
-  def mf_client_arguments(self, client_id: str, seed) -> tuple: ...  # mf_dataset_computation's
+  # A client's rows with `extra_epochs` (a reconstruction's) before its local
+  # epochs, and the tff.Computation making its sliced batches of them.
+  def mf_client_arguments(self, client_id: str, seed, extra_epochs: int = 0) -> tuple: ...
+
+  def mf_dataset_computation(self, extra_epochs: int = 0) -> Any: ...
 
   def user_index(self, client_id: str) -> int: ...
 

@@ -176,3 +176,14 @@ def test_stored_users_refuse_reconstruction_and_vice_versa():
   for config, users in ((_config(reconstruction_epochs=1), USERS), (_config(), None)):
     with pytest.raises(ValueError, match='stored user vectors are never reconstructed'):
       fedmf.build_process(config, ITEMS, _dataset_computation(1), users)
+
+
+def test_user_state_options_are_checked_and_refused_where_no_private_user_is():
+  with pytest.raises(ValueError, match='reconstruction_epochs applies to '
+                     'user_state=reconstructed; leave it out here'):
+    item_updates.Options(reconstruction_epochs=3)
+  with pytest.raises(ValueError, match="unknown user_state 'kept'"):
+    item_updates.Options(user_state='kept')
+  assert item_updates.Options(reconstruction_epochs=3, user_state='reconstructed'
+                              ).extra_epochs == 3
+  assert item_updates.Options().extra_epochs == 0

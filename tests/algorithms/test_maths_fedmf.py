@@ -21,12 +21,12 @@ import pytest
 from tests.algorithms import as_trained
 from tests.algorithms import reference
 
-RATE, L2, DIM, SEED = 0.5, 5e-4, 4, 5
+RATE, L2, DIM, SEED, LOCAL_EPOCHS = 0.5, 5e-4, 4, 5, 2
 
 
 def _flags(path, **settings):
   values = dict(task='loo_ranking', data_dir=path, embedding_dim=DIM, batch_size=32,
-                local_epochs=2, num_negatives=2, rounds=2, clients_per_round=4, eval_every=0,
+                local_epochs=LOCAL_EPOCHS, num_negatives=2, rounds=2, clients_per_round=4, eval_every=0,
                 seed=SEED, l2=L2)
   values.update(settings)
   return [f'--{k}={v}' for k, v in values.items() if v is not None]
@@ -95,6 +95,8 @@ def fedmf(run, *, form='full', rank=0, item_average='cohort', row_scale=None,
       else:
         user, local_rank, rows = client.input
         index = None
+      # what the client was fed: the reconstruction's epochs, then its local epochs
+      assert np.unique(rows[0]).tolist() == list(range(reconstruction_epochs + LOCAL_EPOCHS))
       columns = (reference.scolr_columns(SEED, round_num, rank, local_rank) if form == 'scolr'
                  else np.ones(rank) if form == 'colr' else None)
       user, payload = _client(items, np.asarray(user, np.float64), epoch_batches(*rows),

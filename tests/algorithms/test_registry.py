@@ -58,16 +58,14 @@ def test_training_settings_layer_task_then_algorithm_then_overrides():
     (next_item, {'loss': 'batch_softmax_spreadout'}, 'fair',
      'adds a regularization loss'),
     (ranking, {}, 'fedmf', 'trains a matrix factorization whose user vectors stay'),
-    # FedMF's private users' settings, given to an algorithm on the Keras MF (whose
-    # user table is a shared weight) or to its own (SCAFFOLD, MetaUA)
-    (loo_ranking, {'user_state': 'reconstructed'}, 'fair',
-     r'--user_state applies to the algorithms that train a matrix factorization whose '
+    # The L2 term of FedMF's private users' MF, given to an algorithm on the Keras MF
+    # (which has none)
+    (loo_ranking, {'l2': 1e-3}, 'fair',
+     r'--l2 applies to the algorithms that train a matrix factorization whose '
      r'user vectors stay on their clients \(colr, fedavg, fedmf, fedsubavg, scolr, svd, '
      r'topk\), and --algorithm=fair trains a Keras model here: leave it out'),
-    (loo_ranking, {'user_state': 'reconstructed', 'reconstruction_epochs': 2}, 'scaffold',
-     "--user_state applies to .* trains a Keras model whose clients' batches are numpy"),
-    (loo_ranking, {'l2': 1e-3}, 'fedadam', '--l2 applies to the algorithms that train a '
-     'matrix factorization whose user vectors stay'),
+    (loo_ranking, {'l2': 1e-3}, 'scaffold',
+     "--l2 applies to .* trains a Keras model whose clients' batches are numpy"),
 ])
 def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
     task_module, config, algorithm, message, request):
@@ -83,11 +81,11 @@ def test_cells_that_make_no_sense_name_algorithm_task_and_reason(
 
 def test_secure_aggregation_needs_the_inprocess_runtime_and_dp_is_refused_by_scolr(
     ranking_dir):
-  task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir),
-                                             user_state='reconstructed'))
+  task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir)))
   secure = inner.InnerAggregator('secure')
   with pytest.raises(registry.NotApplicable, match='native worker has no secure sum'):
-    registry.build('colr', task, registry.training(task, 'colr', aggregator=secure))
+    registry.build('colr', task, registry.training(task, 'colr', aggregator=secure),
+                   user_state='reconstructed')
   dp = registry.training(task, 'scolr', aggregator=inner.InnerAggregator('dp'))
   with pytest.raises(registry.NotApplicable,
                      match='--aggregator=dp averages over the cohort, and scolr divides'):
@@ -112,12 +110,12 @@ def test_scolr_refuses_dp_on_a_keras_model_as_on_the_item_table(ml100k_dir):
 def test_fedmf_under_dp_without_noise_or_clipping_is_the_cohort_mean(ranking_dir,
                                                                       tff_runtime, user_state):
   task = loo_ranking.Task(loo_ranking.Config(
-      data_dir=str(ranking_dir), user_state=user_state, embedding_dim=4, batch_size=64))
+      data_dir=str(ranking_dir), embedding_dim=4, batch_size=64))
   weights = []
   for aggregator in (inner.InnerAggregator(),
                      inner.InnerAggregator('dp', dp_noise_multiplier=0.0, dp_clip=1e6)):
     training = registry.training(task, 'colr', aggregator=aggregator, clients_per_round=4)
-    built = registry.build('colr', task, training, rank=2)
+    built = registry.build('colr', task, training, rank=2, user_state=user_state)
     state = built.process.initialize()
     output = built.process.next(state, [built.client_input(c, 0) for c in built.client_ids[:4]])
     model = built.process.get_model_weights(output.state)

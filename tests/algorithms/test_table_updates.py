@@ -74,5 +74,7 @@ def test_colr_refuses_tables_narrower_than_the_rank_and_fedmfs_item_average(rank
   lr = ctr.Task(ctr.Config(model='lr', **config))
   with pytest.raises(registry.NotApplicable, match=r'table movie \(201 x 1\): rank must'):
     registry.build('colr', lr, TRAINING, rank=2)
-  with pytest.raises(registry.NotApplicable, match='item_average=touched applies to the'):
-    registry.build('colr', dcn, TRAINING, item_average='touched')
+  for option, value in (('item_average', 'touched'), ('user_state', 'reconstructed')):
+    with pytest.raises(registry.NotApplicable, match=f'--{option} applies to a matrix '
+                       "factorization whose user vectors stay on their clients .FedMF's"):
+      registry.build('colr', dcn, TRAINING, **{option: value})

@@ -108,10 +108,16 @@ def test_a_ranking_reads_its_positives_and_draws_its_negatives_where_trained(
   negatives and order in the client work: unseen items, the same for a seed."""
   if task_name == 'ranking':
     task = ranking.Task(ranking.Config(data_dir=str(user_items_dir), batch_size=4))
-    computation, arguments = 'dataset_computation', 'client_arguments'
+    arguments = 'client_arguments'
+
+    def computation_of(form):
+      return form.dataset_computation
   else:
     task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir), embedding_dim=4))
-    computation, arguments = 'mf_dataset_computation', 'mf_client_arguments'
+    arguments = 'mf_client_arguments'
+
+    def computation_of(form):  # made for a plan: FedMF's extra epochs (none here)
+      return form.mf_dataset_computation()
   on_files = client_files.ReadWhereTrained(task, tmp_path / 'clients')
   on_files.files.write()
   client = task.train_client_ids[3]
@@ -119,15 +125,15 @@ def test_a_ranking_reads_its_positives_and_draws_its_negatives_where_trained(
   positives = set(task.data.train.of(user))
   sent = getattr(on_files, arguments)(client, 7)
   assert [np.ndim(a) for a in sent] == [0, 0]  # its index and the seed
-  read = [_batches_of(getattr(on_files, computation)(*getattr(on_files, arguments)(client, s)))
+  read = [_batches_of(computation_of(on_files)(*getattr(on_files, arguments)(client, s)))
           for s in (7, 7, 8)]
   drawn = task.drawn_where_trained()
-  in_memory = _batches_of(getattr(drawn, computation)(*getattr(drawn, arguments)(client, 7)))
+  in_memory = _batches_of(computation_of(drawn)(*getattr(drawn, arguments)(client, 7)))
   for a, b in zip(read[0], in_memory, strict=True):
     np.testing.assert_array_equal(a, b)
   assert all(np.array_equal(a, b) for a, b in zip(read[0], read[1], strict=True))
   assert not all(np.array_equal(a, b) for a, b in zip(read[0], read[2], strict=True))
-  batches = _each_batch(getattr(on_files, computation)(*sent))
+  batches = _each_batch(computation_of(on_files)(*sent))
   if task_name == 'ranking':  # every positive once an epoch, negatives never seen
     assert sorted(np.concatenate([b['positive'] for b in batches])) == sorted(
         task.data.train.of(user).tolist() * task.config.local_epochs)

@@ -124,8 +124,7 @@ def test_reconstructed_users_at_evaluation_match_the_clients_reconstruction(rank
   from tff_rec.algorithms import fedmf
   from tff_rec.data import implicit
 
-  task = _task(ranking_dir, embedding_dim=4, batch_size=16, user_state='reconstructed',
-               reconstruction_epochs=2)
+  task = _task(ranking_dir, embedding_dim=4, batch_size=16)
   config = fedmf.FedMFConfig(num_items=len(task.initial_items), dim=4,
                              client_learning_rate=0.5, l2=task.config.l2,
                              reconstruction_epochs=2)
@@ -155,11 +154,11 @@ def test_reconstructed_users_at_evaluation_match_the_clients_reconstruction(rank
 ])
 def test_bad_settings_are_refused_before_training(ranking_dir, state, runtime, options,
                                                   message):
-  task = _task(ranking_dir, user_state=state)
+  task = _task(ranking_dir)
   algorithm = ('scolr' if 'local_ranks' in options and options['local_ranks'] == '1-8'
                else 'fedmf' if options.get('rank') == 3 else 'colr')
   with pytest.raises(ValueError, match=message):
-    _process(task, algorithm, runtime=runtime, **options)
+    _process(task, algorithm, runtime=runtime, user_state=state, **options)
 
 
 def test_scolr_local_ranks_uniform_or_by_client_group(ranking_dir):
@@ -249,28 +248,30 @@ def test_a_population_whose_tables_do_not_fit_is_refused_before_they_are_allocat
     ranking_dir, monkeypatch):
   data = _task(ranking_dir).data
   users, items = len(data.user_ids), data.num_items
+  made = []
 
-  def allocating(*unused_args):
-    raise AssertionError('a table was allocated before the check')
+  def allocating(rows, dim, seed):
+    del seed
+    made.append(rows)
+    return np.broadcast_to(np.float32(0), (rows, dim))  # its shape, not its memory
 
   monkeypatch.setattr(task_lib.mf, 'initial_table', allocating)
   half = resources.machine_memory() / 2
-  # Stored users keep 2 copies of their table: this dimension fits with 1, not with 2.
-  dim = int(half / 4 / (1.5 * users + 3 * items))
-  with pytest.raises(ValueError, match=rf'{users} users x {dim} floats x 2 \(stored users\) '
-                     rf'and {items} items x {dim} floats x 3 .*--user_state=reconstructed'):
+  # Every run: one copy of the users, three of the items, checked before either is made.
+  dim = int(half / 4 / (users + 3 * items)) + 1
+  with pytest.raises(ValueError, match=rf'{users} users x {dim} floats and {items} items x '
+                     rf'{dim} floats x 3 .*a smaller --embedding_dim or fewer users'):
     _task(ranking_dir, embedding_dim=dim)
-  with pytest.raises(AssertionError, match='allocated'):  # 1 copy of the users fits
-    _task(ranking_dir, embedding_dim=dim, user_state='reconstructed')
-  with pytest.raises(ValueError, match=rf'{users} users x {2 * dim} floats x 1 '):
-    _task(ranking_dir, embedding_dim=2 * dim, user_state='reconstructed')
-
-
-def test_reconstruction_epochs_are_refused_for_stored_users():
-  with pytest.raises(ValueError, match='reconstruction_epochs applies to '
-                     'user_state=reconstructed; leave it out here'):
-    task_lib.Config(reconstruction_epochs=3)
-  task_lib.Config(reconstruction_epochs=3, user_state='reconstructed')
+  assert not made
+  # FedMF's stored users keep 2 copies: this dimension fits 1, and their build is
+  # refused before the user table is made.
+  dim = int(half / 4 / (1.5 * users + 3 * items))
+  task = _task(ranking_dir, embedding_dim=dim)
+  with pytest.raises(registry.NotApplicable, match=rf'{users} users x {dim} floats x 2 '
+                     rf'\(stored users\) and {items} items x {dim} floats x 3 '
+                     '.*--user_state=reconstructed'):
+    registry.build('fedmf', task, registry.training(task, 'fedmf'))
+  assert made == [items]
 
 
 def test_top_k_names_the_progress_metrics_and_stops_below_the_candidates(ranking_dir):

@@ -49,6 +49,7 @@ from tff_rec.data import sliced
 from tff_rec.models import mf
 from tff_rec.training import functional
 from tff_rec.training import lazy_sgd
+from tff_rec.training import resources
 
 @dataclasses.dataclass(frozen=True)
 class FedMFConfig:
@@ -257,7 +258,9 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         f'the server; got {training.client_optimizer.name} / '
         f'{training.server_optimizer.name} (fedadam and fedadagrad train the task\'s '
         'Keras model, if it has one)')
-  stored = task.config.user_state == 'stored'
+  stored = options.user_state == 'stored'
+  if stored:
+    _check_stored_users_fit(task)
   item_updates.check_aggregation(options, training, form)
   # The one sum everything a client sends goes through (plain, or TFF's secure sum),
   # or TFF's DP mean over the cohort in its place.
@@ -271,7 +274,7 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         form=item_updates.UpdateForm(form, 0 if full else options.rank),
         client_learning_rate=training.client_optimizer.learning_rate,
         server_learning_rate=training.server_optimizer.learning_rate, l2=c.l2,
-        reconstruction_epochs=0 if stored else c.reconstruction_epochs,
+        reconstruction_epochs=options.extra_epochs,
         item_average=options.item_average, seed=c.seed)
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
@@ -281,13 +284,15 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
         'already averages each item over the clients that touched it')
   ids = list(task.train_client_ids)
-  process = build_process(config, task.initial_items, task.mf_dataset_computation,
+  process = build_process(config, task.initial_items,
+                          task.mf_dataset_computation(options.extra_epochs),
                           task.initial_user_table if stored else None, row_scales=scales,
                           **{'mean_factory' if averaged else 'sum_factory': factory})
 
   def client_input(client_id: str, seed: int):  # reconstructed: initial vector first
     user = task.user_index(client_id)
-    data = (np.int32(local_rank(user, seed)), task.mf_client_arguments(client_id, seed))
+    data = (np.int32(local_rank(user, seed)),
+            task.mf_client_arguments(client_id, seed, options.extra_epochs))
     return (user, data) if stored else (task.initial_users[user], *data)
 
   def evaluate(weights, part: str):  # reconstructed: the users are fitted to score them
@@ -296,6 +301,24 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
                          part)
 
   return api.Built(process, ids, client_input, None if stored else evaluate)
+
+
+# Copies of each table a stored run holds at least: the round's state and, while a
+# round writes it, the next state (rounds.RoundProcess); the items' initial table too.
+STORED_USER_COPIES, ITEM_COPIES = 2, 3
+
+
+def _check_stored_users_fit(task) -> None:
+  """Refuses, before the tables are allocated, stored users whose tables do not fit."""
+  num_users = len(task.train_client_ids)  # a vector each, made at initialize
+  num_items, d = task.initial_items.shape
+  refusal = resources.too_large(
+      4 * d * (num_users * STORED_USER_COPIES + num_items * ITEM_COPIES),
+      f'{num_users} users x {d} floats x {STORED_USER_COPIES} (stored users) and '
+      f'{num_items} items x {d} floats x {ITEM_COPIES} (copies of each table)')
+  if refusal:
+    raise api.NotApplicable(f'{refusal}; use --user_state=reconstructed, a smaller '
+                            '--embedding_dim or fewer users')
 
 
 def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndarray:

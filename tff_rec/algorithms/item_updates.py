@@ -123,6 +123,7 @@ def payload_bytes(form: UpdateForm, num_items: int, dim: int) -> dict[str, int]:
 
 
 ITEM_AVERAGES = ('cohort', 'touched')
+USER_STATES = ('stored', 'reconstructed')
 
 
 def check_item_average(item_average: str) -> None:
@@ -147,11 +148,36 @@ class Options:
       'help': "Sum the clients' payloads with TFF's secure sum, each value clipped to "
               '+-bound (0: plain sum; default 0). Same as --aggregator=secure '
               '--secure_bound=B.'})
+  # A matrix factorization's private user vectors (FedMF's round, fedmf.py).
+  user_state: str = dataclasses.field(default='stored', metadata={
+      'choices': USER_STATES,
+      'help': "A client's private user vector: kept between the rounds it joins, or "
+              'reconstructed every round and at evaluation (default stored).'})
+  reconstruction_epochs: int = dataclasses.field(default=1, metadata={
+      'help': 'Epochs fitting a reconstructed user vector with the items frozen, before '
+              'the local epochs (default 1).'})
 
   def __post_init__(self):
     check_item_average(self.item_average)
     if self.secure_sum_bound < 0:
       raise ValueError(f'secure_sum_bound must be >= 0, got {self.secure_sum_bound}')
+    if self.user_state not in USER_STATES:
+      raise ValueError(f'unknown user_state {self.user_state!r}; choose one of {USER_STATES}')
+    if self.reconstruction_epochs < 1:
+      raise ValueError(f'reconstruction_epochs must be >= 1, got {self.reconstruction_epochs}')
+    if self.user_state == 'stored' and self.reconstruction_epochs != Options.reconstruction_epochs:
+      raise ValueError('reconstruction_epochs applies to user_state=reconstructed; leave it '
+                       'out here')
+
+  @property
+  def extra_epochs(self) -> int:
+    """Epochs a client's data holds before its local epochs: reconstruction's."""
+    return 0 if self.user_state == 'stored' else self.reconstruction_epochs
+
+  def matrix_factorization_only(self) -> list[str]:
+    """The options given (not at their defaults) that only FedMF's round reads."""
+    return [name for name in ('item_average', 'user_state', 'reconstruction_epochs')
+            if getattr(self, name) != getattr(Options, name)]
 
 
 def local_ranks(options: Options, form: str, num_clients: int, seed: int):

@@ -316,7 +316,7 @@ def build(name: str, task, training: Training = Training(), **options) -> Built:
 def _refuse_other_kinds_settings(name: str, task, kind: str) -> None:
   """Refuses a task setting given (not at its default) that only algorithms training
   another kind of the task's model read (its field's metadata 'model_kind', e.g.
-  loo_ranking's user_state: FedMF's private users, not the Keras MF's table)."""
+  loo_ranking's l2: the loss of FedMF's MF, which the Keras MF has not)."""
   config = getattr(task, 'config', None)
   for field in dataclasses.fields(config) if dataclasses.is_dataclass(config) else ():
     owner = field.metadata.get('model_kind')

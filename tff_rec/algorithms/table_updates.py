@@ -143,9 +143,10 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
   item_updates.check_aggregation(options, training, form)
   model = declared_tables.table_model_of(task, name, WHY)
   batches_of, client_data = declared_tables.client_data(task)
-  if options.item_average != 'cohort':
-    raise api.NotApplicable(f'--item_average={options.item_average} applies to the '
-                            'matrix-factorization tasks only (FedMF\'s item table)')
+  mf_only = options.matrix_factorization_only()
+  if mf_only:
+    raise api.NotApplicable(f'--{mf_only[0]} applies to a matrix factorization whose user '
+                            "vectors stay on their clients (FedMF's round) only")
   ids = list(task.train_client_ids)
   try:
     local_rank = item_updates.local_ranks(options, form, len(ids), task.config.seed)

@@ -508,16 +508,22 @@ class ReadWhereTrained(capabilities.Wrapper):
     """Whether the task's `computation` (a form's, FORMS) reads the files."""
     return any(computation == form[0] for form in self._forms)
 
-  def _arguments(self, client_id: str, seed: int):
+  def _arguments(self, client_id: str, seed: int, *plan):
+    del plan  # what the form's computation is made for (`__getattr__`), not read
     return np.int32(self._index[client_id]), np.int64(seed)
 
   def __getattr__(self, name):
-    """A read form's computations and arguments; everything else is the task's."""
+    """A read form's computations and arguments; everything else is the task's. A
+    form's computation may be a method making it for a plan (FedMF's extra epochs):
+    then so is the reading one."""
     for form in self.__dict__.get('_forms', ()):
       if name == form[1]:
         return self._arguments
       if name in (form[0], 'keras_dataset_computation' if form == FORMS[0] else None):
-        reading = self._reading(form, getattr(self.wrapped, name))
+        made = getattr(self.wrapped, name)
+        reading = (self._reading(form, made) if isinstance(made, tff.Computation) else
+                   functools.cache(lambda *plan, made=made, form=form: self._reading(
+                       form, made(*plan))))
         setattr(self, name, reading)  # made once
         return reading
     return super().__getattr__(name)
