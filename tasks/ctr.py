@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from tasks import setting
 from tff_rec import feeds
-from tff_rec import metrics
+from tff_rec import objectives
 from tff_rec.aggregators import fedsubavg
 from tff_rec.data import client_arrays
 from tff_rec.data import ctr
@@ -55,11 +55,6 @@ Interactions = interactions.Columns
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 CTR_FILE_SUFFIXES = ('.csv', '.tsv')
 DEFAULT_TEST_FRACTION = {'chronological': 0.1, 'random': 0.2}
-EVAL_BATCH_SIZE = 8192
-# Rows scored per predict call: Keras' predict copies its whole input into a
-# dataset, so chunks bound that copy whatever the file's size (on MovieLens and
-# Beauty it is small beside the model either way: benchmark eval_memory).
-EVAL_CHUNK_ROWS = 8 * EVAL_BATCH_SIZE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,7 +218,7 @@ class Task(feeds.Feeds):
   # FedSubAvg's rating task: K = 50 clients per round, mini-batch SGD.
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='sgd', server_learning_rate=1.0)
-  EVAL_PARTS = ('eval', 'eval')
+  EVAL_PARTS = objectives.Clicks.EVAL_PARTS
   PADDING_ID = 0  # an empty field, a history's padding: no feature (heat skips it)
   PROGRESS = {'loss': loop.TRAIN_LOSS, 'train loss': 'eval/train_loss',
               'test auc': 'eval/test_auc'}
@@ -245,6 +240,17 @@ class Task(feeds.Feeds):
         self.examples.take(slice(None), self.spec.columns), self.examples.labels[:, None],
         {str(self.examples.user_ids[k]): rows for k, rows in train_rows.items()})
     self.clients_without_train = len(self.examples.user_ids) - len(train_rows)
+    parts = ('train', 'validation', 'test') if config.validation_fraction else ('train', 'test')
+    self.objective = objectives.Clicks(
+        {part: self._part(part) for part in parts},
+        {c: self.examples.vocab_sizes[c] for c in self.spec.columns},
+        default_item=next((c for c in ('movie', 'item') if c in self.spec.columns),
+                          self.spec.columns[1] if config.model == 'din' else None))
+
+  def _part(self, part: str) -> objectives.Part:
+    rows = self.examples.rows(part)
+    return objectives.Part(self.examples.labels[rows], lambda at, columns: self.examples.take(
+        rows[at], columns or self.spec.columns))
 
   @property
   def dim(self) -> int:
@@ -290,84 +296,11 @@ class Task(feeds.Feeds):
 
   # Federated training ------------------------------------------------------
 
-  @staticmethod
-  def loss() -> tf.keras.losses.Loss:
-    return tf.keras.losses.BinaryCrossentropy(from_logits=True)
-
   @property
   def batch_plan(self) -> sliced.Plan:
     """Training batches: shuffled, E epochs, at most I steps."""
     c = self.config
     return sliced.Plan(c.batch_size, c.local_epochs, c.local_steps)
-
-  # Evaluation --------------------------------------------------------------
-
-  def logits(self, model: tf.keras.Model, rows: np.ndarray) -> np.ndarray:
-    return np.concatenate([
-        model.predict(self.examples.take(rows[start:start + EVAL_CHUNK_ROWS],
-                                         self.spec.columns),
-                      batch_size=EVAL_BATCH_SIZE, verbose=0).reshape(-1)
-        for start in range(0, len(rows), EVAL_CHUNK_ROWS)])
-
-  def evaluate(self, weights, part: str = 'eval') -> dict[str, float]:
-    """Train loss, test AUC and test logloss of the global model (and validation AUC
-    and logloss, with a validation part)."""
-    if part != 'eval':
-      raise ValueError(f'ctr evaluates part "eval" only, got {part!r}')
-    # A fresh model each time: Keras swaps its Model classes to their graph (v1)
-    # versions whenever one is built inside a graph, as TFF does tracing model_fn,
-    # and predict then fails on a model built eagerly before that.
-    model = self.keras_model()
-    weights.assign_weights_to(model)
-    return self._metrics(model)
-
-  def _metrics(self, model: tf.keras.Model) -> dict[str, float]:
-    values = {}
-    parts = ('train', 'validation', 'test') if self.config.validation_fraction else (
-        'train', 'test')
-    for part in parts:
-      rows = self.examples.rows(part)
-      logits, labels = self.logits(model, rows), self.examples.labels[rows]
-      if part == 'train':
-        values['train_loss'] = metrics.logloss(labels, logits)
-      else:
-        values[f'{part}_logloss'] = metrics.logloss(labels, logits)
-        values[f'{part}_auc'] = metrics.auc(labels, logits)
-    return values
-
-  def floors(self, item: str | None = None) -> dict[str, dict[str, float]]:
-    """What knows nothing of the user, by the metric names runs report: the
-    `item` column's training clicks (popularity) and its smoothed click rate,
-    scored by test AUC (item_baselines; default column: movie, or DIN's item), and
-    the constant predictor at the training click rate (AUC 0.5; its logloss)."""
-    item = item or next((c for c in ('movie', 'item') if c in self.spec.columns),
-                        self.spec.columns[1] if self.config.model == 'din' else None)
-    if item not in self.spec.columns:
-      raise ValueError(f'the item floors score one feature column ({", ".join(self.spec.columns)}'
-                       f'); name it (floor_item), got {item!r}')
-    popular, rate = self.item_baselines(item)
-    e = self.examples
-    click_rate = float(e.labels[e.rows('train')].mean())
-    logit = np.log(click_rate / (1 - click_rate))
-    parts = ['train', 'test'] + (['validation'] if self.config.validation_fraction else [])
-    constant = {'eval/train_loss' if part == 'train' else f'eval/{part}_logloss':
-                metrics.logloss(e.labels[e.rows(part)], np.full(len(e.rows(part)), logit))
-                for part in parts}
-    return {'popularity': {'eval/test_auc': popular}, 'click_rate': {'eval/test_auc': rate},
-            'constant': {**constant, 'eval/test_auc': 0.5}}
-
-  def item_baselines(self, item: str) -> tuple[float, float]:
-    """Test AUC of two scores that know nothing of the user: the `item` column's
-    clicks among the training examples (popularity), and its training click
-    rate, add-one smoothed."""
-    e = self.examples
-    train, test = e.rows('train'), e.rows('test')
-    items = e.features[item]
-    clicks = np.bincount(items[train], weights=e.labels[train], minlength=e.vocab_sizes[item])
-    shown = np.bincount(items[train], minlength=e.vocab_sizes[item])
-    labels, candidates = e.labels[test], items[test]
-    return (metrics.auc(labels, clicks[candidates]),
-            metrics.auc(labels, (clicks[candidates] + 1) / (shown[candidates] + 2)))
 
   # Centralized baseline (CentralSGD) -----------------------------------------
 
@@ -397,4 +330,5 @@ class Task(feeds.Feeds):
         optimizer=optimizer.keras(), epoch_dataset=epoch_dataset)
     return centralized.train(
         epoch_of, epochs=epochs, eval_every=eval_every, on_epoch=on_epoch,
-        evaluate=lambda: {f'eval/{k}': v for k, v in self._metrics(epoch_of.model).items()})
+        evaluate=lambda: {f'eval/{k}': v for k, v in self.objective.evaluate(
+            epoch_of.model).items()})

@@ -121,6 +121,11 @@ def test_the_added_task_trains_fedavg_and_fedsubavg_and_its_settings_are_flags(
   central = task.train_centralized(optimizers.OptimizerConfig('adam', 0.01), epochs=1,
                                    eval_every=1, on_epoch=lambda epoch, metrics: None)
   assert central['test/rmse'] < untrained['rmse']  # named as the trainer names it
+  # its objective's floor, by the trainer's metric name: the training mean predicted
+  test_ratings = task.objective.parts['test'].labels
+  mean = task.client_arrays.pooled()[1].mean()  # every training client's ratings
+  assert task.floors()['mean']['test/rmse'] == pytest.approx(
+      np.sqrt(np.mean((test_ratings - mean) ** 2)), rel=1e-6)
   settings = common.task_settings()
   assert [task for task, _ in settings['embedding_dim']] == [
       'ctr', 'loo_ranking', 'movielens_rating', 'next_item']

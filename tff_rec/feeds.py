@@ -4,7 +4,8 @@ form (tff_rec.data.client_arrays), so a task does not write them.
 A task that keeps its clients under `client_arrays` (a ClientArrays, or a
 ClientDraws where it draws their examples each round) and inherits `Feeds`
 offers the members of capabilities.KerasModel, KerasBatches, ClientExamples
-and FeatureHeat, and a centralized baseline, without writing them.
+and FeatureHeat, and a centralized baseline, without writing them; with an
+`objective` (tff_rec.objectives), its loss, evaluation and floors too.
 """
 
 import functools
@@ -69,6 +70,23 @@ class Feeds:
   def model_input(examples: Mapping[str, np.ndarray]) -> client_arrays.Examples:
     label = client_arrays.LABEL
     return {k: v for k, v in examples.items() if k != label}, examples[label]
+
+  # The objective's: its loss, and its scores of the Keras model.
+  def loss(self) -> tf.keras.losses.Loss:
+    return self.objective.loss()
+
+  def evaluate(self, weights, part: str | None = None) -> dict[str, float]:
+    """The objective's metrics of the model `weights` on `part` (default: the
+    final evaluation's, EVAL_PARTS)."""
+    # A fresh model each time: Keras swaps its Model classes to their graph (v1)
+    # versions whenever one is built inside a graph, as TFF does tracing model_fn,
+    # and predict then fails on a model built eagerly before that.
+    model = self.keras_model()
+    weights.assign_weights_to(model)
+    return self.objective.evaluate(model, part or self.EVAL_PARTS[1])
+
+  def floors(self, *item: str) -> dict[str, dict[str, float]]:
+    return self.objective.floors(*item)
 
   @functools.cache  # read by the heat and by a task's describe (ctr's dispersion)
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:

@@ -223,7 +223,7 @@ def _section(reader: _Reader, folder: pathlib.Path, setting: str) -> list[str]:
   # undecided): each is held against the floors on its own seeds.
   every_seed = sorted({s for c in COLUMNS for s in study.methods[f'{setting}_{c}'].seeds})
   baselines = {seed: reader.derived(f'{setting} s{seed} item baselines',
-                                    lambda seed=seed: task_first(seed).item_baselines(ITEM))
+                                    lambda seed=seed: task_first(seed).objective.item_baselines(ITEM))
                for seed in every_seed}
   popularity, click_rate = zip(*(baselines[s] for s in seeds))
 

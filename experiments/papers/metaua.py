@@ -290,7 +290,7 @@ def _describe() -> str:
 
 def _item_baselines(seed: int, item: str) -> list[float]:
   """The test AUC of the item floors (popularity, click rate) on one seed's data."""
-  return _derived(f's{seed} item baselines', lambda: _task(seed).item_baselines(item))
+  return _derived(f's{seed} item baselines', lambda: _task(seed).objective.item_baselines(item))
 
 
 def _seeded(name: str, seed: int) -> str:

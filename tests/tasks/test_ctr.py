@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from tasks import ctr as task_lib
 from tff_rec import metrics
+from tff_rec import objectives
 from tff_rec.algorithms import api
 from tff_rec.algorithms import heat as heat_lib
 from tff_rec.algorithms import registry
@@ -170,13 +171,13 @@ def test_a_validation_part_leaves_training_and_is_scored_beside_test(ml100k_dir)
   model = task.keras_model()
   rng = np.random.default_rng(0)
   model.set_weights([rng.normal(size=w.shape) for w in model.get_weights()])
-  values = task._metrics(model)
-  logits = task.logits(model, validation)
+  values = task.objective.evaluate(model)
+  logits = objectives.predict(model, task.objective.parts['validation'])
   assert values['validation_auc'] == pytest.approx(metrics.auc(e.labels[validation], logits))
   assert values['validation_logloss'] == pytest.approx(
       metrics.logloss(e.labels[validation], logits))
   assert values['validation_auc'] != pytest.approx(values['test_auc'])
-  assert 'validation_auc' not in plain._metrics(plain.keras_model())
+  assert 'validation_auc' not in plain.objective.evaluate(plain.keras_model())
   with pytest.raises(ValueError, match=r'validation_fraction must be in \[0, 1\)'):
     task_lib.Config(validation_fraction=1.0)
 
@@ -195,9 +196,10 @@ def test_logits_scored_in_chunks_are_every_row_in_order(lr_task, monkeypatch):
   rows = lr_task.examples.rows('train')
   whole = model(lr_task.examples.take(rows, lr_task.spec.columns)).numpy().reshape(-1)
   chunk = len(rows) // 3 + 1  # three chunks, the last one shorter
-  monkeypatch.setattr(task_lib, 'EVAL_CHUNK_ROWS', chunk)
+  monkeypatch.setattr(objectives, 'EVAL_CHUNK_ROWS', chunk)
   assert len(rows) % chunk
-  np.testing.assert_allclose(lr_task.logits(model, rows), whole, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(objectives.predict(model, lr_task.objective.parts['train']), whole,
+                             rtol=1e-5, atol=1e-6)
 
 
 def test_central_sgd_epochs_of_fixed_steps_lower_the_train_loss(lr_task):
@@ -242,7 +244,7 @@ def test_item_baselines_score_by_training_clicks_and_click_rate(tmp_path):
                   + '1,u0,b,1\n1,u1,c,1\n0,u2,c,1\n0,u3,a,1\n')
   task = task_lib.Task(task_lib.Config(data_dir=str(path), client_column='user',
                                        feature_columns=('item',), test_column='test'))
-  popularity, click_rate = task.item_baselines('item')
+  popularity, click_rate = task.objective.item_baselines('item')
   assert popularity == 0.75  # clicks b 8 > c 1 = a 1: b+ wins both, c+ ties both
   assert click_rate == 0.875  # smoothed b 0.75 > c 0.67 > a 0.33: c+ ties c- only
   # The floors, by the names runs report; the constant predictor at the training

@@ -1,0 +1,135 @@
+"""What a task trains for and how it is scored: a loss, its metrics on the
+evaluated parts of the data, and the floors beside them.
+
+tensorflow-recommenders' Task is a loss plus its metrics; here an objective
+also gives its floors (what knows nothing of the user: every table of this
+project shows them). A task keeps one as `objective`, and the library's Feeds
+forward the task's `loss`, `evaluate` and `floors` to it, on the task's Keras
+model. An objective reads each part's examples a chunk at a time (`Part`), so
+wide examples (long histories) are never all in memory at once.
+"""
+
+import dataclasses
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tff_rec import metrics
+
+Features = Mapping[str, np.ndarray]
+EVAL_BATCH_SIZE = 8192
+# Rows scored per predict call: Keras' predict copies its whole input into a
+# dataset, so chunks bound that copy whatever the part's size.
+EVAL_CHUNK_ROWS = 8 * EVAL_BATCH_SIZE
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+  """A part of the data an objective scores: its examples' labels, and their
+  features read by position (`read(positions, columns)`; columns None: all)."""
+  labels: np.ndarray
+  read: Callable[[np.ndarray, Sequence[str] | None], Features]
+
+  def __len__(self) -> int:
+    return len(self.labels)
+
+
+def in_memory(features: Features, labels: np.ndarray) -> Part:
+  """A part whose features are arrays already in memory."""
+  return Part(np.asarray(labels).reshape(-1), lambda at, columns=None: {
+      k: np.asarray(v)[at] for k, v in features.items() if columns is None or k in columns})
+
+
+def predict(model: tf.keras.Model, part: Part) -> np.ndarray:
+  """The model's outputs on the part's examples, flat, a chunk at a time."""
+  return np.concatenate([
+      model.predict(part.read(np.arange(start, min(start + EVAL_CHUNK_ROWS, len(part))), None),
+                    batch_size=EVAL_BATCH_SIZE, verbose=0).reshape(-1)
+      for start in range(0, len(part), EVAL_CHUNK_ROWS)] or [np.zeros(0, np.float32)])
+
+
+class Clicks:
+  """Click prediction from logits: binary cross-entropy; every part scored at
+  once (part 'eval'): the training part's logloss as train_loss (FedSubAvg's
+  target), each other part's logloss and exact AUC; floors: the constant
+  predictor at the training click rate, and an item column's training clicks
+  (popularity) and smoothed click rate, by test AUC."""
+
+  EVAL_PARTS = ('eval', 'eval')
+
+  def __init__(self, parts: Mapping[str, Part], vocab_sizes: Mapping[str, int],
+               default_item: str | None = None):
+    """parts: 'train' and 'test' (and 'validation'), in the order metrics list them;
+    vocab_sizes: the item columns' (ids 0..size-1) the item floors may score."""
+    self.parts, self.vocab_sizes, self.default_item = dict(parts), vocab_sizes, default_item
+
+  @staticmethod
+  def loss() -> tf.keras.losses.Loss:
+    return tf.keras.losses.BinaryCrossentropy(from_logits=True)
+
+  def evaluate(self, model: tf.keras.Model, part: str = 'eval') -> dict[str, float]:
+    if part != 'eval':
+      raise ValueError(f'click prediction evaluates part "eval" (every part) only, got '
+                       f'{part!r}')
+    values = {}
+    for name, scored in self.parts.items():
+      logits, labels = predict(model, scored), scored.labels
+      if name == 'train':
+        values['train_loss'] = metrics.logloss(labels, logits)
+      else:
+        values[f'{name}_logloss'] = metrics.logloss(labels, logits)
+        values[f'{name}_auc'] = metrics.auc(labels, logits)
+    return values
+
+  def floors(self, item: str | None = None) -> dict[str, dict[str, float]]:
+    """By the metric names runs report; `item`: the column the item floors score
+    (default_item unless named)."""
+    item = item or self.default_item
+    if item not in self.vocab_sizes:
+      raise ValueError(f'the item floors score one feature column ({", ".join(self.vocab_sizes)}'
+                       f'); name it (floor_item), got {item!r}')
+    popular, rate = self.item_baselines(item)
+    click_rate = float(self.parts['train'].labels.mean())
+    logit = np.log(click_rate / (1 - click_rate))
+    constant = {'eval/train_loss' if name == 'train' else f'eval/{name}_logloss':
+                metrics.logloss(self.parts[name].labels, np.full(len(self.parts[name]), logit))
+                for name in sorted(self.parts, key=('train', 'test', 'validation').index)}
+    return {'popularity': {'eval/test_auc': popular}, 'click_rate': {'eval/test_auc': rate},
+            'constant': {**constant, 'eval/test_auc': 0.5}}
+
+  def item_baselines(self, item: str) -> tuple[float, float]:
+    """Test AUC of two scores that know nothing of the user: the `item` column's
+    clicks among the training examples (popularity), and its training click
+    rate, add-one smoothed."""
+    train, test = self.parts['train'], self.parts['test']
+    items = train.read(np.arange(len(train)), [item])[item]
+    clicks = np.bincount(items, weights=train.labels, minlength=self.vocab_sizes[item])
+    shown = np.bincount(items, minlength=self.vocab_sizes[item])
+    candidates = test.read(np.arange(len(test)), [item])[item]
+    return (metrics.auc(test.labels, clicks[candidates]),
+            metrics.auc(test.labels, (clicks[candidates] + 1) / (shown[candidates] + 2)))
+
+
+class Regression:
+  """A rating (or any number) predicted: mean squared error; each part's RMSE;
+  floor: the training examples' mean, predicted for every example."""
+
+  def __init__(self, parts: Mapping[str, Part], train_labels: np.ndarray):
+    self.parts, self.mean = dict(parts), float(np.mean(train_labels))
+
+  @staticmethod
+  def loss() -> tf.keras.losses.Loss:
+    return tf.keras.losses.MeanSquaredError()
+
+  def evaluate(self, model: tf.keras.Model, part: str) -> dict[str, float]:
+    scored = self.parts[part]
+    return {'rmse': _rmse(predict(model, scored), scored.labels)}
+
+  def floors(self) -> dict[str, dict[str, float]]:
+    return {'mean': {f'{name}/rmse': _rmse(np.full(len(scored), self.mean), scored.labels)
+                     for name, scored in self.parts.items()}}
+
+
+def _rmse(predicted: np.ndarray, labels: np.ndarray) -> float:
+  return float(np.sqrt(np.mean((np.asarray(predicted, np.float64) - labels) ** 2)))
