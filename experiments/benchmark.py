@@ -946,7 +946,7 @@ def _population_memory_case(users: int) -> dict:
   task.evaluate(weights, 'validation')
   evaluate_s = time.perf_counter() - started
   started = time.perf_counter()
-  task.popularity('validation')
+  task.objective.popularity('validation')
   return {'users': len(task.data.user_ids), 'start_mb': memory.start / 2**20,
           'peak_mb': memory.peak / 2**20, 'built_mb': built, 'trimmed_mb': trimmed,
           'held_mb': {k: v / 2**20 for k, v in held.most_common() if v >= 2**20},

@@ -36,7 +36,7 @@ import tensorflow_federated as tff
 from tasks import setting
 from tff_rec import capabilities
 from tff_rec import feeds
-from tff_rec import metrics
+from tff_rec import objectives
 from tff_rec.data import client_arrays
 from tff_rec.data import client_index
 from tff_rec.data import implicit
@@ -58,7 +58,6 @@ Interactions = interactions.Columns
 
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 EVAL_CANDIDATES = 99  # sampled negatives ranked with the held-out item
-RANK_BLOCK_USERS = 8192  # users scored at once in evaluation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +237,9 @@ class Task(feeds.Feeds):
     self.client_arrays = client_arrays.ClientDraws(
         self._client_index.ids, self._drawn,
         own_seed=lambda client_id: [config.seed, self._client_index[client_id]])
+    self.objective = objectives.SampledRanking(
+        self.data.held_out, self.data.negatives, self.data.train.items, self.data.num_items,
+        config.top_k, loss=lambda: tf.keras.losses.BinaryCrossentropy(from_logits=True))
 
   def initial_user_table(self) -> np.ndarray:
     """Every user's starting vector, made anew at each call: a stored run's process
@@ -312,10 +314,6 @@ class Task(feeds.Feeds):
     return mf.keras_model(len(self.data.user_ids), self.data.num_items,
                           self.config.embedding_dim, self.config.seed)
 
-  @staticmethod
-  def loss() -> tf.keras.losses.Loss:
-    return tf.keras.losses.BinaryCrossentropy(from_logits=True)
-
   @functools.cached_property
   def _variable_tables(self) -> list[str | None]:
     """The Keras model's table per trainable variable (built once, not per evaluation)."""
@@ -354,45 +352,12 @@ class Task(feeds.Feeds):
   # Evaluation -------------------------------------------------------------------
 
   def evaluate(self, weights, part: str = 'test') -> dict[str, float]:
-    """HR@k and NDCG@k of the held-out items of `part` ('validation' or 'test'), from
+    """The objective's HR@k and NDCG@k of `part` ('validation' or 'test'), from
     {'items': the item table, 'users': every user's vector} or the Keras model's
     ModelWeights."""
     if isinstance(weights, tff.learning.models.ModelWeights):
       weights = dict(zip(self._variable_tables, weights.trainable))
-    return self._rank_metrics(part, np.asarray(weights['users']),
-                              np.asarray(weights['items']))
-
-  def _rank_metrics(self, part: str, users: np.ndarray, items: np.ndarray
-                    ) -> dict[str, float]:
-    if part not in self.data.held_out:
-      raise ValueError(f'loo_ranking evaluates "validation" or "test", got {part!r}')
-    positive = np.einsum('ud,ud->u', users, items[self.data.held_out[part]])
-    # Blocks of users: the candidates' vectors are users x 99 x d floats at once
-    # otherwise (23.6 GiB at 10^6 users and d = 64).
-    return self._ranked(part, positive, lambda block, candidates: np.einsum(
-        'ud,ucd->uc', users[block], items[candidates]))
-
-  def floors(self) -> dict[str, dict[str, float]]:
-    """What knows nothing of the user, by the metric names runs report: popularity."""
-    return {'popularity': {f'{part}/{k}': v for part in self.data.held_out
-                           for k, v in self.popularity(part).items()}}
-
-  def popularity(self, part: str = 'test') -> dict[str, float]:
-    """The same metrics ranking items by their number of training users."""
-    counts = np.bincount(self.data.train.items, minlength=self.data.num_items).astype(float)
-    return self._ranked(part, counts[self.data.held_out[part]],
-                        lambda _, candidates: counts[candidates])
-
-  def _ranked(self, part: str, positive: np.ndarray, candidate_scores) -> dict[str, float]:
-    """The metrics of the held-out items' `positive` scores, the candidates'
-    scored (candidate_scores(block of users, their candidates)) and ranked a
-    block of users at a time: the candidates are drawn again as they are read
-    (leave_one_out.Candidates), and users x 99 scores would be as large."""
-    candidates = self.data.negatives[part]
-    ranks = [metrics.sampled_ranks(positive[block], candidate_scores(block, candidates[block]))
-             for block in (slice(start, start + RANK_BLOCK_USERS)
-                           for start in range(0, len(positive), RANK_BLOCK_USERS))]
-    return metrics.rank_metrics(np.concatenate(ranks), self.config.top_k)
+    return self.objective.evaluate(weights, part)
 
   # Centralized baseline -----------------------------------------------------------
 
@@ -423,8 +388,8 @@ class Task(feeds.Feeds):
 
     def evaluate():
       weights = epoch_of.weights
-      return {f'{part}/{k}': v for part in self.data.held_out for k, v in self._rank_metrics(
-          part, weights['users'], weights['items']).items()}
+      return {f'{part}/{k}': v for part in self.data.held_out
+              for k, v in self.objective.evaluate(weights, part).items()}
 
     return centralized.train(epoch_of, epochs=epochs, evaluate=evaluate,
                              eval_every=eval_every, on_epoch=on_epoch)

@@ -22,7 +22,7 @@ import tensorflow_federated as tff
 
 from tasks import setting
 from tff_rec import capabilities
-from tff_rec import metrics
+from tff_rec import objectives
 from tff_rec.data import client_index
 from tff_rec.data import implicit
 from tff_rec.data import interactions
@@ -39,7 +39,6 @@ from tff_rec.training import optimizers
 Interactions = interactions.Columns
 
 DEFAULT_DATA_DIR = '../shared/data/goodreads-100'
-EVAL_BLOCK_SCORES = 1 << 22  # users x items scored at a time: ~4M x 16 floats in the MLP
 HELD_OUT = ('test', 'validation')
 
 
@@ -141,6 +140,8 @@ class Task:
     counts = self.data.train.counts
     self._client_index = client_index.ClientIndex(self.data.user_ids,
                                                   np.flatnonzero(counts > 0))
+    self.objective = objectives.ItemRanking(data.train, data.test, part, data.num_items, k,
+                                            loss=neumf.BprLoss)
 
   @property
   def train_client_ids(self) -> list[str]:
@@ -227,9 +228,8 @@ class Task:
         negatives=tf.TensorSpec([None, self.config.num_negatives], tf.int32)),
             tf.TensorSpec([None, 1], tf.float32))
 
-  @staticmethod
-  def loss() -> tf.keras.losses.Loss:
-    return neumf.BprLoss()
+  def loss(self) -> tf.keras.losses.Loss:
+    return self.objective.loss()
 
   def model_fn(self) -> tff.learning.models.VariableModel:
     return tff.learning.models.from_keras_model(self.keras_model(), loss=self.loss(),
@@ -277,47 +277,16 @@ class Task:
         user=users, positive=positives, negatives=negatives)).batch(self.config.batch_size)
 
   def evaluate(self, weights, part: str = 'test') -> dict[str, float]:
-    """Mean NDCG / recall / HR @k of the full model over users with held-out items."""
-    self._check_part(part)
+    """The objective's mean NDCG / recall / HR @k of the full model (its weights, or
+    the Keras NeuMF's ModelWeights) over users with held-out items."""
     if isinstance(weights, tff.learning.models.ModelWeights):  # the Keras NeuMF's
       weights = dict(zip(self._keras_weight_names, weights.trainable))
     scores = functools.partial(neumf.score_all_items,
                                {k: tf.constant(v) for k, v in weights.items()})
-    return self._ranking_metrics(lambda users: scores(tf.constant(users)))
-
-  def _check_part(self, part: str) -> None:
-    if part != self.config.held_out:
-      raise ValueError(f'this ranking holds out {self.config.held_out!r} only, '
-                       f'got {part!r} (set held_out={part!r} to score it)')
+    return self.objective.evaluate(lambda users: scores(tf.constant(users)), part)
 
   def floors(self) -> dict[str, dict[str, float]]:
-    """What knows nothing of the user, by the metric names runs report: popularity."""
-    part = self.config.held_out
-    return {'popularity': {f'{part}/{k}': v for k, v in self.popularity(part).items()}}
-
-  def popularity(self, part: str = 'test') -> dict[str, float]:
-    """The same metrics for ranking items by their number of train users."""
-    self._check_part(part)
-    counts = np.bincount(self.data.train.items, minlength=self.data.num_items)
-    scores = tf.constant(counts, tf.float32)
-    return self._ranking_metrics(
-        lambda users: tf.broadcast_to(scores, [len(users), self.data.num_items]))
-
-  def _ranking_metrics(self, score_fn) -> dict[str, float]:
-    k = self.config.top_k
-    users = np.flatnonzero(self.data.test.counts > 0)
-    per_user = collections.defaultdict(list)
-    block_size = max(1, EVAL_BLOCK_SCORES // self.data.num_items)
-    for start in range(0, len(users), block_size):
-      block = users[start:start + block_size]
-      scores = score_fn(block).numpy()
-      for row, user in enumerate(block):
-        scores[row, self.data.train.of(user)] = -np.inf
-      top = tf.math.top_k(scores, k).indices.numpy()
-      values = metrics.top_k_metrics(top, [self.data.test.of(u) for u in block], k)
-      for name, value in values.items():
-        per_user[name].append(value)
-    return {name: float(np.mean(np.concatenate(v))) for name, v in per_user.items()}
+    return self.objective.floors()
 
   def centralized_epoch(self, epoch: int) -> tf.data.Dataset:
     """One pass over every user's triples (fresh negatives), shuffled across users."""

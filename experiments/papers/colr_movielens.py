@@ -194,11 +194,12 @@ def render(study, folder: pathlib.Path, plan: study_lib.Plan, task) -> None:
   config = study.spec(next(iter(study.methods)), {}, first).task_config
   describe = derived('describe', lambda: task(first).describe())
   num_items = derived('num_items', lambda: task(first).data.num_items)
-  scores = [derived(f'popularity_test_s{seed}', lambda seed=seed: task(seed).popularity('test'))
+  scores = [derived(f'popularity_test_s{seed}',
+                    lambda seed=seed: task(seed).objective.popularity('test'))
             for seed in study.seeds]  # each seed draws the negatives
   popularity = dict(hr=[s['hr_at_10'] for s in scores], ndcg=[s['ndcg_at_10'] for s in scores])
   validation_floor = derived(f'popularity_validation_s{first}',
-                             lambda: task(first).popularity('validation'))['hr_at_10']
+                             lambda: task(first).objective.popularity('validation'))['hr_at_10']
   rates = {name: _rate(plan, name) for name in study.methods}
   cells = {name: [study_lib.cell_name(name, plan.methods[name].chosen, s) for s in study.seeds]
            for name, rate in rates.items() if rate is not None}

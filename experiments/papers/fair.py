@@ -594,7 +594,8 @@ def _main(argv):
   # (cells/derived.json), so that it rebuilds without the data: the task is
   # built only for a value not derived yet (or the compression probe).
   task = functools.cache(lambda: ranking.Task(config))
-  popularity = run_records.derived(_records(), 'popularity', lambda: task().popularity())
+  popularity = run_records.derived(_records(), 'popularity',
+                                   lambda: task().objective.popularity('test'))
   floor = popularity['ndcg_at_20']  # what every table's 'vs popularity' holds a cell against
   num_items = run_records.derived(_records(), 'num_items', lambda: task().data.num_items)
   seeds = [int(s) for s in FLAGS.seeds]
@@ -616,7 +617,7 @@ def _main(argv):
       f'epochs): {_scores(sweep, chosen)}.')
   validation_floor = run_records.derived(
       _records(), 'validation popularity', lambda: ranking.Task(dataclasses.replace(
-          config, held_out='validation')).popularity('validation'))['ndcg_at_20']
+          config, held_out='validation')).objective.popularity('validation'))['ndcg_at_20']
   sweep_rows, chosen_rates = federated_sweeps(validation_floor)
   tuned = run_tuned(task, chosen_rates, seeds)
   long_names = run_seeded(_long_cells(task), seeds, FLAGS.long_rounds, 'long_')

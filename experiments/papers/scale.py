@@ -94,7 +94,7 @@ def _task_facts(name: str, seed: int) -> list:
   def compute() -> tuple[int, float]:
     _use_task(cell, seed)
     task = common.build_task(common.task_config())
-    values = task.popularity('test') if cell.task == 'loo_ranking' else task.popularity()
+    values = task.objective.popularity('test')
     return len(task.train_client_ids), values[cell.metric.split('/')[-1]]
 
   return run_records.derived(str(pathlib.Path(FLAGS.results_dir) / 'cells'),

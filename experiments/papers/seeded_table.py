@@ -107,7 +107,7 @@ def seed_cell(table: Table, row: str, seed: int, runs_dir: str, records_dir: pat
 def _popularity(table: Table, seed: int) -> dict[str, float]:
   module = tasks.module(table.task)
   task = module.Task(module.make_config(seed=seed, **dict(table.task_settings)))
-  values = task.popularity(table.popularity) if table.popularity else task.popularity()
+  values = task.objective.popularity(table.popularity or 'test')
   return {f'{table.popularity or "test"}/{k}': v for k, v in values.items()}
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from tasks import loo_ranking as task_lib
 from tests import fixtures
+from tff_rec import objectives
 from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
 from tff_rec.models import tables
@@ -39,10 +40,10 @@ def test_client_rows_are_epochs_of_positives_and_fresh_unseen_negatives(ranking_
   np.testing.assert_array_equal(task.client_rows(4, seed=1, epochs=2)[1], items)
 
 
-@pytest.mark.parametrize('block', [task_lib.RANK_BLOCK_USERS, 7])  # 7: blocks of users
+@pytest.mark.parametrize('block', [objectives.SampledRanking.BLOCK_USERS, 7])  # 7: blocks
 def test_evaluation_ranks_each_held_out_item_among_its_own_negatives(ranking_dir, block,
                                                                      monkeypatch):
-  monkeypatch.setattr(task_lib, 'RANK_BLOCK_USERS', block)
+  monkeypatch.setattr(objectives.SampledRanking, 'BLOCK_USERS', block)
   task = _task(ranking_dir, embedding_dim=3)
   assert len(task.data.user_ids) % 7  # the last block of 7 is a partial one
   rng = np.random.default_rng(0)
@@ -85,11 +86,12 @@ def test_real_ml100k_split_and_popularity(real_ml100k):
   task = _task(real_ml100k)
   assert len(task.data.user_ids) == 943 and task.data.num_items == 1682
   assert len(task.data.train.items) == 100_000 - 2 * 943
-  popularity = task.popularity('test')
+  popularity = task.objective.popularity('test')
   assert popularity['hr_at_10'] == pytest.approx(0.404, abs=0.001)
   floors = task.floors()['popularity']  # by the names runs report
   assert floors['test/hr_at_10'] == popularity['hr_at_10']
-  assert floors['validation/ndcg_at_10'] == task.popularity('validation')['ndcg_at_10']
+  assert floors['validation/ndcg_at_10'] == task.objective.popularity('validation')[
+      'ndcg_at_10']
 
 
 def test_real_beauty_keeps_users_with_20_items(real_beauty):

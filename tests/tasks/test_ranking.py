@@ -75,7 +75,7 @@ def test_popularity_ranks_by_train_users(tmp_path):
   root = fixtures.write_user_items(tmp_path, {0: [9, 1], 1: [9, 1], 2: [9, 2], 3: [9]},
                                    {0: [2], 1: [2], 2: [1], 3: [1]})
   task = _task(root, top_k=1)
-  metrics = task.popularity()
+  metrics = task.objective.popularity('test')
   # Top unseen item: user 0, 1 -> 2 (hit); user 2 -> 1 (hit); user 3 -> 1 (hit).
   assert metrics['hr_at_1'] == 1.0 and metrics['ndcg_at_1'] == 1.0
   # A user without test items is left out of the means (not a NaN in them, nor a miss).
@@ -83,7 +83,7 @@ def test_popularity_ranks_by_train_users(tmp_path):
                                    {0: [9, 1], 1: [9, 1], 2: [9, 2, 3], 3: [2]},
                                    {0: [2], 1: [3], 2: [], 3: []})
   # Unseen, item 2 tops users 0 and 1: user 0 hits, user 1 (test item 3) does not.
-  assert _task(root, top_k=1).popularity()['hr_at_1'] == 0.5
+  assert _task(root, top_k=1).objective.popularity('test')['hr_at_1'] == 0.5
 
 
 def test_amazon_style_sequence_file_works_unchanged(tmp_path):
@@ -102,9 +102,9 @@ def test_top_users_and_a_validation_split_score_held_out_train_items(tmp_path):
   assert task.data.user_ids.tolist() == [3, 4] and task.EVAL_PARTS == ('validation',) * 2
   assert task.data.test.of(0).tolist() == [32, 33, 34]  # no test item (99) is scored
   # Every held-out item is unique to its user: popularity never hits, 0 and not NaN.
-  assert task.popularity('validation')['hr_at_1'] == 0.0
+  assert task.objective.popularity('validation')['hr_at_1'] == 0.0
   with pytest.raises(ValueError, match=r"holds out 'validation' only, got 'test'"):
-    task.popularity('test')
+    task.objective.popularity('test')
 
 
 def test_ids_that_leave_most_of_the_catalogue_unused_are_renumbered_in_order(tmp_path):
@@ -131,7 +131,7 @@ def test_a_catalogue_the_task_cannot_rank_is_refused(tmp_path, train, test, top_
 
 def test_real_goodreads_popularity_matches_the_design_note(real_goodreads):
   """DESIGN.md: popularity alone scores NDCG@20 of about 0.275 on Goodreads-100."""
-  metrics = _task(real_goodreads).popularity()
+  metrics = _task(real_goodreads).objective.popularity('test')
   assert metrics['ndcg_at_20'] == pytest.approx(0.2765, abs=0.001)
 
 
