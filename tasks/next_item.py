@@ -6,7 +6,6 @@ client's training dataset, and global recall@1/5/10 evaluation. The model
 declares its one table (the item embedding, indexed by context and label).
 """
 
-import collections
 import dataclasses
 import functools
 
@@ -18,7 +17,7 @@ import tensorflow_federated as tff
 from tasks import setting
 from tff_rec import feeds
 from tff_rec import losses
-from tff_rec import metrics
+from tff_rec import objectives
 from tff_rec.data import client_arrays
 from tff_rec.data import interactions
 from tff_rec.data import movielens
@@ -29,15 +28,12 @@ from tff_rec.data import user_items
 from tff_rec.models import dual_encoder
 from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
-from tff_rec.training import evaluation
 from tff_rec.training import loop
 from tff_rec.training import optimizers
 
 # The type of Config.interactions: a field of that name shadows the module.
 Interactions = interactions.Columns
 
-RECALL_KS = (1, 5, 10)
-EVAL_BATCH_SIZE = 1024
 DEFAULT_DATA_DIR = '../shared/data/ml-100k'
 ITEM_TABLE = 'item_embedding'  # the dual encoder's one table (rows: padding, 1..V)
 CENTRALIZED_SPLITS = ('by_example', 'by_user')
@@ -119,10 +115,6 @@ def load(data_dir: str, columns: interactions.Columns = interactions.Columns()
   return data.ratings, data.items['item_id'].to_numpy()
 
 
-def _to_xy(example):
-  return collections.OrderedDict(context=example['context']), example['label']
-
-
 class Task(feeds.Feeds):
   """The task; reading the data happens once, in the constructor. Its clients'
   feeds derive from `client_arrays` (each training user's rows of the examples)."""
@@ -153,6 +145,7 @@ class Task(feeds.Feeds):
     self.client_arrays = client_arrays.ClientArrays(
         {'context': self.examples.context}, self.examples.label,
         {c: np.arange(ranges[c][0], sum(ranges[c])) for c in self.train_data.client_ids})
+    self.objective = objectives.Retrieval(self.split.pooled, self.vocab_size, self._loss)
 
   def _check_parts(self) -> int:
     """Refuses a part with no user; returns how many training clients train nothing
@@ -198,27 +191,23 @@ class Task(feeds.Feeds):
         spreadout_weight=self.config.spreadout_weight if spreadout else 0.0,
         seed=self.config.seed)
 
-  def loss(self, train_labels: np.ndarray | None = None) -> tf.keras.losses.Loss:
-    """The configured loss; a log-q correction counts `train_labels` (default:
-    the federated training users' labels)."""
+  def _loss(self, train_labels: np.ndarray) -> tf.keras.losses.Loss:
+    """The configured loss; a log-q correction counts `train_labels` (the
+    objective's default: the federated training users' labels)."""
     loss_class, _ = losses.RETRIEVAL_LOSSES[self.config.loss]
     if loss_class is not losses.BatchSoftmax:
       return loss_class()
     frequency = None
     if self.config.logq_correction:
-      labels = self.split.pooled('train')['label'] if train_labels is None else train_labels
-      frequency = np.bincount(labels, minlength=self.vocab_size + 1)[1:] / len(labels)
+      frequency = (np.bincount(train_labels, minlength=self.vocab_size + 1)[1:]
+                   / len(train_labels))
     return loss_class(remove_accidental_hits=self.config.remove_accidental_hits,
                       label_frequency=frequency)
-
-  @staticmethod
-  def metrics() -> list[tf.keras.metrics.Metric]:
-    return [metrics.GlobalRecall(k) for k in RECALL_KS]
 
   def model_fn(self) -> tff.learning.models.VariableModel:
     return tff.learning.models.from_keras_model(
         self.keras_model(), loss=self.loss(), input_spec=self.input_spec,
-        metrics=self.metrics())
+        metrics=self.objective.metrics())
 
   @functools.cached_property
   def tables(self) -> tuple[tables_lib.Table, ...]:
@@ -241,47 +230,16 @@ class Task(feeds.Feeds):
     return sliced.Plan(c.batch_size, c.local_epochs, drop_remainder=c.drop_remainder,
                        buffer=c.shuffle_buffer)
 
-  def evaluation_dataset(self, examples: next_item.Examples) -> tf.data.Dataset:
-    return (tf.data.Dataset.from_tensor_slices(examples)
-            .batch(EVAL_BATCH_SIZE).map(_to_xy))
-
-  def evaluator(self, model: tf.keras.Model) -> evaluation.Evaluator:
-    """Global recall@1/5/10 of `model` on evaluation datasets."""
-    return evaluation.Evaluator(model, self.metrics())
-
   def evaluate(self, weights: tff.learning.models.ModelWeights, part: str
                ) -> dict[str, float]:
-    """Global recall@k of `weights` over the pooled examples of `part`'s users."""
-    weights.assign_weights_to(self._federated_evaluator.model)
-    return self._federated_evaluator(self._pooled_dataset(part))
+    """The objective's global recall@k of `weights` over the pooled examples of
+    `part`'s users, on one model (its evaluation traced once)."""
+    weights.assign_weights_to(self._evaluated_model)
+    return self.objective.evaluate(self._evaluated_model, part)
 
   @functools.cached_property
-  def _federated_evaluator(self) -> evaluation.Evaluator:
-    return self.evaluator(self.keras_model())
-
-  @functools.cache
-  def _pooled_dataset(self, part: str) -> tf.data.Dataset:
-    return self.evaluation_dataset(self.split.pooled(part))
-
-  def floors(self) -> dict[str, dict[str, float]]:
-    """What knows nothing of the user, by the metric names runs report: popularity
-    (label counts of the federated training users)."""
-    train = self.split.pooled('train')
-    return {'popularity': {f'{part}/{k}': v for part in ('validation', 'test')
-                           for k, v in self.popularity(train, self.split.pooled(part)).items()}}
-
-  def popularity(self, train: next_item.Examples, test: next_item.Examples
-                 ) -> dict[str, float]:
-    """Recall@k of ranking every item by its label count in `train`.
-
-    The floor any learned model must beat; ties count against the label, as
-    for models.
-    """
-    counts = np.bincount(train['label'], minlength=self.vocab_size + 1)[1:]
-    scores = tf.broadcast_to(tf.constant(counts, tf.float32),
-                             [len(test['label']), self.vocab_size])
-    return {f'recall_at_{k}': float(np.mean(metrics.recall_at_k(test['label'], scores, k)))
-            for k in RECALL_KS}
+  def _evaluated_model(self) -> tf.keras.Model:
+    return self.keras_model()
 
   def centralized_split(self) -> next_item.CentralizedSplit:
     if self.config.centralized_split == 'by_user':
@@ -298,7 +256,7 @@ class Task(feeds.Feeds):
     shuffled = {k: v[order] for k, v in examples.items()}
     return (tf.data.Dataset.from_tensor_slices(shuffled)
             .batch(self.config.batch_size, drop_remainder=self.config.drop_remainder)
-            .map(_to_xy))
+            .map(objectives.Retrieval.xy))
 
   def train_centralized(self, optimizer: optimizers.OptimizerConfig, *, epochs: int,
                         eval_every: int, on_epoch) -> dict[str, float]:
@@ -317,9 +275,9 @@ class Task(feeds.Feeds):
                        'partial one: lower batch_size, or turn drop_remainder off')
     tf.keras.utils.set_random_seed(self.config.seed)
     model = self.keras_model()
-    evaluator = self.evaluator(model)
-    datasets = {'validation': self.evaluation_dataset(split.validation),
-                'test': self.evaluation_dataset(split.test)}
+    evaluator = self.objective.evaluator(model)
+    datasets = {'validation': self.objective.dataset(split.validation),
+                'test': self.objective.dataset(split.test)}
 
     def evaluate_on(name):  # the evaluator holds the model
       return lambda: {f'{name}/{k}': v for k, v in evaluator(datasets[name]).items()}

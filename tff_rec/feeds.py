@@ -72,8 +72,8 @@ class Feeds:
     return {k: v for k, v in examples.items() if k != label}, examples[label]
 
   # The objective's: its loss, and its scores of the Keras model.
-  def loss(self) -> tf.keras.losses.Loss:
-    return self.objective.loss()
+  def loss(self, *arguments) -> tf.keras.losses.Loss:
+    return self.objective.loss(*arguments)
 
   def evaluate(self, weights, part: str | None = None) -> dict[str, float]:
     """The objective's metrics of the model `weights` on `part` (default: the

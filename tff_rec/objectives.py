@@ -9,13 +9,16 @@ model. An objective reads each part's examples a chunk at a time (`Part`), so
 wide examples (long histories) are never all in memory at once.
 """
 
+import collections
 import dataclasses
+import functools
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from tff_rec import metrics
+from tff_rec.training import evaluation
 
 Features = Mapping[str, np.ndarray]
 EVAL_BATCH_SIZE = 8192
@@ -226,3 +229,70 @@ class SampledRanking:
              for block in (slice(start, start + self.BLOCK_USERS)
                            for start in range(0, len(positive), self.BLOCK_USERS))]
     return metrics.rank_metrics(np.concatenate(ranks), self.top_k)
+
+
+class Retrieval:
+  """The next item retrieved among the whole catalogue from a context of items:
+  the task's loss; the global recall@k of the label over each part's examples
+  pooled (Keras metrics, per-example means); floor: popularity (items ranked by
+  their count among the training labels).
+
+  pooled(part) -> the part's examples, {'context': [n, L], 'label': [n], ...}
+  ('train', 'validation', 'test'; each made once, when first read);
+  loss(train_labels) -> the task's Keras loss (a log-q correction counts the
+  labels it is given: by default the training part's).
+  """
+
+  RECALL_KS = (1, 5, 10)
+  BATCH_SIZE = 1024
+
+  def __init__(self, pooled: Callable[[str], Mapping[str, np.ndarray]], vocab_size: int,
+               loss: Callable[[np.ndarray], tf.keras.losses.Loss]):
+    self.pooled, self.vocab_size, self._loss = functools.cache(pooled), vocab_size, loss
+
+  def loss(self, train_labels: np.ndarray | None = None) -> tf.keras.losses.Loss:
+    return self._loss(self.pooled('train')['label'] if train_labels is None else train_labels)
+
+  def metrics(self) -> list[tf.keras.metrics.Metric]:
+    return [metrics.GlobalRecall(k) for k in self.RECALL_KS]
+
+  @staticmethod
+  def xy(examples):
+    """The model's (x, y) of examples."""
+    return collections.OrderedDict(context=examples['context']), examples['label']
+
+  def dataset(self, examples: Mapping[str, np.ndarray]) -> tf.data.Dataset:
+    """(x, y) batches of any examples (a centralized split's too)."""
+    return tf.data.Dataset.from_tensor_slices(examples).batch(self.BATCH_SIZE).map(self.xy)
+
+  def evaluator(self, model: tf.keras.Model) -> evaluation.Evaluator:
+    """The metrics of `model` on a dataset; its step traced once for that model."""
+    return evaluation.Evaluator(model, self.metrics())
+
+  def evaluate(self, model: tf.keras.Model, part: str) -> dict[str, float]:
+    """Evaluating one model again and again (its weights assigned between) traces
+    its step once."""
+    return self._evaluator(model)(self._dataset(part))
+
+  @functools.cache
+  def _evaluator(self, model: tf.keras.Model) -> evaluation.Evaluator:
+    return self.evaluator(model)
+
+  @functools.cache
+  def _dataset(self, part: str) -> tf.data.Dataset:
+    return self.dataset(self.pooled(part))
+
+  def floors(self) -> dict[str, dict[str, float]]:
+    train = self.pooled('train')
+    return {'popularity': {f'{part}/{k}': v for part in ('validation', 'test')
+                           for k, v in self.popularity(train, self.pooled(part)).items()}}
+
+  def popularity(self, train: Mapping[str, np.ndarray], test: Mapping[str, np.ndarray]
+                 ) -> dict[str, float]:
+    """Recall@k of ranking every item by its label count in `train`: the floor any
+    learned model must beat; ties count against the label, as for models."""
+    counts = np.bincount(train['label'], minlength=self.vocab_size + 1)[1:]
+    scores = tf.broadcast_to(tf.constant(counts, tf.float32),
+                             [len(test['label']), self.vocab_size])
+    return {f'recall_at_{k}': float(np.mean(metrics.recall_at_k(test['label'], scores, k)))
+            for k in self.RECALL_KS}

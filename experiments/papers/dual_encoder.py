@@ -303,13 +303,13 @@ def main(argv):
   vocab_size = derived('vocab_size', lambda: task().vocab_size)
 
   def by_user(part: str) -> dict[str, float]:
-    return derived(f'popularity_by_user_{part}', lambda: task().popularity(
+    return derived(f'popularity_by_user_{part}', lambda: task().objective.popularity(
         task().split.pooled('train'), task().split.pooled(part)))
 
   def by_example(seed: int) -> dict[str, float]:
     split = next_item.Task(dataclasses.replace(  # the by-example split of that seed
         config, seed=seed, centralized_split='by_example')).centralized_split()
-    return task().popularity(split.train, split.test)
+    return task().objective.popularity(split.train, split.test)
 
   results = run_all(clients, seeds)
   # Popularity per seed, each seed's against the row's run of that seed: by user,

@@ -66,7 +66,7 @@ def test_popularity_ranks_items_by_training_label_count(task):
   train = {'label': np.array([3, 3, 3, 7, 7, 1], np.int32)}
   test = {'label': np.array([3, 7, 1, 2], np.int32)}
   # Ranks: item 3 first, 7 second, 1 third, 2 tied with the 36 unseen items.
-  result = task.popularity(train, test)
+  result = task.objective.popularity(train, test)
   assert result == {'recall_at_1': 0.25, 'recall_at_5': 0.75, 'recall_at_10': 0.75}
 
 
@@ -138,7 +138,7 @@ def test_federated_global_softmax_beats_popularity_on_real_ml100k(real_ml100k, t
       process, client_ids=task.train_client_ids, client_input=task.client_arguments,
       schedule=loop.Schedule(rounds=25, clients_per_round=50, eval_every=0),
       evaluate=lambda w: task.evaluate(w, 'test'))
-  popularity = task.popularity(task.split.pooled('train'), task.split.pooled('test'))
+  popularity = task.objective.popularity(task.split.pooled('train'), task.split.pooled('test'))
   assert popularity['recall_at_10'] == pytest.approx(0.046, abs=0.002)
   assert metrics['recall_at_10'] > popularity['recall_at_10'] + 0.01
 

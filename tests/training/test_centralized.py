@@ -13,8 +13,8 @@ def test_keras_epochs_learn_a_sequential_pattern_on_the_evaluation_schedule(ml10
       data_dir=str(ml100k_dir), loss='global_softmax', batch_size=8))
   split = task.centralized_split()
   model = task.keras_model()
-  evaluator = task.evaluator(model)
-  test = task.evaluation_dataset(split.test)
+  evaluator = task.objective.evaluator(model)
+  test = task.objective.dataset(split.test)
   before = evaluator(test)['recall_at_10']
   seen = []
   metrics = centralized.train(
