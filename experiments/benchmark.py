@@ -245,14 +245,11 @@ FLOOR_TASKS = ('ctr', 'next_item')  # Keras models _client_batches reads
 
 
 def _client_batches(task, client: str, seed: int) -> list:
-  """A client's training batches of a Keras task (click models, next item), built
-  as its dataset computation builds them."""
-  arguments = task.client_arguments(client, seed)
-  if len(arguments) == 3:  # next item: (context, label, seed)
-    examples = {'context': arguments[0], 'label': arguments[1]}
-  else:  # click models: (examples, seed)
-    examples = arguments[0]
-  return list(task.batches(examples, seed=seed))
+  """A client's training batches of a Keras task (click models, next item), as its
+  clients take them (task.client_batches), each an (x, y) of numpy arrays."""
+  batches = task.client_batches(client, seed)
+  return [tf.nest.map_structure(np.asarray, batches.batch(s))
+          for s in range(int(batches.steps()))]
 
 
 def _cohorts(ids, clients: int) -> list[list[str]]:
