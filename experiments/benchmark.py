@@ -579,9 +579,10 @@ def bench_round() -> str:
 
   process = fedavg()
   ids = task.train_client_ids
-  cohorts = [[task.client_arguments(c, loop.client_seed(0, r, c))
-              for c in loop.sample_cohort(ids, FLAGS.clients_per_round, seed=0, round_num=r)]
-             for r in range(FLAGS.rounds + 1)]
+  seeded = [[(c, loop.client_seed(0, r, c))
+             for c in loop.sample_cohort(ids, FLAGS.clients_per_round, seed=0, round_num=r)]
+            for r in range(FLAGS.rounds + 1)]
+  cohorts = [[task.client_arguments(c, seed) for c, seed in cohort] for cohort in seeded]
 
   def time_rounds(proc):
     return _seconds_per_round(proc, cohorts)
@@ -598,8 +599,8 @@ def bench_round() -> str:
   # one tf.function with a plain SGD step (no TFF, no per-client reset).
   model = task.keras_model()
   loss_fn, optimizer = task.loss(), tf.keras.optimizers.SGD(0.1)
-  datasets = [[task.batches({'context': c, 'label': l}, seed=s) for c, l, s in cohort]
-              for cohort in cohorts]
+  datasets = [[tf.nest.map_structure(tf.convert_to_tensor, task.client_batches(c, seed))
+               .as_dataset() for c, seed in cohort] for cohort in seeded]
 
   @tf.function
   def train(dataset):

@@ -14,8 +14,8 @@ colr, scolr, svd and topk; fedavg and fedsubavg are FedMF
 here) user vectors never leave their client: FedMF's options say how they are
 kept (item_updates.Options: user_state, reconstruction_epochs; a client's
 rows then hold the reconstruction's epochs before its local epochs, the
-`extra_epochs` of its feed). Only those algorithms read `l2` (their fields' model_kind: registry.build refuses them
-elsewhere).
+`extra_epochs` of its feed). `l2` is their loss's (and the centralized
+MF's): its field's model_kind makes registry.build refuse it elsewhere.
 
 Every other algorithm trains the same score as a Keras model (mf.keras_model)
 whose user table is a model weight like any other: broadcast, trained on its
@@ -51,7 +51,6 @@ from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
 from tff_rec.training import optimizers
-from tff_rec.training import resources
 
 # The type of Config.interactions: a field of that name shadows the module.
 Interactions = interactions.Columns
@@ -194,21 +193,18 @@ class _DrawnInClientWork(capabilities.Wrapper):
     return self._of_examples(self.wrapped.batches_computation)
 
 
-# Copies of each table every run holds at least: the initial user table (FedMF's
-# stored users hold more: fedmf checks them), and the initial item table, the
-# round's and the next state's.
-USER_COPIES, ITEM_COPIES = 1, 3
+# Copies of the user table a run holds at least: every run its initial one; the
+# Keras MF (a model weight) the round's state and the next state's too (FedMF's
+# stored users are checked by fedmf, before it makes theirs).
+USER_COPIES, KERAS_USER_COPIES = 1, 2
 
 
-def _check_tables_fit(num_users: int, num_items: int, config: Config) -> None:
+def _check_tables_fit(num_users: int, num_items: int, config: Config, user_copies: int,
+                      users: str = '', cure: str = '') -> None:
   """Refuses, before the tables are allocated, a population whose tables do not fit."""
-  d = config.embedding_dim
-  refusal = resources.too_large(
-      4 * d * (num_users * USER_COPIES + num_items * ITEM_COPIES),
-      f'{num_users} users x {d} floats and {num_items} items x {d} floats x {ITEM_COPIES} '
-      '(copies of the item table)')
+  refusal = mf.tables_too_large(num_users, num_items, config.embedding_dim, user_copies, users)
   if refusal:
-    raise ValueError(f'{refusal}; use a smaller --embedding_dim or fewer users')
+    raise ValueError(f'{refusal}; use a smaller --embedding_dim or fewer users{cure}')
 
 
 class Task(feeds.Feeds):
@@ -230,7 +226,7 @@ class Task(feeds.Feeds):
     self.PROGRESS = {'loss': loop.TRAIN_LOSS, 'val hr': f'validation/hr_at_{k}',
                      'test hr': f'test/hr_at_{k}', 'bytes up': 'train/aggregator/bytes_up'}
     self.data = load(config)
-    _check_tables_fit(len(self.data.user_ids), self.data.num_items, config)
+    _check_tables_fit(len(self.data.user_ids), self.data.num_items, config, USER_COPIES)
     self.initial_items = mf.initial_table(self.data.num_items, config.embedding_dim,
                                           config.seed)
     self._client_index = client_index.ClientIndex(self.data.user_ids)
@@ -311,6 +307,9 @@ class Task(feeds.Feeds):
   # The Keras model (every algorithm but FedMF's family) ----------------------
 
   def keras_model(self) -> tf.keras.Model:
+    _check_tables_fit(len(self.data.user_ids), self.data.num_items, self.config,
+                      KERAS_USER_COPIES, ' (the Keras MF\'s user table, a model weight)',
+                      ", or FedMF's private users (--algorithm=fedmf)")
     return mf.keras_model(len(self.data.user_ids), self.data.num_items,
                           self.config.embedding_dim, self.config.seed)
 

@@ -191,16 +191,16 @@ class Task(feeds.Feeds):
         spreadout_weight=self.config.spreadout_weight if spreadout else 0.0,
         seed=self.config.seed)
 
-  def _loss(self, train_labels: np.ndarray) -> tf.keras.losses.Loss:
-    """The configured loss; a log-q correction counts `train_labels` (the
-    objective's default: the federated training users' labels)."""
+  def _loss(self, train_labels: np.ndarray | None) -> tf.keras.losses.Loss:
+    """The configured loss; a log-q correction counts `train_labels` (default:
+    the federated training users' labels)."""
     loss_class, _ = losses.RETRIEVAL_LOSSES[self.config.loss]
     if loss_class is not losses.BatchSoftmax:
       return loss_class()
     frequency = None
     if self.config.logq_correction:
-      frequency = (np.bincount(train_labels, minlength=self.vocab_size + 1)[1:]
-                   / len(train_labels))
+      labels = self.split.pooled('train')['label'] if train_labels is None else train_labels
+      frequency = np.bincount(labels, minlength=self.vocab_size + 1)[1:] / len(labels)
     return loss_class(remove_accidental_hits=self.config.remove_accidental_hits,
                       label_frequency=frequency)
 

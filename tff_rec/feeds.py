@@ -26,9 +26,9 @@ class Feeds:
   """The members of capabilities.KerasModel, KerasBatches, ClientExamples and
   FeatureHeat, for a task whose `client_arrays` is a ClientArrays (or a
   ClientDraws, less the heat, sizes and baseline, which it writes), `keras_model()`
-  and `loss()` its model and loss, `tables` its declared tables and `config` its
-  settings (`batch_size`; `seed`, MetaUA's query split; one epoch a round: a task
-  overrides `batch_plan` for more)."""
+  its model, `tables` its declared tables, `objective` its loss, scores and floors
+  (tff_rec.objectives) and `config` its settings (`batch_size`; `seed`, MetaUA's
+  query split; one epoch a round: a task overrides `batch_plan` for more)."""
 
   PADDING_ID: int | None = None  # an id of the tables that is no feature (heat skips it)
 

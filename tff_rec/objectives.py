@@ -5,8 +5,8 @@ tensorflow-recommenders' Task is a loss plus its metrics; here an objective
 also gives its floors (what knows nothing of the user: every table of this
 project shows them). A task keeps one as `objective`, and the library's Feeds
 forward the task's `loss`, `evaluate` and `floors` to it, on the task's Keras
-model. An objective reads each part's examples a chunk at a time (`Part`), so
-wide examples (long histories) are never all in memory at once.
+model. Clicks and Regression read each part's examples a chunk at a time
+(`Part`), so wide examples (long histories) are never all in memory at once.
 """
 
 import collections
@@ -130,8 +130,13 @@ class Regression:
     return {'rmse': _rmse(predict(model, scored), scored.labels)}
 
   def floors(self) -> dict[str, dict[str, float]]:
-    return {'mean': {f'{name}/rmse': _rmse(np.full(len(scored), self.mean), scored.labels)
-                     for name, scored in self.parts.items()}}
+    return {'mean': _by_part(self.parts, lambda name: {'rmse': _rmse(
+        np.full(len(self.parts[name]), self.mean), self.parts[name].labels)})}
+
+
+def _by_part(parts, metrics_of: Callable[[str], Mapping[str, float]]) -> dict[str, float]:
+  """Each part's metrics, named as runs report them: '<part>/<metric>'."""
+  return {f'{part}/{k}': v for part in parts for k, v in metrics_of(part).items()}
 
 
 def _rmse(predicted: np.ndarray, labels: np.ndarray) -> float:
@@ -180,8 +185,7 @@ class ItemRanking:
                          part)
 
   def floors(self) -> dict[str, dict[str, float]]:
-    return {'popularity': {f'{self.part}/{k}': v
-                           for k, v in self.popularity(self.part).items()}}
+    return {'popularity': _by_part([self.part], self.popularity)}
 
 
 class SampledRanking:
@@ -216,8 +220,7 @@ class SampledRanking:
                         lambda _, candidates: self.counts[candidates])
 
   def floors(self) -> dict[str, dict[str, float]]:
-    return {'popularity': {f'{part}/{k}': v for part in self.held_out
-                           for k, v in self.popularity(part).items()}}
+    return {'popularity': _by_part(self.held_out, self.popularity)}
 
   def _ranked(self, part: str, positive: np.ndarray, candidate_scores) -> dict[str, float]:
     """The metrics of the held-out items' `positive` scores, the candidates scored
@@ -238,20 +241,20 @@ class Retrieval:
   their count among the training labels).
 
   pooled(part) -> the part's examples, {'context': [n, L], 'label': [n], ...}
-  ('train', 'validation', 'test'; each made once, when first read);
-  loss(train_labels) -> the task's Keras loss (a log-q correction counts the
-  labels it is given: by default the training part's).
+  ('train', 'validation', 'test'), made when read; loss(train_labels or None) ->
+  the task's Keras loss (a log-q correction counts the labels it is given, by
+  default the training part's).
   """
 
   RECALL_KS = (1, 5, 10)
   BATCH_SIZE = 1024
 
   def __init__(self, pooled: Callable[[str], Mapping[str, np.ndarray]], vocab_size: int,
-               loss: Callable[[np.ndarray], tf.keras.losses.Loss]):
-    self.pooled, self.vocab_size, self._loss = functools.cache(pooled), vocab_size, loss
+               loss: Callable[[np.ndarray | None], tf.keras.losses.Loss]):
+    self.pooled, self.vocab_size, self._loss = pooled, vocab_size, loss
 
   def loss(self, train_labels: np.ndarray | None = None) -> tf.keras.losses.Loss:
-    return self._loss(self.pooled('train')['label'] if train_labels is None else train_labels)
+    return self._loss(train_labels)
 
   def metrics(self) -> list[tf.keras.metrics.Metric]:
     return [metrics.GlobalRecall(k) for k in self.RECALL_KS]
@@ -284,8 +287,8 @@ class Retrieval:
 
   def floors(self) -> dict[str, dict[str, float]]:
     train = self.pooled('train')
-    return {'popularity': {f'{part}/{k}': v for part in ('validation', 'test')
-                           for k, v in self.popularity(train, self.pooled(part)).items()}}
+    return {'popularity': _by_part(('validation', 'test'),
+                                   lambda part: self.popularity(train, self.pooled(part)))}
 
   def popularity(self, train: Mapping[str, np.ndarray], test: Mapping[str, np.ndarray]
                  ) -> dict[str, float]:

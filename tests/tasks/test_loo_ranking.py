@@ -261,18 +261,23 @@ def test_a_population_whose_tables_do_not_fit_is_refused_before_they_are_allocat
   half = resources.machine_memory() / 2
   # Every run: one copy of the users, three of the items, checked before either is made.
   dim = int(half / 4 / (users + 3 * items)) + 1
-  with pytest.raises(ValueError, match=rf'{users} users x {dim} floats and {items} items x '
-                     rf'{dim} floats x 3 .*a smaller --embedding_dim or fewer users'):
+  with pytest.raises(ValueError, match=rf'{users} users x {dim} floats x 1 and {items} items '
+                     rf'x {dim} floats x 3 .*a smaller --embedding_dim or fewer users$'):
     _task(ranking_dir, embedding_dim=dim)
   assert not made
-  # FedMF's stored users keep 2 copies: this dimension fits 1, and their build is
-  # refused before the user table is made.
+  # FedMF's stored users and the Keras MF's user table (a model weight) keep 2
+  # copies: this dimension fits 1, and their builds are refused before the user
+  # table is made; FedAvg on the MF is FedMF's round, which reconstructs under fedmf.
   dim = int(half / 4 / (1.5 * users + 3 * items))
   task = _task(ranking_dir, embedding_dim=dim)
-  with pytest.raises(registry.NotApplicable, match=rf'{users} users x {dim} floats x 2 '
-                     rf'\(stored users\) and {items} items x {dim} floats x 3 '
-                     '.*--user_state=reconstructed'):
-    registry.build('fedmf', task, registry.training(task, 'fedmf'))
+  stored = rf'{users} users x {dim} floats x 2 \(stored users\) and {items} items x {dim} '
+  for name, cure in (('fedmf', 'use --user_state=reconstructed'),
+                     ('fedavg', 'use --algorithm=fedmf --user_state=reconstructed')):
+    with pytest.raises(registry.NotApplicable, match=f'{stored}floats x 3 .*; {cure}, '):
+      registry.build(name, task, registry.training(task, name))
+  with pytest.raises(ValueError, match=rf"{users} users x {dim} floats x 2 \(the Keras MF's "
+                     r"user table, a model weight\) .*or FedMF's private users"):
+    registry.build('fedprox', task, registry.training(task, 'fedprox'))
   assert made == [items]
 
 

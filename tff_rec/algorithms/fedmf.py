@@ -49,7 +49,6 @@ from tff_rec.data import sliced
 from tff_rec.models import mf
 from tff_rec.training import functional
 from tff_rec.training import lazy_sgd
-from tff_rec.training import resources
 
 @dataclasses.dataclass(frozen=True)
 class FedMFConfig:
@@ -260,7 +259,7 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         'Keras model, if it has one)')
   stored = options.user_state == 'stored'
   if stored:
-    _check_stored_users_fit(task)
+    _check_stored_users_fit(task, name)
   item_updates.check_aggregation(options, training, form)
   # The one sum everything a client sends goes through (plain, or TFF's secure sum),
   # or TFF's DP mean over the cohort in its place.
@@ -303,22 +302,21 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
   return api.Built(process, ids, client_input, None if stored else evaluate)
 
 
-# Copies of each table a stored run holds at least: the round's state and, while a
-# round writes it, the next state (rounds.RoundProcess); the items' initial table too.
-STORED_USER_COPIES, ITEM_COPIES = 2, 3
+# Copies of the user table a stored run holds: the round's state and, while a round
+# writes it, the next state (rounds.RoundProcess).
+STORED_USER_COPIES = 2
 
 
-def _check_stored_users_fit(task) -> None:
-  """Refuses, before the tables are allocated, stored users whose tables do not fit."""
-  num_users = len(task.train_client_ids)  # a vector each, made at initialize
-  num_items, d = task.initial_items.shape
-  refusal = resources.too_large(
-      4 * d * (num_users * STORED_USER_COPIES + num_items * ITEM_COPIES),
-      f'{num_users} users x {d} floats x {STORED_USER_COPIES} (stored users) and '
-      f'{num_items} items x {d} floats x {ITEM_COPIES} (copies of each table)')
+def _check_stored_users_fit(task, name: str) -> None:
+  """Refuses, before their table is made, stored users whose tables do not fit."""
+  num_items, dim = task.initial_items.shape
+  refusal = mf.tables_too_large(len(task.train_client_ids), num_items, dim,  # a user a client
+                                STORED_USER_COPIES, ' (stored users)')
   if refusal:
-    raise api.NotApplicable(f'{refusal}; use --user_state=reconstructed, a smaller '
-                            '--embedding_dim or fewer users')
+    reconstructed = ('--user_state=reconstructed' if name in ('fedmf', *item_updates.COMPRESSED)
+                     else '--algorithm=fedmf --user_state=reconstructed')
+    raise api.NotApplicable(f'{refusal}; use {reconstructed}, a smaller --embedding_dim or '
+                            'fewer users')
 
 
 def reconstructed_users(task, config: FedMFConfig, items: np.ndarray) -> np.ndarray:

@@ -16,8 +16,26 @@ The user vector, in every row of a client's batch, moves by the batch mean.
 import numpy as np
 import tensorflow as tf
 
+from tff_rec.training import resources
+
 
 INITIAL_BLOCK = 1 << 14  # rows drawn at once: float64 draws of 10^6 users were 488 MB
+
+
+# Copies of the item table a run holds at least: the initial one, the round's
+# state and the next state's while a round writes it.
+ITEM_COPIES = 3
+
+
+def tables_too_large(num_users: int, num_items: int, dim: int, user_copies: int,
+                     users: str = '') -> str | None:
+  """resources.too_large for a factorization's float32 tables, before they are made:
+  `user_copies` of the users' (`users`: whose, for the message) and ITEM_COPIES of
+  the items'."""
+  return resources.too_large(
+      4 * dim * (num_users * user_copies + num_items * ITEM_COPIES),
+      f'{num_users} users x {dim} floats x {user_copies}{users} and {num_items} items x '
+      f'{dim} floats x {ITEM_COPIES} (copies of each table)')
 
 
 def initial_table(rows: int, dim: int, seed: int) -> np.ndarray:
