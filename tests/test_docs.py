@@ -40,7 +40,7 @@ def test_the_study_files_excerpt_is_the_file():
 
 @pytest.mark.slow(seconds=60)
 def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_would(
-    real_ml100k, tmp_path):
+    real_ml100k, tmp_path, monkeypatch):
   """The page's quick study (one seed): its grids, choices and floors; then its
   outputs from the records alone, byte for byte; and a cell run in a study's worker
   (beside another) gives the curve the trainer gives alone (its main(), outside any
@@ -65,7 +65,9 @@ def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_wo
   config = json.loads((cell / 'config.json').read_text())
   alone = tmp_path / 'alone'
   # the trainer's main() here, not in a study's worker (a process of its own would
-  # import TF and TFF again; tests/launch/test_study.py runs the study's own)
+  # import TF and TFF again; tests/launch/test_study.py runs the study's own), from
+  # where the study ran, which its data_dir is relative to (Bazel runs tests elsewhere)
+  monkeypatch.chdir(conftest.REPO)
   done = trainer.train_here(
       '--task=ctr', '--algorithm=fedsubavg', '--max_correction=50', '--model=lr',
       '--validation_fraction=0.1', '--seed=0', f'--data_dir={config["data_dir"]}',
