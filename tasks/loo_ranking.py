@@ -235,7 +235,7 @@ class Task(feeds.Feeds):
         own_seed=lambda client_id: [config.seed, self._client_index[client_id]])
     self.objective = objectives.SampledRanking(
         self.data.held_out, self.data.negatives, self.data.train.items, self.data.num_items,
-        config.top_k, loss=lambda: tf.keras.losses.BinaryCrossentropy(from_logits=True))
+        config.top_k, loss=objectives.Clicks.loss)  # BCE on the logits, a click's
 
   def initial_user_table(self) -> np.ndarray:
     """Every user's starting vector, made anew at each call: a stored run's process

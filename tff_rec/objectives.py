@@ -203,7 +203,7 @@ class SampledRanking:
   def __init__(self, held_out: Mapping[str, np.ndarray], candidates, train_items: np.ndarray,
                num_items: int, top_k: int, loss: Callable[[], tf.keras.losses.Loss]):
     self.held_out, self.candidates, self.top_k, self.loss = held_out, candidates, top_k, loss
-    self.counts = np.bincount(train_items, minlength=num_items).astype(float)
+    self._train_items, self._num_items = train_items, num_items
 
   def evaluate(self, tables: Mapping[str, np.ndarray], part: str) -> dict[str, float]:
     if part not in self.held_out:
@@ -216,8 +216,8 @@ class SampledRanking:
 
   def popularity(self, part: str) -> dict[str, float]:
     """The metrics of ranking items by their number of training users."""
-    return self._ranked(part, self.counts[self.held_out[part]],
-                        lambda _, candidates: self.counts[candidates])
+    counts = np.bincount(self._train_items, minlength=self._num_items).astype(float)
+    return self._ranked(part, counts[self.held_out[part]], lambda _, candidates: counts[candidates])
 
   def floors(self) -> dict[str, dict[str, float]]:
     return {'popularity': _by_part(self.held_out, self.popularity)}

@@ -300,7 +300,7 @@ def _item_baselines(setting: str, seed: int) -> list[float]:
   """The test AUC of the item floors (popularity, click rate) on one seed's split
   (Beauty: its clicks)."""
   return _derived(f'{setting} s{seed} item baselines',
-                  lambda: _task(setting, seed).objective.item_baselines(_dataset()["item"]))
+                  lambda: _task(setting, seed).objective.item_baselines(_dataset()['item']))
 
 
 def _target(setting: str, central: str) -> float | None:
