@@ -1,7 +1,7 @@
 """Click-through-rate prediction (FedSubAvg's and MetaUA's task family).
 
-On MovieLens, or on a CTR file of your own (a CSV / TSV with a header;
-`data_dir` names the file and the config declares its label, client and
+On MovieLens, or on a CTR file of your own (a CSV / TSV with a header, or
+without one and its fields named by `columns`; `data_dir` names the file and the config declares its label, client and
 feature columns: tff_rec.data.ctr_file), with LR or DCNv2 over those columns,
 or DIN over its user, item and history columns. Interactions without labels
 (an interactions file with its columns declared, or a sequence file) become
@@ -156,7 +156,13 @@ def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]
     file = tables.file_of(path, CTR_FILE_SUFFIXES, 'CTR file')
     if config.test_column is not None:
       _check_no_split(config, f'test_column ({config.test_column})')
-    return ctr_file.read(file, columns, split=config.split,
+    if config.interactions.declared:
+      given = [f'--{f.name}' for f in dataclasses.fields(config.interactions)
+               if f.name != 'columns' and getattr(config.interactions, f.name) is not None]
+      raise ValueError(f'{", ".join(given)} declare an interactions file, and --client_column '
+                       f'a CTR file: leave out {" and ".join(given)} (a CTR file without a '
+                       'header names its fields with --columns)')
+    return ctr_file.read(file, columns, names=config.interactions.columns, split=config.split,
                          test_fraction=config.resolved_test_fraction, seed=config.seed), spec
   if (path.is_file() and path.suffix.lower() in CTR_FILE_SUFFIXES
       and not config.interactions.declared):

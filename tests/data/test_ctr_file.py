@@ -85,9 +85,9 @@ def test_a_trailing_delimiter_does_not_shift_the_columns(tmp_path):
 
 @pytest.mark.parametrize('text, columns, message', [
     ('label,user,item\n1,a,x\n', ctr_file.Columns('label', 'user', ('itme',)),
-     "no feature column 'itme'; the header has label, user, item"),
+     "no feature column 'itme'; its columns: label, user, item"),
     ('clk,user,item\n1,a,x\n', ctr_file.Columns('label', 'user', ('item',)),
-     "no label column 'label'; the header has clk, user, item"),
+     "no label column 'label'; its columns: clk, user, item"),
     ('label,user,item\n1,a,x\nyes,b,y\n', ctr_file.Columns('label', 'user', ('item',)),
      "clicks.csv, line 3: label column label='yes' is not a number"),
     ('label,user,item,history\n1,a,x,"y,z"\n0,b,x,"y,,z"\n', DIN_STYLE,
@@ -96,7 +96,7 @@ def test_a_trailing_delimiter_does_not_shift_the_columns(tmp_path):
     ('label,user,item,history\n1,b,x,"y,z"\n0,a,x,"y,,z"\n1,b,x,y\n', DIN_STYLE,
      "clicks.csv, line 3: list feature history='y,,z' has an empty item"),
     ('label,user,item\n', ctr_file.Columns('label', 'user', ('item',)),
-     'a header but no rows'),
+     ': no rows'),
     ('label,user,item,test\n1,a,x,0\n0,b,y,\n', ctr_file.Columns('label', 'user', ('item',),
                                                                test='test'),
      "clicks.csv, line 3: test column test='' is not a number"),
@@ -129,3 +129,62 @@ def test_the_real_criteo_sample_reads_with_its_categorical_columns(tmp_path):
   assert len(examples.labels) == 200 and 0 < examples.labels.mean() < 1
   assert examples.is_test.sum() == 40
   assert (examples.features['C20'] == 0).any()  # empty categories are padding
+
+
+HEADER = 'label,user,item,history'
+ROWS = ['1,bob,b,', '0,amy,a,"b,c"', '1,bob,c,b', '0,amy,c,"a,b,c"']
+
+
+def _same_examples(a, b):
+  for name in ('labels', 'clients', 'is_test', 'user_ids'):
+    np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+  for name in a.features:
+    np.testing.assert_array_equal(a.features[name], b.features[name])
+  assert a.vocab_sizes == b.vocab_sizes
+
+
+def test_a_file_without_a_header_is_read_by_the_names_given_for_its_fields(tmp_path):
+  with_header = ctr_file.read(_write(tmp_path, '\n'.join([HEADER, *ROWS]) + '\n'), DIN_STYLE,
+                              test_fraction=0.5)
+  headerless = ctr_file.read(_write(tmp_path, '\n'.join(ROWS) + '\n', 'bare.csv'), DIN_STYLE,
+                             names=HEADER.split(','), test_fraction=0.5)
+  _same_examples(with_header, headerless)
+  with pytest.raises(tables.DataFormatError, match='bare.csv, line 1: label column label='
+                     "'0' is not a number|line 1"):  # names in another order: labels are users
+    ctr_file.read(tmp_path / 'bare.csv', DIN_STYLE, names=['user', 'label', 'item', 'history'])
+
+
+def test_names_given_for_a_file_with_a_header_are_refused_naming_its_first_line(tmp_path):
+  path = _write(tmp_path, '\n'.join(['click,uid,iid,hist', *ROWS]) + '\n')
+  with pytest.raises(tables.DataFormatError, match=r"clicks.csv, line 1: label column "
+                     r"label='click' is not a number. If that line is a header, leave columns"):
+    ctr_file.read(path, DIN_STYLE, names=HEADER.split(','))
+
+
+@pytest.mark.parametrize('names', [(), tuple(HEADER.split(','))])
+@pytest.mark.parametrize('bad, fields', [('0,amy,a', 3), ('0,amy,a,b,c', 5), ('0,amy', 2)])
+def test_a_line_whose_fields_disagree_with_the_header_or_names_is_refused_naming_it(
+    tmp_path, names, bad, fields):
+  """Before, pandas padded a short line with empty fields (padding ids, silently)."""
+  rows = [*ROWS[:2], '', bad, *ROWS[2:]]  # a blank line before it: the line number counts it
+  text = '\n'.join(([] if names else [HEADER]) + rows) + '\n'
+  line = 4 if names else 5
+  given = 'columns \\(label,user,item,history\\)' if names else 'its header'
+  with pytest.raises(tables.DataFormatError,
+                     match=f'clicks.csv, line {line}: {fields} fields, but {given} names 4'):
+    ctr_file.read(_write(tmp_path, text), DIN_STYLE, names=names)
+
+
+@pytest.mark.parametrize('quoted', [False, True])
+def test_fields_are_counted_across_chunks_and_in_quotes(tmp_path, monkeypatch, quoted):
+  """Counting reads the file in chunks (numpy) or, where fields are quoted, with csv."""
+  monkeypatch.setattr(tables, 'CHUNK_BYTES', 7)  # lines cut at every chunk
+  history = '"a,b"' if quoted else 'a'
+  rows = [f'{k % 2},u{k % 3},i{k},{history}' for k in range(30)]
+  rows[23] = '1,u2,i23'  # no history field
+  with pytest.raises(tables.DataFormatError, match='clicks.csv, line 25: 3 fields, but its '
+                     'header names 4'):
+    ctr_file.read(_write(tmp_path, '\r\n'.join([HEADER, *rows]) + '\r\n'), DIN_STYLE)
+  del rows[23]
+  examples = ctr_file.read(_write(tmp_path, '\r\n'.join([HEADER, *rows])), DIN_STYLE)
+  assert len(examples.labels) == 29

@@ -69,6 +69,8 @@ def test_bad_flags_stop_before_training_naming_the_flag(flag, message, ml100k_di
      'u.data: 4 fields per line, but columns names 2: user,item'),
     ('--columns=u,i,r,t --user_column=u --item_column=i --time_column=r --min_rating=4',
      'min_rating and rating_column go together'),
+    ('--columns=user,item,rating,time', 'columns names the fields of a file without a header '
+     '(user,item,rating,time); say which are its users and items with user_column'),
 ])
 def test_an_interactions_file_refused_names_the_file_the_setting_and_what_it_holds(
     flags, message, ml100k_dir, tmp_path):
@@ -364,7 +366,7 @@ def test_ctr_file_of_ones_own_trains_fedsubavg_on_dins_declared_tables(tmp_path)
 
 
 @pytest.mark.parametrize('flags, message', [
-    (['--feature_columns=item,price'], "no feature column 'price'; the header has label, "
+    (['--feature_columns=item,price'], "no feature column 'price'; its columns: label, "
      'user, item, history'),
     (['--client_column=None'], "no client column 'None'"),
     (['--model=din', '--feature_columns=item'], '--model=din on a CTR file reads '

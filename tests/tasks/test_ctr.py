@@ -232,6 +232,26 @@ def test_din_on_a_ctr_file_embeds_the_item_and_its_history_in_one_table(tmp_path
   assert sorted(first) == [1] and sorted(second) == [1, 2, 3]  # u2: c with history a, b
 
 
+def test_a_ctr_file_without_a_header_is_read_by_the_columns_it_is_given(tmp_path):
+  """The issue's case: an Amazon export of label, user, item, history lines, no header."""
+  rows = '1,u1,a,\n1,u1,b,a\n1,u2,c,"a,b"\n0,u2,a,c\n'
+  (tmp_path / 'headed.csv').write_text('label,user,item,history\n' + rows)
+  (tmp_path / 'bare.csv').write_text(rows)
+  declared = dict(model='din', client_column='user', feature_columns=('user', 'item'),
+                  list_columns=('history',), test_fraction=0.5)
+  headed, bare = (task_lib.read_examples(task_lib.make_config(
+      data_dir=str(tmp_path / name), **declared, **extra))[0]
+                  for name, extra in [('headed.csv', {}), ('bare.csv', dict(
+                      columns=['label', 'user', 'item', 'history']))])
+  _same_examples(headed, bare)
+  with pytest.raises(ValueError, match='--user_column, --item_column declare an interactions '
+                     'file, and --client_column a CTR file: leave out --user_column and '
+                     '--item_column'):
+    task_lib.read_examples(task_lib.make_config(
+        data_dir=str(tmp_path / 'bare.csv'), user_column='user', item_column='item',
+        **declared))
+
+
 def test_item_baselines_score_by_training_clicks_and_click_rate(tmp_path):
   """Training: a clicked 1 of 4, b 8 of 10, c 1 of 1; test: b+, c+, c-, a-. Scoring
   by how often an item was shown, by its unsmoothed rate (c 1.0 > b 0.8, where

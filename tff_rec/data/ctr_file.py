@@ -1,6 +1,6 @@
 """CTR rows from a user's own CSV / TSV file with declared columns.
 
-The file has a header. The caller declares which column is the label (a
+The file has a header, or the caller names its fields (`names`). The caller declares which column is the label (a
 number: > 0 is a click), which identifies the client (user), which are id
 features (one value per row: any string, e.g. Criteo's hashed categories) and
 which are id-list features (values joined by `list_separator`, e.g. a DIN
@@ -16,6 +16,7 @@ in all of them (DIN's candidate item and its history index one table).
 
 import dataclasses
 import pathlib
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -60,37 +61,57 @@ def _separator(path: pathlib.Path) -> str:
   return '\t' if '.tsv' in (s.lower() for s in path.suffixes) else ','  # x.tsv, x.tsv.gz
 
 
-def read(path: str | pathlib.Path, columns: Columns, *, split: str = 'chronological',
-         test_fraction: float = 0.1, seed: int = 0) -> ctr.CtrExamples:
+def read(path: str | pathlib.Path, columns: Columns, *, names: Sequence[str] = (),
+         split: str = 'chronological', test_fraction: float = 0.1, seed: int = 0
+         ) -> ctr.CtrExamples:
   """The file's rows as CTR examples; held out: the rows the test column marks, or
-  each client's last (or a random) share without one."""
+  each client's last (or a random) share without one. `names`: the fields of a
+  file without a header, in order; without them the first line is the header.
+  Every line must have as many fields as the header or `names` (a trailing
+  delimiter aside)."""
   path = pathlib.Path(path)
   if not path.is_file():
     raise tables.DataFormatError(f'{path}: no such CTR file')
-  frame = tables.read_csv(path, sep=_separator(path), engine='c')
+  sep = _separator(path)
+  if names:
+    lines = tables.field_lines(path, sep, len(names), f'columns ({",".join(names)})')
+    frame = tables.read_csv(path, sep=sep, engine='c', header=None, names=list(names))
+    if len(frame) and not np.isfinite(pd.to_numeric(frame[columns.label].iloc[:1],
+                                                     errors='coerce')).all():
+      raise tables.DataFormatError(
+          f'{path}, line {lines[0]}: label column {columns.label}='
+          f'{frame[columns.label].iloc[0]!r} is not a number. If that line is a header, '
+          'leave columns out: the header names the fields')
+  else:
+    header = tables.first_fields(path, sep)
+    lines = tables.field_lines(path, sep, len(header), 'its header')[1:]
+    frame = tables.read_csv(path, sep=sep, engine='c')
   return from_frame(frame, columns, split=split, test_fraction=test_fraction, seed=seed,
-                    path=path)
+                    path=path, lines=lines)
 
 
 def from_frame(frame: pd.DataFrame, columns: Columns, *, split: str = 'chronological',
-               test_fraction: float = 0.1, seed: int = 0, path='rows') -> ctr.CtrExamples:
+               test_fraction: float = 0.1, seed: int = 0, path='rows',
+               lines: np.ndarray | None = None) -> ctr.CtrExamples:
   """CTR examples of rows as `read` reads them from a file (each cell a string;
-  `path` names their source in errors, line 2 its first row)."""
+  `path` names their source in errors, `lines` each row's line in it, by default
+  2.. after a header)."""
   if frame.empty:
-    raise tables.DataFormatError(f'{path}: a header but no rows')
+    raise tables.DataFormatError(f'{path}: no rows')
+  lines = np.arange(2, len(frame) + 2) if lines is None else np.asarray(lines)
   header = list(frame.columns)
   for role, name in [('label', columns.label), ('client', columns.client),
                      *[('feature', c) for c in columns.features],
                      *[('list feature', c) for c in columns.list_features],
                      *([('test', columns.test)] if columns.test else [])]:
     if name not in header:
-      raise tables.DataFormatError(f'{path}: no {role} column {name!r}; the header has '
+      raise tables.DataFormatError(f'{path}: no {role} column {name!r}; its columns: '
                                    f'{", ".join(header)}')
-  labels = _numbers(frame, columns.label, 'label', path)
-  tests = _numbers(frame, columns.test, 'test', path) > 0 if columns.test else None
+  labels = _numbers(frame, columns.label, 'label', path, lines)
+  tests = _numbers(frame, columns.test, 'test', path, lines) > 0 if columns.test else None
   order = np.argsort(pd.factorize(frame[columns.client], sort=True)[0], kind='stable')
   frame = frame.iloc[order].reset_index(drop=True)
-  lines = order + 2  # file lines of the sorted rows (the header is line 1)
+  lines = lines[order]  # file lines of the sorted rows
   lists = {c: _split_lists(frame[c], columns.list_separator, path, c, lines)
            for c in columns.list_features}
   values = {**{c: frame[c].to_numpy().astype(str) for c in columns.features},
@@ -115,13 +136,14 @@ def from_frame(frame: pd.DataFrame, columns: Columns, *, split: str = 'chronolog
                          vocab_sizes, np.asarray(user_ids), test_marked=bool(columns.test))
 
 
-def _numbers(frame: pd.DataFrame, column: str, role: str, path) -> np.ndarray:
+def _numbers(frame: pd.DataFrame, column: str, role: str, path, lines: np.ndarray
+             ) -> np.ndarray:
   """The column of the file's rows (in file order) as numbers; a DataFormatError
   names the first line that is not one."""
   numbers = pd.to_numeric(frame[column], errors='coerce').to_numpy()
   bad = np.flatnonzero(~np.isfinite(numbers))
   if bad.size:
-    raise tables.DataFormatError(f'{path}, line {bad[0] + 2}: {role} column {column}='
+    raise tables.DataFormatError(f'{path}, line {lines[bad[0]]}: {role} column {column}='
                                  f'{frame[column].iloc[bad[0]]!r} is not a number')
   return numbers
 

@@ -45,11 +45,13 @@ class Columns:
   min_rating: float | None = _setting(
       'Interactions file: keep only interactions rated at least this (implicit positives).')
   columns: tuple[str, ...] = _setting(
-      "Interactions file without a header: its fields' names, in order (e.g. "
-      'user,item,rating,time for MovieLens u.data).', ())
+      "A file without a header (an interactions file, or a CTR file): its fields' names, "
+      'in order (e.g. user,item,rating,time for MovieLens u.data).', ())
 
   def __post_init__(self):
-    if not self.declared:
+    if self.columns and len(set(self.columns)) < len(self.columns):
+      raise ValueError(f'columns names a field twice: {list(self.columns)}')
+    if not self.declared:  # columns alone names a file's fields, whichever reader reads it
       return
     if self.user_column is None or self.item_column is None:
       raise ValueError('an interactions file needs both user_column and item_column; got '
@@ -62,13 +64,21 @@ class Columns:
                         self.rating_column) if c is not None]
     if len(set(used)) < len(used):
       raise ValueError(f'user, item, time and rating columns must differ; got {used}')
-    if self.columns and len(set(self.columns)) < len(self.columns):
-      raise ValueError(f'columns names a field twice: {list(self.columns)}')
 
   @property
   def declared(self) -> bool:
-    """Whether any column is declared: the data is an interactions file."""
-    return any(v not in (None, ()) for v in dataclasses.astuple(self))
+    """Whether any column's role is declared: the data is an interactions file."""
+    return any(getattr(self, f.name) is not None for f in dataclasses.fields(self)
+               if f.name != 'columns')
+
+  def check_interactions(self) -> bool:
+    """Whether the data is an interactions file (`declared`); names alone are
+    refused: they say what a file's fields are called, not which is the user."""
+    if self.columns and not self.declared:
+      raise ValueError(f'columns names the fields of a file without a header '
+                       f'({",".join(self.columns)}); say which are its users and items with '
+                       'user_column and item_column')
+    return self.declared
 
 
 def nested(values: dict) -> dict:

@@ -1,5 +1,6 @@
 """Reading delimited data files with errors that name the file, line and format."""
 
+import csv
 import gzip
 import io
 import pathlib
@@ -48,6 +49,75 @@ def read_csv(path: pathlib.Path, *, sep: str, **options) -> pd.DataFrame:
     raise DataFormatError(f'{path}: {str(e).strip()}') from None
   except UnicodeDecodeError as e:
     raise not_text(path, e) from None
+
+
+CHUNK_BYTES = 1 << 24  # field counting reads this much at a time
+
+
+def first_fields(path: pathlib.Path, sep: str) -> list[str]:
+  """The fields of the file's first line (a header's names)."""
+  try:
+    with open_text(path) as f:
+      return next(csv.reader(f, delimiter=sep), [])
+  except UnicodeDecodeError as e:
+    raise not_text(path, e) from None
+
+
+def field_lines(path: pathlib.Path, sep: str, fields: int, names: str) -> np.ndarray:
+  """The line numbers of the file's non-blank lines (its rows as read_csv reads them,
+  a header included), after checking each has `fields` fields (or one more, empty:
+  a trailing delimiter, which read_csv drops). We count them ourselves because
+  pandas pads a short line with empty fields, which would read as padding ids.
+  Raises a DataFormatError naming the first line that differs and `names` (what
+  gives the number of fields)."""
+  def check(line: int, count: int, trailing_empty: bool) -> None:
+    if count != fields and not (count == fields + 1 and trailing_empty):
+      raise DataFormatError(f'{path}, line {line}: {count} fields, but {names} names '
+                            f'{fields}')
+
+  lines, first, rest = [], 1, b''
+  with (gzip.open(path, 'rb') if gzipped(path) else path.open('rb')) as f:
+    while True:
+      more = f.read(CHUNK_BYTES)
+      data = rest + more
+      if b'"' in data:  # quoted fields may hold the separator: csv's reading (slower)
+        return _quoted_field_lines(path, sep, check)
+      cut = data.rfind(b'\n') + 1 if more else len(data)  # whole lines only
+      data, rest = data[:cut], data[cut:]
+      if data:
+        raw = np.frombuffer(data, np.uint8)
+        ends = np.flatnonzero(raw == ord('\n'))
+        if not len(ends) or ends[-1] != len(raw) - 1:
+          ends = np.append(ends, len(raw))
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        stops = ends - ((ends > starts) & (raw[np.maximum(ends - 1, 0)] == ord('\r')))
+        separators = np.concatenate([[0], np.cumsum(raw == ord(sep))])
+        counts = separators[stops] - separators[starts] + 1
+        filled = stops > starts
+        trailing = filled & (raw[np.maximum(stops - 1, 0)] == ord(sep))
+        numbers = first + np.arange(len(starts))
+        bad = filled & (counts != fields) & ~(trailing & (counts == fields + 1))
+        if bad.any():
+          k = int(np.argmax(bad))
+          check(int(numbers[k]), int(counts[k]), bool(trailing[k]))
+        lines.append(numbers[filled])
+        first += len(starts)
+      if not more:
+        break
+  return np.concatenate(lines) if lines else np.zeros(0, np.int64)
+
+
+def _quoted_field_lines(path: pathlib.Path, sep: str, check) -> np.ndarray:
+  lines = []
+  with open_text(path) as f:
+    reader = csv.reader(f, delimiter=sep)
+    start = 1
+    for row in reader:
+      if row:
+        check(start, len(row), row[-1] == '')
+        lines.append(start)
+      start = reader.line_num + 1
+  return np.asarray(lines, np.int64)
 
 
 def require_files(data_dir: str | pathlib.Path, names: Sequence[str], *,

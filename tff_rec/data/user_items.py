@@ -160,7 +160,7 @@ def sequences(data_dir: str | pathlib.Path, columns: interactions.Columns
               ) -> item_lists.Sequences | None:
   """Time-ordered item sequences: of an interactions file when its columns are
   declared, else of `data_dir`'s sequence file; None when it has neither."""
-  if columns.declared:
+  if columns.check_interactions():
     return interactions.read(data_dir, columns)
   sequence = single_sequence_file(data_dir)
   return read_lines(sequence) if sequence else None
@@ -188,7 +188,7 @@ def _pair_root(data_dir: str | pathlib.Path) -> pathlib.Path:
 
 def is_pair(data_dir: str | pathlib.Path, columns: interactions.Columns) -> bool:
   """Whether `load` reads `data_dir` as a train.txt/test.txt pair (split already)."""
-  return (_pair_root(data_dir) / PAIR[0]).is_file() and not columns.declared
+  return (_pair_root(data_dir) / PAIR[0]).is_file() and not columns.check_interactions()
 
 
 def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
