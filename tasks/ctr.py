@@ -169,7 +169,13 @@ def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]
     raise ValueError(f'{path}: declare its columns: a CTR file\'s --client_column and '
                      '--feature_columns (and --label_column unless it is "label"), or an '
                      'interactions file\'s --user_column and --item_column')
-  sequences = user_items.sequences(path, config.interactions)
+  try:
+    sequences = user_items.sequences(path, config.interactions)
+  except tables.DataFormatError as e:
+    raise tables.DataFormatError(
+        f'{e}; or, a CTR file (one example a line, a header or --columns): declare its '
+        '--client_column and --feature_columns (and --label_column unless it is "label")'
+        ) from None
   if sequences is not None:
     _check_no_split(config, "DIN's clicks (each user's last click and non-click are test)")
     columns, spec = _with_model(sequence_clicks.CTR_COLUMNS, config.model)

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from tests import fixtures
+from tff_rec.data import interactions
+from tff_rec.data import movielens
 from tff_rec.data import tables
 from tff_rec.data import user_items
 
@@ -27,6 +29,24 @@ def test_splits_a_sequence_file_chronologically(tmp_path):
   np.testing.assert_array_equal(data.test.of(0), [13, 14])
   np.testing.assert_array_equal(data.train.of(1), [20])  # at least one stays in train
   np.testing.assert_array_equal(data.test.of(1), [21])
+
+
+def test_the_sequence_families_read_a_pair_as_train_then_test_items(tmp_path):
+  root = fixtures.write_user_items(tmp_path, {3: [5, 1], 0: [2]}, {0: [7], 3: [4, 9], 8: [6]})
+  read = user_items.sequences(root, interactions.Columns())
+  np.testing.assert_array_equal(read.user_ids, [0, 3, 8])
+  np.testing.assert_array_equal(read.lists.of(0), [2, 7])
+  np.testing.assert_array_equal(read.lists.of(1), [5, 1, 4, 9])
+  np.testing.assert_array_equal(read.lists.of(2), [6])
+
+
+def test_movielens_ratings_are_ranked_as_positives_in_time_order(ml100k_dir):
+  ratings = movielens.load(ml100k_dir).ratings
+  data = user_items.load(ml100k_dir, test_fraction=0.3)
+  assert data.train.offsets[-1] + data.test.offsets[-1] == len(ratings)
+  first = ratings[ratings.user_id == data.user_ids[0]].sort_values('timestamp', kind='stable')
+  np.testing.assert_array_equal(np.concatenate([data.train.of(0), data.test.of(0)]),
+                                first.item_id)
 
 
 def test_a_file_stands_for_its_folder(tmp_path):
@@ -71,7 +91,8 @@ def test_bad_lines_name_file_and_line(tmp_path, line, message):
 
 
 def test_missing_or_ambiguous_files(tmp_path):
-  with pytest.raises(tables.DataFormatError, match=r'expected train.txt and test.txt'):
+  with pytest.raises(tables.DataFormatError, match=r'expected train.txt and test.txt.*'
+                     'or a MovieLens folder'):
     user_items.load(tmp_path)
   fixtures.write_user_items(tmp_path, {0: [1]}, {0: [2]})
   (tmp_path / 'test.txt').unlink()

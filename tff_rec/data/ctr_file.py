@@ -16,6 +16,7 @@ in all of them (DIN's candidate item and its history index one table).
 
 import dataclasses
 import pathlib
+import re
 from typing import Sequence
 
 import numpy as np
@@ -115,15 +116,14 @@ def from_frame(frame: pd.DataFrame, columns: Columns, *, split: str = 'chronolog
   lists = {c: _split_lists(frame[c], columns.list_separator, path, c, lines)
            for c in columns.list_features}
   values = {**{c: frame[c].to_numpy().astype(str) for c in columns.features},
-            **{c: np.asarray([item for items in lists[c] for item in items], str)
-               for c in columns.list_features}}
+            **{c: items for c, (_, items) in lists.items()}}
   vocabularies = {}
   for group in columns.vocabulary_groups():
     everything = np.concatenate([values[c] for c in group])
     vocabularies.update(dict.fromkeys(group, np.unique(everything[everything != ''])))
   features = {c: _ids(values[c], vocabularies[c]) for c in columns.features}
   for name in columns.list_features:  # left-aligned, 0-padded
-    lengths = np.asarray([len(items) for items in lists[name]])
+    lengths = lists[name][0]
     rows = np.repeat(np.arange(len(frame)), lengths)
     places = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     features[name] = np.zeros((len(frame), max(1, lengths.max())), np.int32)
@@ -154,14 +154,22 @@ def _ids(values: np.ndarray, vocabulary: np.ndarray) -> np.ndarray:
   return np.where(values == '', 0, ids).astype(np.int32)
 
 
-def _split_lists(column: pd.Series, separator: str, path, name: str, lines) -> list:
-  """Each field split into its items; an empty field is an empty list."""
-  out = []
-  for row, text in enumerate(column.to_numpy()):
-    items = text.split(separator) if text else []
-    if any(not item.strip() for item in items):
-      raise tables.DataFormatError(
-          f'{path}, line {lines[row]}: list feature {name}={text!r} has an empty item; '
-          f'separate items with {separator!r} and no empty ones')
-    out.append([item.strip() for item in items])
-  return out
+def _split_lists(column: pd.Series, separator: str, path, name: str, lines
+                 ) -> tuple[np.ndarray, np.ndarray]:
+  """(each field's count of items, every item stripped, field after field); an
+  empty field is an empty list. Split in one string (str.split runs in C: a
+  field at a time, 10^6 fields took 15 s)."""
+  texts = column.to_numpy()
+  counts = np.fromiter((t.count(separator) + 1 if t else 0 for t in texts), np.int64,
+                       len(texts))
+  joined = separator.join(t for t in texts if t)
+  items = np.asarray(joined.split(separator) if joined else [], str)
+  if re.search(r'\s', joined):
+    items = np.char.strip(items)
+  empty = np.flatnonzero(items == '')
+  if empty.size:
+    row = np.repeat(np.arange(len(texts)), counts)[empty[0]]
+    raise tables.DataFormatError(
+        f'{path}, line {lines[row]}: list feature {name}={texts[row]!r} has an empty item; '
+        f'separate items with {separator!r} and no empty ones')
+  return counts, items

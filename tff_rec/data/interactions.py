@@ -108,12 +108,7 @@ def read(data_dir: str | pathlib.Path, columns: Columns) -> item_lists.Sequences
   items = _ids(frame[columns.item_column])
   time = (_times(frame, columns.time_column, path) if columns.time_column is not None
           else np.zeros(len(frame)))
-  order = np.lexsort((time, users))  # stable: ties keep file order
-  users, items = users[order], items[order]
-  starts = np.flatnonzero(np.diff(users, prepend=users[0] - 1))
-  return item_lists.Sequences(users[starts].astype(np.int64, copy=False), item_lists.ItemLists(
-      np.append(starts, len(users)).astype(np.int64, copy=False),
-      items.astype(np.int64, copy=False)))
+  return item_lists.Sequences.in_time_order(users, items, time)
 
 
 def _frame(path: pathlib.Path, columns: Columns) -> pd.DataFrame:

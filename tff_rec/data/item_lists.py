@@ -56,6 +56,12 @@ class ItemLists:
     items = np.concatenate(lists) if lists else np.zeros(0, np.int64)
     return cls.from_counts([len(l) for l in lists], items)
 
+  def then(self, other: 'ItemLists') -> 'ItemLists':
+    """Each user's list followed by its list in `other` (of the same users)."""
+    rows = np.concatenate([self.rows, other.rows])
+    items = np.concatenate([self.items, other.items])[np.argsort(rows, kind='stable')]
+    return ItemLists.from_counts(self.counts + other.counts, items)
+
 
 @dataclasses.dataclass(frozen=True)
 class Sequences:
@@ -69,6 +75,18 @@ class Sequences:
     """uid -> items, in the dict's order."""
     return cls(np.array(list(lists), np.int64),
                ItemLists.from_lists([np.asarray(l, np.int64) for l in lists.values()]))
+
+  @classmethod
+  def in_time_order(cls, users: np.ndarray, items: np.ndarray, times: np.ndarray
+                    ) -> 'Sequences':
+    """Interactions (user, item, time) as each user's items in time order (ties in
+    the order given), users ascending."""
+    order = np.lexsort((times, users))  # stable
+    users, items = users[order], items[order]
+    starts = np.flatnonzero(np.diff(users, prepend=users[0] - 1))
+    return cls(users[starts].astype(np.int64, copy=False), ItemLists(
+        np.append(starts, len(users)).astype(np.int64, copy=False),
+        items.astype(np.int64, copy=False)))
 
   def __len__(self) -> int:
     return len(self.user_ids)

@@ -90,10 +90,9 @@ class LeaveOneOut:
 
 def from_ratings(ratings: pd.DataFrame, **options) -> LeaveOneOut:
   """From a (user_id, item_id, timestamp) table; ties in time keep table order."""
-  ordered = ratings.sort_values(['user_id', 'timestamp'], kind='stable')
-  users, starts = np.unique(ordered['user_id'].to_numpy(), return_index=True)
-  return split(users, item_lists.ItemLists(np.append(starts, len(ordered)).astype(np.int64),
-                                           ordered['item_id'].to_numpy(np.int64)), **options)
+  return from_sequences(item_lists.Sequences.in_time_order(
+      *(ratings[c].to_numpy(np.int64) for c in ('user_id', 'item_id', 'timestamp'))),
+      **options)
 
 
 def from_sequences(sequences: item_lists.Sequences, **options) -> LeaveOneOut:

@@ -4,7 +4,10 @@ Two layouts of the same line format are read:
 * a train.txt / test.txt pair (FAIR's Goodreads-100 and AmazonProduct-100,
   0-based ids), used as given;
 * one sequence file, time-ordered (e.g. Amazon Beauty's Beauty.txt, 1-based
-  ids): the last `test_fraction` of each user's items become its test items.
+  ids): the last `test_fraction` of each user's items become its test items,
+as do an interactions file's sequences and MovieLens' ratings (each an implicit
+positive). The families that read sequences (leave-one-out, next item, DIN's
+clicks) read a pair as each user's train items then its test items.
 Item ids are used as they are: the catalogue is 0..max id (an unused id 0 of
 a 1-based file is one never-seen item, harmless for ranking), unless the file's
 ids leave over 90% of 0..max id unused (e.g. database keys from 10^6): then they are
@@ -158,12 +161,38 @@ def single_sequence_file(data_dir: str | pathlib.Path) -> pathlib.Path | None:
 
 def sequences(data_dir: str | pathlib.Path, columns: interactions.Columns
               ) -> item_lists.Sequences | None:
-  """Time-ordered item sequences: of an interactions file when its columns are
-  declared, else of `data_dir`'s sequence file; None when it has neither."""
+  """Item sequences: of an interactions file when its columns are declared, else
+  of `data_dir`'s sequence file (time-ordered), else of its train.txt/test.txt
+  pair joined, each user's train items then its test items (the pair has no time
+  order: a family that holds out a user's last items holds out test.txt's); None
+  when it has none of these."""
   if columns.check_interactions():
     return interactions.read(data_dir, columns)
   sequence = single_sequence_file(data_dir)
-  return read_lines(sequence) if sequence else None
+  if sequence:
+    return read_lines(sequence)
+  if not is_pair(data_dir, columns):
+    return None
+  user_ids, train, test = _read_pair(data_dir)
+  return item_lists.Sequences(user_ids, train.then(test))
+
+
+def _read_pair(data_dir: str | pathlib.Path
+               ) -> tuple[np.ndarray, item_lists.ItemLists, item_lists.ItemLists]:
+  """(every user id, ascending; their train lists; their test lists) of the pair."""
+  root = _pair_root(data_dir)
+  tables.require_files(root, list(PAIR), dataset='user-items')
+  train, test = (read_lines(root / name) for name in PAIR)
+  user_ids = np.union1d(train.user_ids, test.user_ids)
+  return user_ids, train.aligned(user_ids), test.aligned(user_ids)
+
+
+def movielens_sequences(data_dir: str | pathlib.Path) -> item_lists.Sequences:
+  """Every MovieLens rating as an interaction (implicit positives), each user's in
+  time order."""
+  ratings = movielens.load(data_dir).ratings
+  return item_lists.Sequences.in_time_order(
+      *(ratings[c].to_numpy(np.int64) for c in ('user_id', 'item_id', 'timestamp')))
 
 
 def split_ends(lists: item_lists.ItemLists, fraction: float
@@ -200,21 +229,22 @@ def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
     raise ValueError(f'test_fraction must be in (0, 1), got {test_fraction}')
   root = _pair_root(data_dir)
   if is_pair(data_dir, columns):
-    tables.require_files(root, list(PAIR), dataset='user-items')
-    train, test = (read_lines(root / name) for name in PAIR)
+    user_ids, train_lists, test_lists = _read_pair(data_dir)
   else:
     ordered = sequences(data_dir, columns)
     if ordered is None:
-      found = ([c.name for c in sorted(root.glob('*.txt'))] if root.is_dir() else
-               'a file' if root.exists() else 'no such file or directory')
-      raise tables.DataFormatError(
-          f'{root}: expected train.txt and test.txt, or one sequence file (the file '
-          f'itself, or a folder with exactly one *.txt; found {found}); each with '
-          f'{EXPECTED}.')
-    train, test = (item_lists.Sequences(ordered.user_ids, part)
-                   for part in split_ends(ordered.lists, test_fraction))
-  user_ids = np.union1d(train.user_ids, test.user_ids)
-  train_lists, test_lists = train.aligned(user_ids), test.aligned(user_ids)
+      try:
+        ordered = movielens_sequences(data_dir)
+      except tables.DataFormatError:
+        found = ([c.name for c in sorted(root.glob('*.txt'))] if root.is_dir() else
+                 'a file' if root.exists() else 'no such file or directory')
+        raise tables.DataFormatError(
+            f'{root}: expected train.txt and test.txt, or one sequence file (the file '
+            f'itself, or a folder with exactly one *.txt; found {found}); each with '
+            f'{EXPECTED}; or a MovieLens folder (u.data or ratings.dat).') from None
+    ordered = ordered.in_id_order()
+    user_ids = ordered.user_ids
+    train_lists, test_lists = split_ends(ordered.lists, test_fraction)
   items = np.unique(np.concatenate([train_lists.items, test_lists.items]))
   renumbered = 10 * len(items) < 1 + int(items[-1])  # over 90% of 0..max unused
   if renumbered:
