@@ -28,8 +28,9 @@ client_bytes: what a round hands the workers for its cohort, the clients'
        examples against their index and seed with --client_data_dir (the
        workers read the examples), for FedSubAvg LR and DCN FedAvg on one
        loopback worker, and whether both end with the same weights.
-eval_memory: DIN (the CTR task's defaults otherwise) on MovieLens-100K and on Amazon
-       Beauty's interactions as DIN's clicks, 3 rounds then the task's
+eval_memory: DIN (the CTR task's defaults otherwise) on MovieLens-100K, on Amazon
+       Beauty's interactions as DIN's clicks and on a synthetic headerless DIN
+       file whose histories grow to 229 items, 3 rounds then the task's
        evaluation, on both runtimes, each in a fresh process: the peak resident
        memory (trainer + its TFF worker) while training and while evaluating.
 population: FedMF with stored users and CoLR r=4 on synthetic populations
@@ -86,11 +87,17 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
+from experiments import synthetic
+
 flags.DEFINE_string('output', None, 'Also write the markdown report here.')
 flags.DEFINE_string('data_dir', '../shared/data/ml-100k', 'MovieLens 100K.')
 flags.DEFINE_integer('rounds', 5, 'Timed rounds per runtime (after 1 warm-up).')
 flags.DEFINE_integer('clients_per_round', 50, 'Cohort size.')
 flags.DEFINE_string('goodreads_dir', '../shared/data/goodreads-100', 'Goodreads-100.')
+flags.DEFINE_multi_enum('eval_memory_data', ['movielens', 'beauty', 'long_histories'],
+                        ['movielens', 'beauty', 'long_histories'],
+                        'eval_memory: the data (long_histories: a synthetic DIN file, '
+                        'histories to 229 items).')
 flags.DEFINE_string('beauty_sequences', '../shared/data/amazon-beauty/Beauty.txt',
                     "eval_memory: Amazon Beauty's sequence file (DIN's clicks are drawn from it).")
 flags.DEFINE_integer('synthetic_items', None, 'client_memory and fair_round: instead of '
@@ -743,6 +750,11 @@ def bench_fair_round() -> str:
 
 
 EVAL_MEMORY_ROUNDS = 3
+# A headerless DIN file of 100k rows whose histories grow to 229 items (the issue's
+# export had 1,859 users and histories up to 229 long).
+LONG_HISTORY_USERS_ROWS = (435, 230)
+LONG_HISTORIES = dict(columns=['label', 'user', 'item', 'history'], client_column='user',
+                      feature_columns=('user', 'item'), list_columns=('history',))
 
 
 def _eval_memory_case(dataset: str, runtime: str) -> dict:
@@ -753,8 +765,13 @@ def _eval_memory_case(dataset: str, runtime: str) -> dict:
   from tff_rec import runner  # pylint: disable=g-import-not-at-top
   from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
-  data_dir = FLAGS.data_dir if dataset == 'movielens' else FLAGS.beauty_sequences
-  task = _task('ctr', dict(model='din', data_dir=data_dir))
+  settings = dict(model='din', data_dir=FLAGS.data_dir if dataset == 'movielens'
+                  else FLAGS.beauty_sequences)
+  with tempfile.TemporaryDirectory() as scratch:  # the task reads its file whole
+    if dataset == 'long_histories':
+      settings.update(LONG_HISTORIES, data_dir=str(synthetic.write_din_clicks(
+          pathlib.Path(scratch) / 'clicks.csv', *LONG_HISTORY_USERS_ROWS)))
+    task = _task('ctr', settings)
   evaluate = task.evaluate
 
   def evaluate_in_its_phase(weights, part):
@@ -780,7 +797,7 @@ def _eval_memory_case(dataset: str, runtime: str) -> dict:
 def bench_eval_memory() -> str:
   lines = ['| data | examples | runtime | peak MB training | peak MB evaluating | ratio |',
            '|---|---|---|---|---|---|']
-  for dataset in ('movielens', 'beauty'):
+  for dataset in FLAGS.eval_memory_data:
     for runtime in ('native', 'inprocess'):
       r = _in_fresh_process(f'eval_memory:{dataset}:{runtime}')
       lines.append(f'| {dataset} ({r["clients"]:,} clients) | {r["examples"]:,} | {runtime} | '

@@ -21,10 +21,14 @@ from tff_rec import metrics
 from tff_rec.training import evaluation
 
 Features = Mapping[str, np.ndarray]
-EVAL_BATCH_SIZE = 8192
-# Rows scored per predict call: Keras' predict copies its whole input into a
-# dataset, so chunks bound that copy whatever the part's size.
-EVAL_CHUNK_ROWS = 8 * EVAL_BATCH_SIZE
+# Evaluation's memory is bounded in bytes, not examples: an example's cost grows
+# with its width (a DIN history of 229 items cost 18x one of 10, and batches of
+# 8192 of them took evaluation from 0.84 to 3.2 GB).
+EVAL_BATCH_BYTES = 1 << 27  # every tensor the forward pass computes for one batch
+EVAL_BATCH_SIZE = 8192  # examples a batch at most (narrow models)
+# Keras' predict copies its whole input into a dataset: chunks of the part's
+# features bound that copy whatever the part's size.
+EVAL_CHUNK_BYTES = 1 << 25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,11 +49,42 @@ def in_memory(features: Features, labels: np.ndarray) -> Part:
 
 
 def predict(model: tf.keras.Model, part: Part) -> np.ndarray:
-  """The model's outputs on the part's examples, flat, a chunk at a time."""
+  """The model's outputs on the part's examples, flat, a chunk at a time, in
+  batches whose forward pass computes at most EVAL_BATCH_BYTES (outputs do not
+  depend on the batch size: tested)."""
+  if not len(part):
+    return np.zeros(0, np.float32)
+  sample = part.read(np.arange(min(2, len(part))), None)
+  batch = int(np.clip(EVAL_BATCH_BYTES // example_bytes(model, sample), 1, EVAL_BATCH_SIZE))
+  row_bytes = sum(v[:1].nbytes for v in sample.values())
+  chunk = max(batch, EVAL_CHUNK_BYTES // max(row_bytes, 1))
   return np.concatenate([
-      model.predict(part.read(np.arange(start, min(start + EVAL_CHUNK_ROWS, len(part))), None),
-                    batch_size=EVAL_BATCH_SIZE, verbose=0).reshape(-1)
-      for start in range(0, len(part), EVAL_CHUNK_ROWS)] or [np.zeros(0, np.float32)])
+      model.predict(part.read(np.arange(start, min(start + chunk, len(part))), None),
+                    batch_size=batch, verbose=0).reshape(-1)
+      for start in range(0, len(part), chunk)])
+
+
+_EXAMPLE_BYTES = {}  # by model class, weights' shapes and features' shapes
+
+
+def example_bytes(model: tf.keras.Model, features: Features) -> int:
+  """What one more example adds to the model's forward pass: the bytes of every
+  tensor its graph computes for 2 examples less for 1 (the reads of the
+  variables cancel). An upper bound on what predict holds for it at once."""
+  widths = tuple((k, v.shape[1:], v.dtype) for k, v in sorted(features.items()))
+  key = (type(model), tuple(tuple(w.shape) for w in model.weights), widths)
+  if key not in _EXAMPLE_BYTES:
+    def graph_bytes(rows: int) -> int:
+      spec = {k: tf.TensorSpec((rows, *shape), dtype) for k, shape, dtype in widths}
+      graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(
+          spec).graph
+      return sum(t.shape.num_elements() * t.dtype.size
+                 for op in graph.get_operations() for t in op.outputs
+                 if t.shape.is_fully_defined()
+                 and (t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool))
+
+    _EXAMPLE_BYTES[key] = max(1, graph_bytes(2) - graph_bytes(1))
+  return _EXAMPLE_BYTES[key]
 
 
 class Clicks:

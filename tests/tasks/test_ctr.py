@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from experiments import synthetic
 from tasks import ctr as task_lib
 from tff_rec import metrics
 from tff_rec import objectives
@@ -195,11 +196,39 @@ def test_logits_scored_in_chunks_are_every_row_in_order(lr_task, monkeypatch):
   model.set_weights([rng.normal(size=w.shape) for w in model.get_weights()])
   rows = lr_task.examples.rows('train')
   whole = model(lr_task.examples.take(rows, lr_task.spec.columns)).numpy().reshape(-1)
+  part = lr_task.objective.parts['train']
   chunk = len(rows) // 3 + 1  # three chunks, the last one shorter
-  monkeypatch.setattr(objectives, 'EVAL_CHUNK_ROWS', chunk)
+  row_bytes = sum(v.nbytes for v in part.read(np.arange(1), None).values())
+  monkeypatch.setattr(objectives, 'EVAL_CHUNK_BYTES', chunk * row_bytes)
+  monkeypatch.setattr(objectives, 'EVAL_BATCH_BYTES', 100 * objectives.example_bytes(
+      model, part.read(np.arange(2), None)))  # batches of 100
   assert len(rows) % chunk
-  np.testing.assert_allclose(objectives.predict(model, lr_task.objective.parts['train']), whole,
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(objectives.predict(model, part), whole, rtol=1e-5, atol=1e-6)
+
+
+def test_long_histories_are_evaluated_in_batches_sized_by_their_bytes(tmp_path, monkeypatch,
+                                                                     ml100k_dir):
+  """DIN on 230-item histories: an example's forward pass costs ~20x one of 10
+  items, and its batches shrink to keep EVAL_BATCH_BYTES (8192 of them: 3.2 GB)."""
+  path = synthetic.write_din_clicks(tmp_path / 'long.csv', num_users=6, rows_per_user=231)
+  task = task_lib.Task(task_lib.make_config(
+      data_dir=str(path), model='din', columns=['label', 'user', 'item', 'history'],
+      client_column='user', feature_columns=('user', 'item'), list_columns=('history',)))
+  short = task_lib.Task(task_lib.make_config(model='din', data_dir=str(ml100k_dir)))  # 10 items
+  model, short_model = task.keras_model(), short.keras_model()
+  part = task.objective.parts['train']
+  costs = [objectives.example_bytes(m, p.read(np.arange(2), None)) for m, p in (
+      (model, part), (short_model, short.objective.parts['train']))]
+  assert part.read(np.arange(1), None)['history'].shape == (1, 230)
+  assert 15 < costs[0] / costs[1] < 25
+  batches = []
+  predict = tf.keras.Model.predict
+  monkeypatch.setattr(tf.keras.Model, 'predict', lambda self, x, batch_size, **kw: (
+      batches.append(batch_size), predict(self, x, batch_size=batch_size, **kw))[1])
+  objectives.predict(model, part)
+  objectives.predict(short_model, short.objective.parts['test'])
+  assert batches[0] == objectives.EVAL_BATCH_BYTES // costs[0] < 1000
+  assert batches[-1] == min(objectives.EVAL_BATCH_SIZE, objectives.EVAL_BATCH_BYTES // costs[1])
 
 
 def test_central_sgd_epochs_of_fixed_steps_lower_the_train_loss(lr_task):
