@@ -1,4 +1,6 @@
-"""The README's "Adding an algorithm" and "Adding a task" examples, run as written."""
+"""The docs pages' "Adding an algorithm" and "Adding a task" examples
+(docs/plugins.md), the Python API and the table of implementations
+(docs/algorithms.md), run and checked as written."""
 
 import re
 import subprocess
@@ -18,17 +20,21 @@ from tff_rec.algorithms import registry
 from tff_rec.training import loop
 from tff_rec.training import optimizers
 
-README = (conftest.REPO / 'README.md').read_text()
+PLUGINS, ALGORITHMS = ('docs/plugins.md', 'docs/algorithms.md')
 
 
-def _code_after(heading: str) -> str:
-  section = README[README.index(heading):]
-  return re.search(r'```python\n(.*?)```', section, re.S).group(1)
+def _page(page: str) -> str:
+  return (conftest.REPO / page).read_text()
+
+
+def _code_after(heading: str, page: str = PLUGINS) -> str:
+  text = _page(page)
+  return re.search(r'```python\n(.*?)```', text[text.index(heading):], re.S).group(1)
 
 
 @pytest.fixture
 def example_registered():
-  code = compile(_code_after('### Adding an algorithm'), 'README.md', 'exec')
+  code = compile(_code_after('## Adding an algorithm'), PLUGINS, 'exec')
   exec(code, {})  # pylint: disable=exec-used
   yield registry.get('fedavg_robust')
   registry.unregister('fedavg_robust')
@@ -58,9 +64,9 @@ def test_the_added_algorithm_joins_the_trainer_by_import_and_refuses_what_it_ign
   and the algorithm's options are flags, and what the algorithm does not honour stops
   the run before training."""
   module = tmp_path / 'my_algorithms.py'
-  module.write_text(_code_after('### Adding an algorithm'))
+  module.write_text(_code_after('## Adding an algorithm'))
   task = tmp_path / 'my_task.py'
-  task.write_text(_code_after('### Adding a task') + "\nimport sys\nimport tasks\n"
+  task.write_text(_code_after('## Adding a task') + "\nimport sys\nimport tasks\n"
                   "tasks.register('movielens_rating', sys.modules[__name__])\n")
   done = subprocess.run(
       [sys.executable, '-m', 'launch.train', f'--import={module}', f'--import={task}',
@@ -77,7 +83,7 @@ def test_the_added_algorithm_joins_the_trainer_by_import_and_refuses_what_it_ign
 def test_the_added_algorithm_runs_as_a_module_of_the_package(tmp_path):
   """Placed in tff_rec/algorithms/ and listed in BUILTIN_MODULES, the page's code
   loads with the package's own algorithms (no circular import)."""
-  (tmp_path / 'fedavg_robust.py').write_text(_code_after('### Adding an algorithm'))
+  (tmp_path / 'fedavg_robust.py').write_text(_code_after('## Adding an algorithm'))
   script = textwrap.dedent(f"""
       import tff_rec.algorithms
       tff_rec.algorithms.__path__.append({str(tmp_path)!r})
@@ -94,9 +100,9 @@ def test_the_added_algorithm_runs_as_a_module_of_the_package(tmp_path):
 
 @pytest.fixture
 def example_task(monkeypatch):
-  """The README's task module, registered as tasks would have it."""
+  """The docs' task module, registered as tasks would have it."""
   module = types.ModuleType('movielens_rating')
-  code = compile(_code_after('### Adding a task'), 'README.md', 'exec')
+  code = compile(_code_after('## Adding a task'), PLUGINS, 'exec')
   exec(code, vars(module))  # pylint: disable=exec-used
   monkeypatch.setitem(tasks.TASKS, 'movielens_rating', module)
   return module
@@ -133,21 +139,21 @@ def test_the_added_task_trains_fedavg_and_fedsubavg_and_its_settings_are_flags(
   assert 'Embedding dimension.' in help_text
 
 
-def test_the_readme_table_of_implementations_is_the_registrys():
+def test_the_docs_table_of_implementations_is_the_registrys():
   for name, implementation in registry.implementations().items():
     algorithm = registry.get(name)
     cells = [f'`{implementation[k]}`' if k in implementation else '-'
              for k in ('mf', 'weight_tables', 'keras_batches', 'keras')]
     row = (f'| {name} | ' + ' | '.join(cells) + f' | {", ".join(algorithm.aggregators)} | '
            f'{", ".join(algorithm.stacks) or "-"} |')
-    assert row in README, row
+    assert row in _page(ALGORITHMS), row
 
 
 def test_the_python_api_runs_as_printed(ml100k_dir, capsys):
-  code = _code_after("The launchers' Python API").replace("'../shared/data/ml-100k'",
+  code = _code_after("The launchers' Python API", ALGORITHMS).replace("'../shared/data/ml-100k'",
                                                           repr(str(ml100k_dir)))
   namespace = {}
-  exec(compile(code, 'README.md', 'exec'), namespace)  # pylint: disable=exec-used
+  exec(compile(code, ALGORITHMS, 'exec'), namespace)  # pylint: disable=exec-used
   metrics = namespace['metrics']
   assert capsys.readouterr().out.strip() == str(metrics['eval/test_auc'])
   assert metrics['train/client_work/train/loss'] > 0  # the last of 5 rounds trained

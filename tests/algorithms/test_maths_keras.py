@@ -1,5 +1,5 @@
 """The FedAvg family's builders for a task that offers only a Keras model and its
-datasets (tff.learning's processes: a plug-in task like the README's), run as
+datasets (tff.learning's processes: a plug-in task like docs/plugins.md's), run as
 launch.train runs them, against their maths in numpy: each client's steps, its
 update weighed by examples or equally, FedProx's term, FedSubAvg's N / n_m. The
 task, made here: ratings, each user a client holding an unequal number; a score

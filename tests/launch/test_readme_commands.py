@@ -1,4 +1,4 @@
-"""Every launcher command in the README still parses: each flag it gives
+"""Every launcher command in the README and the docs pages still parses: each flag it gives
 exists, takes its value, and belongs to the task it names (the trainer's
 settings checks run before any data is read)."""
 
@@ -44,8 +44,9 @@ _PARSE = textwrap.dedent('''
 
 
 def _readme_commands() -> dict[str, list[list[str]]]:
-  """Launcher module -> the flag lists of its commands in the README."""
-  text = (conftest.REPO / 'README.md').read_text().replace('\\\n', ' ')
+  """Launcher module -> the flag lists of its commands in the README and docs/."""
+  pages = [conftest.REPO / 'README.md', *sorted((conftest.REPO / 'docs').glob('*.md'))]
+  text = '\n'.join(page.read_text() for page in pages).replace('\\\n', ' ')
   commands = collections.defaultdict(list)
   for line in text.splitlines():
     found = re.search(r'python -m (launch\.\w+)((?: +--[^\s`]+)*)', line)

@@ -71,7 +71,7 @@ def low_rank_rows(table: tf.Tensor, factor: tf.Tensor, basis: tf.Tensor, columns
                   ids: tf.Tensor, gather=tf.gather) -> tf.Tensor:
   """CoLR's client side, the one implementation FedMF and the table forms share: the
   rows `ids` of W + (A * columns) B, W frozen and A (from zero) trained, with A's
-  gradient scaled by sqrt(r / d) as the official code does (see the README).
+  gradient scaled by sqrt(r / d) as the official code does (docs/results.md, CoLR).
   `gather`: how rows are read (FedMF's frequency-scaled gather)."""
   rank, dim = basis.shape
   trained = mf.scale_gradient(factor * columns, math.sqrt(rank / dim))
