@@ -35,7 +35,7 @@ REFUSED = {family: 'criteo_sample.txt:1: non-integer field; expected one line pe
            for family in ('ranking', 'loo_ranking', 'next_item')}
 REFUSED['ctr'] = ('or, a CTR file (one example a line, a header or --columns): declare its '
                   '--client_column and --feature_columns')
-SLOW = {('ctr', 'goodreads-100'): 20, ('ctr', 'amazon-beauty'): 5}
+SLOW = {('ctr', 'goodreads-100'): 14, ('ctr', 'amazon-beauty'): 4}
 
 
 def _data(dataset: str):

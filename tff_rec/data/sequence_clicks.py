@@ -36,7 +36,7 @@ def din_rows(sequences: item_lists.Sequences, *, history_length: int = 10,
   if not (sequences.lists.counts >= 2).any():
     raise tables.DataFormatError('no user has two interactions: no click has a history')
   rng = np.random.default_rng(seed)
-  users, items, histories, labels, tests = [], [], [], [], []
+  users, items, histories, tests = [], [], [], []
   for user, sequence in sequences.per_user():
     n = len(sequence)
     if n < 2:
@@ -46,12 +46,18 @@ def din_rows(sequences: item_lists.Sequences, *, history_length: int = 10,
       raise tables.DataFormatError(f'user {user} has every item of the catalogue: there is '
                                    'no unseen item to sample as a non-click')
     negatives = catalogue[implicit.unseen_items(seen, n - 1, len(catalogue), rng)]
-    for k in range(1, n):
-      history = ','.join(map(str, sequence[max(0, k - history_length):k]))
-      for item, label in ((sequence[k], 1), (negatives[k - 1], 0)):
-        users.append(user)
-        items.append(item)
-        histories.append(history)
-        labels.append(label)
-        tests.append(int(k == n - 1))
+    # Each history is a slice of the user's items joined once (a join per row took
+    # most of the time on 10^6 rows): item j spans text[begin[j]:end[j]].
+    text = ','.join(map(str, sequence))
+    end = np.cumsum([len(str(item)) + 1 for item in sequence]) - 1
+    begin = end - [len(str(item)) for item in sequence]
+    ks = np.arange(1, n)
+    for first, last in zip(begin[np.maximum(0, ks - history_length)].tolist(),
+                           end[ks - 1].tolist()):
+      histories += [text[first:last]] * 2  # the click's and the non-click's
+    users.append(np.full(2 * (n - 1), user))
+    items.append(np.stack([sequence[1:], negatives], axis=1).reshape(-1))
+    tests.append(np.repeat(ks == n - 1, 2).astype(np.int64))
+  users, items, tests = (np.concatenate(part) for part in (users, items, tests))
+  labels = np.tile(np.array([1, 0], np.int64), len(users) // 2)
   return pd.DataFrame(dict(zip(COLUMNS, (users, items, histories, labels, tests))))
