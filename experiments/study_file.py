@@ -243,13 +243,16 @@ def load(path: str | pathlib.Path, overrides: Mapping[str, Any] | None = None) -
     if floor not in known:
       fail('floors', f'{floor!r} is not a floor of task {task} (its floors: '
            f'{", ".join(known) or "none"})')
+  floor_item = raw.get('floor_item')
+  if floor_item is not None and not getattr(tasks.module(task).Task, 'FLOOR_ITEM', False):
+    fail('floor_item', f'task {task}\'s floors score no item column: leave it out')
   imports = raw.get('imports', [])
   if not isinstance(imports, list) or not all(isinstance(i, str) and i for i in imports):
     fail('imports', f'a list of module names or .py files, got {imports!r}')
   study = Study(path=where, raw=raw, task=task, task_settings=task_table,
                 imports=tuple(imports), rounds=rounds, eval_every=eval_every,
                 seeds=tuple(seeds), baseline=baseline, floors=tuple(floors),
-                floor_item=raw.get('floor_item'), selection=selection,
+                floor_item=floor_item, selection=selection,
                 report=tuple(report), methods=methods, renderer=renderer)
   for name, method in methods.items():  # every cell resolves, as the trainer would
     for point in methods[method.choice_of or name].points():

@@ -87,7 +87,7 @@ def _floors(study: study_file.Study, folder: pathlib.Path, build, compute: bool)
 
     def values(seed=seed):
       task = build(seed)
-      return (task.floors(study.floor_item) if study.task == 'ctr' else task.floors())
+      return task.floors(*([study.floor_item] if study.floor_item else []))
 
     for floor, metrics in run_records.derived(folder / study_lib.RECORDS, key, values).items():
       if floor in study.floors:

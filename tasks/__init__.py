@@ -3,6 +3,7 @@
 A task module has `make_config(**settings)` and `Task`, a class with NAME,
 DEFAULT_ALGORITHM, TRAIN_DEFAULTS (trainer settings it is tuned for),
 EVAL_PARTS (periodic, final), PROGRESS (metrics shown per round),
+FLOORS (and FLOOR_ITEM where `floors(item)` scores a column a study names),
 `describe()`, `train_client_ids`, `evaluate(weights, part)` and
 `train_centralized(optimizer, epochs=, eval_every=, on_epoch=)`, plus what its
 model offers the algorithms (tff_rec.algorithms.api: a Keras model, declared

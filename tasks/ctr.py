@@ -227,6 +227,7 @@ class Task(feeds.Feeds):
   DEFAULT_ALGORITHM = 'fedavg'
   CLIENT_WEIGHTING = 'clients'  # FedSubAvg's paper: clients weigh equally
   FLOORS = ('popularity', 'click_rate', 'constant')  # floors()
+  FLOOR_ITEM = True  # floors(item): the item floors score a column a study may name
   # FedSubAvg's rating task: K = 50 clients per round, mini-batch SGD.
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='sgd', server_learning_rate=1.0)

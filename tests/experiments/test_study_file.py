@@ -151,3 +151,16 @@ def test_bad_fields_are_refused_naming_the_file_and_field(tmp_path, change, fiel
 def test_a_toml_syntax_error_names_its_line(tmp_path):
   with pytest.raises(study_file.StudyError, match=r'study.toml: not TOML: .*line 3'):
     _load(tmp_path, 'rounds = 2\n[task]\nname = = "ctr"\n')
+
+
+def test_a_floor_item_is_refused_where_the_tasks_floors_score_none(tmp_path):
+  """ctr's item floors score the column floor_item names; a ranking task's score no
+  column, and the launcher used to drop the field unread."""
+  text = STUDY.replace('floors = ["click_rate"]', 'floors = ["popularity"]\nfloor_item = "item"')
+  assert _load(tmp_path, text).floor_item == 'item'
+  ranking = text.replace(
+      'client_column = "user"\nfeature_columns = ["item"]\nvalidation_fraction = 0.1\n',
+      '').replace('name = "ctr"', 'name = "loo_ranking"')
+  with pytest.raises(study_file.StudyError, match="study.toml: floor_item: task loo_ranking's "
+                     'floors score no item column: leave it out'):
+    _load(tmp_path, ranking)
