@@ -1,8 +1,9 @@
 """Click-through-rate prediction (FedSubAvg's and MetaUA's task family).
 
 On MovieLens, or on a CTR file of your own (a CSV / TSV with a header, or
-without one and its fields named by `columns`; `data_dir` names the file and the config declares its label, client and
-feature columns: tff_rec.data.ctr_file), with LR or DCNv2 over those columns,
+without one and its fields named by `columns`; `data_dir` names the file and
+the config declares its label, client and feature columns:
+tff_rec.data.ctr_file), with LR or DCNv2 over those columns,
 or DIN over its user, item and history columns. Interactions without labels
 (an interactions file with its columns declared, or a sequence file) become
 DIN's clicks (tff_rec.data.sequence_clicks: each interaction a click with the
@@ -172,6 +173,8 @@ def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]
   try:
     sequences = user_items.sequences(path, config.interactions)
   except tables.DataFormatError as e:
+    if config.interactions.declared:  # an interactions file's own error
+      raise
     raise tables.DataFormatError(
         f'{e}; or, a CTR file (one example a line, a header or --columns): declare its '
         '--client_column and --feature_columns (and --label_column unless it is "label")'

@@ -109,7 +109,8 @@ def load(config: Config) -> leave_one_out.LeaveOneOut:
   try:
     return leave_one_out.from_ratings(movielens.load(root).ratings, **options)
   except tables.DataFormatError as e:
-    raise tables.DataFormatError(f'{e}; or one time-ordered sequence file *.txt with '
+    raise tables.DataFormatError(f'{e}; or one time-ordered sequence file *.txt, or a '
+                                 f'train.txt/test.txt pair, with '
                                  f'{user_items.EXPECTED}') from None
 
 

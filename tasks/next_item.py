@@ -110,7 +110,8 @@ def load(data_dir: str, columns: interactions.Columns = interactions.Columns()
   try:
     data = movielens.load(data_dir)
   except tables.DataFormatError as e:
-    raise tables.DataFormatError(f'{e}; or one time-ordered sequence file *.txt with '
+    raise tables.DataFormatError(f'{e}; or one time-ordered sequence file *.txt, or a '
+                                 f'train.txt/test.txt pair, with '
                                  f'{user_items.EXPECTED}') from None
   return data.ratings, data.items['item_id'].to_numpy()
 

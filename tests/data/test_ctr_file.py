@@ -1,5 +1,6 @@
 """CTR files with declared columns: ids, lists, clients, splits, and errors that point."""
 
+import dataclasses
 import gzip
 
 import numpy as np
@@ -149,9 +150,12 @@ def test_a_file_without_a_header_is_read_by_the_names_given_for_its_fields(tmp_p
   headerless = ctr_file.read(_write(tmp_path, '\n'.join(ROWS) + '\n', 'bare.csv'), DIN_STYLE,
                              names=HEADER.split(','), test_fraction=0.5)
   _same_examples(with_header, headerless)
-  with pytest.raises(tables.DataFormatError, match='bare.csv, line 1: label column label='
-                     "'0' is not a number|line 1"):  # names in another order: labels are users
+  with pytest.raises(tables.DataFormatError, match="bare.csv, line 1: label column label="
+                     "'bob' is not a number"):  # names in another order: labels are users
     ctr_file.read(tmp_path / 'bare.csv', DIN_STYLE, names=['user', 'label', 'item', 'history'])
+  with pytest.raises(tables.DataFormatError, match="no label column 'label'; its columns: "
+                     'click, user, item, history'):
+    ctr_file.read(tmp_path / 'bare.csv', DIN_STYLE, names=['click', 'user', 'item', 'history'])
 
 
 def test_names_given_for_a_file_with_a_header_are_refused_naming_its_first_line(tmp_path):
@@ -175,8 +179,9 @@ def test_a_line_whose_fields_disagree_with_the_header_or_names_is_refused_naming
     ctr_file.read(_write(tmp_path, text), DIN_STYLE, names=names)
 
 
+@pytest.mark.parametrize('end', ['\r\n', '\r', '\n'])
 @pytest.mark.parametrize('quoted', [False, True])
-def test_fields_are_counted_across_chunks_and_in_quotes(tmp_path, monkeypatch, quoted):
+def test_fields_are_counted_across_chunks_and_in_quotes(tmp_path, monkeypatch, quoted, end):
   """Counting reads the file in chunks (numpy) or, where fields are quoted, with csv."""
   monkeypatch.setattr(tables, 'CHUNK_BYTES', 7)  # lines cut at every chunk
   history = '"a,b"' if quoted else 'a'
@@ -184,7 +189,40 @@ def test_fields_are_counted_across_chunks_and_in_quotes(tmp_path, monkeypatch, q
   rows[23] = '1,u2,i23'  # no history field
   with pytest.raises(tables.DataFormatError, match='clicks.csv, line 25: 3 fields, but its '
                      'header names 4'):
-    ctr_file.read(_write(tmp_path, '\r\n'.join([HEADER, *rows]) + '\r\n'), DIN_STYLE)
+    ctr_file.read(_write(tmp_path, end.join([HEADER, *rows]) + end), DIN_STYLE)
   del rows[23]
-  examples = ctr_file.read(_write(tmp_path, '\r\n'.join([HEADER, *rows])), DIN_STYLE)
+  examples = ctr_file.read(_write(tmp_path, end.join([HEADER, *rows])), DIN_STYLE)
   assert len(examples.labels) == 29
+
+
+@pytest.mark.parametrize('text', [
+    '\n' + HEADER + '\n' + '\n'.join(ROWS) + '\n',  # a blank line first
+    HEADER + '\n' + ROWS[0] + '\n   \n' + '\n'.join(ROWS[1:]),  # spaces alone: blank
+    HEADER + '\r' + '\r'.join(ROWS) + '\r',  # old Mac line ends
+    HEADER + ',\n' + '\n'.join(ROWS) + '\n',  # a trailing delimiter on the header alone
+])
+def test_what_pandas_reads_as_these_rows_is_read_alike(tmp_path, text):
+  expected = ctr_file.read(_write(tmp_path, '\n'.join([HEADER, *ROWS]) + '\n', 'plain.csv'),
+                           DIN_STYLE, test_fraction=0.5)
+  for quoted in (True, False):  # csv's counting, and numpy's
+    written = text if quoted else text.replace('"b,c"', 'b').replace('"a,b,c"', 'a')
+    read = ctr_file.read(_write(tmp_path, written), DIN_STYLE, test_fraction=0.5)
+    np.testing.assert_array_equal(read.labels, expected.labels)
+    assert list(read.user_ids) == list(expected.user_ids)
+    if quoted:
+      _same_examples(read, expected)
+
+
+def test_a_quoted_history_longer_than_csvs_field_limit_is_read(tmp_path):
+  history = ','.join(f'i{k}' for k in range(30_000))  # 188 KB in one field
+  examples = ctr_file.read(_write(tmp_path, f'{HEADER}\n1,amy,a,"{history}"\n0,amy,b,\n'),
+                           DIN_STYLE)
+  assert examples.features['history'].shape == (2, 30_000)
+
+
+def test_a_separator_of_two_characters_never_forms_across_two_fields(tmp_path):
+  """Fields a|, b and c joined by || would split as a, |b, c (ids 1, 3, 2)."""
+  path = _write(tmp_path, 'label\tuser\titem\thistory\n'
+                '1\tamy\ta\ta|\n0\tamy\tb\tb\n1\tamy\tc\tc\n', 'lists.tsv')
+  examples = ctr_file.read(path, dataclasses.replace(DIN_STYLE, list_separator='||'))
+  np.testing.assert_array_equal(examples.features['history'], [[1], [2], [3]])

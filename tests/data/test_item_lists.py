@@ -29,3 +29,12 @@ def test_sequences_in_id_order_and_aligned_to_more_ids():
   assert ordered.in_id_order() is ordered
   aligned = sequences.aligned(np.array([1, 2, 4, 5, 7, 9, 11]))
   assert _as_lists(aligned) == [[], [], [6], [], [1, 2, 3], [4, 5], []]
+
+
+def test_interactions_in_time_order_ties_as_given_and_none_at_all():
+  read = item_lists.Sequences.in_time_order(np.array([7, 2, 7, 7]), np.array([1, 2, 3, 4]),
+                                            np.array([5, 0, 1, 1]))
+  np.testing.assert_array_equal(read.user_ids, [2, 7])
+  np.testing.assert_array_equal(read.lists.of(1), [3, 4, 1])
+  empty = item_lists.Sequences.in_time_order(*(np.zeros(0, np.int64),) * 3)
+  assert len(empty) == 0 and empty.lists.offsets.tolist() == [0]

@@ -40,6 +40,21 @@ def test_the_sequence_families_read_a_pair_as_train_then_test_items(tmp_path):
   np.testing.assert_array_equal(read.lists.of(2), [6])
 
 
+def test_a_pair_named_by_either_file_is_the_pair_joined(tmp_path):
+  root = fixtures.write_user_items(tmp_path, {3: [5, 1]}, {3: [4, 9]})
+  for name in ('test.txt', 'train.txt'):
+    read = user_items.sequences(root / name, interactions.Columns())
+    np.testing.assert_array_equal(read.lists.of(0), [5, 1, 4, 9])
+
+
+def test_a_bad_movielens_line_is_named_not_hidden_behind_the_other_layouts(ml100k_dir):
+  lines = (ml100k_dir / 'u.data').read_text().splitlines()
+  lines[4] = lines[4].replace('\t', '\tabc\t', 1).split('\t', 2)[0] + '\tabc\t3\t1'
+  (ml100k_dir / 'u.data').write_text('\n'.join(lines) + '\n')
+  with pytest.raises(tables.DataFormatError, match=r"u.data, line 5: item_id='abc'"):
+    user_items.load(ml100k_dir)
+
+
 def test_movielens_ratings_are_ranked_as_positives_in_time_order(ml100k_dir):
   ratings = movielens.load(ml100k_dir).ratings
   data = user_items.load(ml100k_dir, test_fraction=0.3)

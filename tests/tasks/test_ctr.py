@@ -221,6 +221,13 @@ def test_long_histories_are_evaluated_in_batches_sized_by_their_bytes(tmp_path, 
       (model, part), (short_model, short.objective.parts['train']))]
   assert part.read(np.arange(1), None)['history'].shape == (1, 230)
   assert 15 < costs[0] / costs[1] < 25
+  some = objectives.in_memory(part.read(np.arange(70), None), part.labels[:70])
+  whole = objectives.predict(model, some)  # in one batch
+  monkeypatch.setattr(objectives, 'EVAL_BATCH_BYTES', 7 * costs[0])
+  # 10 batches: the same to float rounding (oneDNN's kernels for 7 rows sum in
+  # another order; at the sizes evaluation picks, ML-100K's models agreed bitwise)
+  np.testing.assert_allclose(objectives.predict(model, some), whole, rtol=1e-5, atol=1e-7)
+  monkeypatch.setattr(objectives, 'EVAL_BATCH_BYTES', 1 << 27)
   batches = []
   predict = tf.keras.Model.predict
   monkeypatch.setattr(tf.keras.Model, 'predict', lambda self, x, batch_size, **kw: (
@@ -351,6 +358,11 @@ def test_a_csv_with_no_columns_declared_is_refused_naming_both_kinds_of_columns(
   (tmp_path / 'export.csv').write_text('user,item\n1,2\n')
   with pytest.raises(ValueError, match='--client_column.*--user_column and --item_column'):
     task_lib.read_examples(task_lib.make_config(data_dir=str(tmp_path / 'export.csv')))
+  with pytest.raises(ValueError) as refused:  # declared: its own error, no CTR hint
+    task_lib.read_examples(task_lib.make_config(data_dir=str(tmp_path / 'export.csv'),
+                                                user_column='user', item_column='itm'))
+  assert "no column 'itm' (item_column)" in str(refused.value)
+  assert 'CTR file' not in str(refused.value)
 
 
 def test_a_ctr_file_is_named_by_its_folder_unless_the_folder_holds_several(tmp_path):

@@ -1,7 +1,8 @@
 """CTR rows from a user's own CSV / TSV file with declared columns.
 
-The file has a header, or the caller names its fields (`names`). The caller declares which column is the label (a
-number: > 0 is a click), which identifies the client (user), which are id
+The file has a header, or the caller names its fields (`names`). The caller
+declares which column is the label (a number: > 0 is a click), which
+identifies the client (user), which are id
 features (one value per row: any string, e.g. Criteo's hashed categories) and
 which are id-list features (values joined by `list_separator`, e.g. a DIN
 behaviour history `12,7,30`), and optionally which marks the test rows (a
@@ -77,8 +78,8 @@ def read(path: str | pathlib.Path, columns: Columns, *, names: Sequence[str] = (
   if names:
     lines = tables.field_lines(path, sep, len(names), f'columns ({",".join(names)})')
     frame = tables.read_csv(path, sep=sep, engine='c', header=None, names=list(names))
-    if len(frame) and not np.isfinite(pd.to_numeric(frame[columns.label].iloc[:1],
-                                                     errors='coerce')).all():
+    if columns.label in frame and len(frame) and not np.isfinite(
+        pd.to_numeric(frame[columns.label].iloc[:1], errors='coerce')).all():
       raise tables.DataFormatError(
           f'{path}, line {lines[0]}: label column {columns.label}='
           f'{frame[columns.label].iloc[0]!r} is not a number. If that line is a header, '
@@ -161,10 +162,13 @@ def _split_lists(column: pd.Series, separator: str, path, name: str, lines
   texts = column.to_numpy()
   counts = np.fromiter((t.count(separator) + 1 if t else 0 for t in texts), np.int64,
                        len(texts))
-  joined = separator.join(t for t in texts if t)
-  items = joined.split(separator) if joined else []
-  if re.search(r'\s', joined):
-    items = [item.strip() for item in items]
+  if len(separator) == 1:
+    joined = separator.join(t for t in texts if t)
+    items = joined.split(separator) if joined else []
+    if re.search(r'\s', joined):
+      items = [item.strip() for item in items]
+  else:  # a longer one could form across two joined fields: split each on its own
+    items = [item.strip() for t in texts if t for item in t.split(separator)]
   items = np.asarray(items, object)  # strings as pandas hashes them (a str array: 3x slower)
   empty = np.flatnonzero(items == '')
   if empty.size:

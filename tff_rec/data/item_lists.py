@@ -81,12 +81,20 @@ class Sequences:
                     ) -> 'Sequences':
     """Interactions (user, item, time) as each user's items in time order (ties in
     the order given), users ascending."""
+    if not len(users):
+      return cls(np.zeros(0, np.int64), ItemLists.from_counts([], []))
     order = np.lexsort((times, users))  # stable
     users, items = users[order], items[order]
     starts = np.flatnonzero(np.diff(users, prepend=users[0] - 1))
     return cls(users[starts].astype(np.int64, copy=False), ItemLists(
         np.append(starts, len(users)).astype(np.int64, copy=False),
         items.astype(np.int64, copy=False)))
+
+  @classmethod
+  def of_ratings(cls, ratings) -> 'Sequences':
+    """A (user_id, item_id, timestamp) table's rows as in_time_order's sequences."""
+    return cls.in_time_order(
+        *(ratings[c].to_numpy(np.int64) for c in ('user_id', 'item_id', 'timestamp')))
 
   def __len__(self) -> int:
     return len(self.user_ids)

@@ -90,9 +90,7 @@ class LeaveOneOut:
 
 def from_ratings(ratings: pd.DataFrame, **options) -> LeaveOneOut:
   """From a (user_id, item_id, timestamp) table; ties in time keep table order."""
-  return from_sequences(item_lists.Sequences.in_time_order(
-      *(ratings[c].to_numpy(np.int64) for c in ('user_id', 'item_id', 'timestamp'))),
-      **options)
+  return from_sequences(item_lists.Sequences.of_ratings(ratings), **options)
 
 
 def from_sequences(sequences: item_lists.Sequences, **options) -> LeaveOneOut:

@@ -100,6 +100,13 @@ def ratings_file_names() -> tuple[str, ...]:
   return tuple(files[0].name for files in _FORMATS.values())
 
 
+def holds_ratings(data_dir: str | pathlib.Path) -> bool:
+  """Whether `data_dir` is a MovieLens ratings file or a folder holding one."""
+  root = pathlib.Path(data_dir)
+  return (root.name in ratings_file_names() if root.is_file()
+          else any((root / name).is_file() for name in ratings_file_names()))
+
+
 def load(data_dir: str | pathlib.Path) -> MovieLens:
   """Reads MovieLens 100K or 1M from `data_dir` (the folder, or its ratings
   file), whichever files it holds."""

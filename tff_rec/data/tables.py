@@ -52,24 +52,27 @@ def read_csv(path: pathlib.Path, *, sep: str, **options) -> pd.DataFrame:
 
 
 CHUNK_BYTES = 1 << 24  # field counting reads this much at a time
+BLANK = b' \t\r\f\v'  # a line of these alone is skipped, as read_csv skips it
 
 
 def first_fields(path: pathlib.Path, sep: str) -> list[str]:
-  """The fields of the file's first line (a header's names)."""
+  """The fields of the file's first non-blank line (a header's names), a trailing
+  delimiter's empty field left out."""
   try:
     with open_text(path) as f:
-      return next(csv.reader(f, delimiter=sep), [])
+      fields = next((row for _, row in _csv_rows(f, sep) if row), [])
   except UnicodeDecodeError as e:
     raise not_text(path, e) from None
+  return fields[:-1] if len(fields) > 1 and fields[-1] == '' else fields
 
 
 def field_lines(path: pathlib.Path, sep: str, fields: int, names: str) -> np.ndarray:
   """The line numbers of the file's non-blank lines (its rows as read_csv reads them,
   a header included), after checking each has `fields` fields (or one more, empty:
-  a trailing delimiter, which read_csv drops). We count them ourselves because
-  pandas pads a short line with empty fields, which would read as padding ids.
-  Raises a DataFormatError naming the first line that differs and `names` (what
-  gives the number of fields)."""
+  a trailing delimiter). We count them ourselves because pandas pads a short line
+  with empty fields, which would read as padding ids. Raises a DataFormatError
+  naming the first line that differs and `names` (what gives the number of fields).
+  Lines end at a newline, a carriage return and newline, or a lone carriage return."""
   def check(line: int, count: int, trailing_empty: bool) -> None:
     if count != fields and not (count == fields + 1 and trailing_empty):
       raise DataFormatError(f'{path}, line {line}: {count} fields, but {names} names '
@@ -82,18 +85,23 @@ def field_lines(path: pathlib.Path, sep: str, fields: int, names: str) -> np.nda
       data = rest + more
       if b'"' in data:  # quoted fields may hold the separator: csv's reading (slower)
         return _quoted_field_lines(path, sep, check)
-      cut = data.rfind(b'\n') + 1 if more else len(data)  # whole lines only
+      # whole lines only: not after a final \r, whose \n may come next
+      cut = (max(data.rfind(b'\n'), data.rfind(b'\r', 0, len(data) - 1)) + 1 if more
+             else len(data))
       data, rest = data[:cut], data[cut:]
       if data:
         raw = np.frombuffer(data, np.uint8)
-        ends = np.flatnonzero(raw == ord('\n'))
+        lone_cr = (raw == ord('\r')) & np.append(raw[1:] != ord('\n'), True)
+        ends = np.flatnonzero((raw == ord('\n')) | lone_cr)
         if not len(ends) or ends[-1] != len(raw) - 1:
           ends = np.append(ends, len(raw))
         starts = np.concatenate([[0], ends[:-1] + 1])
         stops = ends - ((ends > starts) & (raw[np.maximum(ends - 1, 0)] == ord('\r')))
         separators = np.concatenate([[0], np.cumsum(raw == ord(sep))])
+        shown = np.concatenate([[0], np.cumsum(~np.isin(raw, np.frombuffer(
+            BLANK.replace(sep.encode(), b''), np.uint8)))])
         counts = separators[stops] - separators[starts] + 1
-        filled = stops > starts
+        filled = shown[stops] > shown[starts]
         trailing = filled & (raw[np.maximum(stops - 1, 0)] == ord(sep))
         numbers = first + np.arange(len(starts))
         bad = filled & (counts != fields) & ~(trailing & (counts == fields + 1))
@@ -107,16 +115,27 @@ def field_lines(path: pathlib.Path, sep: str, fields: int, names: str) -> np.nda
   return np.concatenate(lines) if lines else np.zeros(0, np.int64)
 
 
+def _csv_rows(f, sep: str):
+  """(line number where the row starts, its fields) of a text file, csv's way;
+  a blank line's (BLANK alone, as read_csv skips it) fields empty."""
+  csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # csv's 128 KiB: a long history
+  reader, start = csv.reader(f, delimiter=sep), 1
+  blank = BLANK.decode().replace(sep, '')
+  for row in reader:
+    yield start, (row if len(row) > 1 or (row and row[0].strip(blank)) else [])
+    start = reader.line_num + 1
+
+
 def _quoted_field_lines(path: pathlib.Path, sep: str, check) -> np.ndarray:
-  lines = []
+  lines, start = [], 1
   with open_text(path) as f:
-    reader = csv.reader(f, delimiter=sep)
-    start = 1
-    for row in reader:
-      if row:
-        check(start, len(row), row[-1] == '')
-        lines.append(start)
-      start = reader.line_num + 1
+    try:
+      for start, row in _csv_rows(f, sep):
+        if row:
+          check(start, len(row), row[-1] == '')
+          lines.append(start)
+    except csv.Error as e:  # e.g. a quote never closed
+      raise DataFormatError(f'{path}, after line {start}: {e}') from None
   return np.asarray(lines, np.int64)
 
 

@@ -168,13 +168,11 @@ def sequences(data_dir: str | pathlib.Path, columns: interactions.Columns
   when it has none of these."""
   if columns.check_interactions():
     return interactions.read(data_dir, columns)
+  if is_pair(data_dir, columns):  # before the sequence file: test.txt names its pair
+    user_ids, train, test = _read_pair(data_dir)
+    return item_lists.Sequences(user_ids, train.then(test))
   sequence = single_sequence_file(data_dir)
-  if sequence:
-    return read_lines(sequence)
-  if not is_pair(data_dir, columns):
-    return None
-  user_ids, train, test = _read_pair(data_dir)
-  return item_lists.Sequences(user_ids, train.then(test))
+  return read_lines(sequence) if sequence else None
 
 
 def _read_pair(data_dir: str | pathlib.Path
@@ -190,9 +188,7 @@ def _read_pair(data_dir: str | pathlib.Path
 def movielens_sequences(data_dir: str | pathlib.Path) -> item_lists.Sequences:
   """Every MovieLens rating as an interaction (implicit positives), each user's in
   time order."""
-  ratings = movielens.load(data_dir).ratings
-  return item_lists.Sequences.in_time_order(
-      *(ratings[c].to_numpy(np.int64) for c in ('user_id', 'item_id', 'timestamp')))
+  return item_lists.Sequences.of_ratings(movielens.load(data_dir).ratings)
 
 
 def split_ends(lists: item_lists.ItemLists, fraction: float
@@ -232,16 +228,15 @@ def load(data_dir: str | pathlib.Path, *, test_fraction: float = 0.3,
     user_ids, train_lists, test_lists = _read_pair(data_dir)
   else:
     ordered = sequences(data_dir, columns)
+    if ordered is None and movielens.holds_ratings(data_dir):
+      ordered = movielens_sequences(data_dir)  # its errors name its file and line
     if ordered is None:
-      try:
-        ordered = movielens_sequences(data_dir)
-      except tables.DataFormatError:
-        found = ([c.name for c in sorted(root.glob('*.txt'))] if root.is_dir() else
-                 'a file' if root.exists() else 'no such file or directory')
-        raise tables.DataFormatError(
-            f'{root}: expected train.txt and test.txt, or one sequence file (the file '
-            f'itself, or a folder with exactly one *.txt; found {found}); each with '
-            f'{EXPECTED}; or a MovieLens folder (u.data or ratings.dat).') from None
+      found = ([c.name for c in sorted(root.glob('*.txt'))] if root.is_dir() else
+               'a file' if root.exists() else 'no such file or directory')
+      raise tables.DataFormatError(
+          f'{root}: expected train.txt and test.txt, or one sequence file (the file '
+          f'itself, or a folder with exactly one *.txt; found {found}); each with '
+          f'{EXPECTED}; or a MovieLens folder (u.data or ratings.dat).')
     ordered = ordered.in_id_order()
     user_ids = ordered.user_ids
     train_lists, test_lists = split_ends(ordered.lists, test_fraction)
