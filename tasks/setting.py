@@ -8,6 +8,10 @@ names the setting), so flags need no bounds of their own.
 import dataclasses
 from typing import Any, Iterable
 
+from tff_rec import settings
+
+refuse_unused = settings.refuse_unused  # a task's Config refuses what its data leaves unused
+
 
 TRAININGS = ('federated', 'centralized')
 
@@ -18,7 +22,7 @@ def setting(default: Any, description: str, *, choices: Iterable[str] = (),
   training uses it (a launcher of the other refuses it given); `model_kind`
   (tff_rec.algorithms.api.MODEL_KINDS) where only algorithms that train that
   kind of the task's model read it (registry.build refuses it given to others)."""
-  metadata = {'help': description}
+  metadata = {}
   if model_kind is not None:
     metadata['model_kind'] = model_kind
   if choices:
@@ -27,7 +31,7 @@ def setting(default: Any, description: str, *, choices: Iterable[str] = (),
     if training not in TRAININGS:
       raise ValueError(f'training must be one of {TRAININGS}, got {training!r}')
     metadata['training'] = training
-  return dataclasses.field(default=default, metadata=metadata)
+  return settings.described(default, description, **metadata)
 
 
 def described(config_type) -> list[dataclasses.Field]:
@@ -40,11 +44,3 @@ def described(config_type) -> list[dataclasses.Field]:
     elif 'help' in field.metadata:
       fields.append(field)
   return fields
-
-
-def refuse_unused(config, name: str, applies: bool, where: str) -> None:
-  """A ValueError when setting `name` of `config` was changed from its default
-  where it has no effect: a setting is never silently ignored."""
-  default = next(f.default for f in dataclasses.fields(config) if f.name == name)
-  if not applies and getattr(config, name) != default:
-    raise ValueError(f'{name} applies {where}; leave it out here')

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 from tff_rec import capabilities
+from tff_rec import settings
 from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.data import sliced
@@ -24,24 +25,20 @@ class NotApplicable(ValueError):
   """The algorithm does not apply to this task or these settings; the message says why."""
 
 
-def _described(default, description: str, **metadata) -> dataclasses.Field:
-  return dataclasses.field(default=default, metadata={'help': description, **metadata})
-
-
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """The training settings a user may give any algorithm, as given: None takes
   the algorithm's default, else the task's (registry.training resolves them into
   a Training). The trainer's flags are these fields."""
-  clients_per_round: int | None = _described(None, 'Clients sampled per round.')
-  client_optimizer: str | None = _described(None, 'Client optimizer.',
+  clients_per_round: int | None = settings.described(None, 'Clients sampled per round.')
+  client_optimizer: str | None = settings.described(None, 'Client optimizer.',
                                             choices=optimizers.OPTIMIZERS)
-  client_learning_rate: float | None = _described(None, 'Client learning rate.')
-  server_optimizer: str | None = _described(
+  client_learning_rate: float | None = settings.described(None, 'Client learning rate.')
+  server_optimizer: str | None = settings.described(
       None, 'Server optimizer (sgd at rate 1 replaces the model by the aggregate).',
       choices=optimizers.OPTIMIZERS)
-  server_learning_rate: float | None = _described(None, 'Server learning rate.')
-  server_adaptivity: float | None = _described(
+  server_learning_rate: float | None = settings.described(None, 'Server learning rate.')
+  server_adaptivity: float | None = settings.described(
       None, "adagrad / adam server: Reddi et al.'s tau, the epsilon and (adagrad) sqrt of the "
       "starting accumulator; TFF's unless set.")
 

@@ -18,6 +18,7 @@ from typing import Callable
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import settings
 from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
@@ -112,8 +113,8 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
 
 @dataclasses.dataclass(frozen=True)
 class FedProxOptions(heat_lib.WeightingOptions):
-  proximal_strength: float = dataclasses.field(default=0.01, metadata={
-      'help': 'FedProx mu (default 0.01).'})
+  proximal_strength: float = settings.described(
+      0.01, 'FedProx mu (default 0.01).')
 
   def __post_init__(self):
     super().__post_init__()

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import settings
 from tff_rec.aggregators import inner
 from tff_rec.aggregators import tier_recovery
 from tff_rec.algorithms import api
@@ -161,16 +162,14 @@ ASSIGNMENTS = capacities.ASSIGNMENTS  # the Options field `capacities` hides the
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  capacities: str = dataclasses.field(default='1x-2x', metadata={
-      'help': 'Capacity scheme, e.g. 1x-2x-4x: clients in id order split into equal '
-              'groups, one per capacity (default 1x-2x).'})
-  capacity_fractions: tuple[float, ...] | None = dataclasses.field(default=None, metadata={
-      'help': 'Share of clients in each capacity group, e.g. 0.2,0.8 (default: equal '
-              'groups).'})
-  capacity_assignment: str = dataclasses.field(default='ordered', metadata={
-      'choices': ASSIGNMENTS,
-      'help': 'ordered: groups by client id (the paper); random: after a seeded shuffle '
-              '(default ordered).'})
+  capacities: str = settings.described(
+      '1x-2x', 'Capacity scheme, e.g. 1x-2x-4x: clients in id order split into equal groups, '
+      'one per capacity (default 1x-2x).')
+  capacity_fractions: tuple[float, ...] | None = settings.described(
+      None, 'Share of clients in each capacity group, e.g. 0.2,0.8 (default: equal groups).')
+  capacity_assignment: str = settings.described(
+      'ordered', 'ordered: groups by client id (the paper); random: after a seeded shuffle '
+      '(default ordered).', choices=ASSIGNMENTS)
 
   def __post_init__(self):  # capacity_assignment: capacities.assign checks it
     capacities.parse(self.capacities)

@@ -13,6 +13,7 @@ diverges on data where one client holds a row).
 
 import dataclasses
 
+from tff_rec import settings
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import registry
@@ -20,11 +21,11 @@ from tff_rec.algorithms import registry
 
 @dataclasses.dataclass(frozen=True)
 class Options(heat.WeightingOptions):
-  max_correction: float | None = dataclasses.field(default=None, metadata={'help': (
-      "A bound on each row's correction N / n_m (ours, not the paper's; none: the "
-      "paper's unbounded factor). A row one client holds is scaled by N, so one "
-      'round moves it by N / K times that client\'s update; with --heat=clients a bound '
-      'of K (--clients_per_round) moves it by at most its holders\' summed updates.')})
+  max_correction: float | None = settings.described(
+      None, "A bound on each row's correction N / n_m (ours, not the paper's; none: the paper's "
+      'unbounded factor). A row one client holds is scaled by N, so one round moves it by N / K '
+      "times that client's update; with --heat=clients a bound of K (--clients_per_round) moves "
+      "it by at most its holders' summed updates.")
 
   def __post_init__(self):
     super().__post_init__()

@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 
 from tff_rec import capabilities
+from tff_rec import settings
 from tff_rec.aggregators import fedsubavg
 from tff_rec.algorithms import api
 from tff_rec.models import tables
@@ -47,11 +48,10 @@ def row_scales(task, name: str, mode: str, bound: float | None = None
 
 @dataclasses.dataclass(frozen=True)
 class WeightingOptions:
-  heat: str | None = dataclasses.field(default=None, metadata={
-      'choices': HEAT, 'help': (
-      "Client weights: 'clients' weighs clients equally (FedSubAvg's paper: its heat "
-      "counts clients), 'examples' by their training examples (its official code: heat "
-      "counts examples) (default: the task's CLIENT_WEIGHTING; examples unless set).")})
+  heat: str | None = settings.described(
+      None, "Client weights: 'clients' weighs clients equally (FedSubAvg's paper: its heat "
+      "counts clients), 'examples' by their training examples (its official code: heat counts "
+      "examples) (default: the task's CLIENT_WEIGHTING; examples unless set).", choices=HEAT)
 
   def __post_init__(self):
     if self.heat not in (None, *HEAT):

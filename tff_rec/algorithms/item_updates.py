@@ -22,6 +22,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tff_rec import settings
 from tff_rec.algorithms import api
 from tff_rec.algorithms import capacities
 from tff_rec.models import mf
@@ -133,29 +134,26 @@ def check_item_average(item_average: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  rank: int = dataclasses.field(default=4, metadata={
-      'help': 'colr / svd: the rank r of the item update; scolr: the global rank R; topk: '
-              'keep as many entries as a rank-r factor has bytes (default 4).'})
-  local_ranks: str | None = dataclasses.field(default=None, metadata={
-      'help': "scolr: each client group's local rank, e.g. 1-2-4 (clients in id order, "
-              'equal groups); default: uniform in 1..R, drawn every round.'})
-  item_average: str = dataclasses.field(default='cohort', metadata={
-      'choices': ITEM_AVERAGES,
-      'help': "The server's mean of an item's update: over the cohort (the paper's "
-              "FedAvg) or over the clients whose data touched the item (the official "
-              'code) (default cohort).'})
-  secure_sum_bound: float = dataclasses.field(default=0.0, metadata={
-      'help': "Sum the clients' payloads with TFF's secure sum, each value clipped to "
-              '+-bound (0: plain sum; default 0). Same as --aggregator=secure '
-              '--secure_bound=B.'})
+  rank: int = settings.described(
+      4, 'colr / svd: the rank r of the item update; scolr: the global rank R; topk: keep as '
+      'many entries as a rank-r factor has bytes (default 4).')
+  local_ranks: str | None = settings.described(
+      None, "scolr: each client group's local rank, e.g. 1-2-4 (clients in id order, equal "
+      'groups); default: uniform in 1..R, drawn every round.')
+  item_average: str = settings.described(
+      'cohort', "The server's mean of an item's update: over the cohort (the paper's FedAvg) or "
+      'over the clients whose data touched the item (the official code) (default cohort).',
+      choices=ITEM_AVERAGES)
+  secure_sum_bound: float = settings.described(
+      0.0, "Sum the clients' payloads with TFF's secure sum, each value clipped to +-bound (0: "
+      'plain sum; default 0). Same as --aggregator=secure --secure_bound=B.')
   # A matrix factorization's private user vectors (FedMF's round, fedmf.py).
-  user_state: str = dataclasses.field(default='stored', metadata={
-      'choices': USER_STATES,
-      'help': "A client's private user vector: kept between the rounds it joins, or "
-              'reconstructed every round and at evaluation (default stored).'})
-  reconstruction_epochs: int = dataclasses.field(default=1, metadata={
-      'help': 'Epochs fitting a reconstructed user vector with the items frozen, before '
-              'the local epochs (default 1).'})
+  user_state: str = settings.described(
+      'stored', "A client's private user vector: kept between the rounds it joins, or "
+      'reconstructed every round and at evaluation (default stored).', choices=USER_STATES)
+  reconstruction_epochs: int = settings.described(
+      1, 'Epochs fitting a reconstructed user vector with the items frozen, before the local '
+      'epochs (default 1).')
 
   def __post_init__(self):
     check_item_average(self.item_average)
@@ -165,9 +163,8 @@ class Options:
       raise ValueError(f'unknown user_state {self.user_state!r}; choose one of {USER_STATES}')
     if self.reconstruction_epochs < 1:
       raise ValueError(f'reconstruction_epochs must be >= 1, got {self.reconstruction_epochs}')
-    if self.user_state == 'stored' and self.reconstruction_epochs != Options.reconstruction_epochs:
-      raise ValueError('reconstruction_epochs applies to user_state=reconstructed; leave it '
-                       'out here')
+    settings.refuse_unused(self, 'reconstruction_epochs', self.user_state == 'reconstructed',
+                           'to user_state=reconstructed')
 
   @property
   def extra_epochs(self) -> int:

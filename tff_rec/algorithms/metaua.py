@@ -50,6 +50,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec import capabilities
+from tff_rec import settings
 from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
@@ -324,24 +325,21 @@ CLIENT_EXAMPLES_WHY = ("its clients' examples are not a table of per-example arr
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-  meta_lr: float = dataclasses.field(default=2.0, metadata={
-      'help': "MetaUA's SGD learning rate on the meta parameters (default 2.0, the "
-              "paper's)."})
-  attributes: tuple[str, ...] = dataclasses.field(default=('local_loss',), metadata={
-      'help': 'MetaUA client attributes (z1..z6): num_samples, local_loss, update_norm, '
-              'loss_ratio, positive_rate, unique_features (default local_loss).'})
-  client_weighting: bool = dataclasses.field(default=True, metadata={
-      'help': 'MetaUA: learn client weights (off: FedAvg weights) (default on).'})
-  server_lr_scaling: bool = dataclasses.field(default=True, metadata={
-      'help': 'MetaUA: learn the per-layer server learning-rate scale (off: 1) '
-              '(default on).'})
-  meta_loss: str = dataclasses.field(default='sum', metadata={
-      'choices': META_LOSSES,
-      'help': "MetaUA's meta loss over the cohort's query examples: summed (the paper's "
-              "eq. 1), each client's mean summed, or the mean over all (default sum)."})
-  query_fraction: float = dataclasses.field(default=0.2, metadata={
-      'help': "MetaUA: share of each client's training examples held out as its query "
-              'set (default 0.2).'})
+  meta_lr: float = settings.described(
+      2.0, "MetaUA's SGD learning rate on the meta parameters (default 2.0, the paper's).")
+  attributes: tuple[str, ...] = settings.described(
+      ('local_loss',), 'MetaUA client attributes (z1..z6): num_samples, local_loss, '
+      'update_norm, loss_ratio, positive_rate, unique_features (default local_loss).')
+  client_weighting: bool = settings.described(
+      True, 'MetaUA: learn client weights (off: FedAvg weights) (default on).')
+  server_lr_scaling: bool = settings.described(
+      True, 'MetaUA: learn the per-layer server learning-rate scale (off: 1) (default on).')
+  meta_loss: str = settings.described(
+      'sum', "MetaUA's meta loss over the cohort's query examples: summed (the paper's eq. 1), "
+      "each client's mean summed, or the mean over all (default sum).", choices=META_LOSSES)
+  query_fraction: float = settings.described(
+      0.2, "MetaUA: share of each client's training examples held out as its query set (default "
+      '0.2).')
 
   def __post_init__(self):
     unknown = [a for a in self.attributes if a not in ATTRIBUTES]

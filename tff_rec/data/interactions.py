@@ -21,32 +21,31 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from tff_rec import settings
 from tff_rec.data import item_lists
 from tff_rec.data import tables
 
 SUFFIXES = ('.csv', '.tsv', '.tab', '.txt', '.data', '.dat')  # a folder's candidate files
 
 
-def _setting(help_text: str, default=None) -> dataclasses.Field:
-  # metadata 'help': a task that nests these makes them its settings (tasks.setting)
-  return dataclasses.field(default=default, metadata={'help': help_text})
-
-
 @dataclasses.dataclass(frozen=True)
 class Columns:
-  user_column: str | None = _setting(
-      'Interactions file (CSV/TSV; --data_dir names it): the user column. Declaring it '
+  # their metadata 'help': a task that nests these makes them its settings
+  user_column: str | None = settings.described(
+      None, 'Interactions file (CSV/TSV; --data_dir names it): the user column. Declaring it '
       'and --item_column reads --data_dir as one.')
-  item_column: str | None = _setting('Interactions file: the item column.')
-  time_column: str | None = _setting(
-      "Interactions file: orders each user's items (numbers, or dates); without it, file "
-      'order.')
-  rating_column: str | None = _setting('Interactions file: the rating column (--min_rating).')
-  min_rating: float | None = _setting(
-      'Interactions file: keep only interactions rated at least this (implicit positives).')
-  columns: tuple[str, ...] = _setting(
-      "A file without a header (an interactions file, or a CTR file): its fields' names, "
-      'in order (e.g. user,item,rating,time for MovieLens u.data).', ())
+  item_column: str | None = settings.described(None, 'Interactions file: the item column.')
+  time_column: str | None = settings.described(
+      None, "Interactions file: orders each user's items (numbers, or dates); without it, "
+      'file order.')
+  rating_column: str | None = settings.described(
+      None, 'Interactions file: the rating column (--min_rating).')
+  min_rating: float | None = settings.described(
+      None, 'Interactions file: keep only interactions rated at least this (implicit '
+      'positives).')
+  columns: tuple[str, ...] = settings.described(
+      (), "A file without a header (an interactions file, or a CTR file): its fields' "
+      'names, in order (e.g. user,item,rating,time for MovieLens u.data).')
 
   def __post_init__(self):
     if self.columns and len(set(self.columns)) < len(self.columns):

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import tensorflow_federated as tff
 
+from tff_rec import settings
 from tff_rec.data import item_lists
 
 Examples = dict[str, np.ndarray]  # 'context': [N, L] int32, 'label': [N] int32
@@ -26,8 +27,8 @@ Examples = dict[str, np.ndarray]  # 'context': [N, L] int32, 'label': [N] int32
 class NextItemConfig:
   context_length: int = 10
   min_timeline_length: int = 3  # users with fewer ratings make no examples
-  max_examples_per_user: int = dataclasses.field(default=300, metadata={
-      'help': "Cap on each user's examples, the earliest kept (0: none)."})
+  max_examples_per_user: int = settings.described(
+      300, "Cap on each user's examples, the earliest kept (0: none).")
   train_fraction: float = 0.8
   validation_fraction: float = 0.1
 
