@@ -97,3 +97,17 @@ def _curve(path) -> list[str]:
   frame = pd.read_csv(path)
   kept = [c for c in frame if c.startswith(('eval/', 'train/client_work'))]
   return frame[kept].to_csv(index=False).splitlines()
+
+
+def test_the_readme_fits_a_screenful_and_every_link_of_the_docs_resolves():
+  """README.md is the entry (at most 250 lines: issue 81); the topic pages live in docs/,
+  and each relative link of the README and the pages names a file that exists."""
+  readme = conftest.REPO / 'README.md'
+  assert len(readme.read_text().splitlines()) <= 250
+  pages = [readme, *sorted(DOCS.glob('*.md'))]
+  for page in pages:
+    for target in re.findall(r'\]\(([^)#\s]+)\)', page.read_text()):
+      if not target.startswith(('http://', 'https://')):
+        assert (page.parent / target).exists(), f'{page.name}: {target}'
+  linked = set(re.findall(r'\]\(docs/([^)]+\.md)\)', readme.read_text()))
+  assert linked == {p.name for p in DOCS.glob('*.md')}  # every page is on the map
