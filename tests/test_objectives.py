@@ -62,3 +62,23 @@ def test_clicks_score_every_part_at_once_and_floor_the_click_rate_and_the_items(
   with pytest.raises(ValueError, match=r"score one feature column \(item\); name it "
                      r"\(floor_item\), got 'user'"):
     objective.floors('user')
+
+
+def test_retrieval_scores_a_large_catalogue_in_batches_whose_scores_fit(monkeypatch):
+  """A batch scores every item for each example: at Goodreads-100's 357,638 items,
+  1,024 examples made 1.5 GB of scores at once; the batch now fits EVAL_BATCH_BYTES."""
+  items, rng = 20_000, np.random.default_rng(0)
+  examples = {'context': rng.integers(1, items, (300, 3)), 'label': rng.integers(1, items, 300)}
+  context = tf.keras.Input((3,), name='context', dtype=tf.int64)
+  scores = tf.keras.layers.Dense(items)(tf.keras.layers.Flatten()(
+      tf.keras.layers.Embedding(items + 1, 4)(context)))
+  model = tf.keras.Model({'context': context}, scores)
+  objective = objectives.Retrieval(lambda part: examples, items, loss=None)
+  whole = objectives.Retrieval(lambda part: examples, items, loss=None).evaluate(model, 'test')
+  cost = objectives.example_bytes(model, {'context': examples['context'][:2]})
+  assert cost > 4 * items  # at least the scores of every item
+  monkeypatch.setattr(objectives, 'EVAL_BATCH_BYTES', 64 * cost)
+  batches, dataset = [], objective.dataset
+  objective.dataset = lambda examples, batch: (batches.append(batch), dataset(examples, batch))[1]
+  assert objective.evaluate(model, 'test') == pytest.approx(whole)
+  assert batches == [64]
