@@ -277,8 +277,8 @@ class Task(feeds.Feeds):
     tf.keras.utils.set_random_seed(self.config.seed)
     model = self.keras_model()
     evaluator = self.objective.evaluator(model)
-    datasets = {'validation': self.objective.dataset(split.validation),
-                'test': self.objective.dataset(split.test)}
+    datasets = {'validation': self.objective.dataset(split.validation, model),
+                'test': self.objective.dataset(split.test, model)}
 
     def evaluate_on(name):  # the evaluator holds the model
       return lambda: {f'{name}/{k}': v for k, v in evaluator(datasets[name]).items()}

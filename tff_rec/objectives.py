@@ -307,9 +307,12 @@ class Retrieval:
     """The model's (x, y) of examples."""
     return collections.OrderedDict(context=examples['context']), examples['label']
 
-  def dataset(self, examples: Mapping[str, np.ndarray], batch: int = BATCH_SIZE
+  def dataset(self, examples: Mapping[str, np.ndarray], model: tf.keras.Model
               ) -> tf.data.Dataset:
-    """(x, y) batches of any examples (a centralized split's too)."""
+    """(x, y) batches of any examples (a centralized split's too) to evaluate
+    `model` on: at most BATCH_SIZE examples, fewer where the scores of the whole
+    catalogue pass EVAL_BATCH_BYTES (357,638 items: 1.4 MB an example)."""
+    batch = batch_size(model, {'context': examples['context'][:2]}, self.BATCH_SIZE)
     return tf.data.Dataset.from_tensor_slices(examples).batch(batch).map(self.xy)
 
   def evaluator(self, model: tf.keras.Model) -> evaluation.Evaluator:
@@ -318,22 +321,16 @@ class Retrieval:
 
   def evaluate(self, model: tf.keras.Model, part: str) -> dict[str, float]:
     """Evaluating one model again and again (its weights assigned between) traces
-    its step once. Batches hold at most BATCH_SIZE examples, fewer where the
-    scores of the whole catalogue pass EVAL_BATCH_BYTES (357,638 items: 1.4 MB
-    an example)."""
-    return self._evaluator(model)(self._dataset(part, self._batch(model, part)))
-
-  @functools.cache
-  def _batch(self, model: tf.keras.Model, part: str) -> int:
-    return batch_size(model, {'context': self.pooled(part)['context'][:2]}, self.BATCH_SIZE)
+    its step once."""
+    return self._evaluator(model)(self._dataset(part, model))
 
   @functools.cache
   def _evaluator(self, model: tf.keras.Model) -> evaluation.Evaluator:
     return self.evaluator(model)
 
   @functools.cache
-  def _dataset(self, part: str, batch: int) -> tf.data.Dataset:
-    return self.dataset(self.pooled(part), batch)
+  def _dataset(self, part: str, model: tf.keras.Model) -> tf.data.Dataset:
+    return self.dataset(self.pooled(part), model)
 
   def floors(self) -> dict[str, dict[str, float]]:
     train = self.pooled('train')

@@ -14,7 +14,7 @@ def test_keras_epochs_learn_a_sequential_pattern_on_the_evaluation_schedule(ml10
   split = task.centralized_split()
   model = task.keras_model()
   evaluator = task.objective.evaluator(model)
-  test = task.objective.dataset(split.test)
+  test = task.objective.dataset(split.test, model)
   before = evaluator(test)['recall_at_10']
   seen = []
   metrics = centralized.train(
