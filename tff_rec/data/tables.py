@@ -73,11 +73,15 @@ def field_lines(path: pathlib.Path, sep: str, fields: int, names: str) -> np.nda
   with empty fields, which would read as padding ids. Raises a DataFormatError
   naming the first line that differs and `names` (what gives the number of fields).
   Lines end at a newline, a carriage return and newline, or a lone carriage return."""
+  def agrees(count, trailing_empty):  # numbers or numpy arrays of them
+    return (count == fields) | (trailing_empty & (count == fields + 1))
+
   def check(line: int, count: int, trailing_empty: bool) -> None:
-    if count != fields and not (count == fields + 1 and trailing_empty):
+    if not agrees(count, trailing_empty):
       raise DataFormatError(f'{path}, line {line}: {count} fields, but {names} names '
                             f'{fields}')
 
+  blank = np.frombuffer(BLANK.replace(sep.encode(), b''), np.uint8)
   lines, first, rest = [], 1, b''
   with (gzip.open(path, 'rb') if gzipped(path) else path.open('rb')) as f:
     while True:
@@ -98,13 +102,12 @@ def field_lines(path: pathlib.Path, sep: str, fields: int, names: str) -> np.nda
         starts = np.concatenate([[0], ends[:-1] + 1])
         stops = ends - ((ends > starts) & (raw[np.maximum(ends - 1, 0)] == ord('\r')))
         separators = np.concatenate([[0], np.cumsum(raw == ord(sep))])
-        shown = np.concatenate([[0], np.cumsum(~np.isin(raw, np.frombuffer(
-            BLANK.replace(sep.encode(), b''), np.uint8)))])
+        shown = np.concatenate([[0], np.cumsum(~np.isin(raw, blank))])
         counts = separators[stops] - separators[starts] + 1
         filled = shown[stops] > shown[starts]
         trailing = filled & (raw[np.maximum(stops - 1, 0)] == ord(sep))
         numbers = first + np.arange(len(starts))
-        bad = filled & (counts != fields) & ~(trailing & (counts == fields + 1))
+        bad = filled & ~agrees(counts, trailing)
         if bad.any():
           k = int(np.argmax(bad))
           check(int(numbers[k]), int(counts[k]), bool(trailing[k]))
