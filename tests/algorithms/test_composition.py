@@ -87,6 +87,8 @@ def test_every_declared_aggregator_is_in_every_built_process(kind, aggregator, r
         training = registry.composed_training(name, kind.split(':')[0], task, options,
                                               training)
         made = builder(task, options, training, name=name)
+        made = dataclasses.replace(made, process=registry.compose(made.process, task,
+                                                                  training, name))
       except registry.NotApplicable as e:  # DP needs a cohort mean
         assert 'scolr' in str(e) and aggregator == 'dp', (name, str(e))
         continue

@@ -10,6 +10,7 @@ import tensorflow_federated as tff
 from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import item_updates
+from tff_rec.algorithms import rounds
 from tff_rec.data import implicit
 from tff_rec.runtime import inprocess
 
@@ -53,9 +54,17 @@ def _one_step_gradient(user, items, labels):
   return grad, np.mean(error[:, None] * rows, 0) + 2 * L2 * user
 
 
+def _process(config, dataset_computation, users=None, *,
+             sum_factory=tff.aggregators.SumFactory(), mean_factory=None):
+  """FedMF's round composed with TFF's plain sum, or the given sum or mean."""
+  parts = fedmf.build_round(config, ITEMS, dataset_computation, users,
+                            averaged=mean_factory is not None)
+  return rounds.process(parts, mean_factory or sum_factory)
+
+
 def _stored_round(config, clients=(0,), ranks=None, runtime='native'):
   process = inprocess.for_runtime(
-      fedmf.build_process(config, ITEMS, _dataset_computation(1), USERS), runtime)
+      _process(config, _dataset_computation(1), USERS), runtime)
   state = process.initialize()
   inputs = [(c, (np.int32((ranks or {}).get(c, config.form.rank)), DATA[c])) for c in clients]
   return process, state, process.next(state, inputs)
@@ -124,7 +133,7 @@ def test_scolr_clients_train_nested_columns_of_one_permutation(tff_runtime):
 
 def test_reconstruction_round_is_mapreduce_and_runs_the_same_in_process(tff_runtime):
   config = _config('colr', 2, reconstruction_epochs=1)
-  process = fedmf.build_process(config, ITEMS, _dataset_computation(2))
+  process = _process(config, _dataset_computation(2))
   clients = [(USERS[c], np.int32(2), _rows(DATA[c][1], DATA[c][2], epochs=2)) for c in (0, 1)]
   native = process.next(process.initialize(), clients)
   local = inprocess.InProcessLearningProcess(process, threads=2)
@@ -140,12 +149,12 @@ def test_reconstruction_round_is_mapreduce_and_runs_the_same_in_process(tff_runt
 def _colr_round(users: str, **factories):
   """The items after one in-process colr round of clients 0 and 1, and its metrics."""
   if users == 'stored':
-    process = inprocess.for_runtime(fedmf.build_process(
-        _config('colr', 2), ITEMS, _dataset_computation(1), USERS, **factories), 'inprocess')
+    process = inprocess.for_runtime(_process(
+        _config('colr', 2), _dataset_computation(1), USERS, **factories), 'inprocess')
     output = process.next(process.initialize(), [(c, (np.int32(2), DATA[c])) for c in (0, 1)])
     return output.state['server']['weights']['items'], output.metrics
-  built = fedmf.build_process(_config('colr', 2, reconstruction_epochs=1), ITEMS,
-                              _dataset_computation(2), **factories)
+  built = _process(_config('colr', 2, reconstruction_epochs=1), _dataset_computation(2),
+                   **factories)
   process = inprocess.InProcessLearningProcess(built, threads=1)
   try:
     output = process.next(process.initialize(), [
@@ -175,7 +184,7 @@ def test_tffs_secure_sum_and_dp_mean_of_colr_payloads_match_the_plain_sum(tff_ru
 def test_stored_users_refuse_reconstruction_and_vice_versa():
   for config, users in ((_config(reconstruction_epochs=1), USERS), (_config(), None)):
     with pytest.raises(ValueError, match='stored user vectors are never reconstructed'):
-      fedmf.build_process(config, ITEMS, _dataset_computation(1), users)
+      fedmf.build_round(config, ITEMS, _dataset_computation(1), users)
 
 
 def test_user_state_options_are_checked_and_refused_where_no_private_user_is():

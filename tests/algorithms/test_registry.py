@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tasks import ctr
 from tasks import loo_ranking
@@ -192,7 +193,7 @@ def test_an_undeclared_user_algorithm_honours_the_plain_mean_only(ml100k_dir):
   calls = []
   registry.register('echo', registry.Algorithm(
       'echo', {'keras': lambda *args, **kwargs: calls.append(args) or registry.Built(
-          None, [], None)}))
+          lambda model_aggregator: None, [], None)}))
   try:
     task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir)))
     for settings in (dict(aggregator=inner.InnerAggregator('dp')), dict(stack=('fedsubavg',))):
@@ -206,17 +207,28 @@ def test_an_undeclared_user_algorithm_honours_the_plain_mean_only(ml100k_dir):
 
 
 def test_a_build_that_drops_a_declared_aggregation_or_stack_is_refused(ml100k_dir):
-  """A user's builder that declares DP and FedSubAvg's stack and composes neither
-  (FedAvg with a plain mean): registry.build reads what the built process reports."""
+  """A user's builder that declares DP and FedSubAvg's stack and puts a plain mean
+  in tff.learning's aggregator slot in place of the composer's: registry.build reads
+  what the built process reports. One that returns a process composed already is
+  refused before that."""
   def ignoring(task, options, training, *, name):
-    return baselines.build_keras(task, options, dataclasses.replace(
-        training, aggregator=inner.InnerAggregator(), stack=(), row_scales=None), name=name)
+    built = baselines.build_keras(task, options, training, name=name)
+    return dataclasses.replace(
+        built, process=lambda composed: built.process(tff.aggregators.MeanFactory()))
+
+  def composing(task, options, training, *, name):
+    built = baselines.build_keras(task, options, training, name=name)
+    return dataclasses.replace(built, process=built.process(tff.aggregators.MeanFactory()))
 
   registry.register('ignoring', registry.Algorithm(
       'declares, ignores', {'keras': ignoring}, aggregators=inner.NAMES,
       stacks=('fedsubavg',)))
+  registry.register('composing', registry.Algorithm('composes', {'keras': composing}))
   try:
     task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir)))
+    with pytest.raises(TypeError, match="the builder of --algorithm=composing returned .* "
+                       "as its process: return its round's parts"):
+      registry.build('composing', task, registry.training(task, 'composing'))
     for settings, missing in ((dict(aggregator=inner.InnerAggregator('dp')),
                                '--aggregator=dp but its built process reports no dp_clip, '
                                'dp_stddev'),
@@ -227,6 +239,7 @@ def test_a_build_that_drops_a_declared_aggregation_or_stack_is_refused(ml100k_di
         registry.build('ignoring', task, registry.training(task, 'ignoring', **settings))
   finally:
     registry.unregister('ignoring')
+    registry.unregister('composing')
 
 
 def test_a_users_option_may_not_retype_another_algorithms_option():

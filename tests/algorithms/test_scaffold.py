@@ -7,6 +7,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.algorithms import api
+from tff_rec.algorithms import rounds
 from tff_rec.algorithms import scaffold
 from tff_rec.data import sliced
 from tff_rec.runtime import inprocess
@@ -69,14 +70,20 @@ DP = dict(aggregation=tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixe
           averaged=True)
 
 
+def _process(num_clients: int, aggregation=tff.aggregators.SumFactory(), averaged=False,
+             **options):
+  return rounds.process(scaffold.build_round(_model_fn, BATCHES, num_clients=num_clients,
+                                             averaged=averaged, **options), aggregation)
+
+
 @pytest.mark.parametrize('runtime, aggregation', [
     ('native', {}), ('inprocess', {}), ('inprocess', SECURE), ('native', DP),
     ('inprocess', DP)])
 def test_rounds_match_the_reference(tff_runtime, runtime, aggregation):
   cohorts = [[0, 1, 2], [0, 3, IDLE], [1, 3, 0]]  # c is not 0 when the idle client joins
-  process = inprocess.for_runtime(scaffold.build_process(
-      _model_fn, BATCHES, num_clients=len(ROWS), client_learning_rate=LR,
-      server_learning_rate=SERVER_LR, **aggregation), runtime)
+  process = inprocess.for_runtime(_process(
+      len(ROWS), client_learning_rate=LR, server_learning_rate=SERVER_LR, **aggregation),
+                                  runtime)
   state = process.initialize()
   for cohort in cohorts:
     output = process.next(state, [(i, _batches(i)) for i in cohort])
@@ -95,4 +102,4 @@ def test_variates_beyond_half_the_memory_are_refused_before_allocating():
     parameters = sum(int(np.prod(v.shape)) for v in _model_fn().trainable_variables)
   clients = int(memory / 4 / parameters)  # variates of about the whole memory
   with pytest.raises(api.NotApplicable, match=rf'{clients} clients x {parameters} parameters'):
-    scaffold.build_process(_model_fn, BATCHES, num_clients=clients, client_learning_rate=0.1)
+    _process(clients, client_learning_rate=0.1, server_learning_rate=1.0)

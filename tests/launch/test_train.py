@@ -439,8 +439,9 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path, 
     assert resumed[key] == summary[key], key
 
 
-# A user's algorithm that declares DP and builds FedAvg with a DP clip other than the
-# settings' (one that drops DP is refused as it is built: test_registry.py).
+# A user's algorithm that declares DP and fills tff.learning's aggregator slot itself,
+# with a DP clip other than the settings' instead of the composer's (one that drops DP
+# is refused as it is built: test_registry.py).
 CLIPS_ELSEWHERE = '''
 import dataclasses
 
@@ -450,10 +451,9 @@ from tff_rec.algorithms import registry
 
 
 def clipping_at_5(task, options, training, *, name):
-  return baselines.build_keras(task, options, training, name=name,
-                               model_aggregator=dataclasses.replace(
-                                   training.aggregator, dp_clip=5.0).mean(
-                                       training.clients_per_round))
+  built = baselines.build_keras(task, options, training, name=name)
+  clip = dataclasses.replace(training.aggregator, dp_clip=5.0).mean(training.clients_per_round)
+  return dataclasses.replace(built, process=lambda composed: built.process(clip))
 
 
 registry.register('fedavg_clipping_at_5', registry.Algorithm(

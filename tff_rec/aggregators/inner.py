@@ -97,13 +97,16 @@ class InnerAggregator:
             'dp': {'dp_clip': self.dp_clip,
                    'dp_stddev': self.dp_clip * self.dp_noise_multiplier}}.get(self.name, {})
 
-  def unweighted(self, clients_per_round: int
-                 ) -> tuple[tff.aggregators.UnweightedAggregationFactory, bool]:
-    """For clients that weigh equally: (factory, whether its result is already a
-    mean): the plain or secure sum, or TFF's DP mean over the expected cohort."""
-    if self.name == 'dp':
-      return self.dp_mean(clients_per_round), True
-    return self.sum(), False
+  @property
+  def averages(self) -> bool:
+    """Whether its aggregate of values sent unweighted is a mean over the expected
+    cohort (TFF's DP), not a sum."""
+    return self.name == 'dp'
+
+  def unweighted(self, clients_per_round: int) -> tff.aggregators.UnweightedAggregationFactory:
+    """For clients that weigh equally: the plain or secure sum, or TFF's DP mean over
+    the expected cohort (`averages`)."""
+    return self.dp_mean(clients_per_round) if self.averages else self.sum()
 
   def sum(self) -> tff.aggregators.UnweightedAggregationFactory:
     """The plain sum of the clients' values through this aggregation (not DP: TFF's

@@ -19,7 +19,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec import settings
-from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import heat as heat_lib
@@ -81,10 +80,9 @@ def _refuse_lazy_adam(algorithm: str, client_optimizer: optimizers.OptimizerConf
 
 
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
-                batches_type: tff.Type, aggregator: tff.aggregators.WeightedAggregationFactory,
-                *, client_optimizer: tff.learning.optimizers.Optimizer,
+                batches_type: tff.Type, *, client_optimizer: tff.learning.optimizers.Optimizer,
                 server_optimizer: tff.learning.optimizers.Optimizer,
-                uniform: bool = False) -> rounds.Round:
+                uniform: bool = False) -> rounds.Parts:
   """FedAvg's round on sliced batches: each client runs `client_optimizer` over its
   batches from the broadcast weights and sends the change (broadcast - trained),
   weighed by its examples (or equally, `uniform`); the server steps by the
@@ -107,8 +105,8 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
     del weights, broadcast  # the optimizer steps the server's weights by the aggregate
     return aggregate, rounds.round_metrics(sums['loss_sum'], sums['count'])
 
-  return rounds.optimizer_round(initialize, distributor, client_work, aggregator,
-                                server_optimizer, step, *model_weights)
+  return rounds.Parts(initialize, distributor, client_work, step, *model_weights,
+                      optimizer=server_optimizer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,23 +120,6 @@ class FedProxOptions(heat_lib.WeightingOptions):
       raise ValueError(f'proximal_strength must be >= 0, got {self.proximal_strength}')
 
 
-def model_aggregator_for(task, training, name: str):
-  """The inner mean; around it FedSubAvg's correction when stacked, or (tasks with
-  tables) a FedSubAvgFactory that only reports the submodel bytes of the tables."""
-  inner = training.aggregator.mean(training.clients_per_round)
-  scales = training.table_scales()
-  tables = api.table_of_variable(task)
-  if tables is None:
-    if scales is not None:
-      raise api.not_applicable(name, task, heat_lib.TABLES_WHY)
-    return inner
-  if scales is None:
-    return fedsubavg.FedSubAvgFactory.measuring_only([t is not None for t in tables],
-                                                     inner=inner)
-  return fedsubavg.FedSubAvgFactory([None if t is None else scales[t] for t in tables],
-                                    inner=inner)
-
-
 def _client_optimizer(config: optimizers.OptimizerConfig, proximal_strength: float
                       ) -> tff.learning.optimizers.Optimizer:
   client = config.build()
@@ -146,16 +127,19 @@ def _client_optimizer(config: optimizers.OptimizerConfig, proximal_strength: flo
   return proximal.Proximal(client, proximal_strength) if proximal_strength else client
 
 
-def build_keras(task, options, training, *, name: str, model_aggregator=None):
+def build_keras(task, options, training, *, name: str,
+                around: Callable[[tff.aggregators.WeightedAggregationFactory],
+                                 tff.aggregators.WeightedAggregationFactory] | None = None):
   """FedAvg (FedProx with options' proximal_strength) as a tff.learning process on
-  the task's Keras model, fed by its dataset computation."""
+  the task's Keras model, fed by its dataset computation; its model_aggregator
+  is the composer's, inside `around` (a method's own factory) where given."""
   _refuse_lazy_adam(name, training.client_optimizer, training.server_optimizer)
   weighting = (tff.learning.ClientWeighting.UNIFORM if training.weighting == 'clients'
                else tff.learning.ClientWeighting.NUM_EXAMPLES)
-  return _on_datasets(task, build_process(
+  return _on_datasets(task, lambda model_aggregator: build_process(
       task.model_fn, client_optimizer=training.client_optimizer,
       server_optimizer=training.server_optimizer,
-      model_aggregator=model_aggregator or model_aggregator_for(task, training, name),
+      model_aggregator=around(model_aggregator) if around else model_aggregator,
       client_weighting=weighting, proximal_strength=_proximal_strength(options)))
 
 
@@ -163,30 +147,35 @@ def build_fedsgd(task, options, training, *, name: str):
   """FedSGD as a tff.learning process on the task's Keras model."""
   del options  # none
   _refuse_lazy_adam(name, None, training.server_optimizer)
-  return _on_datasets(task, build_fedsgd_process(
+  return _on_datasets(task, lambda model_aggregator: build_fedsgd_process(
       task.model_fn, server_optimizer=training.server_optimizer,
-      model_aggregator=model_aggregator_for(task, training, name)))
+      model_aggregator=model_aggregator))
 
 
-def _on_datasets(task, process) -> api.Built:
-  """`process` fed by the client datasets as the Keras model reads them: the task's
-  `keras_dataset_computation` where its other algorithms read another form."""
-  return api.Built(tff.simulation.compose_dataset_computation_with_learning_process(
-      getattr(task, 'keras_dataset_computation', task.dataset_computation), process),
-                   list(task.train_client_ids), task.client_arguments)
+def _on_datasets(task, learning_process: Callable[..., tff.learning.templates.LearningProcess]
+                 ) -> api.Built:
+  """tff.learning's process (`learning_process(model_aggregator)`: its aggregator
+  slot, which the composer fills) fed by the client datasets as the Keras model
+  reads them: the task's `keras_dataset_computation` where its other algorithms
+  read another form."""
+  datasets = getattr(task, 'keras_dataset_computation', task.dataset_computation)
+  return api.Built(
+      lambda model_aggregator: tff.simulation.compose_dataset_computation_with_learning_process(
+          datasets, learning_process(model_aggregator)),
+      list(task.train_client_ids), task.client_arguments)
 
 
 def build_on_batches(task, options, training, *, name: str):
   """FedAvg (FedProx with options' proximal_strength) as the project's round
   (build_round) on the task's numpy batches."""
   _refuse_lazy_adam(name, training.client_optimizer, training.server_optimizer)
-  round_ = build_round(
-      task.model_fn, api.batches_type(task), model_aggregator_for(task, training, name),
+  parts = build_round(
+      task.model_fn, api.batches_type(task),
       client_optimizer=_client_optimizer(training.client_optimizer,
                                          _proximal_strength(options)),
       server_optimizer=training.server_optimizer.build(),
       uniform=training.weighting == 'clients')
-  return api.Built(rounds.compose(round_), list(task.train_client_ids), task.client_batches)
+  return api.Built(parts, list(task.train_client_ids), task.client_batches)
 
 
 def _proximal_strength(options) -> float:

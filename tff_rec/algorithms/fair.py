@@ -59,10 +59,12 @@ def bytes_per_client(model: table_model.TableModel, forms: Mapping[str, object])
 def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, object]], *,
                 dataset_computation: tff.Computation,
                 client_optimizer: tff.learning.optimizers.Optimizer,
-                server_optimizer: tff.learning.optimizers.Optimizer | None = None,
-                aggregator: tff.aggregators.WeightedAggregationFactory | None = None,
-                row_scales: Mapping[str, np.ndarray] | None = None) -> rounds.Round:
-  """FAIR's round.
+                server_optimizer: tff.learning.optimizers.Optimizer | None = None
+                ) -> rounds.Parts:
+  """FAIR's round, for the composer (TierRecoveryFactory recovers the tiers' tables
+  around the inner weighted mean it composes; FedSubAvg's correction, stacked,
+  scales model - recovered mean row by row: FAIR's clients return weights, not
+  updates).
 
   Args:
     model: weights, loss and table names.
@@ -73,12 +75,6 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
     client_optimizer: trained from a fresh state by every client every round.
     server_optimizer: applied to (model - recovered mean); default SGD with
       learning rate 1, the paper's replacement of the model by the mean.
-    aggregator: the inner weighted factory (default tff's MeanFactory), around
-      which TierRecoveryFactory recovers the tiers' tables.
-    row_scales: table name -> a scale per row of the tables' pseudo-gradient
-      (FedSubAvg's N / n_m, rounds.optimizer_round; FAIR's clients return
-      weights, not updates, so the correction scales model - recovered mean row
-      by row at the server); None: no correction.
   """
   labels = list(tiers)
   for label, forms in tiers.items():
@@ -132,8 +128,6 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
             loss_sum=loss_sum, num_examples=count,
             clients=tf.one_hot(tier, len(labels), dtype=tf.int64)))
 
-  aggregation = tier_recovery.TierRecoveryFactory(tiers, aggregator)
-
   def step(weights, sums, mean, _broadcast):
     target = {**mean['dense'], **mean['tiers']}
     pseudo_gradient = collections.OrderedDict((k, weights[k] - target[k]) for k in weights)
@@ -146,9 +140,10 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
             bytes_per_client=collections.OrderedDict(zip(labels, tier_bytes)),
             bytes_down=moved, bytes_up=moved))  # a client uploads what it downloaded
 
-  return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
-                                server_optimizer, step, get_model_weights, set_model_weights,
-                                row_scales=row_scales)
+  return rounds.Parts(server_init, distributor, client_work, step, get_model_weights,
+                      set_model_weights, optimizer=server_optimizer,
+                      around=lambda mean: tier_recovery.TierRecoveryFactory(tiers, mean),
+                      row_tables=tuple(model.tables))
 
 
 # The registry's side: FAIR and its baselines on any task whose model declares
@@ -215,17 +210,14 @@ def build(task, options: Options, training, *, name: str, subspaces: str = 'hash
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
   tier_of = dict(zip(ids, tier_of.tolist()))
-  process = rounds.compose(build_round(
-      model, tiers, dataset_computation=batches_of,
-      client_optimizer=training.client_optimizer.build(),
-      server_optimizer=training.server_optimizer.build(),
-      aggregator=training.aggregator.mean(training.clients_per_round),
-      row_scales=training.table_scales(model.tables)))
+  parts = build_round(model, tiers, dataset_computation=batches_of,
+                      client_optimizer=training.client_optimizer.build(),
+                      server_optimizer=training.server_optimizer.build())
 
   def client_input(client_id: str, seed: int):
     return np.int32(tier_of[client_id]), client_data(client_id, seed)
 
-  return api.Built(process, ids, client_input)
+  return api.Built(parts, ids, client_input)
 
 
 # FAIR and its baselines, each its own algorithm: the one round with other tiers.

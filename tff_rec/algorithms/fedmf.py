@@ -129,31 +129,37 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank,
 
 
 def build_round(config: FedMFConfig, initial_items: np.ndarray,
-                dataset_computation: tff.Computation, *,
-                sum_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
-                mean_factory: tff.aggregators.UnweightedAggregationFactory | None = None,
-                row_scales: Mapping[str, np.ndarray] | None = None) -> rounds.Round:
-  """FedMF's round, its users stored (config.reconstruction_epochs = 0: a client's
-  state is its user vector) or reconstructed (a client brings its fixed initial
-  vector in its data).
+                dataset_computation: tff.Computation,
+                initial_users: np.ndarray | Callable[[], np.ndarray] | None = None, *,
+                averaged: bool = False) -> rounds.Parts:
+  """FedMF's round, for the composer: with `initial_users` (the [users, d] float32
+  vectors, or a function making them at each initialize) every user's vector is
+  kept on its client between rounds (config.reconstruction_epochs = 0: a
+  client's state is its user vector; client inputs are (user index, client
+  data)); without, reconstructed (a client brings its fixed initial vector in
+  its data).
 
   Client data: (local rank (scolr; else ignored), the dataset computation's
   arguments), with the initial user vector first when reconstructed; the
   batches (sliced.Batches) carry 'epoch' (the first reconstruction_epochs are
-  reconstruction), 'item' and 'label'. Payload and coverage go through
-  `sum_factory` (default TFF's plain sum); `mean_factory` (e.g. TFF's DP mean)
-  replaces the sum and the division by coverage with a mean over the cohort:
-  the cohort average of the forms whose every client covers every entry (not
-  scolr's columns, not 'touched'). Model weights: {'items': W}, and the users
-  (rounds.Round.clients_in_model) when stored (a reconstructed user's vector is
-  reconstructed wherever it is needed). The server adds the decoded mean update
-  times the server learning rate: SGD on its negation, exactly.
+  reconstruction), 'item' and 'label'. Payload and coverage go through the
+  composer's unweighted aggregation, a sum (plain or TFF's secure sum) divided
+  by the coverage; `averaged` (TFF's DP mean in its place) sends the payload
+  alone, averaged over the cohort: the cohort average of the forms whose every
+  client covers every entry (not scolr's columns, not 'touched'). Model
+  weights: {'items': W}, and the users (rounds.Parts.clients_in_model) when
+  stored (a reconstructed user's vector is reconstructed wherever it is
+  needed). The server adds the decoded mean update times the server learning
+  rate: SGD on its negation, exactly.
   """
-  averaged = mean_factory is not None
+  if (initial_users is None) == (not config.reconstruction_epochs):
+    raise ValueError('stored user vectors are never reconstructed (reconstruction_epochs=0 '
+                     'with initial_users), and reconstructed ones are not stored')
+  if initial_users is not None and not callable(initial_users):
+    initial_users = np.asarray(initial_users, np.float32)
   if averaged and (config.form.name == 'scolr' or config.item_average != 'cohort'):
     raise ValueError("a mean factory averages over the cohort; scolr's columns and "
                      "item_average='touched' need each entry's own coverage")
-  aggregation = mean_factory if averaged else sum_factory or tff.aggregators.SumFactory()
   stored = not config.reconstruction_epochs
   form = config.form
   sizes = item_updates.payload_bytes(form, config.num_items, config.dim)
@@ -214,26 +220,10 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
             bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
             bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64)))
 
-  return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
-                                server_optimizer, step, get_model_weights, set_model_weights,
-                                row_scales=row_scales, clients_in_model='users' if stored else None)
-
-
-def build_process(config: FedMFConfig, initial_items: np.ndarray,
-                  dataset_computation: tff.Computation,
-                  initial_users: np.ndarray | Callable[[], np.ndarray] | None = None,
-                  **round_options):
-  """FedMF's process (rounds.compose of build_round): with `initial_users` (the
-  [users, d] float32 vectors, or a function making them at each initialize), every
-  user's vector is kept on its client between rounds (client states; client inputs
-  are (user index, client data)); without, reconstructed."""
-  if (initial_users is None) == (not config.reconstruction_epochs):
-    raise ValueError('stored user vectors are never reconstructed (reconstruction_epochs=0 '
-                     'with initial_users), and reconstructed ones are not stored')
-  round_ = build_round(config, initial_items, dataset_computation, **round_options)
-  if initial_users is not None and not callable(initial_users):
-    initial_users = np.asarray(initial_users, np.float32)
-  return rounds.compose(round_, initial_users)
+  return rounds.Parts(server_init, distributor, client_work, step, get_model_weights,
+                      set_model_weights, optimizer=server_optimizer, row_tables=(ITEM_TABLE,),
+                      clients_in_model='users' if stored else None, averaged=averaged,
+                      initial_client_states=initial_users)
 
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
@@ -261,9 +251,6 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
   if stored:
     _check_stored_users_fit(task, name)
   item_updates.check_aggregation(options, training, form)
-  # The one sum everything a client sends goes through (plain, or TFF's secure sum),
-  # or TFF's DP mean over the cohort in its place.
-  factory, averaged = training.aggregator.unweighted(training.clients_per_round)
   try:
     local_rank = item_updates.local_ranks(options, form, len(task.train_client_ids),
                                           task.config.seed)
@@ -277,16 +264,15 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         item_average=options.item_average, seed=c.seed)
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
-  scales = training.table_scales([ITEM_TABLE])  # clients weigh equally: heat counts them
-  if scales and options.item_average == 'touched':
+  if 'fedsubavg' in training.stack and options.item_average == 'touched':
     raise api.NotApplicable(
         '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
         'already averages each item over the clients that touched it')
   ids = list(task.train_client_ids)
-  process = build_process(config, task.initial_items,
-                          task.mf_dataset_computation(options.extra_epochs),
-                          task.initial_user_table if stored else None, row_scales=scales,
-                          **{'mean_factory' if averaged else 'sum_factory': factory})
+  parts = build_round(config, task.initial_items,
+                      task.mf_dataset_computation(options.extra_epochs),
+                      task.initial_user_table if stored else None,
+                      averaged=training.aggregator.averages)
 
   def client_input(client_id: str, seed: int):  # reconstructed: initial vector first
     user = task.user_index(client_id)
@@ -299,7 +285,7 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
     return task.evaluate({'items': items, 'users': reconstructed_users(task, config, items)},
                          part)
 
-  return api.Built(process, ids, client_input, None if stored else evaluate)
+  return api.Built(parts, ids, client_input, None if stored else evaluate)
 
 
 # Copies of the user table a stored run holds: the round's state and, while a round

@@ -240,9 +240,11 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
                 client_learning_rate: float,
                 server_optimizer: tff.learning.optimizers.Optimizer,
                 groups: Sequence[int], model_bytes: int,
-                normalize_by_steps: bool = False) -> rounds.Round:
+                normalize_by_steps: bool = False) -> rounds.Parts:
   """MetaUA's (and FedNova's) round: the project's round with reports, its
-  server step (MetaUAServer) run where the round's driver runs.
+  server step (MetaUAServer) run where the round's driver runs. Its aggregation
+  is its own: the query gradients go through the composer's sum (the only
+  aggregation it declares), the updates as reports.
 
   A client's data: (its batches, sliced.Joined of `batches_type`'s three parts:
   train (E shuffled epochs of its support examples), one pass over the support,
@@ -311,8 +313,8 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
       metrics['aggregator']['meta'] = tf.nest.map_structure(np.asarray, meta_metrics)
     return new_state, metrics
 
-  return rounds.Round(initialize, distributor, client_work, tff.aggregators.SumFactory(),
-                      finalizer, get_model_weights, set_model_weights)
+  return rounds.Parts(initialize, distributor, client_work, finalizer, get_model_weights,
+                      set_model_weights)
 
 
 # The registry's side: MetaUA and FedNova on any task with a Keras model whose
@@ -385,12 +387,12 @@ def build(task, config: Options, training, *, name: str, normalize_by_steps: boo
     parts, attributes = split_client(task, client_id, position[client_id], seed, query)
     return sliced.joined(parts), attributes
 
-  process = rounds.compose(build_round(
+  parts = build_round(
       task.model_fn, sliced.tff_type(client_input(ids[0], 0)[0].batches), config=config,
       client_learning_rate=training.client_optimizer.learning_rate,
       server_optimizer=training.server_optimizer.build(), groups=groups,
-      model_bytes=4 * parameters, normalize_by_steps=normalize_by_steps))
-  return api.Built(process, ids, client_input)
+      model_bytes=4 * parameters, normalize_by_steps=normalize_by_steps)
+  return api.Built(parts, ids, client_input)
 
 
 def split_client(task, client_id: str, index: int, seed: int, query_fraction: float):

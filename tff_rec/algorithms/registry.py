@@ -16,11 +16,13 @@ matrix factorization is FedMF's round), so no algorithm module imports
 another's. A variant (`base`: FedSubAvg, FedAdam) runs its base's builders
 with its own settings. The registry picks the first kind the task offers,
 most specific first, that the algorithm has a builder for; nothing else
-decides which implementation a name runs. `aggregators` and `stacks` are what
-the builders honour: the registry refuses any other --aggregator or --stack
-before building, and after building refuses a round that reports none of the
-declared ones it was given (check_honoured), so no setting is ever silently
-ignored. The package's own
+decides which implementation a name runs. A builder returns its round's parts,
+and `compose` adds the aggregation: the inner one the user chose and the
+stacked correction, which no builder makes or places. `aggregators` and
+`stacks` are what the algorithm's round takes: the registry refuses any other
+--aggregator or --stack before building, and after building refuses a round
+that reports none of the declared ones it was given (check_honoured), so no
+setting is ever silently ignored. The package's own
 algorithms register the same way as a user's module (BUILTIN_MODULES,
 imported on first use).
 """
@@ -30,6 +32,7 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
+from tff_rec.aggregators import fedsubavg as fedsubavg_factory
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import heat
@@ -290,10 +293,10 @@ def applied(name: str, training: Training, **options) -> tuple[Any, Training]:
 
 def build(name: str, task, training: Training = Training(), **options) -> Built:
   """The algorithm `name` on `task`, for `training.runtime` (which the runner
-  chooses): a NotApplicable error says why it cannot run. The composer: its
-  builder takes the training composed here (composed_training: the inner
-  aggregation, the weighting, FedSubAvg's scales when stacked) and the round it
-  returns must show them (check_honoured). For TFF's native worker, which has no
+  chooses): a NotApplicable error says why it cannot run. Its builder takes the
+  training composed here (composed_training: the weighting, FedSubAvg's scales
+  when stacked) and returns its parts, which `compose` makes the process; the
+  round must show what was composed (check_honoured). For TFF's native worker, which has no
   secure sum and loads no op library, a secure sum is refused and the
   hashed-embedding lookups are traced as TF's own."""
   chosen, training = applied(name, training, **options)
@@ -306,11 +309,65 @@ def build(name: str, task, training: Training = Training(), **options) -> Built:
   training = composed_training(name, kind, task, chosen, training)
   with hashed_embedding.composite_only() if native else contextlib.nullcontext():
     built = builders_of(name)[kind](task, chosen, training, name=name)
-  if not isinstance(built, Built):
-    raise TypeError(f'the {kind} builder of --algorithm={name} returned {built!r}, not a '
-                    'registry.Built')
+    if not isinstance(built, Built):
+      raise TypeError(f'the {kind} builder of --algorithm={name} returned {built!r}, not a '
+                      'registry.Built')
+    built = dataclasses.replace(built, process=compose(built.process, task, training, name))
   check_honoured(name, training, built)
   return dataclasses.replace(built, training=training, kind=kind)
+
+
+def compose(parts, task, training: Training, name: str):
+  """The process of a builder's `parts`, its aggregation composed here and by no
+  builder: the inner aggregation the user chose (--aggregator), inside the
+  method's own factory where its parts have one (rounds.Parts.around), and
+  FedSubAvg's correction when stacked: on the rows of a round's named tables
+  (rounds.Parts.row_tables), else around the mean of a Keras model's variables.
+  `parts`: rounds.Parts, or tff.learning's process as a function of its
+  model_aggregator (the slot tff.learning's builders leave to their caller)."""
+  clients = training.clients_per_round
+  if isinstance(parts, rounds.Parts):
+    if parts.weighted:
+      inner = training.aggregator.mean(clients)
+    elif parts.averaged == training.aggregator.averages:
+      inner = training.aggregator.unweighted(clients)
+    else:
+      raise NotHonoured(f'--algorithm={name}: its round takes the unweighted aggregate as '
+                        f'{"a mean" if parts.averaged else "a sum"}, and --aggregator='
+                        f'{training.aggregator.name} gives '
+                        f'{"a mean" if training.aggregator.averages else "a sum"}: build it '
+                        'with averaged=training.aggregator.averages')
+    if parts.row_tables is not None:
+      return rounds.process(parts, inner, row_scales=training.table_scales(parts.row_tables))
+    if parts.optimizer is not None:  # a Keras model's round
+      return rounds.process(parts, _keras_aggregator(task, training, name, inner))
+    if training.stack:
+      raise NotHonoured(f'--algorithm={name} declares --stack={",".join(training.stack)}, and '
+                        'its round has no server step on named tables to correct '
+                        '(rounds.Parts.optimizer, row_tables)')
+    return rounds.process(parts, inner)
+  if callable(parts):
+    return parts(_keras_aggregator(task, training, name, training.aggregator.mean(clients)))
+  raise TypeError(f'the builder of --algorithm={name} returned {parts!r} as its process: '
+                  "return its round's parts (rounds.Parts), or tff.learning's process as a "
+                  'function of its model_aggregator, for the registry to compose')
+
+
+def _keras_aggregator(task, training: Training, name: str, inner):
+  """`inner` (a weighted mean); around it FedSubAvg's correction when stacked, or (a
+  model with declared tables) a FedSubAvgFactory that only reports the tables'
+  submodel bytes."""
+  scales = training.table_scales()
+  tables = api.table_of_variable(task)
+  if tables is None:
+    if scales is not None:
+      raise api.not_applicable(name, task, heat.TABLES_WHY)
+    return inner
+  if scales is None:
+    return fedsubavg_factory.FedSubAvgFactory.measuring_only([t is not None for t in tables],
+                                                            inner=inner)
+  return fedsubavg_factory.FedSubAvgFactory([None if t is None else scales[t] for t in tables],
+                                            inner=inner)
 
 
 def _refuse_other_kinds_settings(name: str, task, kind: str) -> None:

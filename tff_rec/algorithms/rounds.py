@@ -16,7 +16,10 @@ tff.learning's composer names them:
   client, for servers that weigh clients one by one (MetaUA, FedNova).
 * aggregator: a tff.aggregators factory, weighted or unweighted: TFF's mean,
   secure sum or DP, or a method's factory around one (FAIR's tier recovery,
-  CoLR's factor sum).
+  CoLR's factor sum). An algorithm never chooses it: it supplies its Parts
+  (the other fields), and the composer (registry.compose, through `process`)
+  adds the aggregation the user chose, as tff.learning's composer takes the
+  aggregator beside the other parts.
 * finalizer: (server state, broadcast, summed metrics, the aggregate) ->
   (server state, metrics); with reports, a Python function of TensorFlow
   values that also takes the cohort's reports stacked, run where the round's
@@ -25,7 +28,7 @@ tff.learning's composer names them:
   (`clients_in_model`: the clients' states are part of it too, e.g. private
   user rows, under that key).
 
-`compose` makes the process: a tff LearningProcess when no client keeps state
+`compose` makes a Round's process: a tff LearningProcess when no client keeps state
 and no report comes back (a MapReduce round: every runtime runs it), else a
 RoundProcess whose driver keeps every client's state and stacks the reports.
 The round's metrics hold the aggregator's measurements under 'aggregator'
@@ -107,7 +110,7 @@ def server_model(initial: Mapping[str, np.ndarray], optimizer: tff.learning.opti
                  view=None, *, counts_rounds: bool = False):
   """(initialize, get_model_weights, set_model_weights) of a server state that holds
   model weights (a dict of tensors), its optimizer's state and, `counts_rounds`,
-  the round's number (from 0; optimizer_round advances it): the weights as
+  the round's number (from 0; the optimizer's finalizer advances it): the weights as
   they are or, with `view` (table_model.KerasView), as the Keras model's
   ModelWeights."""
   specs = collections.OrderedDict((k, tf.TensorSpec(v.shape, tf.float32))
@@ -129,22 +132,82 @@ def server_model(initial: Mapping[str, np.ndarray], optimizer: tff.learning.opti
   return initialize, get_model_weights, set_model_weights
 
 
-def optimizer_round(initialize: tff.Computation, distributor: tff.Computation,
-                    client_work: tff.Computation, aggregator: Factory,
-                    optimizer: tff.learning.optimizers.Optimizer, step, get_model_weights,
-                    set_model_weights, *, row_scales: Mapping[str, np.ndarray] | None = None,
-                    **fields) -> Round:
-  """The round of a server_model state (`fields`: the Round's others), its finalizer
-  `step(weights, summed metrics, aggregate, broadcast) -> (pseudo-gradient, metrics)`,
-  then the optimizer's step on the weights. `row_scales` (the composer's
-  Training.table_scales: FedSubAvg stacked) scale the rows of those tables of the
-  pseudo-gradient, the update the server steps by, which the round then reports
-  (fedsubavg.measured)."""
+@dataclasses.dataclass(frozen=True)
+class Parts:
+  """What an algorithm supplies of its round: the Round's fields less its
+  aggregator, which the composer (`process`) adds, as tff.learning's composer
+  takes the aggregator beside the other parts.
 
-  @tff.tensorflow.computation(initialize.type_signature.result,
-                              distributor.type_signature.result,
-                              client_work.type_signature.result[METRICS],
-                              aggregate_type(aggregator, client_work))
+  server_update: with `optimizer`, step(weights, summed metrics, aggregate,
+    broadcast) -> (pseudo-gradient, metrics), which the optimizer applies to the
+    server state's weights (server_model, keras_server_model); without, the
+    finalizer itself (state, broadcast, summed metrics, aggregate[, reports])
+    -> (state, metrics), a function of TensorFlow values.
+  around: the method's own factory around the composer's inner aggregation
+    (FAIR's tier recovery, CoLR's factor sum); None: the inner one as it is.
+  row_tables: the tables (keys of the server's weights) whose rows a stacked
+    correction scales on the optimizer's pseudo-gradient; None: a Keras model's
+    variables, which the composer's aggregator scales.
+  averaged: the aggregate the round's clients send through an unweighted
+    aggregation is a mean over the cohort (TFF's DP), not a sum.
+  initial_client_states: as compose takes them.
+  """
+  initialize: tff.Computation
+  distributor: tff.Computation
+  client_work: tff.Computation
+  server_update: Callable[..., Any]
+  get_model_weights: tff.Computation
+  set_model_weights: tff.Computation
+  optimizer: tff.learning.optimizers.Optimizer | None = None
+  around: Callable[[Factory], Factory] | None = None
+  row_tables: Sequence[str] | None = None
+  clients_in_model: str | None = None
+  averaged: bool = False
+  initial_client_states: Any = None
+
+  @property
+  def weighted(self) -> bool:
+    """Whether its clients send a weight beside their update (a weighted aggregation)."""
+    return WEIGHT in tff.structure.name_list(self.client_work.type_signature.result)
+
+
+def process(parts: Parts, aggregator: Factory, *,
+            row_scales: Mapping[str, np.ndarray] | None = None):
+  """The round's process (compose) from an algorithm's parts and the aggregation
+  composed around them: `aggregator` (the method's own factory around it is
+  added here), `row_scales` (table name -> a scale per row: FedSubAvg stacked)
+  scaling those rows of the pseudo-gradient the server steps by, which the
+  round then reports (fedsubavg.measured)."""
+  aggregator = parts.around(aggregator) if parts.around else aggregator
+  if row_scales and (parts.optimizer is None or parts.row_tables is None):
+    raise ValueError('row scales need a server step on named tables (Parts.row_tables)')
+  if parts.optimizer is not None:
+    finalizer = _optimizer_finalizer(parts, aggregator, row_scales)
+  elif REPORT in tff.structure.name_list(parts.client_work.type_signature.result):
+    finalizer = parts.server_update  # run where the round's driver runs, with the reports
+  else:
+    finalizer = tff.tensorflow.computation(parts.server_update, *_finalizer_types(
+        parts, aggregator))
+  round_ = Round(parts.initialize, parts.distributor, parts.client_work, aggregator, finalizer,
+                 parts.get_model_weights, parts.set_model_weights, parts.clients_in_model)
+  return compose(round_, parts.initial_client_states)
+
+
+def _finalizer_types(parts: Parts, aggregator: Factory) -> list:
+  """The types a finalizer takes: server state, broadcast, summed metrics, aggregate."""
+  return [parts.initialize.type_signature.result, parts.distributor.type_signature.result,
+          parts.client_work.type_signature.result[METRICS],
+          aggregate_type(aggregator, parts.client_work)]
+
+
+def _optimizer_finalizer(parts: Parts, aggregator: Factory,
+                         row_scales: Mapping[str, np.ndarray] | None) -> tff.Computation:
+  """The finalizer of a server_model state: the parts' step, the rows of
+  `row_scales`' tables of its pseudo-gradient scaled, then the optimizer's step
+  on the weights (and the round's number advanced where the state counts it)."""
+  optimizer, step = parts.optimizer, parts.server_update
+
+  @tff.tensorflow.computation(*_finalizer_types(parts, aggregator))
   def finalizer(server, broadcast, sums, aggregate):
     pseudo_gradient, metrics = step(server['weights'], sums, aggregate, broadcast)
     if row_scales:
@@ -159,8 +222,7 @@ def optimizer_round(initialize: tff.Computation, distributor: tff.Computation,
       server['round'] += 1
     return server, metrics
 
-  return Round(initialize, distributor, client_work, aggregator, finalizer, get_model_weights,
-               set_model_weights, **fields)
+  return finalizer
 
 
 def keras_server_model(model_fn: Callable[[], Any],

@@ -33,14 +33,16 @@ from tff_rec.training import resources
 
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                 batches_type: tff.Type, *, client_learning_rate: float,
-                server_learning_rate: float, num_clients: int,
-                aggregation: tff.aggregators.UnweightedAggregationFactory
-                = tff.aggregators.SumFactory(), averaged: bool = False) -> rounds.Round:
-  """One SCAFFOLD round; a client's state is its variate, its data its
-  training batches of the round (sliced.Batches of `batches_type`).
+                server_learning_rate: float, num_clients: int, averaged: bool = False
+                ) -> rounds.Parts:
+  """SCAFFOLD's round, for the composer, with every client's variate kept between
+  rounds: client inputs are (client index in 0..N-1, its training batches of the
+  round, sliced.Batches of `batches_type`); the clients' state is, per trainable
+  variable, an [N, ...] array of their variates.
 
-  dy and dc go through `aggregation`: a sum (TFF's plain or secure sum), or
-  (`averaged`) a mean over the expected cohort such as TFF's DP mean.
+  dy and dc go through the composer's unweighted aggregation: a sum (TFF's plain
+  or secure sum), or (`averaged`) a mean over the expected cohort such as TFF's
+  DP mean.
   """
   initial_server_state, get_model_weights, set_model_weights = rounds.keras_server_model(
       model_fn, more=lambda state: {'control': [tf.zeros_like(w) for w in state['weights']]})
@@ -72,9 +74,6 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                                         count=tf.cast(trained.count, tf.float32)),
         state=new_control)
 
-  @tff.tensorflow.computation(server_state_type, distributor.type_signature.result,
-                              client_work.type_signature.result['metrics'],
-                              rounds.aggregate_type(aggregation, client_work))
   def finalizer(state, broadcast, summed, aggregate):
     del broadcast  # the server's own
     cohort = summed['clients']
@@ -87,23 +86,7 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
         control=[c + d / num_clients for c, d in zip(state['control'], sum_dc)])
     return new_state, rounds.round_metrics(summed['loss_sum'], summed['count'])
 
-  return rounds.Round(initial_server_state, distributor, client_work, aggregation, finalizer,
-                      get_model_weights, set_model_weights)
-
-
-def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
-                  client_learning_rate: float, server_learning_rate: float = 1.0,
-                  **aggregation) -> rounds.RoundProcess:
-  """SCAFFOLD with every client's variate kept between rounds.
-
-  Client inputs are (client index in 0..N-1, its batches); the clients'
-  state is, per trainable variable, an [N, ...] array of their variates.
-  `aggregation`: build_round's aggregation and averaged.
-  """
-  round_ = build_round(
-      model_fn, batches_type, client_learning_rate=client_learning_rate,
-      server_learning_rate=server_learning_rate, num_clients=num_clients, **aggregation)
-  shapes = [t.shape for t in round_.initialize.type_signature.result['weights']]
+  shapes = [t.shape for t in weights_type]
   parameters = sum(int(np.prod(s)) for s in shapes)
   refusal = resources.too_large(4 * num_clients * parameters,  # float32 variates
                                 f'{num_clients} clients x {parameters} parameters')
@@ -111,7 +94,10 @@ def build_process(model_fn, batches_type: tff.Type, *, num_clients: int,
     raise api.NotApplicable(
         f'--algorithm=scaffold keeps a control variate of the whole model for each client: '
         f'{refusal}; use fewer clients or a smaller model')
-  return rounds.compose(round_, [np.zeros((num_clients, *s), np.float32) for s in shapes])
+  return rounds.Parts(initial_server_state, distributor, client_work, finalizer,
+                      get_model_weights, set_model_weights, averaged=averaged,
+                      initial_client_states=[np.zeros((num_clients, *s), np.float32)
+                                             for s in shapes])
 
 
 def build(task, options, training, *, name: str):
@@ -123,18 +109,17 @@ def build(task, options, training, *, name: str):
         f'are {training.client_optimizer.name} / {training.server_optimizer.name} (as given, '
         f'else the task\'s defaults): give --client_optimizer=sgd --server_optimizer=sgd')
   ids = list(task.train_client_ids)
-  aggregation, averaged = training.aggregator.unweighted(training.clients_per_round)
-  process = build_process(
+  parts = build_round(
       task.model_fn, api.batches_type(task), num_clients=len(ids),
       client_learning_rate=training.client_optimizer.learning_rate,
-      server_learning_rate=training.server_optimizer.learning_rate, aggregation=aggregation,
-      averaged=averaged)
+      server_learning_rate=training.server_optimizer.learning_rate,
+      averaged=training.aggregator.averages)
   index = {client: k for k, client in enumerate(ids)}
 
   def client_input(client_id: str, seed: int):
     return index[client_id], task.client_batches(client_id, seed)
 
-  return api.Built(process, ids, client_input)
+  return api.Built(parts, ids, client_input)
 
 
 registry.register('scaffold', registry.Algorithm(

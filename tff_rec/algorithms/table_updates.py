@@ -46,14 +46,10 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
                 dataset_computation: tff.Computation,
                 client_optimizer: tff.learning.optimizers.Optimizer,
                 server_optimizer: tff.learning.optimizers.Optimizer,
-                aggregator: tff.aggregators.WeightedAggregationFactory,
-                seed: int = 0, row_scales=None) -> rounds.Round:
-  """The round. A client's data: (local rank (scolr; else ignored), the dataset
-  computation's arguments: declared_tables.client_data).
-
-  row_scales: table name -> a scale per row of its mean update (FedSubAvg,
-  rounds.optimizer_round).
-  """
+                seed: int = 0) -> rounds.Parts:
+  """The round, for the composer (CoLR's factor sum around the inner weighted mean
+  it composes). A client's data: (local rank (scolr; else ignored), the dataset
+  computation's arguments: declared_tables.client_data)."""
   initial = collections.OrderedDict(
       (k, np.asarray(v, np.float32)) for k, v in model.initial_weights.items())
   for name in model.tables:
@@ -119,9 +115,6 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
             bytes_up=tf.cast(up, tf.float64)
             + float(dense_floats * item_updates.BYTES_PER_FLOAT)))
 
-  aggregation = (factor_sum.FactorSumFactory(form.rank, widths, seed, aggregator)
-                 if form.columns else aggregator)
-
   def step(weights, sums, mean, _broadcast):
     update = collections.OrderedDict(mean['dense'])
     for name, table_mean in mean['tables'].items():
@@ -133,9 +126,11 @@ def build_round(model: table_model.TableModel, form: item_updates.UpdateForm, *,
                 bytes_up=sums['bytes_up'] / tf.cast(tf.maximum(sums['clients'], 1),
                                                     tf.float64))))
 
-  return rounds.optimizer_round(server_init, distributor, client_work, aggregation,
-                                server_optimizer, step, get_model_weights, set_model_weights,
-                                row_scales=row_scales)
+  return rounds.Parts(
+      server_init, distributor, client_work, step, get_model_weights, set_model_weights,
+      optimizer=server_optimizer, row_tables=tuple(model.tables),
+      around=(lambda mean: factor_sum.FactorSumFactory(form.rank, widths, seed, mean))
+      if form.columns else None)
 
 
 def build(task, options: item_updates.Options, training, *, name: str, form: str):
@@ -150,13 +145,11 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
   ids = list(task.train_client_ids)
   try:
     local_rank = item_updates.local_ranks(options, form, len(ids), task.config.seed)
-    process = rounds.compose(build_round(
-        model, item_updates.UpdateForm(form, options.rank),
-        dataset_computation=batches_of,
-        client_optimizer=training.client_optimizer.build(),
-        server_optimizer=training.server_optimizer.build(),
-        aggregator=training.aggregator.mean(training.clients_per_round),
-        seed=task.config.seed, row_scales=training.table_scales(model.tables)))
+    parts = build_round(model, item_updates.UpdateForm(form, options.rank),
+                        dataset_computation=batches_of,
+                        client_optimizer=training.client_optimizer.build(),
+                        server_optimizer=training.server_optimizer.build(),
+                        seed=task.config.seed)
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
   index = {c: k for k, c in enumerate(ids)}
@@ -165,7 +158,7 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
     return (np.int32(local_rank(index[client_id], seed)),
             client_data(client_id, seed))
 
-  return api.Built(process, ids, client_input)
+  return api.Built(parts, ids, client_input)
 
 
 # The update forms, each its own algorithm: on any model's declared tables this
