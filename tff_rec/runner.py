@@ -11,9 +11,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import composer
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
-from tff_rec.algorithms import rounds
 from tff_rec.data import client_files
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native
@@ -157,7 +157,7 @@ def _reading_where_trained(name: str, task, training: registry.Training, options
   sample = built.client_input(built.client_ids[0], 0)
   if reading and not _sent_arrays(sample):
     return built, [reading.files]
-  round_ = rounds.round_of(built.process)
+  round_ = composer.round_of(built.process)
   if round_ is None or (reading is None and not client_files.holds_batches(sample)):
     if reading is None:
       raise refusal
@@ -182,7 +182,7 @@ def _reading_where_trained(name: str, task, training: registry.Training, options
     raise registry.NotApplicable(f'--algorithm={name} cannot read its clients\' examples from '
                                  f'--client_data_dir: {e}') from None
   return dataclasses.replace(
-      built, process=rounds.with_client_data(built.process, reading.read),
+      built, process=composer.with_client_data(built.process, reading.read),
       client_input=reading.client_input), files
 
 

@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import composer
 from tff_rec import losses
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import baselines
-from tff_rec.algorithms import rounds
 from tff_rec.data import sliced
 from tff_rec.models import dual_encoder
 from tff_rec.runtime import inprocess
@@ -237,7 +237,7 @@ def test_the_projects_fedavg_round_trains_as_tff_learnings_on_the_same_batches(
       model_fn, client_optimizer=client, server_optimizer=server,
       client_weighting=(tff.learning.ClientWeighting.UNIFORM if uniform
                         else tff.learning.ClientWeighting.NUM_EXAMPLES))
-  project = rounds.process(baselines.build_round(
+  project = composer.process(baselines.build_round(
       model_fn, sliced.tff_type(cohorts[0][0]), client_optimizer=client.build(),
       server_optimizer=server.build(), uniform=uniform), tff.aggregators.MeanFactory())
   trained, losses_ = [], []
@@ -270,7 +270,7 @@ def test_the_projects_round_keeps_a_finite_model_when_its_cohort_trained_no_exam
   empty = [plan.batches((collections.OrderedDict(context=c[:0]), l[:0]), seed=k)
            for k, (c, l) in enumerate(CLIENTS)]
   sgd = optimizers.OptimizerConfig('sgd', 1.0)
-  process = inprocess.InProcessLearningProcess(rounds.process(baselines.build_round(
+  process = inprocess.InProcessLearningProcess(composer.process(baselines.build_round(
       model_fn, sliced.tff_type(empty[0]), client_optimizer=sgd.build(),
       server_optimizer=sgd.build()), inner.InnerAggregator(aggregator, secure_bound=100.0).mean(3)))
   state = process.initialize()

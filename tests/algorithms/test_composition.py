@@ -13,10 +13,10 @@ import tensorflow_federated as tff
 
 from tasks import loo_ranking
 from tasks import ranking
+from tff_rec import composer
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import fair
 from tff_rec.algorithms import registry
-from tff_rec.algorithms import rounds
 
 # What each aggregator puts in a round's measurements, and in its state.
 SHOWN = {'secure': ('secure_upper_threshold', None), 'dp': ('dp_clip', 'l2_norm_clip')}
@@ -36,7 +36,7 @@ def _names(type_spec) -> set[str]:
 
 def _shown(process) -> tuple[set[str], set[str]]:
   """(names in what a round reports of its aggregation, names in the aggregation's state)."""
-  if isinstance(process, rounds.RoundProcess):
+  if isinstance(process, composer.RoundProcess):
     aggregation = process.round.aggregation_process()
     return (_names(aggregation.next.type_signature.result.measurements),
             _names(aggregation.initialize.type_signature.result))
@@ -87,8 +87,8 @@ def test_every_declared_aggregator_is_in_every_built_process(kind, aggregator, r
         training = registry.composed_training(name, kind.split(':')[0], task, options,
                                               training)
         made = builder(task, options, training, name=name)
-        made = dataclasses.replace(made, process=registry.compose(made.process, task,
-                                                                  training, name))
+        made = dataclasses.replace(
+            made, process=composer.build_process(made.process, task, training, name))
       except registry.NotApplicable as e:  # DP needs a cohort mean
         assert 'scolr' in str(e) and aggregator == 'dp', (name, str(e))
         continue

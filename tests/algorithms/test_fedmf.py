@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import composer
 from tff_rec.aggregators import factor_sum
 from tff_rec.algorithms import fedmf
 from tff_rec.algorithms import item_updates
-from tff_rec.algorithms import rounds
 from tff_rec.data import implicit
 from tff_rec.runtime import inprocess
 
@@ -59,7 +59,7 @@ def _process(config, dataset_computation, users=None, *,
   """FedMF's round composed with TFF's plain sum, or the given sum or mean."""
   parts = fedmf.build_round(config, ITEMS, dataset_computation, users,
                             averaged=mean_factory is not None)
-  return rounds.process(parts, mean_factory or sum_factory)
+  return composer.process(parts, mean_factory or sum_factory)
 
 
 def _stored_round(config, clients=(0,), ranks=None, runtime='native'):

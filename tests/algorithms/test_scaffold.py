@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import composer
 from tff_rec.algorithms import api
-from tff_rec.algorithms import rounds
 from tff_rec.algorithms import scaffold
 from tff_rec.data import sliced
 from tff_rec.runtime import inprocess
@@ -72,7 +72,7 @@ DP = dict(aggregation=tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixe
 
 def _process(num_clients: int, aggregation=tff.aggregators.SumFactory(), averaged=False,
              **options):
-  return rounds.process(scaffold.build_round(_model_fn, BATCHES, num_clients=num_clients,
+  return composer.process(scaffold.build_round(_model_fn, BATCHES, num_clients=num_clients,
                                              averaged=averaged, **options), aggregation)
 
 

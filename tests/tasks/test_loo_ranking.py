@@ -101,7 +101,7 @@ def test_real_beauty_keeps_users_with_20_items(real_beauty):
 
 def test_a_stored_run_keeps_no_initial_user_table_beside_its_state(ranking_dir, tff_runtime):
   # The process makes its first state of the task's initial vectors at initialize;
-  # a task that kept them too would hold a third user table (rounds.RoundProcess).
+  # a task that kept them too would hold a third user table (composer.RoundProcess).
   task = _task(ranking_dir, embedding_dim=8)
   process, _, _ = _process(task)
   state = process.initialize()

@@ -25,6 +25,10 @@ class NotApplicable(ValueError):
   """The algorithm does not apply to this task or these settings; the message says why."""
 
 
+class NotHonoured(ValueError):
+  """A builder ignored an aggregation or stack its algorithm declares (a bug in it)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """The training settings a user may give any algorithm, as given: None takes
@@ -107,7 +111,7 @@ class Built:
 
   process: initialize / next / get_model_weights / set_model_weights (a tff
     LearningProcess: TFF's composed one, or the project's round without client
-    state; a rounds.RoundProcess for rounds whose clients keep state or whose
+    state; a composer.RoundProcess for rounds whose clients keep state or whose
     server weighs clients one by one).
   client_input: (client id, seed) -> that client's input to `next`.
   evaluate: (model weights, part) -> metrics; default the task's evaluate.

@@ -4,7 +4,7 @@ Item vectors are global; each user's vector lives only on its client and is
 never sent or aggregated. Two ways to keep it between rounds:
 * stored: the client keeps its trained vector for the next round it joins.
   A MapReduce round cannot hand a value back to a client, so the round
-  (rounds.Round) has client state: its driver keeps every user's vector in
+  (composer.Round) has client state: its driver keeps every user's vector in
   the program state.
 * reconstructed (TFF's federated reconstruction): each round the client
   starts from its fixed initial vector, fits it with the item table frozen
@@ -289,7 +289,7 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
 
 
 # Copies of the user table a stored run holds: the round's state and, while a round
-# writes it, the next state (rounds.RoundProcess).
+# writes it, the next state (composer.RoundProcess).
 STORED_USER_COPIES = 2
 
 

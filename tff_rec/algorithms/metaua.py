@@ -37,7 +37,7 @@ averaging, is the same round with weights n_k / n, each update divided by
 its local steps tau_k and the sum multiplied by sum_k tau_k n_k / n.
 
 Every client's update reaches the server individually (the paper's setting):
-the round is the project's round with reports (rounds.Round), whose driver
+the round is the project's round with reports (composer.Round), whose driver
 stacks the cohort's reports and runs the server step (MetaUAServer).
 """
 

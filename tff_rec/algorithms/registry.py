@@ -32,17 +32,17 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
-from tff_rec.aggregators import fedsubavg as fedsubavg_factory
+from tff_rec import composer
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import heat
-from tff_rec.algorithms import rounds
 from tff_rec.ops import hashed_embedding
 from tff_rec.training import optimizers
 
 # The builders' vocabulary (algorithms.api), for callers of the registry.
 Built = api.Built
 NotApplicable = api.NotApplicable
+NotHonoured = api.NotHonoured
 Training = api.Training
 Settings = api.Settings
 require = api.require
@@ -312,62 +312,10 @@ def build(name: str, task, training: Training = Training(), **options) -> Built:
     if not isinstance(built, Built):
       raise TypeError(f'the {kind} builder of --algorithm={name} returned {built!r}, not a '
                       'registry.Built')
-    built = dataclasses.replace(built, process=compose(built.process, task, training, name))
+    built = dataclasses.replace(built, process=composer.build_process(built.process, task, training,
+                                                                       name))
   check_honoured(name, training, built)
   return dataclasses.replace(built, training=training, kind=kind)
-
-
-def compose(parts, task, training: Training, name: str):
-  """The process of a builder's `parts`, its aggregation composed here and by no
-  builder: the inner aggregation the user chose (--aggregator), inside the
-  method's own factory where its parts have one (rounds.Parts.around), and
-  FedSubAvg's correction when stacked: on the rows of a round's named tables
-  (rounds.Parts.row_tables), else around the mean of a Keras model's variables.
-  `parts`: rounds.Parts, or tff.learning's process as a function of its
-  model_aggregator (the slot tff.learning's builders leave to their caller)."""
-  clients = training.clients_per_round
-  if isinstance(parts, rounds.Parts):
-    if parts.weighted:
-      inner = training.aggregator.mean(clients)
-    elif parts.averaged == training.aggregator.averages:
-      inner = training.aggregator.unweighted(clients)
-    else:
-      raise NotHonoured(f'--algorithm={name}: its round takes the unweighted aggregate as '
-                        f'{"a mean" if parts.averaged else "a sum"}, and --aggregator='
-                        f'{training.aggregator.name} gives '
-                        f'{"a mean" if training.aggregator.averages else "a sum"}: build it '
-                        'with averaged=training.aggregator.averages')
-    if parts.row_tables is not None:
-      return rounds.process(parts, inner, row_scales=training.table_scales(parts.row_tables))
-    if parts.optimizer is not None:  # a Keras model's round
-      return rounds.process(parts, _keras_aggregator(task, training, name, inner))
-    if training.stack:
-      raise NotHonoured(f'--algorithm={name} declares --stack={",".join(training.stack)}, and '
-                        'its round has no server step on named tables to correct '
-                        '(rounds.Parts.optimizer, row_tables)')
-    return rounds.process(parts, inner)
-  if callable(parts):
-    return parts(_keras_aggregator(task, training, name, training.aggregator.mean(clients)))
-  raise TypeError(f'the builder of --algorithm={name} returned {parts!r} as its process: '
-                  "return its round's parts (rounds.Parts), or tff.learning's process as a "
-                  'function of its model_aggregator, for the registry to compose')
-
-
-def _keras_aggregator(task, training: Training, name: str, inner):
-  """`inner` (a weighted mean); around it FedSubAvg's correction when stacked, or (a
-  model with declared tables) a FedSubAvgFactory that only reports the tables'
-  submodel bytes."""
-  scales = training.table_scales()
-  tables = api.table_of_variable(task)
-  if tables is None:
-    if scales is not None:
-      raise api.not_applicable(name, task, heat.TABLES_WHY)
-    return inner
-  if scales is None:
-    return fedsubavg_factory.FedSubAvgFactory.measuring_only([t is not None for t in tables],
-                                                            inner=inner)
-  return fedsubavg_factory.FedSubAvgFactory([None if t is None else scales[t] for t in tables],
-                                            inner=inner)
 
 
 def _refuse_other_kinds_settings(name: str, task, kind: str) -> None:
@@ -412,17 +360,13 @@ def _weighting(name: str, kind: str, task, options) -> str:
   return fixed or chosen or getattr(task, 'CLIENT_WEIGHTING', 'examples')
 
 
-class NotHonoured(ValueError):
-  """A builder ignored an aggregation or stack its algorithm declares (a bug in it)."""
-
-
 def check_honoured(name: str, training: Training, built: Built) -> None:
   """Raises NotHonoured unless what a round reports shows the inner aggregation and
   each stacked correction (Training.evidence): a builder must place
   training.aggregator and the stack's scales. The runner checks the values
   again after round 1."""
   shown = {setting: set(names) for setting, names in training.evidence().items()}
-  reported = rounds.metric_names(built.process) if any(shown.values()) else set()
+  reported = composer.metric_names(built.process) if any(shown.values()) else set()
   for setting, names in shown.items():
     if names - reported:
       raise NotHonoured(f'--algorithm={name} declares {setting} but its built process '

@@ -9,7 +9,7 @@ x <- x + server_lr * mean(dy) and c <- c + (|S| / N) mean(dc).
 tff.learning has no SCAFFOLD. The exact algorithm keeps a state on every
 client between rounds, which a MapReduce round cannot hand back to a client
 (its client outputs are only aggregated): it is the project's round
-(rounds.Round) with client state, whose driver keeps the variates of all N
+(composer.Round) with client state, whose driver keeps the variates of all N
 clients in the program state, so checkpoints and resumes are exact. That
 costs N x model floats of trainer memory: the algorithm for small models
 (FedSubAvg's MovieLens LR). dy and dc go through the round's aggregator, so

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import composer
 from tff_rec.algorithms import rounds
 from tff_rec.runtime import tensorflow_runner
 
@@ -85,14 +86,14 @@ def map_reduce_form(computation: tff.Computation):
 
 def for_runtime(process, runtime: str):
   """The process as `runtime` runs it: in-process, a tff LearningProcess through
-  its MapReduceForm, a rounds.RoundProcess piece by piece (RoundRunner);
+  its MapReduceForm, a composer.RoundProcess piece by piece (RoundRunner);
   natively (and on remote workers), as it is."""
   if runtime != 'inprocess':
     return process
   if isinstance(process, tff.learning.templates.LearningProcess):
     return InProcessLearningProcess(process)
-  if isinstance(process, rounds.RoundProcess):
-    return rounds.RoundProcess(process.round, process.initial_client_states,
+  if isinstance(process, composer.RoundProcess):
+    return composer.RoundProcess(process.round, process.initial_client_states,
                                runner=RoundRunner(process.round))
   raise TypeError(f'no in-process form of {type(process).__name__}')
 
@@ -273,7 +274,7 @@ def _plain(aggregator) -> bool:
   return type(aggregator) is tff.aggregators.SumFactory  # pylint: disable=unidiomatic-typecheck
 
 
-def _aggregation_round(round_: rounds.Round) -> InProcessRound | None:
+def _aggregation_round(round_: composer.Round) -> InProcessRound | None:
   """The round's aggregation alone as a MapReduce round run in-process (TFF's
   secure sums simulated exactly, DP's clipping and noise as TFF computes them);
   None for TFF's plain sum, which the clients' chain sums itself."""
@@ -302,7 +303,7 @@ def _aggregation_round(round_: rounds.Round) -> InProcessRound | None:
   return InProcessRound(initialize, next_fn)
 
 
-def _summed_client_work(round_: rounds.Round) -> tff.Computation:
+def _summed_client_work(round_: composer.Round) -> tff.Computation:
   """The round's client work as SummedClients runs it: (client, broadcast) ->
   (what is summed: the metrics, and the update under a plain sum; what each
   client returns: its state and report, and its update and weight otherwise).
@@ -323,11 +324,11 @@ def _summed_client_work(round_: rounds.Round) -> tff.Computation:
 
 
 class RoundRunner:
-  """A rounds.RoundProcess's round in this process, piece by piece: the
+  """A composer.RoundProcess's round in this process, piece by piece: the
   distributor and finalizer here, the cohort's client work several clients per
   TF call (SummedClients), the aggregation as its own MapReduce round."""
 
-  def __init__(self, round_: rounds.Round):
+  def __init__(self, round_: composer.Round):
     run = tensorflow_runner.TensorFlowRunner
     self._round = round_
     self._initialize, self._distributor = run(round_.initialize), run(round_.distributor)
@@ -351,7 +352,7 @@ class RoundRunner:
     else:
       aggregator, result, measurements = (), summed[rounds.UPDATE], ()
     if self._round.reports:
-      server, metrics = rounds.finish_with_reports(
+      server, metrics = composer.finish_with_reports(
           self._round, state['server'], broadcast, summed[rounds.METRICS], result,
           measurements, [k[rounds.REPORT] for k in kept])
     else:

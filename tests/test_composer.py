@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_rec.algorithms import rounds
+from tff_rec import composer
 from tff_rec.runtime import inprocess
 from tff_rec.training import checkpoints
 from tff_rec.training import loop
@@ -80,14 +80,14 @@ def _round(aggregation=tff.aggregators.SumFactory(), *, stateful=True, report=Fa
       del factor
       return server + aggregate, collections.OrderedDict(clients=summed['clients'])
 
-  return rounds.Round(_server_init, _distributor, work, aggregation, finalizer, _weights,
+  return composer.Round(_server_init, _distributor, work, aggregation, finalizer, _weights,
                       _set_weights)
 
 
 def _process(runtime='native', **options):
   initial = collections.OrderedDict(total=np.ones((NUM_CLIENTS, 2), np.float32),
                                     visits=np.zeros(NUM_CLIENTS, np.int32))
-  return inprocess.for_runtime(rounds.compose(_round(**options), initial), runtime)
+  return inprocess.for_runtime(composer.compose(_round(**options), initial), runtime)
 
 
 def _reference(cohorts):
@@ -116,16 +116,16 @@ def test_each_client_gets_its_own_state_back_and_the_rest_stay(tff_runtime, runt
   with pytest.raises(ValueError, match='a client joins a round once'):
     process.next(state, [(1, 1.0), (1, 2.0)])
   with pytest.raises(ValueError, match='needs their initial states'):
-    rounds.RoundProcess(_round())
+    composer.RoundProcess(_round())
 
 
 def test_the_initial_client_states_are_shared_read_only_never_copied(tff_runtime):
   initial = collections.OrderedDict(total=np.ones((NUM_CLIENTS, 2), np.float32),
                                     visits=np.zeros(NUM_CLIENTS, np.int32))
-  state = rounds.compose(_round(), initial).initialize()
+  state = composer.compose(_round(), initial).initialize()
   for name, array in state['clients'].items():
     assert np.shares_memory(array, initial[name]) and not array.flags.writeable, name
-  state = rounds.compose(_round(), initial).next(state, [(3, 2.0)]).state
+  state = composer.compose(_round(), initial).next(state, [(3, 2.0)]).state
   assert not state['clients']['total'].flags.writeable
 
 
@@ -139,7 +139,7 @@ def test_initial_client_states_made_at_each_initialize_are_held_by_the_state_alo
                                         visits=np.zeros(NUM_CLIENTS, np.int32)))
     return made[-1]
 
-  process = inprocess.for_runtime(rounds.compose(_round(), initial), runtime)
+  process = inprocess.for_runtime(composer.compose(_round(), initial), runtime)
   assert not made  # nothing made until a run starts
   state = process.initialize()
   assert len(made) == 1 and not state['clients']['total'].flags.writeable
@@ -154,7 +154,7 @@ def test_initial_client_states_made_at_each_initialize_are_held_by_the_state_alo
 
 @pytest.mark.parametrize('runtime', RUNTIMES)
 def test_reports_reach_the_finalizer_stacked_in_cohort_order(tff_runtime, runtime):
-  process = inprocess.for_runtime(rounds.compose(_round(stateful=False, report=True)),
+  process = inprocess.for_runtime(composer.compose(_round(stateful=False, report=True)),
                                   runtime)
   output = process.next(process.initialize(), [3.0, -1.0, 0.5])
   assert process.get_model_weights(output.state) == pytest.approx(2.5 + 3.0)
@@ -163,7 +163,7 @@ def test_reports_reach_the_finalizer_stacked_in_cohort_order(tff_runtime, runtim
 
 def test_a_round_without_client_state_or_reports_is_a_mapreduce_learning_process(
     tff_runtime):
-  process = rounds.compose(_round(stateful=False))
+  process = composer.compose(_round(stateful=False))
   assert isinstance(process, tff.learning.templates.LearningProcess)
   outputs = [p.next(p.initialize(), [2.0, 0.25]) for p in
              (process, inprocess.for_runtime(process, 'inprocess'))]
