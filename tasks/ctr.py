@@ -184,8 +184,11 @@ def read_examples(config: Config) -> tuple[ctr.CtrExamples, ctr_models.CtrModel]
     columns, spec = _with_model(sequence_clicks.CTR_COLUMNS, config.model)
     rows = sequence_clicks.din_rows(sequences, history_length=config.history_length,
                                     seed=config.seed)
-    # Strings, as read back from the CTR file launch.sequence_clicks writes.
-    return ctr_file.from_frame(rows.astype(str), columns, path=path), spec
+    # The features as strings, as read back from the CTR file launch.sequence_clicks
+    # writes (their vocabularies sort them so); the label and test mark stay numbers
+    # (converting them there and back took 1.8 of Goodreads-100's 11.6 s).
+    return ctr_file.from_frame(rows.astype(dict.fromkeys(columns.features, str)), columns,
+                               path=path), spec
   return (ctr.make_examples(movielens.load(path), split=config.split,
                             test_fraction=config.resolved_test_fraction,
                             history_length=config.history_length, seed=config.seed),
