@@ -91,8 +91,8 @@ def aggregate_type(aggregator: Factory, client_work: tff.Computation):
   return aggregation_process(aggregator, client_work).next.type_signature.result.result.member
 
 
-def process(parts: rounds.Parts, aggregator: Factory, *,
-            row_scales: Mapping[str, np.ndarray] | None = None):
+def compose_parts(parts: rounds.Parts, aggregator: Factory, *,
+                  row_scales: Mapping[str, np.ndarray] | None = None):
   """The round's process (compose) from an algorithm's parts and the aggregation
   composed around them: `aggregator` (the method's own factory around it is
   added here), `row_scales` (table name -> a scale per row: FedSubAvg stacked)
@@ -449,15 +449,15 @@ def build_process(parts, task, training: api.Training, name: str):
           f'{"a mean" if training.aggregator.averages else "a sum"}: build it with '
           'averaged=training.aggregator.averages')
     if parts.row_tables is not None:
-      return process(parts, inner, row_scales=training.table_scales(parts.row_tables))
+      return compose_parts(parts, inner, row_scales=training.table_scales(parts.row_tables))
     if parts.optimizer is not None:  # a Keras model's round
-      return process(parts, _keras_aggregator(task, training, name, inner))
+      return compose_parts(parts, _keras_aggregator(task, training, name, inner))
     if training.stack:
       raise api.NotHonoured(
           f'--algorithm={name} declares --stack={",".join(training.stack)}, and its round '
           'has no server step on named tables to correct (rounds.Parts.optimizer, '
           'row_tables)')
-    return process(parts, inner)
+    return compose_parts(parts, inner)
   if callable(parts):
     return parts(_keras_aggregator(task, training, name, training.aggregator.mean(clients)))
   raise TypeError(f'the builder of --algorithm={name} returned {parts!r} as its process: '

@@ -237,7 +237,7 @@ def test_the_projects_fedavg_round_trains_as_tff_learnings_on_the_same_batches(
       model_fn, client_optimizer=client, server_optimizer=server,
       client_weighting=(tff.learning.ClientWeighting.UNIFORM if uniform
                         else tff.learning.ClientWeighting.NUM_EXAMPLES))
-  project = composer.process(baselines.build_round(
+  project = composer.compose_parts(baselines.build_round(
       model_fn, sliced.tff_type(cohorts[0][0]), client_optimizer=client.build(),
       server_optimizer=server.build(), uniform=uniform), tff.aggregators.MeanFactory())
   trained, losses_ = [], []
@@ -270,9 +270,10 @@ def test_the_projects_round_keeps_a_finite_model_when_its_cohort_trained_no_exam
   empty = [plan.batches((collections.OrderedDict(context=c[:0]), l[:0]), seed=k)
            for k, (c, l) in enumerate(CLIENTS)]
   sgd = optimizers.OptimizerConfig('sgd', 1.0)
-  process = inprocess.InProcessLearningProcess(composer.process(baselines.build_round(
-      model_fn, sliced.tff_type(empty[0]), client_optimizer=sgd.build(),
-      server_optimizer=sgd.build()), inner.InnerAggregator(aggregator, secure_bound=100.0).mean(3)))
+  parts = baselines.build_round(model_fn, sliced.tff_type(empty[0]),
+                                client_optimizer=sgd.build(), server_optimizer=sgd.build())
+  process = inprocess.InProcessLearningProcess(composer.compose_parts(
+      parts, inner.InnerAggregator(aggregator, secure_bound=100.0).mean(3)))
   state = process.initialize()
   output = process.next(state, empty)
   assert output.metrics['client_work']['train']['num_examples'] == 0

@@ -59,7 +59,7 @@ def _process(config, dataset_computation, users=None, *,
   """FedMF's round composed with TFF's plain sum, or the given sum or mean."""
   parts = fedmf.build_round(config, ITEMS, dataset_computation, users,
                             averaged=mean_factory is not None)
-  return composer.process(parts, mean_factory or sum_factory)
+  return composer.compose_parts(parts, mean_factory or sum_factory)
 
 
 def _stored_round(config, clients=(0,), ranks=None, runtime='native'):

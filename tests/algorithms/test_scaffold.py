@@ -72,8 +72,9 @@ DP = dict(aggregation=tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixe
 
 def _process(num_clients: int, aggregation=tff.aggregators.SumFactory(), averaged=False,
              **options):
-  return composer.process(scaffold.build_round(_model_fn, BATCHES, num_clients=num_clients,
-                                             averaged=averaged, **options), aggregation)
+  parts = scaffold.build_round(_model_fn, BATCHES, num_clients=num_clients, averaged=averaged,
+                               **options)
+  return composer.compose_parts(parts, aggregation)
 
 
 @pytest.mark.parametrize('runtime, aggregation', [
