@@ -16,6 +16,8 @@ from launch import common
 import tasks
 from tasks import ctr
 from tests import conftest
+from tff_rec import composer
+from tff_rec.aggregators import inner
 from tff_rec.algorithms import registry
 from tff_rec.training import loop
 from tff_rec.training import optimizers
@@ -56,6 +58,32 @@ def test_the_added_algorithm_trains_and_takes_its_option(example_registered, ml1
   assert 'zeroing' in str(output.metrics['aggregator'])
   with pytest.raises(ValueError, match='registered already'):
     registry.register('fedavg_robust', example_registered)
+
+
+def test_an_added_round_gets_the_composers_aggregation_and_clips_its_updates(ml100k_dir,
+                                                                            tff_runtime):
+  """The page's own round: under DP and FedSubAvg's stack it reports both (composed by
+  the registry, not by its code); with the plain mean, the model moves by the mean of
+  updates of norm <= 1 (at the same rate unclipped it moves further)."""
+  exec(compile(_code_after('### An algorithm with its own round'), PLUGINS, 'exec'), {})
+  try:
+    task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir), model='lr', batch_size=8))
+    moved = {}
+    for name in ('fedavg_clipped', 'fedavg'):
+      built = registry.build(name, task, registry.training(
+          task, name, client_learning_rate=5.0, clients_per_round=4))
+      state = built.process.initialize()
+      output = built.process.next(state, [built.client_input(c, 1)
+                                          for c in built.client_ids[:4]])
+      moved[name] = np.sqrt(sum(np.sum((a - b)**2) for a, b in zip(
+          built.process.get_model_weights(output.state).trainable,
+          built.process.get_model_weights(state).trainable, strict=True)))
+    assert 0.1 < moved['fedavg_clipped'] <= 1.0 + 1e-5 < moved['fedavg'], moved
+    built = registry.build('fedavg_clipped', task, registry.training(
+        task, 'fedavg_clipped', aggregator=inner.InnerAggregator('dp'), stack=('fedsubavg',)))
+    assert {'dp_clip', 'fedsubavg_max_scale'} <= composer.metric_names(built.process)
+  finally:
+    registry.unregister('fedavg_clipped')
 
 
 def test_the_added_algorithm_joins_the_trainer_by_import_and_refuses_what_it_ignores(
