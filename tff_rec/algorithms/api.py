@@ -109,7 +109,10 @@ class Training:
 class Built:
   """A learning process and how to feed and score it.
 
-  process: initialize / next / get_model_weights / set_model_weights (a tff
+  process: as a builder returns it, the round's parts (rounds.Parts, or
+    tff.learning's process as a function of its model_aggregator); as
+    registry.build returns it, those parts composed (tff_rec.composer):
+    initialize / next / get_model_weights / set_model_weights (a tff
     LearningProcess: TFF's composed one, or the project's round without client
     state; a composer.RoundProcess for rounds whose clients keep state or whose
     server weighs clients one by one).
