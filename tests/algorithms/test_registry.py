@@ -13,8 +13,10 @@ from tasks import next_item
 from tasks import ranking
 from tff_rec import runner
 from tff_rec.aggregators import inner
+from tff_rec.algorithms import api
 from tff_rec.algorithms import baselines
 from tff_rec.algorithms import registry
+from tff_rec.algorithms import scaffold
 from tff_rec.training import optimizers
 
 
@@ -204,6 +206,35 @@ def test_an_undeclared_user_algorithm_honours_the_plain_mean_only(ml100k_dir):
   finally:
     registry.unregister('echo')
   assert 'echo' not in registry.algorithms()
+
+
+def test_parts_that_cannot_take_a_declared_composition_are_refused_as_composed(ml100k_dir):
+  """A user's round of unweighted updates (SCAFFOLD's parts, built for a sum) that
+  declares DP, whose aggregate is a mean, and FedSubAvg's stack, which it has no
+  server step on named tables for: the composer refuses both rather than compose
+  them wrongly."""
+  def summing(task, options, training, *, name):
+    del options  # none
+    parts = scaffold.build_round(task.model_fn, api.batches_type(task),
+                                 client_learning_rate=0.1, server_learning_rate=1.0,
+                                 num_clients=len(task.train_client_ids), averaged=False)
+    return registry.Built(parts, list(task.train_client_ids), None)
+
+  registry.register('summing', registry.Algorithm(
+      'takes a sum', {'keras_batches': summing}, aggregators=inner.NAMES,
+      stacks=('fedsubavg',)))
+  try:
+    task = ctr.Task(ctr.Config(data_dir=str(ml100k_dir), model='lr'))
+    for settings, refusal in (
+        (dict(aggregator=inner.InnerAggregator('dp')), 'its round takes the unweighted '
+         'aggregate as a sum, and --aggregator=dp gives a mean'),
+        (dict(stack=('fedsubavg',)), 'declares --stack=fedsubavg, and its round has no '
+         'server step on named tables to correct')):
+      with pytest.raises(registry.NotHonoured, match=refusal):
+        registry.build('summing', task, registry.training(task, 'summing', **settings))
+    registry.build('summing', task, registry.training(task, 'summing'))  # a sum: composed
+  finally:
+    registry.unregister('summing')
 
 
 def test_a_build_that_drops_a_declared_aggregation_or_stack_is_refused(ml100k_dir):
