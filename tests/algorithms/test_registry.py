@@ -232,7 +232,6 @@ def test_parts_that_cannot_take_a_declared_composition_are_refused_as_composed(m
          'server step on named tables to correct')):
       with pytest.raises(registry.NotHonoured, match=refusal):
         registry.build('summing', task, registry.training(task, 'summing', **settings))
-    registry.build('summing', task, registry.training(task, 'summing'))  # a sum: composed
   finally:
     registry.unregister('summing')
 
