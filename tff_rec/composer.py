@@ -437,6 +437,8 @@ def build_process(parts, task, training: api.Training, name: str):
   model_aggregator (the slot tff.learning's builders leave to their caller)."""
   clients = training.clients_per_round
   if isinstance(parts, rounds.Parts):
+    if training.stack and parts.stack_refusal:
+      raise api.NotApplicable(parts.stack_refusal)
     if parts.weighted:
       inner = training.aggregator.mean(clients)
     elif parts.averaged == training.aggregator.averages:

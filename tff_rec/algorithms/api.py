@@ -78,8 +78,8 @@ class Training:
   # What registry.build composes for the builder, from the task, the algorithm's
   # declared weighting and the stack: how its round weighs clients ('examples' or
   # 'clients': its own, or --heat), and with FedSubAvg stacked each table's N / n_m
-  # per row, the heat counted as the round weighs clients. A builder applies these
-  # as given (registry.check_honoured sees that it does).
+  # per row, the heat counted as the round weighs clients. The composer applies the
+  # scales (registry.check_honoured sees that it does).
   weighting: str = 'examples'
   row_scales: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False)
 

@@ -32,7 +32,7 @@ sampled negatives; the client also sends that row mask).
 import collections
 import dataclasses
 import math
-from typing import Callable, Mapping
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -126,6 +126,10 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank,
     coverage = columns
   payload = update if form.columns else item_updates.compress(form, update)
   return payload, coverage, trained['user'], loss_sum, count
+
+
+TOUCHED_NOT_STACKED = ('--stack=fedsubavg corrects a mean over the cohort; --item_average='
+                       'touched already averages each item over the clients that touched it')
 
 
 def build_round(config: FedMFConfig, initial_items: np.ndarray,
@@ -223,7 +227,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   return rounds.Parts(server_init, distributor, client_work, step, get_model_weights,
                       set_model_weights, optimizer=server_optimizer, row_tables=(ITEM_TABLE,),
                       clients_in_model='users' if stored else None, averaged=averaged,
-                      initial_client_states=initial_users)
+                      stack_refusal=TOUCHED_NOT_STACKED if config.item_average == 'touched'
+                      else None, initial_client_states=initial_users)
 
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
@@ -264,10 +269,6 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
         item_average=options.item_average, seed=c.seed)
   except ValueError as e:
     raise api.NotApplicable(f'--algorithm={name}: {e}') from None
-  if 'fedsubavg' in training.stack and options.item_average == 'touched':
-    raise api.NotApplicable(
-        '--stack=fedsubavg corrects a mean over the cohort; --item_average=touched '
-        'already averages each item over the clients that touched it')
   ids = list(task.train_client_ids)
   parts = build_round(config, task.initial_items,
                       task.mf_dataset_computation(options.extra_epochs),

@@ -17,7 +17,7 @@ another's. A variant (`base`: FedSubAvg, FedAdam) runs its base's builders
 with its own settings. The registry picks the first kind the task offers,
 most specific first, that the algorithm has a builder for; nothing else
 decides which implementation a name runs. A builder returns its round's parts,
-and `compose` adds the aggregation: the inner one the user chose and the
+and the composer (tff_rec.composer) adds the aggregation: the inner one the user chose and the
 stacked correction, which no builder makes or places. `aggregators` and
 `stacks` are what the algorithm's round takes: the registry refuses any other
 --aggregator or --stack before building, and after building refuses a round
@@ -295,10 +295,10 @@ def build(name: str, task, training: Training = Training(), **options) -> Built:
   """The algorithm `name` on `task`, for `training.runtime` (which the runner
   chooses): a NotApplicable error says why it cannot run. Its builder takes the
   training composed here (composed_training: the weighting, FedSubAvg's scales
-  when stacked) and returns its parts, which `compose` makes the process; the
-  round must show what was composed (check_honoured). For TFF's native worker, which has no
-  secure sum and loads no op library, a secure sum is refused and the
-  hashed-embedding lookups are traced as TF's own."""
+  when stacked) and returns its parts, which the composer makes the process;
+  the round must show what was composed (check_honoured). For TFF's native
+  worker, which has no secure sum and loads no op library, a secure sum is
+  refused and the hashed-embedding lookups are traced as TF's own."""
   chosen, training = applied(name, training, **options)
   native = training.runtime != 'inprocess'
   if training.aggregator.needs_inprocess and native:
@@ -312,8 +312,8 @@ def build(name: str, task, training: Training = Training(), **options) -> Built:
     if not isinstance(built, Built):
       raise TypeError(f'the {kind} builder of --algorithm={name} returned {built!r}, not a '
                       'registry.Built')
-    built = dataclasses.replace(built, process=composer.build_process(built.process, task, training,
-                                                                       name))
+    built = dataclasses.replace(
+        built, process=composer.build_process(built.process, task, training, name))
   check_honoured(name, training, built)
   return dataclasses.replace(built, training=training, kind=kind)
 
@@ -362,9 +362,9 @@ def _weighting(name: str, kind: str, task, options) -> str:
 
 def check_honoured(name: str, training: Training, built: Built) -> None:
   """Raises NotHonoured unless what a round reports shows the inner aggregation and
-  each stacked correction (Training.evidence): a builder must place
-  training.aggregator and the stack's scales. The runner checks the values
-  again after round 1."""
+  each stacked correction (Training.evidence): the composer places them, and a
+  method's own factory around the inner one (rounds.Parts.around) must keep
+  them. The runner checks the values again after round 1."""
   shown = {setting: set(names) for setting, names in training.evidence().items()}
   reported = composer.metric_names(built.process) if any(shown.values()) else set()
   for setting, names in shown.items():

@@ -86,6 +86,9 @@ class Parts:
     variables, which the composer's aggregator scales.
   averaged: the aggregate the round's clients send through an unweighted
     aggregation is a mean over the cohort (TFF's DP), not a sum.
+  stack_refusal: why a stacked correction does not apply to this round (None:
+    it does where row_tables or a Keras model's mean say), which the composer
+    refuses a --stack with.
   initial_client_states: as composer.compose takes them.
   """
   initialize: tff.Computation
@@ -99,6 +102,7 @@ class Parts:
   row_tables: Sequence[str] | None = None
   clients_in_model: str | None = None
   averaged: bool = False
+  stack_refusal: str | None = None
   initial_client_states: Any = None
 
   @property

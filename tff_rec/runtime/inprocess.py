@@ -94,7 +94,7 @@ def for_runtime(process, runtime: str):
     return InProcessLearningProcess(process)
   if isinstance(process, composer.RoundProcess):
     return composer.RoundProcess(process.round, process.initial_client_states,
-                               runner=RoundRunner(process.round))
+                                 runner=RoundRunner(process.round))
   raise TypeError(f'no in-process form of {type(process).__name__}')
 
 
