@@ -301,7 +301,7 @@ def _task(task_name: str, settings: dict):
 
 @dataclasses.dataclass(frozen=True)
 class _Rounds:
-  seconds: float  # mean train/round_seconds of the rounds after the first (a warm-up)
+  seconds: float  # median train/round_seconds of the rounds after the first (a warm-up)
   built: object  # registry.Built
   state: object  # the process state after the last round
 
@@ -328,7 +328,7 @@ def _run_rounds(task, runtime: str, algorithm: str, clients: int, trainer: dict,
       task, algorithm, training, loop.Schedule(FLAGS.rounds + 1, clients, eval_every=None),
       options=options, context=context, client_data_dir=client_data_dir, on_start=start,
       on_round=lambda _, metrics: seconds.append(metrics['train/round_seconds']))
-  return _Rounds(float(np.mean(seconds[1:])), started[0].built, state)
+  return _Rounds(float(np.median(seconds[1:])), started[0].built, state)
 
 
 def _chosen(names) -> list[str]:
@@ -336,9 +336,25 @@ def _chosen(names) -> list[str]:
   return [name for name in names if not FLAGS.workload or any(w in name for w in FLAGS.workload)]
 
 
+def _lockstep_seconds(task, algorithm: str, clients: int, trainer: dict, options: dict
+                      ) -> float | None:
+  """In-process seconds a round with the cohort in lockstep; None where the
+  workload's round has no lockstep form (--lockstep=on refuses it)."""
+  from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
+  try:
+    return _run_rounds(task, 'inprocess', algorithm, clients, trainer, options,
+                       context=inprocess.Parallelism(lockstep='on')).seconds
+  except ValueError as e:
+    if '--lockstep=on' not in str(e):
+      raise
+    return None
+
+
 def bench_runtimes() -> str:
-  lines = ['| workload | clients | native s/round | in-process s/round | floor s/round | '
-           'in-process / native | in-process / floor |', '|---|---|---|---|---|---|---|']
+  from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
+  lines = ['| workload | clients | native s/round | in-process s/round | in-process lockstep '
+           's/round | floor s/round | in-process / native | in-process / lockstep | '
+           'in-process / floor |', '|---|---|---|---|---|---|---|---|---|']
   floors = {}
   chosen = {name: RUNTIME_WORKLOADS[name] for name in _chosen(RUNTIME_WORKLOADS)}
   if not chosen:
@@ -346,26 +362,31 @@ def bench_runtimes() -> str:
                          f'{list(RUNTIME_WORKLOADS)}')
   for name, (task_name, settings, algorithm, clients, trainer, options) in chosen.items():
     task = _task(task_name, settings)
-    seconds = {runtime: _run_rounds(task, runtime, algorithm, clients, trainer, options).seconds
-               for runtime in ('native', 'inprocess')}
+    native = _run_rounds(task, 'native', algorithm, clients, trainer, options).seconds
+    sequential = _run_rounds(task, 'inprocess', algorithm, clients, trainer, options,
+                             context=inprocess.Parallelism(lockstep='off')).seconds
+    lockstep = _lockstep_seconds(task, algorithm, clients, trainer, options)
     # The same examples whatever the algorithm: one floor per task and cohort size.
     floor_key = (task_name, tuple(sorted(settings.items())), clients)
     if floor_key not in floors:
       floors[floor_key] = (_floor_seconds(task, clients) if task_name in FLOOR_TASKS
                            else None)
     floor = floors[floor_key]
-    lines.append(f'| {name} | {clients} | {seconds["native"]:.3f} | '
-                 f'{seconds["inprocess"]:.3f} | '
+    lines.append(f'| {name} | {clients} | {native:.3f} | {sequential:.3f} | '
+                 + (f'{lockstep:.3f}' if lockstep else 'no lockstep form') + ' | '
                  + (f'{floor:.3f}' if floor else 'not measured') + ' | '
-                 f'{seconds["inprocess"] / seconds["native"]:.2f} | '
-                 + (f'{seconds["inprocess"] / floor:.2f}' if floor else '-') + ' |')
+                 f'{sequential / native:.2f} | '
+                 + (f'{sequential / lockstep:.2f}' if lockstep else '-') + ' | '
+                 + (f'{sequential / floor:.2f}' if floor else '-') + ' |')
     print(lines[-1], flush=True)
-  return (f'Mean of {FLAGS.rounds} rounds after a warm-up, the same cohorts on both runtimes, '
-          'run as launch.train runs them (a round includes making its clients\' inputs), '
-          f'{os.cpu_count()} CPU cores. Floor: the same batches, built beforehand, through '
-          'one tf.function SGD step on one Keras model, one after the other (no TFF, no '
-          'data pipeline, one core); not measured for the weight-table models (FedMF, '
-          'FAIR).\n\n' + '\n'.join(lines))
+  return (f'Median of {FLAGS.rounds} rounds after a warm-up, the same cohorts on every '
+          'runtime, run through the trainer\'s own path (runner.run: its build, runtime and '
+          'round loop; train/round_seconds, which includes making its clients\' inputs), '
+          f'{os.cpu_count()} CPU cores. In-process: client by client (--lockstep=off) and '
+          'with the cohort in lockstep (--lockstep=on), where the workload has that form. '
+          'Floor: the same batches, built beforehand, through one tf.function SGD step on '
+          'one Keras model, one after the other (no TFF, no data pipeline, one core); not '
+          'measured for the weight-table models (FedMF, FAIR).\n\n' + '\n'.join(lines))
 
 
 def bench_native_start(times: int = 5) -> str:

@@ -25,9 +25,10 @@ from tff_rec.training import optimizers
 
 # Aggregation flags by the aggregator they belong to.
 AGGREGATOR_SETTINGS = {'secure_bound': 'secure', 'dp_noise_multiplier': 'dp', 'dp_clip': 'dp'}
-# How a run is executed, not what it computes (both runtimes give the same numbers;
-# checkpoints do not change a run): not compared between a spec and a record.
-EXECUTION = ('runtime', 'threads', 'clients_per_call', 'checkpoint_every')
+# How a run is executed, not what it computes (both runtimes, and lockstep, give the same
+# numbers to float rounding; checkpoints do not change a run): not compared between a spec
+# and a record.
+EXECUTION = ('runtime', 'threads', 'clients_per_call', 'lockstep', 'checkpoint_every')
 SCHEDULE = ('rounds', 'eval_every', 'checkpoint_every')
 
 

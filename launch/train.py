@@ -82,6 +82,11 @@ flags.DEFINE_integer('threads', None, '--runtime=inprocess: shards of clients ru
 flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per TF call '
                      '(default: up to 8, fewer where their memory would pass 512 MB).',
                      lower_bound=1)
+flags.DEFINE_enum('lockstep', None, list(inprocess.LOCKSTEP), '--runtime=inprocess: train '
+                  "a round's clients as one computation, their parameters side by side, "
+                  'where the algorithm has that form (FedMF with stored users): auto (the '
+                  'default) where it has, on (refused where it has not), off (client by '
+                  'client). Equal to float tolerance, not to the bit.')
 flags.DEFINE_float('worker_growth_limit_mb', None, "--runtime=native: replace TFF's "
                    'worker by a fresh one once it holds this many MB more than after its '
                    'first computations (TFF 0.87\'s worker grows on long runs; nothing of a run '
@@ -129,7 +134,7 @@ common.define_option_flags(SETTING_FIELDS, helps={
 
 FLAGS = flags.FLAGS
 AGGREGATOR_FLAGS = {'secure_bound': 'secure', 'dp_noise_multiplier': 'dp', 'dp_clip': 'dp'}
-PARALLELISM_FLAGS = ('threads', 'clients_per_call')
+PARALLELISM_FLAGS = ('threads', 'clients_per_call', 'lockstep')
 
 
 def _spec() -> spec_lib.RunSpec:

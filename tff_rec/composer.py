@@ -45,6 +45,8 @@ class Round:
   get_model_weights: tff.Computation
   set_model_weights: tff.Computation
   clients_in_model: str | None = None
+  lockstep: rounds.Lockstep | None = None  # rounds.Parts's
+  lockstep_refusal: str = rounds.Parts.lockstep_refusal
 
   @property
   def output_type(self) -> tff.StructType:
@@ -109,7 +111,8 @@ def compose_parts(parts: rounds.Parts, aggregator: Factory, *,
     finalizer = tff.tensorflow.computation(parts.server_update, *_finalizer_types(
         parts, aggregator))
   round_ = Round(parts.initialize, parts.distributor, parts.client_work, aggregator, finalizer,
-                 parts.get_model_weights, parts.set_model_weights, parts.clients_in_model)
+                 parts.get_model_weights, parts.set_model_weights, parts.clients_in_model,
+                 parts.lockstep, parts.lockstep_refusal)
   return compose(round_, parts.initial_client_states)
 
 
@@ -423,7 +426,9 @@ def with_client_data(process, client_data: tff.Computation):
     @tff.tensorflow.computation(broadcast_type, raw_type)
     def reading_work(broadcast, raw):
       return work(broadcast, client_data(raw))
-  reading = dataclasses.replace(round_, client_work=reading_work)
+  reading = dataclasses.replace(round_, client_work=reading_work, lockstep=None,
+                                lockstep_refusal='its clients read their examples where they '
+                                'train (--client_data_dir), one at a time')
   return compose(reading, getattr(process, 'initial_client_states', None))
 
 

@@ -107,14 +107,15 @@ def run(task, name: str, training: registry.Training, schedule: loop.Schedule, *
         written.write()
     else:
       built = registry.build(name, task, training, **(options or {}))
+    process = inprocess.for_runtime(built.process, training.runtime)  # its refusals first
     recording = (on_start(Started(built)) if on_start else None) or Recording()
     evaluate = built.evaluate or task.evaluate
     periodic, final = task.EVAL_PARTS
     checking = _AggregationCheck(built.training, on_round)
     try:
       return loop.run(
-          inprocess.for_runtime(built.process, training.runtime),
-          client_ids=built.client_ids, client_input=built.client_input, schedule=schedule,
+          process, client_ids=built.client_ids, client_input=built.client_input,
+          schedule=schedule,
           evaluate=lambda w: _prefixed(periodic, evaluate(w, periodic)),
           final_evaluate=lambda w: _prefixed(final, evaluate(w, final)),
           checkpointing=recording.checkpointing,

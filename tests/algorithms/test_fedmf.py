@@ -1,6 +1,7 @@
 """FedMF, CoLR, SCoLR, SVD and top-k rounds, checked against numpy references."""
 
 import collections
+import re
 
 import numpy as np
 import pytest
@@ -196,3 +197,85 @@ def test_user_state_options_are_checked_and_refused_where_no_private_user_is():
   assert item_updates.Options(reconstruction_epochs=3, user_state='reconstructed'
                               ).extra_epochs == 3
   assert item_updates.Options().extra_epochs == 0
+
+
+# Lockstep (rounds.Lockstep, run by the in-process runtime): a cohort trained side by
+# side gives the round its clients give one by one, to float tolerance.
+NUM_ITEMS, DIM, NUM_USERS, BATCH, LOCKSTEP_EPOCHS = 30, 6, 14, 4, 2
+
+
+def _client_rows(user: int, seed: int):
+  """(epoch, item, label) rows: LOCKSTEP_EPOCHS shuffled epochs of 1..9 positives and
+  as many negatives, clients of 1 to 5 batches an epoch, the last partial or not."""
+  rng = np.random.default_rng([seed, user])
+  items = rng.choice(NUM_ITEMS, 2 * (1 + user % 9), replace=False).astype(np.int32)
+  labels = (np.arange(len(items)) % 2).astype(np.float32)
+  order = np.concatenate([rng.permutation(len(items)) for _ in range(LOCKSTEP_EPOCHS)])
+  epoch = np.repeat(np.arange(LOCKSTEP_EPOCHS, dtype=np.int32), len(items))
+  return epoch, items[order], labels[order]
+
+
+def _lockstep_parts(item_average='cohort', form='full', reconstructed=False):
+  config = fedmf.FedMFConfig(num_items=NUM_ITEMS, dim=DIM, client_learning_rate=0.5, l2=0.01,
+                             item_average=item_average, seed=1,
+                             form=item_updates.UpdateForm(form, 2 if form == 'colr' else 0),
+                             reconstruction_epochs=int(reconstructed))
+  rng = np.random.default_rng(7)
+  users = None if reconstructed else rng.normal(size=(NUM_USERS, DIM)).astype(np.float32)
+  return fedmf.build_round(config, rng.normal(size=(NUM_ITEMS, DIM)).astype(np.float32),
+                           _dataset_computation(LOCKSTEP_EPOCHS, BATCH), users,
+                           batch_size=BATCH)
+
+
+def _rounds(lockstep: str, item_average: str, aggregator, rounds: int = 2):
+  """The server's items, the clients' users and each round's metrics after `rounds`
+  in-process rounds of 9 of the clients, each round another cohort in another order."""
+  with inprocess.Parallelism(lockstep=lockstep):
+    process = inprocess.for_runtime(
+        composer.compose_parts(_lockstep_parts(item_average), aggregator), 'inprocess')
+  state, metrics = process.initialize(), []
+  for r in range(rounds):
+    cohort = np.random.default_rng(r).choice(NUM_USERS, 9, replace=False)
+    output = process.next(state, [(u, (np.int32(0), _client_rows(u, r))) for u in cohort])
+    state = output.state
+    metrics.append(_flat(output.metrics))
+  return state['server']['weights']['items'], state['clients'], metrics
+
+
+def _flat(tree) -> dict:
+  if isinstance(tree, dict):
+    return {f'{k}/{n}': v for k, sub in tree.items() for n, v in _flat(sub).items()}
+  return {'': np.asarray(tree)}
+
+
+@pytest.mark.parametrize('item_average, aggregator, group', [
+    ('cohort', tff.aggregators.SumFactory(), None),  # summed in the lockstep graph
+    ('touched', tff.aggregators.SumFactory(), 4),  # groups of 4 clients
+    ('cohort', tff.aggregators.SecureSumFactory(100.0, -100.0), None),  # client by client
+])
+def test_a_lockstep_round_is_the_round_its_clients_train_one_by_one(item_average, aggregator,
+                                                                   group, monkeypatch):
+  items, users, metrics = _rounds('off', item_average, aggregator)
+  initial_items, initial_users, _ = _rounds('off', item_average, aggregator, rounds=0)
+  assert np.abs(items - initial_items).max() > 0.01 and np.abs(users - initial_users).max() > 0.01
+  if group:  # the bound on a group's memory holds `group` clients
+    monkeypatch.setattr(inprocess, 'LOCKSTEP_BYTES', group * 3 * 4 * NUM_ITEMS * DIM)
+  lockstep_items, lockstep_users, lockstep_metrics = _rounds('on', item_average, aggregator)
+  np.testing.assert_allclose(lockstep_items, items, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(lockstep_users, users, rtol=1e-5, atol=1e-6)
+  for got, want in zip(lockstep_metrics, metrics, strict=True):
+    assert got.keys() == want.keys()
+    for key in want:
+      np.testing.assert_allclose(got[key], want[key], rtol=1e-5, err_msg=key)
+
+
+@pytest.mark.parametrize('options, why', [
+    (dict(reconstructed=True), "FedMF's reconstructed users (--user_state=reconstructed) "
+     'train client by client'),
+    (dict(form='colr'), 'the colr update trains client by client'),
+])
+def test_lockstep_on_is_refused_where_the_round_has_none_naming_why(options, why):
+  process = composer.compose_parts(_lockstep_parts(**options), tff.aggregators.SumFactory())
+  with inprocess.Parallelism(lockstep='on'):
+    with pytest.raises(ValueError, match=re.escape(f'--lockstep=on: {why}')):
+      inprocess.for_runtime(process, 'inprocess')

@@ -42,6 +42,9 @@ from tff_rec.data import client_files
     ('--clients_per_round=25', '--clients_per_round=25 is larger than the 24 training '
      'clients; use at most 24'),
     ('--threads=2', '--threads applies to --runtime=inprocess'),
+    ('--runtime=native --lockstep=on', '--lockstep applies to --runtime=inprocess'),
+    ('--runtime=inprocess --lockstep=on', '--lockstep=on: the algorithm trains its clients one '
+     'by one'),
     ('--runtime=inprocess --worker_growth_limit_mb=100',
      '--worker_growth_limit_mb applies to --runtime=native'),
     ('--runtime=native --worker_growth_limit_mb=-1',

@@ -135,7 +135,7 @@ TOUCHED_NOT_STACKED = ('--stack=fedsubavg corrects a mean over the cohort; --ite
 def build_round(config: FedMFConfig, initial_items: np.ndarray,
                 dataset_computation: tff.Computation,
                 initial_users: np.ndarray | Callable[[], np.ndarray] | None = None, *,
-                averaged: bool = False) -> rounds.Parts:
+                averaged: bool = False, batch_size: int | None = None) -> rounds.Parts:
   """FedMF's round, for the composer: with `initial_users` (the [users, d] float32
   vectors, or a function making them at each initialize) every user's vector is
   kept on its client between rounds (config.reconstruction_epochs = 0: a
@@ -154,7 +154,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   weights: {'items': W}, and the users (rounds.Parts.clients_in_model) when
   stored (a reconstructed user's vector is reconstructed wherever it is
   needed). The server adds the decoded mean update times the server learning
-  rate: SGD on its negation, exactly.
+  rate: SGD on its negation, exactly. `batch_size` (the dataset computation's)
+  gives stored users' full form its lockstep client work (rounds.Lockstep).
   """
   if (initial_users is None) == (not config.reconstruction_epochs):
     raise ValueError('stored user vectors are never reconstructed (reconstruction_epochs=0 '
@@ -182,21 +183,27 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
     return collections.OrderedDict(items=server['weights'][ITEM_TABLE],
                                    seed=factor_sum.round_seed(config.seed, server['round']))
 
+  def bytes_up(rank):
+    up = tf.constant(float(sizes['up']), tf.float64)
+    if form.name == 'scolr':  # sizes['up'] is per trained column
+      up *= tf.cast(rank, tf.float64)
+    if config.item_average == 'touched':  # the row mask, one bit per item
+      up += math.ceil(config.num_items / 8)
+    return up
+
+  def sent(payload, coverage, loss_sum, count, up):
+    """What a client sends (each leaf with the clients first, in lockstep)."""
+    return collections.OrderedDict(
+        update=(payload if averaged
+                else collections.OrderedDict(payload=payload, coverage=coverage)),
+        metrics=collections.OrderedDict(loss_sum=loss_sum, num_examples=count,
+                                        clients=tf.ones_like(count), bytes_up=up))
+
   def work(broadcast, client_data, user):
     payload, coverage, user, loss_sum, count = client_training(
         config, broadcast['items'], broadcast['seed'], user, client_data['rank'],
         dataset_computation(client_data['data']))
-    up = tf.constant(float(sizes['up']), tf.float64)
-    if form.name == 'scolr':  # sizes['up'] is per trained column
-      up *= tf.cast(client_data['rank'], tf.float64)
-    if config.item_average == 'touched':  # the row mask, one bit per item
-      up += math.ceil(config.num_items / 8)
-    output = collections.OrderedDict(
-        update=(payload if averaged
-                else collections.OrderedDict(payload=payload, coverage=coverage)),
-        metrics=collections.OrderedDict(
-            loss_sum=loss_sum, num_examples=count, clients=tf.constant(1, tf.int64),
-            bytes_up=up))
+    output = sent(payload, coverage, loss_sum, count, bytes_up(client_data['rank']))
     if stored:
       output['state'] = user
     return output
@@ -224,11 +231,62 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
             bytes_down_update=tf.constant(float(sizes['down_update']), tf.float64),
             bytes_down_model=tf.constant(float(sizes['down_model']), tf.float64)))
 
+  if not stored:
+    refusal = ("FedMF's reconstructed users (--user_state=reconstructed) train client by "
+               'client; its stored users have a lockstep form')
+  elif form.name != 'full':
+    refusal = (f'the {form.name} update trains client by client; FedMF\'s full form '
+               '(--algorithm=fedmf) has a lockstep form')
+  else:
+    refusal = None
+  lockstep = None
+  if refusal is None and batch_size:
+    lockstep = rounds.Lockstep(*_lockstep_work(
+        config, batch_size, distributor.type_signature.result, sent,
+        lambda: bytes_up(None)),
+        client_bytes=3 * 4 * config.num_items * config.dim)  # change, its sum, coverage
   return rounds.Parts(server_init, distributor, client_work, step, get_model_weights,
                       set_model_weights, optimizer=server_optimizer, row_tables=(ITEM_TABLE,),
                       clients_in_model='users' if stored else None, averaged=averaged,
                       stack_refusal=TOUCHED_NOT_STACKED if config.item_average == 'touched'
-                      else None, initial_client_states=initial_users)
+                      else None, initial_client_states=initial_users, lockstep=lockstep,
+                      lockstep_refusal=refusal or 'built without its batch size')
+
+
+def _lockstep_work(config: FedMFConfig, batch_size: int, broadcast_type, sent,
+                   bytes_up: Callable[[], tf.Tensor]):
+  """(stack, work, size) of rounds.Lockstep for FedMF's full form with stored users: the
+  clients' rows as implicit.padded_batches lays them out, trained side by side
+  (mf.train_in_lockstep); `sent`(payload, coverage, loss sum, count, bytes up) ->
+  what each client sends, `bytes_up`() its bytes."""
+  steps = tff.TensorType(np.float32, [None, None, None])
+  stacked_type = tff.StructType([
+      ('users', tff.TensorType(np.float32, [None, config.dim])),
+      ('item', tff.TensorType(np.int32, [None, None, None])), ('label', steps),
+      ('mask', steps)])
+
+  def stack(data, users):  # data: (rank, (epoch, item, label)) a client
+    (item, label), mask = implicit.padded_batches([rows for _, rows in data], batch_size)
+    return collections.OrderedDict(users=np.stack(users).astype(np.float32),
+                                   item=item.astype(np.int32), label=label.astype(np.float32),
+                                   mask=mask)
+
+  @tff.tensorflow.computation(broadcast_type, stacked_type)
+  def work(broadcast, stacked):
+    items = broadcast['items']
+    update, users, loss_sum, count = mf.train_in_lockstep(
+        items, stacked['users'], stacked['item'], stacked['label'], stacked['mask'],
+        config.client_learning_rate, config.l2)
+    if config.item_average == 'touched':  # as client_training's coverage, client by client
+      coverage = tf.cast(tf.reduce_any(tf.not_equal(update, 0.0), axis=2), tf.float32)[..., None]
+      coverage *= tf.ones([config.dim])
+    else:
+      coverage = tf.ones([tf.shape(users)[0], config.dim])
+    output = sent(update, coverage, loss_sum, count, tf.fill(tf.shape(count), bytes_up()))
+    output['state'] = users
+    return output
+
+  return stack, work, lambda client_data: len(client_data[1][0])  # its rows
 
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)
@@ -273,7 +331,7 @@ def build(task, options: item_updates.Options, training, *, name: str, form: str
   parts = build_round(config, task.initial_items,
                       task.mf_dataset_computation(options.extra_epochs),
                       task.initial_user_table if stored else None,
-                      averaged=training.aggregator.averages)
+                      averaged=training.aggregator.averages, batch_size=task.config.batch_size)
 
   def client_input(client_id: str, seed: int):  # reconstructed: initial vector first
     user = task.user_index(client_id)

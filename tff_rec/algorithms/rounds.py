@@ -69,6 +69,21 @@ def server_model(initial: Mapping[str, np.ndarray], optimizer: tff.learning.opti
 
 
 @dataclasses.dataclass(frozen=True)
+class Lockstep:
+  """A cohort's clients trained as one computation: `stack`(their client
+  data, their states (or []) as client_work takes them) -> numpy arrays side by side;
+  `work`(broadcast, those) -> client_work's output for each client, every leaf with
+  the clients on a leading axis. The runtime hands it the clients longest first, by
+  `size`(client data) (e.g. its examples), in groups whose `client_bytes` (the memory
+  one more client adds) fit its bound.
+  """
+  stack: Callable[[Sequence[Any], Sequence[Any]], Any]
+  work: tff.Computation
+  size: Callable[[Any], int]
+  client_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Parts:
   """What an algorithm supplies of its round (the module's docstring): a composed
   round's fields less its aggregation, which the composer (tff_rec.composer)
@@ -90,6 +105,8 @@ class Parts:
     it does where row_tables or a Keras model's mean say), which the composer
     refuses a --stack with.
   initial_client_states: as composer.compose takes them.
+  lockstep: the same client work for a cohort at once, where the runtime runs it
+    (the in-process one); None: client by client, `lockstep_refusal` saying why.
   """
   initialize: tff.Computation
   distributor: tff.Computation
@@ -104,6 +121,9 @@ class Parts:
   averaged: bool = False
   stack_refusal: str | None = None
   initial_client_states: Any = None
+  lockstep: Lockstep | None = None
+  lockstep_refusal: str = ('the algorithm trains its clients one by one (its round has no '
+                           'lockstep form, rounds.Lockstep)')
 
   @property
   def weighted(self) -> bool:

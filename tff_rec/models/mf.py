@@ -142,3 +142,64 @@ def fit_users(items: np.ndarray, users: np.ndarray, item_ids: np.ndarray, labels
       tf.constant(items, tf.float32), tf.constant(users, tf.float32), tf.constant(item_ids),
       tf.constant(labels), tf.constant(mask), tf.constant(learning_rate, tf.float32),
       tf.constant(l2, tf.float32)).numpy()
+
+
+
+def train_in_lockstep(items: tf.Tensor, users: tf.Tensor, item_ids: tf.Tensor,
+                      labels: tf.Tensor, mask: tf.Tensor, learning_rate: float, l2: float):
+  """Many clients' SGD on `loss`, side by side, each on its own copy of the item
+  table: step s takes each client's batch s (item_ids, labels, mask [clients, steps,
+  batch]: implicit.padded_batches); a client whose batches ended stays as it is.
+  Each step is the sequential one (training.functional, lazy_sgd on
+  frequency_scaled_gather's rows) in closed form, summed in another order: equal to
+  float tolerance. A step computes the clients up to the last one still training:
+  clients ordered longest first, that is only those still training.
+
+  Returns (each client's change to the table [clients, items, d], its user vector,
+  its sum over examples of its batches' mean loss, its example count).
+  """
+  clients, num_items = tf.shape(users)[0], tf.shape(items)[0]
+  dim = items.shape[1]
+  # Each client's change to its table, rows written in place (Empty: stateful, a
+  # buffer of its own).
+  changes = tf.raw_ops.Empty(shape=[clients * num_items, dim], dtype=tf.float32, init=True)
+  offsets = tf.range(clients)[:, None] * num_items  # client c's rows start at c x items
+  training = tf.reduce_any(mask > 0, axis=2)  # [clients, steps]
+  positions = tf.range(1, clients + 1)
+
+  def step(s, changes, users, loss_sum, count):
+    k = tf.reduce_max(tf.where(training[:, s], positions, 0))  # the clients [0, k) train
+    ids, y, m, u = item_ids[:k, s], labels[:k, s], mask[:k, s], users[:k]
+    flat = ids + offsets[:k]  # into `changes`
+    rows = tf.gather(items, ids) + tf.gather(changes, flat)  # [k, batch, d]
+    size = tf.reduce_sum(m, axis=1)
+    logits = tf.einsum('cd,cbd->cb', u, rows)
+    bce = tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits) * m
+    loss = tf.math.divide_no_nan(
+        tf.reduce_sum(bce, 1) + l2 * (tf.einsum('cbd,cb->c', tf.square(rows), m)
+                                      + size * tf.reduce_sum(tf.square(u), 1)), size)
+    error = (tf.sigmoid(logits) - y) * m
+    # user_gradients, its error computed once
+    trained = u - learning_rate * tf.math.divide_no_nan(
+        tf.einsum('cb,cbd->cd', error, rows) + 2.0 * l2 * u * size[:, None], size[:, None])
+    # A row's step: the mean over its occurrences of (sigmoid - label) x user, plus 2
+    # l2 row (the batch mean's gradient scaled by batch / occurrences).
+    error_sums = tf.math.unsorted_segment_sum(error, flat, k * num_items)
+    occurrences = tf.math.unsorted_segment_sum(m, flat, k * num_items)
+    touched = tf.cast(tf.where(occurrences > 0)[:, 0], tf.int32)
+    mean_error = tf.gather(error_sums, touched) / tf.gather(occurrences, touched)
+    change = tf.gather(changes, touched)
+    row_steps = (mean_error[:, None] * tf.gather(u, touched // num_items)
+                 + 2.0 * l2 * (tf.gather(items, touched % num_items) + change))
+    with tf.control_dependencies([rows]):  # its read of `changes` first
+      changes = tf.raw_ops.InplaceUpdate(x=changes, i=touched,
+                                         v=change - learning_rate * row_steps)
+    rest = tf.zeros([clients - k])
+    return (s + 1, changes, tf.ensure_shape(tf.concat([trained, users[k:]], 0), users.shape),
+            loss_sum + tf.ensure_shape(tf.concat([loss * size, rest], 0), loss_sum.shape),
+            count + tf.cast(tf.ensure_shape(tf.concat([size, rest], 0), count.shape), tf.int64))
+
+  _, changes, users, loss_sum, count = tf.while_loop(
+      lambda s, *_: s < tf.shape(item_ids)[1], step,
+      (0, changes, users, tf.zeros([clients]), tf.zeros([clients], tf.int64)))
+  return tf.reshape(changes, [clients, num_items, dim]), users, loss_sum, count

@@ -86,15 +86,18 @@ def map_reduce_form(computation: tff.Computation):
 
 def for_runtime(process, runtime: str):
   """The process as `runtime` runs it: in-process, a tff LearningProcess through
-  its MapReduceForm, a composer.RoundProcess piece by piece (RoundRunner);
+  its MapReduceForm, a composer.RoundProcess (or any of the project's rounds whose
+  cohort trains in lockstep: Parallelism.in_lockstep) piece by piece (RoundRunner);
   natively (and on remote workers), as it is."""
   if runtime != 'inprocess':
     return process
+  round_ = composer.round_of(process)
+  lockstep = parallelism().in_lockstep(round_)
+  if isinstance(process, composer.RoundProcess) or lockstep:
+    return composer.RoundProcess(round_, getattr(process, 'initial_client_states', None),
+                                 runner=RoundRunner(round_, lockstep=lockstep))
   if isinstance(process, tff.learning.templates.LearningProcess):
     return InProcessLearningProcess(process)
-  if isinstance(process, composer.RoundProcess):
-    return composer.RoundProcess(process.round, process.initial_client_states,
-                                 runner=RoundRunner(process.round))
   raise TypeError(f'no in-process form of {type(process).__name__}')
 
 
@@ -117,23 +120,35 @@ def default_clients_per_call(work: tff.Computation) -> int:
   return max(1, min(MAX_CLIENTS_PER_CALL, CALL_BYTES // max(per_client, 1)))
 
 
+LOCKSTEP = ('auto', 'on', 'off')
+
+
 @dataclasses.dataclass(frozen=True)
 class Parallelism:
-  """How in-process rounds spread a cohort: `threads` shards of clients run at
-  once (default: one per core), `clients_per_call` clients per TF call (default:
-  default_clients_per_call). As a context manager, like TFF's execution
-  contexts: the in-process rounds built inside it use it."""
+  """How in-process rounds spread a cohort: `threads` shards of clients run at once
+  (default: one per core), `clients_per_call` clients per TF call (default:
+  default_clients_per_call); `lockstep`: a round's clients trained as one
+  computation where its algorithm has that form (rounds.Lockstep): 'auto' (the
+  default) where it has, 'on' refusing a round that has not, 'off' never. As a
+  context manager, like TFF's execution contexts: the in-process rounds built
+  inside it use it."""
   threads: int | None = None
   clients_per_call: int | None = None
+  lockstep: str | None = None
 
   def __post_init__(self):
-    for name, value in vars(self).items():
+    for name, value in self._counts().items():
       if value is not None and value < 1:
         raise ValueError(f'{name} must be >= 1, got {value}')
+    if self.lockstep not in (None, *LOCKSTEP):
+      raise ValueError(f'lockstep must be one of {LOCKSTEP}, got {self.lockstep!r}')
+
+  def _counts(self) -> dict[str, int | None]:
+    return {'threads': self.threads, 'clients_per_call': self.clients_per_call}
 
   def check_cohort(self, clients_per_round: int) -> None:
     """Refuses settings that a cohort of `clients_per_round` cannot fill."""
-    for name, value in vars(self).items():
+    for name, value in self._counts().items():
       if value is not None and value > clients_per_round:
         raise ValueError(f'{name}={value} is more than the {clients_per_round} clients '
                          f'per round; use at most {clients_per_round}')
@@ -151,6 +166,16 @@ class Parallelism:
   def chunk(self, work: tff.Computation) -> int:
     return self.clients_per_call or default_clients_per_call(work)
 
+  def in_lockstep(self, round_: composer.Round | None) -> bool:
+    """Whether `round_`'s clients (None: tff.learning's process's) train in lockstep;
+    ValueError for 'on' where they cannot, naming why."""
+    mode = self.lockstep or 'auto'
+    if mode == 'on' and (round_ is None or round_.lockstep is None):
+      raise ValueError('--lockstep=on: ' + (round_.lockstep_refusal if round_ else
+                                            "tff.learning's process trains its clients one "
+                                            'by one'))
+    return mode != 'off' and round_ is not None and round_.lockstep is not None
+
 
 _PARALLELISM = [Parallelism()]
 
@@ -158,8 +183,9 @@ _PARALLELISM = [Parallelism()]
 def parallelism(threads: int | None = None, clients_per_call: int | None = None) -> Parallelism:
   """The settings given, else those of the innermost open Parallelism."""
   current = _PARALLELISM[-1]
-  return Parallelism(current.threads if threads is None else threads,
-                     current.clients_per_call if clients_per_call is None else clients_per_call)
+  return dataclasses.replace(
+      current, threads=current.threads if threads is None else threads,
+      clients_per_call=current.clients_per_call if clients_per_call is None else clients_per_call)
 
 
 class InProcessRound:
@@ -303,6 +329,12 @@ def _aggregation_round(round_: composer.Round) -> InProcessRound | None:
   return InProcessRound(initialize, next_fn)
 
 
+def _summed_keys(round_: composer.Round) -> tuple[str, ...]:
+  """What of a client's output the cohort sums where it runs: the metrics, and the
+  update under a plain sum."""
+  return (rounds.METRICS, rounds.UPDATE) if _plain(round_.aggregator) else (rounds.METRICS,)
+
+
 def _summed_client_work(round_: composer.Round) -> tff.Computation:
   """The round's client work as SummedClients runs it: (client, broadcast) ->
   (what is summed: the metrics, and the update under a plain sum; what each
@@ -311,7 +343,7 @@ def _summed_client_work(round_: composer.Round) -> tff.Computation:
   parameters = round_.client_work.type_signature.parameter
   broadcast_type, stateful = parameters[0], round_.keeps_client_state
   client_type = tff.StructType([parameters[1], parameters[2]]) if stateful else parameters[1]
-  summed = (rounds.METRICS, rounds.UPDATE) if _plain(round_.aggregator) else (rounds.METRICS,)
+  summed = _summed_keys(round_)
 
   @tff.tensorflow.computation(client_type, broadcast_type)
   def work(client, broadcast):
@@ -323,19 +355,59 @@ def _summed_client_work(round_: composer.Round) -> tff.Computation:
   return work
 
 
+class LockstepClients:
+  """A cohort's client work as its round's lockstep computation (rounds.Lockstep),
+  longest clients first, in groups whose clients' memory fits LOCKSTEP_BYTES: (the
+  summed part, each client's part in cohort order) as SummedClients gives them,
+  summed over the clients in the graph."""
+
+  def __init__(self, round_: composer.Round):
+    lockstep = round_.lockstep
+    summed = _summed_keys(round_)
+    broadcast_type = round_.client_work.type_signature.parameter[0]
+
+    @tff.tensorflow.computation(lockstep.work.type_signature.parameter[1], broadcast_type)
+    def work(stacked, broadcast):
+      output = lockstep.work(broadcast, stacked)
+      return (collections.OrderedDict(
+          (k, tf.nest.map_structure(lambda t: tf.reduce_sum(t, 0), output[k])) for k in summed),
+              collections.OrderedDict((k, v) for k, v in output.items() if k not in summed))
+
+    self._lockstep, self._work = lockstep, tensorflow_runner.TensorFlowRunner(work)
+    self._group = max(1, LOCKSTEP_BYTES // max(lockstep.client_bytes, 1))
+
+  def __call__(self, broadcast, data: Sequence[Any], states: Sequence[Any]):
+    order = sorted(range(len(data)), key=lambda i: -self._lockstep.size(data[i]))
+    summed, kept = None, [None] * len(data)
+    for start in range(0, len(order), self._group):
+      group = order[start:start + self._group]
+      group_sum, group_kept = self._work([self._lockstep.stack(
+          [data[i] for i in group], [states[i] for i in group] if states else []), broadcast])
+      summed = group_sum if summed is None else tf.nest.map_structure(np.add, summed, group_sum)
+      for place, i in enumerate(group):
+        kept[i] = tf.nest.map_structure(lambda leaf, p=place: leaf[p], group_kept)
+    return summed, kept
+
+
+# What a lockstep group's clients may take together (rounds.Lockstep.client_bytes).
+LOCKSTEP_BYTES = 1 << 30
+
+
 class RoundRunner:
   """A composer.RoundProcess's round in this process, piece by piece: the
   distributor and finalizer here, the cohort's client work several clients per
-  TF call (SummedClients), the aggregation as its own MapReduce round."""
+  TF call (SummedClients) or, `lockstep`, as one computation (LockstepClients),
+  the aggregation as its own MapReduce round."""
 
-  def __init__(self, round_: composer.Round):
+  def __init__(self, round_: composer.Round, *, lockstep: bool = False):
     run = tensorflow_runner.TensorFlowRunner
     self._round = round_
     self._initialize, self._distributor = run(round_.initialize), run(round_.distributor)
     self._finalizer = None if round_.reports else run(round_.finalizer)
     self._get, self._set = run(round_.get_model_weights), run(round_.set_model_weights)
     self._aggregation = _aggregation_round(round_)
-    self._clients = SummedClients(_summed_client_work(round_))
+    self._lockstep = LockstepClients(round_) if lockstep else None
+    self._clients = None if lockstep else SummedClients(_summed_client_work(round_))
 
   def initialize(self):
     return {'server': self._initialize(),
@@ -343,8 +415,11 @@ class RoundRunner:
 
   def run(self, state, data: Sequence[Any], client_states: Sequence[Any]):
     broadcast = self._distributor(state['server'])
-    clients = list(zip(data, client_states)) if client_states else list(data)
-    summed, kept = self._clients(broadcast, clients)
+    if self._lockstep:
+      summed, kept = self._lockstep(broadcast, data, client_states)
+    else:
+      summed, kept = self._clients(
+          broadcast, list(zip(data, client_states)) if client_states else list(data))
     if self._aggregation:
       values = [(k[rounds.UPDATE], k[rounds.WEIGHT]) if self._round.weighted
                 else k[rounds.UPDATE] for k in kept]
