@@ -84,9 +84,9 @@ flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per
                      lower_bound=1)
 flags.DEFINE_enum('lockstep', None, list(inprocess.LOCKSTEP), '--runtime=inprocess: train '
                   "a round's clients as one computation, their parameters side by side, "
-                  'where the algorithm has that form (FedMF with stored users): auto (the '
-                  'default) where it has, on (refused where it has not), off (client by '
-                  'client). Equal to float tolerance, not to the bit.')
+                  'where the algorithm has that form (FedMF, CoLR, SVD and top-k with stored '
+                  'users): auto (the default) where it has, on (refused where it has not), '
+                  'off (client by client). Equal to float tolerance, not to the bit.')
 flags.DEFINE_float('worker_growth_limit_mb', None, "--runtime=native: replace TFF's "
                    'worker by a fresh one once it holds this many MB more than after its '
                    'first computations (TFF 0.87\'s worker grows on long runs; nothing of a run '

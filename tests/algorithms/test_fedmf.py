@@ -218,7 +218,7 @@ def _client_rows(user: int, seed: int):
 def _lockstep_parts(item_average='cohort', form='full', reconstructed=False):
   config = fedmf.FedMFConfig(num_items=NUM_ITEMS, dim=DIM, client_learning_rate=0.5, l2=0.01,
                              item_average=item_average, seed=1,
-                             form=item_updates.UpdateForm(form, 2 if form == 'colr' else 0),
+                             form=item_updates.UpdateForm(form, 0 if form == 'full' else 2),
                              reconstruction_epochs=int(reconstructed))
   rng = np.random.default_rng(7)
   users = None if reconstructed else rng.normal(size=(NUM_USERS, DIM)).astype(np.float32)
@@ -227,19 +227,20 @@ def _lockstep_parts(item_average='cohort', form='full', reconstructed=False):
                            batch_size=BATCH)
 
 
-def _rounds(lockstep: str, item_average: str, aggregator, rounds: int = 2):
-  """The server's items, the clients' users and each round's metrics after `rounds`
-  in-process rounds of 9 of the clients, each round another cohort in another order."""
+def _rounds(lockstep: str, item_average: str, aggregator, form: str):
+  """([items, users] before and after), each round's metrics: two in-process rounds of
+  9 of the clients, each round another cohort in another order."""
   with inprocess.Parallelism(lockstep=lockstep):
     process = inprocess.for_runtime(
-        composer.compose_parts(_lockstep_parts(item_average), aggregator), 'inprocess')
-  state, metrics = process.initialize(), []
-  for r in range(rounds):
+        composer.compose_parts(_lockstep_parts(item_average, form), aggregator), 'inprocess')
+  state = process.initialize()
+  weights, metrics = [(state['server']['weights']['items'], state['clients'])], []
+  for r in range(2):
     cohort = np.random.default_rng(r).choice(NUM_USERS, 9, replace=False)
     output = process.next(state, [(u, (np.int32(0), _client_rows(u, r))) for u in cohort])
     state = output.state
     metrics.append(_flat(output.metrics))
-  return state['server']['weights']['items'], state['clients'], metrics
+  return weights + [(state['server']['weights']['items'], state['clients'])], metrics
 
 
 def _flat(tree) -> dict:
@@ -248,21 +249,24 @@ def _flat(tree) -> dict:
   return {'': np.asarray(tree)}
 
 
-@pytest.mark.parametrize('item_average, aggregator, group', [
-    ('cohort', tff.aggregators.SumFactory(), None),  # summed in the lockstep graph
-    ('touched', tff.aggregators.SumFactory(), 4),  # groups of 4 clients
-    ('cohort', tff.aggregators.SecureSumFactory(100.0, -100.0), None),  # client by client
+@pytest.mark.parametrize('form, item_average, aggregator, group', [
+    ('full', 'cohort', tff.aggregators.SumFactory(), None),  # summed in the lockstep graph
+    ('full', 'touched', tff.aggregators.SumFactory(), 4),  # groups of 4 clients
+    ('colr', 'cohort', tff.aggregators.SecureSumFactory(100.0, -100.0), None),  # one by one
+    ('svd', 'touched', tff.aggregators.SumFactory(), None),
+    ('topk', 'cohort', tff.aggregators.SumFactory(), 5),
 ])
-def test_a_lockstep_round_is_the_round_its_clients_train_one_by_one(item_average, aggregator,
-                                                                   group, monkeypatch):
-  items, users, metrics = _rounds('off', item_average, aggregator)
-  initial_items, initial_users, _ = _rounds('off', item_average, aggregator, rounds=0)
-  assert np.abs(items - initial_items).max() > 0.01 and np.abs(users - initial_users).max() > 0.01
+def test_a_lockstep_round_is_the_round_its_clients_train_one_by_one(form, item_average,
+                                                                   aggregator, group,
+                                                                   monkeypatch):
+  (initial, trained), metrics = _rounds('off', item_average, aggregator, form)
+  for before, after in zip(initial, trained):  # the items and the users trained
+    assert np.abs(after - before).max() > 0.01
   if group:  # the bound on a group's memory holds `group` clients
     monkeypatch.setattr(inprocess, 'LOCKSTEP_BYTES', group * 3 * 4 * NUM_ITEMS * DIM)
-  lockstep_items, lockstep_users, lockstep_metrics = _rounds('on', item_average, aggregator)
-  np.testing.assert_allclose(lockstep_items, items, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(lockstep_users, users, rtol=1e-5, atol=1e-6)
+  (_, lockstep), lockstep_metrics = _rounds('on', item_average, aggregator, form)
+  for got, want in zip(lockstep, trained):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
   for got, want in zip(lockstep_metrics, metrics, strict=True):
     assert got.keys() == want.keys()
     for key in want:
@@ -272,7 +276,8 @@ def test_a_lockstep_round_is_the_round_its_clients_train_one_by_one(item_average
 @pytest.mark.parametrize('options, why', [
     (dict(reconstructed=True), "FedMF's reconstructed users (--user_state=reconstructed) "
      'train client by client'),
-    (dict(form='colr'), 'the colr update trains client by client'),
+    (dict(form='scolr'), "scolr's clients train columns of ranks of their own, client by "
+     'client'),
 ])
 def test_lockstep_on_is_refused_where_the_round_has_none_naming_why(options, why):
   process = composer.compose_parts(_lockstep_parts(**options), tff.aggregators.SumFactory())

@@ -234,9 +234,9 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   if not stored:
     refusal = ("FedMF's reconstructed users (--user_state=reconstructed) train client by "
                'client; its stored users have a lockstep form')
-  elif form.name != 'full':
-    refusal = (f'the {form.name} update trains client by client; FedMF\'s full form '
-               '(--algorithm=fedmf) has a lockstep form')
+  elif form.name == 'scolr':
+    refusal = ("scolr's clients train columns of ranks of their own, client by client; "
+               'fedmf, colr, svd and topk have a lockstep form')
   else:
     refusal = None
   lockstep = None
@@ -255,10 +255,11 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
 
 def _lockstep_work(config: FedMFConfig, batch_size: int, broadcast_type, sent,
                    bytes_up: Callable[[], tf.Tensor]):
-  """(stack, work, size) of rounds.Lockstep for FedMF's full form with stored users: the
-  clients' rows as implicit.padded_batches lays them out, trained side by side
-  (mf.train_in_lockstep); `sent`(payload, coverage, loss sum, count, bytes up) ->
-  what each client sends, `bytes_up`() its bytes."""
+  """(stack, work, size) of rounds.Lockstep for FedMF's forms with stored users (all
+  but scolr): the clients' rows as implicit.padded_batches lays them out, trained side
+  by side (mf.train_in_lockstep); `sent`(payload, coverage, loss sum, count, bytes up)
+  -> what each client sends, `bytes_up`() its bytes."""
+  form = config.form
   steps = tff.TensorType(np.float32, [None, None, None])
   stacked_type = tff.StructType([
       ('users', tff.TensorType(np.float32, [None, config.dim])),
@@ -273,16 +274,25 @@ def _lockstep_work(config: FedMFConfig, batch_size: int, broadcast_type, sent,
 
   @tff.tensorflow.computation(broadcast_type, stacked_type)
   def work(broadcast, stacked):
-    items = broadcast['items']
+    items, clients = broadcast['items'], tf.shape(stacked['users'])[0]
+    low_rank = {}
+    if form.columns:  # colr: every client trains every column of A
+      basis_seed, _ = factor_sum.round_seeds(broadcast['seed'])
+      low_rank = dict(basis=factor_sum.correlated_basis(basis_seed, form.rank, config.dim),
+                      columns=tf.ones([clients, form.rank]),
+                      scale=math.sqrt(form.rank / config.dim))
     update, users, loss_sum, count = mf.train_in_lockstep(
         items, stacked['users'], stacked['item'], stacked['label'], stacked['mask'],
-        config.client_learning_rate, config.l2)
+        config.client_learning_rate, config.l2, **low_rank)
+    columns = tf.ones([clients, update.shape[2]])
     if config.item_average == 'touched':  # as client_training's coverage, client by client
-      coverage = tf.cast(tf.reduce_any(tf.not_equal(update, 0.0), axis=2), tf.float32)[..., None]
-      coverage *= tf.ones([config.dim])
+      rows = tf.cast(tf.reduce_any(tf.not_equal(update, 0.0), axis=2), tf.float32)
+      coverage = rows[..., None] * columns[:, None, :]
     else:
-      coverage = tf.ones([tf.shape(users)[0], config.dim])
-    output = sent(update, coverage, loss_sum, count, tf.fill(tf.shape(count), bytes_up()))
+      coverage = columns
+    payload = update if form.columns else tf.map_fn(
+        lambda one: item_updates.compress(form, one), update)  # svd, topk: client by client
+    output = sent(payload, coverage, loss_sum, count, tf.fill(tf.shape(count), bytes_up()))
     output['state'] = users
     return output
 

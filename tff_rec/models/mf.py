@@ -146,7 +146,9 @@ def fit_users(items: np.ndarray, users: np.ndarray, item_ids: np.ndarray, labels
 
 
 def train_in_lockstep(items: tf.Tensor, users: tf.Tensor, item_ids: tf.Tensor,
-                      labels: tf.Tensor, mask: tf.Tensor, learning_rate: float, l2: float):
+                      labels: tf.Tensor, mask: tf.Tensor, learning_rate: float, l2: float,
+                      basis: tf.Tensor | None = None, columns: tf.Tensor | None = None,
+                      scale: float = 1.0):
   """Many clients' SGD on `loss`, side by side, each on its own copy of the item
   table: step s takes each client's batch s (item_ids, labels, mask [clients, steps,
   batch]: implicit.padded_batches); a client whose batches ended stays as it is.
@@ -155,14 +157,23 @@ def train_in_lockstep(items: tf.Tensor, users: tf.Tensor, item_ids: tf.Tensor,
   float tolerance. A step computes the clients up to the last one still training:
   clients ordered longest first, that is only those still training.
 
-  Returns (each client's change to the table [clients, items, d], its user vector,
-  its sum over examples of its batches' mean loss, its example count).
+  With `basis` [r, d] (CoLR), a client trains a factor A instead, from zero, its
+  rows those of the table plus A's times `basis`, A's gradient on its `columns`
+  ([clients, r] 0/1) scaled by `scale` (item_updates.low_rank_rows).
+
+  Returns (each client's change to the table [clients, items, d], or its A [clients,
+  items, r], its user vector, its sum over examples of its batches' mean loss, its
+  example count).
   """
   clients, num_items = tf.shape(users)[0], tf.shape(items)[0]
-  dim = items.shape[1]
-  # Each client's change to its table, rows written in place (Empty: stateful, a
-  # buffer of its own).
-  changes = tf.raw_ops.Empty(shape=[clients * num_items, dim], dtype=tf.float32, init=True)
+  width = items.shape[1] if basis is None else basis.shape[0]
+  # Each client's change to its table (or its A), rows written in place (Empty:
+  # stateful, a buffer of its own).
+  changes = tf.raw_ops.Empty(shape=[clients * num_items, width], dtype=tf.float32, init=True)
+
+  def table_rows(ids, change):  # the rows `ids` of a client's table, given its change's
+    return tf.gather(items, ids) + (change if basis is None else tf.matmul(change, basis))
+
   offsets = tf.range(clients)[:, None] * num_items  # client c's rows start at c x items
   training = tf.reduce_any(mask > 0, axis=2)  # [clients, steps]
   positions = tf.range(1, clients + 1)
@@ -171,7 +182,7 @@ def train_in_lockstep(items: tf.Tensor, users: tf.Tensor, item_ids: tf.Tensor,
     k = tf.reduce_max(tf.where(training[:, s], positions, 0))  # the clients [0, k) train
     ids, y, m, u = item_ids[:k, s], labels[:k, s], mask[:k, s], users[:k]
     flat = ids + offsets[:k]  # into `changes`
-    rows = tf.gather(items, ids) + tf.gather(changes, flat)  # [k, batch, d]
+    rows = table_rows(ids, tf.gather(changes, flat))  # [k, batch, d]
     size = tf.reduce_sum(m, axis=1)
     logits = tf.einsum('cd,cbd->cb', u, rows)
     bce = tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits) * m
@@ -190,7 +201,10 @@ def train_in_lockstep(items: tf.Tensor, users: tf.Tensor, item_ids: tf.Tensor,
     mean_error = tf.gather(error_sums, touched) / tf.gather(occurrences, touched)
     change = tf.gather(changes, touched)
     row_steps = (mean_error[:, None] * tf.gather(u, touched // num_items)
-                 + 2.0 * l2 * (tf.gather(items, touched % num_items) + change))
+                 + 2.0 * l2 * table_rows(touched % num_items, change))
+    if basis is not None:  # A's rows' steps: the rows' through the basis, on A's columns
+      row_steps = scale * tf.gather(columns, touched // num_items) * tf.matmul(
+          row_steps, basis, transpose_b=True)
     with tf.control_dependencies([rows]):  # its read of `changes` first
       changes = tf.raw_ops.InplaceUpdate(x=changes, i=touched,
                                          v=change - learning_rate * row_steps)
@@ -202,4 +216,4 @@ def train_in_lockstep(items: tf.Tensor, users: tf.Tensor, item_ids: tf.Tensor,
   _, changes, users, loss_sum, count = tf.while_loop(
       lambda s, *_: s < tf.shape(item_ids)[1], step,
       (0, changes, users, tf.zeros([clients]), tf.zeros([clients], tf.int64)))
-  return tf.reshape(changes, [clients, num_items, dim]), users, loss_sum, count
+  return tf.reshape(changes, [clients, num_items, width]), users, loss_sum, count
