@@ -350,11 +350,30 @@ def _lockstep_seconds(task, algorithm: str, clients: int, trainer: dict, options
     return None
 
 
+def _rounds_memory_case(workload: int, lockstep: str) -> dict:
+  """RUNTIME_WORKLOADS' `workload`-th in-process with --lockstep=`lockstep`, in this
+  (fresh) process: its s/round and the peak resident memory while its rounds run,
+  beside what the process held when they began (built, before round 1)."""
+  from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
+  task_name, settings, algorithm, clients, trainer, options = list(
+      RUNTIME_WORKLOADS.values())[workload]
+  task = _task(task_name, settings)
+  with _PeakRss(0.005) as peak:
+    def start(_):
+      peak.start, peak.phase = peak._rss(), 'rounds'  # pylint: disable=protected-access
+    seconds = _run_rounds(task, 'inprocess', algorithm, clients, trainer, options,
+                          context=inprocess.Parallelism(lockstep=lockstep),
+                          on_start=start).seconds
+  return {'seconds': seconds, 'start_mb': peak.start / 2**20,
+          'peak_mb': peak.peaks['rounds'] / 2**20}
+
+
 def bench_runtimes() -> str:
   from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
   lines = ['| workload | clients | native s/round | in-process s/round | in-process lockstep '
            's/round | floor s/round | in-process / native | in-process / lockstep | '
-           'in-process / floor |', '|---|---|---|---|---|---|---|---|---|']
+           'in-process / floor | rounds\' peak MB above their start, in-process / lockstep |',
+           '|---|---|---|---|---|---|---|---|---|---|']
   floors = {}
   chosen = {name: RUNTIME_WORKLOADS[name] for name in _chosen(RUNTIME_WORKLOADS)}
   if not chosen:
@@ -372,12 +391,18 @@ def bench_runtimes() -> str:
       floors[floor_key] = (_floor_seconds(task, clients) if task_name in FLOOR_TASKS
                            else None)
     floor = floors[floor_key]
+    memory = '-'
+    if lockstep:  # each in a fresh process: its peak is its rounds'
+      index = list(RUNTIME_WORKLOADS).index(name)
+      memory = ' / '.join(
+          f'{r["peak_mb"] - r["start_mb"]:.0f}' for r in (
+              _in_fresh_process(f'rounds_memory:{index}:{mode}') for mode in ('off', 'on')))
     lines.append(f'| {name} | {clients} | {native:.3f} | {sequential:.3f} | '
                  + (f'{lockstep:.3f}' if lockstep else 'no lockstep form') + ' | '
                  + (f'{floor:.3f}' if floor else 'not measured') + ' | '
                  f'{sequential / native:.2f} | '
                  + (f'{sequential / lockstep:.2f}' if lockstep else '-') + ' | '
-                 + (f'{sequential / floor:.2f}' if floor else '-') + ' |')
+                 + (f'{sequential / floor:.2f}' if floor else '-') + f' | {memory} |')
     print(lines[-1], flush=True)
   return (f'Median of {FLAGS.rounds} rounds after a warm-up, the same cohorts on every '
           'runtime, run through the trainer\'s own path (runner.run: its build, runtime and '
@@ -386,7 +411,10 @@ def bench_runtimes() -> str:
           'with the cohort in lockstep (--lockstep=on), where the workload has that form. '
           'Floor: the same batches, built beforehand, through one tf.function SGD step on '
           'one Keras model, one after the other (no TFF, no data pipeline, one core); not '
-          'measured for the weight-table models (FedMF, FAIR).\n\n' + '\n'.join(lines))
+          'measured for the weight-table models (FedMF, FAIR). Peak MB: where the workload '
+          'has a lockstep form, its in-process rounds again, each mode in a fresh process: '
+          'the resident memory\'s peak while the rounds run less what the process held as '
+          'they began (built, before round 1).\n\n' + '\n'.join(lines))
 
 
 def bench_native_start(times: int = 5) -> str:
@@ -1178,6 +1206,8 @@ def main(argv):
     kind, *args = FLAGS._case.split(':')  # pylint: disable=protected-access
     if kind == 'op':
       print(json.dumps(_op_case(args[0], int(args[1]))))
+    elif kind == 'rounds_memory':
+      print(json.dumps(_rounds_memory_case(int(args[0]), args[1])))
     elif kind == 'fair_round':
       print(json.dumps(_fair_round_case(args[0])))
     elif kind == 'soak':
