@@ -44,6 +44,19 @@ def test_padded_batches_hold_each_users_epoch_batches_in_order():
     assert not any(got[len(expected):])  # padding steps are empty
 
 
+def test_a_small_and_a_large_catalogue_draw_the_same_unseen_items(monkeypatch):
+  """The flags of a small catalogue and the binary search of a large one reject the
+  same draws: the same items from the same seed, none seen (a run's draws do not
+  depend on which one its catalogue's size picks)."""
+  rng = np.random.default_rng(3)
+  seen = rng.choice(500, 60, replace=False)
+  small = implicit.unseen_items(seen, 4_000, 500, np.random.default_rng(1))
+  monkeypatch.setattr(implicit, 'LOOKUP_ITEMS', 0)
+  large = implicit.unseen_items(seen, 4_000, 500, np.random.default_rng(1))
+  np.testing.assert_array_equal(small, large)
+  assert not np.isin(small, seen).any() and len(np.unique(small)) == 500 - 60
+
+
 def test_tf_draws_are_uniform_over_the_unseen_items_and_fixed_by_the_seed():
   seen = tf.constant([3, 7, 7, 0, 9, 11])  # repeats, unsorted, the last item
   seed = tf.constant(5, tf.int64)

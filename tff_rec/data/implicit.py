@@ -13,15 +13,29 @@ def unseen_items(seen: np.ndarray, count: int, num_items: int, rng) -> np.ndarra
 
   Rejection sampling: fast while `seen` is a small part of the catalogue.
   """
-  seen = np.sort(seen)
   draws = rng.integers(0, num_items, size=count)
-  while len(seen):
-    at = np.minimum(np.searchsorted(seen, draws), len(seen) - 1)
-    rejected = seen[at] == draws
-    if not rejected.any():
-      return draws
+  if not len(seen):
+    return draws
+  is_seen = _membership(seen, num_items)
+  rejected = is_seen(draws)
+  while rejected.any():
     draws[rejected] = rng.integers(0, num_items, size=int(rejected.sum()))
+    rejected = is_seen(draws)
   return draws
+
+
+LOOKUP_ITEMS = 1 << 16  # catalogues whose seen items a table of flags marks (64 KB at most)
+
+
+def _membership(seen: np.ndarray, num_items: int):
+  """ids -> whether each is in `seen`: a table of flags for a small catalogue (half
+  of the draws' time on ML-100K), a binary search of the sorted ids otherwise."""
+  if num_items <= LOOKUP_ITEMS:
+    flags = np.zeros(num_items, bool)
+    flags[seen] = True
+    return lambda ids: flags[ids]
+  seen = np.sort(seen)
+  return lambda ids: seen[np.minimum(np.searchsorted(seen, ids), len(seen) - 1)] == ids
 
 
 # The same draws in TF, for client work that draws them where it runs (a TFF
