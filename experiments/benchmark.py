@@ -360,7 +360,7 @@ def _rounds_memory_case(workload: int, lockstep: str) -> dict:
   task = _task(task_name, settings)
   with _PeakRss(0.005) as peak:
     def start(_):
-      peak.start, peak.phase = peak._rss(), 'rounds'  # pylint: disable=protected-access
+      peak.begin('rounds')
     seconds = _run_rounds(task, 'inprocess', algorithm, clients, trainer, options,
                           context=inprocess.Parallelism(lockstep=lockstep),
                           on_start=start).seconds
@@ -708,6 +708,10 @@ class _PeakRss:
     self.peaks: dict[str, int] = {}
     self._done = threading.Event()
     self._sampler = threading.Thread(target=self._sample, daemon=True)
+
+  def begin(self, phase: str) -> None:
+    """From here on `start` is the memory now, and samples count towards `phase`."""
+    self.start, self.phase = self._rss(), phase
 
   def _rss(self) -> int:
     family = [self._process, *(self._process.children(recursive=True)

@@ -119,13 +119,18 @@ def client_training(config: FedMFConfig, items, seed, user, local_rank,
   trained, _, loss_sum, count, _ = functional.train(
       loss, lazy_sgd.LazySGD(config.client_learning_rate), start, batches)
   update = trained['a'] * columns if form.columns else trained['items'] - items
-  if config.item_average == 'touched':  # rows outside the data get exactly zero change
-    rows = tf.cast(tf.reduce_any(tf.not_equal(update, 0.0), axis=1), tf.float32)
-    coverage = rows[:, None] * columns[None, :]
-  else:  # every row: a column's sum counts what an [n, d] of it would count per entry
-    coverage = columns
+  coverage = _coverage(config, update, columns)
   payload = update if form.columns else item_updates.compress(form, update)
   return payload, coverage, trained['user'], loss_sum, count
+
+
+def _coverage(config: FedMFConfig, update: tf.Tensor, columns: tf.Tensor) -> tf.Tensor:
+  """The entries an update ([..., n, w]; its trained `columns` [..., w]) speaks for,
+  client by client or with the clients first."""
+  if config.item_average == 'touched':  # rows outside the data get exactly zero change
+    rows = tf.cast(tf.reduce_any(tf.not_equal(update, 0.0), axis=-1), tf.float32)
+    return rows[..., None] * columns[..., None, :]
+  return columns  # every row: a column's sum counts what an [n, d] of it would count per entry
 
 
 TOUCHED_NOT_STACKED = ('--stack=fedsubavg corrects a mean over the cohort; --item_average='
@@ -155,7 +160,8 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   stored (a reconstructed user's vector is reconstructed wherever it is
   needed). The server adds the decoded mean update times the server learning
   rate: SGD on its negation, exactly. `batch_size` (the dataset computation's)
-  gives stored users' full form its lockstep client work (rounds.Lockstep).
+  gives stored users' rounds their lockstep client work (rounds.Lockstep), but
+  scolr's.
   """
   if (initial_users is None) == (not config.reconstruction_epochs):
     raise ValueError('stored user vectors are never reconstructed (reconstruction_epochs=0 '
@@ -284,12 +290,7 @@ def _lockstep_work(config: FedMFConfig, batch_size: int, broadcast_type, sent,
     update, users, loss_sum, count = mf.train_in_lockstep(
         items, stacked['users'], stacked['item'], stacked['label'], stacked['mask'],
         config.client_learning_rate, config.l2, **low_rank)
-    columns = tf.ones([clients, update.shape[2]])
-    if config.item_average == 'touched':  # as client_training's coverage, client by client
-      rows = tf.cast(tf.reduce_any(tf.not_equal(update, 0.0), axis=2), tf.float32)
-      coverage = rows[..., None] * columns[:, None, :]
-    else:
-      coverage = columns
+    coverage = _coverage(config, update, tf.ones([clients, update.shape[2]]))
     payload = update if form.columns else tf.map_fn(
         lambda one: item_updates.compress(form, one), update)  # svd, topk: client by client
     output = sent(payload, coverage, loss_sum, count, tf.fill(tf.shape(count), bytes_up()))

@@ -119,8 +119,13 @@ def user_gradients(users: tf.Tensor, item_rows: tf.Tensor, labels: tf.Tensor,
   its rows with mask 1 (a user with none gets a zero gradient). Closed form:
   mean over the batch of (sigmoid(score) - label) x item row, plus 2 l2 u.
   """
-  rows = tf.reduce_sum(mask, axis=1, keepdims=True)
   error = (tf.sigmoid(tf.einsum('nd,nbd->nb', users, item_rows)) - labels) * mask
+  return _user_gradients(users, item_rows, error, tf.reduce_sum(mask, axis=1, keepdims=True),
+                         l2)
+
+
+def _user_gradients(users, item_rows, error, rows, l2):
+  """user_gradients of the rows' errors ((sigmoid - label) x mask) and counts ([N, 1])."""
   gradient = tf.einsum('nb,nbd->nd', error, item_rows) + 2.0 * l2 * users * rows
   return tf.math.divide_no_nan(gradient, rows)
 
@@ -190,9 +195,7 @@ def train_in_lockstep(items: tf.Tensor, users: tf.Tensor, item_ids: tf.Tensor,
         tf.reduce_sum(bce, 1) + l2 * (tf.einsum('cbd,cb->c', tf.square(rows), m)
                                       + size * tf.reduce_sum(tf.square(u), 1)), size)
     error = (tf.sigmoid(logits) - y) * m
-    # user_gradients, its error computed once
-    trained = u - learning_rate * tf.math.divide_no_nan(
-        tf.einsum('cb,cbd->cd', error, rows) + 2.0 * l2 * u * size[:, None], size[:, None])
+    trained = u - learning_rate * _user_gradients(u, rows, error, size[:, None], l2)
     # A row's step: the mean over its occurrences of (sigmoid - label) x user, plus 2
     # l2 row (the batch mean's gradient scaled by batch / occurrences).
     error_sums = tf.math.unsorted_segment_sum(error, flat, k * num_items)
