@@ -11,7 +11,9 @@ import sys
 import pandas as pd
 import pytest
 
+from launch import study
 from tests import conftest
+from tests.launch import launchers
 from tests.launch import trainer
 
 DOCS = conftest.REPO / 'docs'
@@ -59,15 +61,18 @@ def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_wo
     assert row in table, table
   assert 'eval/validation_auc' in table and 'eval/test_auc' not in table.split('## Grids')[1]
   written = {f: (out / f).read_bytes() for f in ('table.md', 'results.json')}
-  _run(_command(rebuild, out))
+  # its flag parsing and main() here: a process of its own would import TF and TFF
+  # again (the study above ran as the page's command line)
+  monkeypatch.chdir(conftest.REPO)
+  rebuilt = launchers.run_here(study, *_command(rebuild, out)[3:])
+  assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
   assert {f: (out / f).read_bytes() for f in written} == written
   cell = out / 'cells' / f'fedsubavg-client_learning_rate={_chosen(out, "fedsubavg")}-s0'
   config = json.loads((cell / 'config.json').read_text())
   alone = tmp_path / 'alone'
-  # the trainer's main() here, not in a study's worker (a process of its own would
-  # import TF and TFF again; tests/launch/test_study.py runs the study's own), from
-  # where the study ran, which its data_dir is relative to (Bazel runs tests elsewhere)
-  monkeypatch.chdir(conftest.REPO)
+  # the trainer's main() here, not in a study's worker (tests/launch/test_study.py
+  # runs the study's own), from where the study ran, which its data_dir is relative
+  # to (Bazel runs tests elsewhere)
   done = trainer.train_here(
       '--task=ctr', '--algorithm=fedsubavg', '--max_correction=50', '--model=lr',
       '--validation_fraction=0.1', '--seed=0', f'--data_dir={config["data_dir"]}',

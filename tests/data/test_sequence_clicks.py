@@ -1,5 +1,7 @@
 """DIN's clicks from sequences: a click and a sampled unseen non-click per step."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -76,3 +78,25 @@ def test_sequences_that_give_no_rows_or_no_non_click_are_refused(sequences, mess
 def test_a_history_length_below_one_is_refused():
   with pytest.raises(ValueError, match='history_length must be >= 1, got 0'):
     sequence_clicks.din_rows(item_lists.Sequences.of(SEQUENCES), history_length=0)
+
+
+@pytest.mark.parametrize('shared', [(), (('item', 'history'),), (('user', 'item', 'history'),)])
+def test_examples_made_from_the_numbers_are_those_read_from_the_rows(shared):
+  """Ids numbered as a file's strings sort (user 10 before 9, item 100 before 11),
+  users of one item or of every length, histories longer and shorter than kept."""
+  rng = np.random.default_rng(0)
+  sequences = {u: rng.choice(150, rng.integers(1, 14), replace=False)
+               for u in rng.choice(120, 25, replace=False).tolist()}
+  columns = dataclasses.replace(sequence_clicks.CTR_COLUMNS, shared_vocabularies=shared)
+  rows = sequence_clicks.din_rows(item_lists.Sequences.of(sequences), history_length=4, seed=2)
+  read = ctr_file.from_frame(rows.astype(dict.fromkeys(columns.features, str)), columns)
+  made = sequence_clicks.din_examples(item_lists.Sequences.of(sequences), history_length=4,
+                                      seed=2, shared_vocabularies=shared)
+  for field in dataclasses.fields(read):
+    expected, got = getattr(read, field.name), getattr(made, field.name)
+    if isinstance(expected, dict):
+      assert list(got) == list(expected), field.name
+      for key in expected:
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=key, strict=True)
+    else:
+      np.testing.assert_array_equal(got, expected, err_msg=field.name, strict=True)

@@ -7,8 +7,10 @@ import sys
 
 import pytest
 
+from launch import study
 from tests import conftest
 from tests.algorithms import small_ctr
+from tests.launch import launchers
 
 STUDY = '''
 rounds = 4
@@ -61,8 +63,10 @@ def spec(tmp_path):
 
 
 def test_a_study_that_cannot_run_is_refused_before_any_cell(tmp_path, spec):
+  """Its flag parsing and main() here (a process of its own would import TF and TFF
+  again); the test below runs its command line."""
   spec.write_text(spec.read_text().replace('algorithm = "fedprox"', 'algorithm = "fedproxx"'))
-  done = _study(f'--spec={spec}', f'--output_dir={tmp_path / "out"}')
+  done = launchers.run_here(study, f'--spec={spec}', f'--output_dir={tmp_path / "out"}')
   assert done.returncode == 1
   assert (f'{spec}: methods.fedprox.algorithm: unknown algorithm \'fedproxx\''
           in done.stderr), done.stderr
