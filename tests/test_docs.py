@@ -6,7 +6,6 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -23,13 +22,14 @@ def _blocks(page: str, language: str) -> list[str]:
   return re.findall(rf'```{language}\n(.*?)```', (DOCS / page).read_text(), re.S)
 
 
-def _command(block: str, output_dir) -> list[str]:
-  """A bash block's command, its --output_dir moved to `output_dir`."""
+def _run_here(block: str, output_dir) -> subprocess.CompletedProcess:
+  """A bash block's launch.study command, its --output_dir moved to `output_dir`."""
   args = shlex.split(block.replace('\\\n', ' '))
   assert args[:3] == ['.venv/bin/python', '-m', 'launch.study'], args
-  return [sys.executable, *args[1:3],
-          *(f'--output_dir={output_dir}' if a.startswith('--output_dir=') else a
-            for a in args[3:])]
+  done = launchers.run_here(study, *(f'--output_dir={output_dir}' if a.startswith(
+      '--output_dir=') else a for a in args[3:]))
+  assert done.returncode == 0, done.stderr[-3000:]
+  return done
 
 
 def test_the_study_files_excerpt_is_the_file():
@@ -52,7 +52,11 @@ def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_wo
   full, quick, rebuild = _blocks('studies.md', 'bash')
   assert '--set' not in full
   out = tmp_path / 'quick'
-  done = _run(_command(quick, out))
+  # the page's commands, each its flag parsing and main() in this process, from the
+  # root its paths are relative to (a process of its own would import TF and TFF
+  # again; tests/launch/test_study.py runs the command line's own)
+  monkeypatch.chdir(conftest.REPO)
+  done = _run_here(quick, out)
   assert done.stdout.count(' done] ') == 6  # 3 methods x 2 rates, seed 0's runs at the choice
   table = (out / 'table.md').read_text()
   for row in ('| click_rate (floor) |  | 0.738 |', '| constant (floor) |  | 0.500',
@@ -61,11 +65,7 @@ def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_wo
     assert row in table, table
   assert 'eval/validation_auc' in table and 'eval/test_auc' not in table.split('## Grids')[1]
   written = {f: (out / f).read_bytes() for f in ('table.md', 'results.json')}
-  # its flag parsing and main() here: a process of its own would import TF and TFF
-  # again (the study above ran as the page's command line)
-  monkeypatch.chdir(conftest.REPO)
-  rebuilt = launchers.run_here(study, *_command(rebuild, out)[3:])
-  assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+  _run_here(rebuild, out)
   assert {f: (out / f).read_bytes() for f in written} == written
   cell = out / 'cells' / f'fedsubavg-client_learning_rate={_chosen(out, "fedsubavg")}-s0'
   config = json.loads((cell / 'config.json').read_text())
@@ -76,20 +76,13 @@ def test_the_quick_study_runs_and_rebuilds_from_its_records_as_a_lone_trainer_wo
   done = trainer.train_here(
       '--task=ctr', '--algorithm=fedsubavg', '--max_correction=50', '--model=lr',
       '--validation_fraction=0.1', '--seed=0', f'--data_dir={config["data_dir"]}',
-      '--rounds=4', '--eval_every=2', '--checkpoint_every=2',
+      '--rounds=2', '--eval_every=1', '--checkpoint_every=1',
       f'--client_learning_rate={config["client_optimizer"]["learning_rate"]}',
       f'--output_dir={alone}')
   assert done.returncode == 0, done.stderr[-3000:]
   alone_config = json.loads((alone / 'config.json').read_text())
   assert {**alone_config, 'runtime': config['runtime']} == config
   assert _curve(alone / 'metrics.csv') == _curve(cell / 'metrics.csv')
-
-
-def _run(command) -> subprocess.CompletedProcess:
-  done = subprocess.run(command, cwd=conftest.REPO, capture_output=True, text=True,
-                        timeout=900)
-  assert done.returncode == 0, done.stderr[-3000:]
-  return done
 
 
 def _chosen(out, method: str) -> str:

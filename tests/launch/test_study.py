@@ -75,12 +75,13 @@ def test_a_study_that_cannot_run_is_refused_before_any_cell(tmp_path, spec):
 
 @pytest.mark.slow(seconds=31)
 def test_short_grid_runs_and_a_centralized_method_run_side_by_side(tmp_path, spec):
-  """fedavg's grid runs 2 rounds then its choice 4; CentralSGD (launch.centralized,
+  """fedavg's grid runs 1 round then its choice 2; CentralSGD (launch.centralized,
   in a worker of its own: its flags collide with the trainer's) beside it, each
   worker started for the first cells. The runner
   checks each cell's config.json against its spec (a difference stops the study)."""
   text = spec.read_text().split('[methods.fedprox]')[0].replace(
-      'extend = 1', 'extend = 0\nrounds = 2').replace('last = 2', 'last = 1')
+      'rounds = 4\neval_every = 2', 'rounds = 2\neval_every = 1').replace(
+          'extend = 1', 'extend = 0\nrounds = 1').replace('last = 2', 'last = 1')
   spec.write_text(text + '''
 [methods.central]
 algorithm = "central"
@@ -97,10 +98,10 @@ grid = { learning_rate = [0.5] }
                    'sweep-central-learning_rate=0.5-s0',
                    'sweep-fedavg-client_learning_rate=0.5-s0']
   central = json.loads((out / 'cells' / 'central-learning_rate=0.5-s0' / 'config.json').read_text())
-  assert (central['epochs'], central['optimizer']) == (4, {'name': 'sgd', 'learning_rate': 0.5})
+  assert (central['epochs'], central['optimizer']) == (2, {'name': 'sgd', 'learning_rate': 0.5})
   sweep = json.loads((out / 'cells' / 'sweep-fedavg-client_learning_rate=0.5-s0' / 'config.json')
                      .read_text())
-  assert (sweep['rounds'], sweep['eval_every']) == (2, 2)
+  assert (sweep['rounds'], sweep['eval_every']) == (1, 1)
   table = (out / 'table.md').read_text()
   assert '| central | learning_rate=0.5 |' in table, table
   assert "the cells' runs took" in done.stdout
