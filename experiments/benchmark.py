@@ -344,9 +344,7 @@ def _lockstep_seconds(task, algorithm: str, clients: int, trainer: dict, options
   try:
     return _run_rounds(task, 'inprocess', algorithm, clients, trainer, options,
                        context=inprocess.Parallelism(lockstep='on')).seconds
-  except ValueError as e:
-    if '--lockstep=on' not in str(e):
-      raise
+  except inprocess.LockstepRefused:
     return None
 
 

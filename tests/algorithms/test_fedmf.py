@@ -282,5 +282,5 @@ def test_a_lockstep_round_is_the_round_its_clients_train_one_by_one(form, item_a
 def test_lockstep_on_is_refused_where_the_round_has_none_naming_why(options, why):
   process = composer.compose_parts(_lockstep_parts(**options), tff.aggregators.SumFactory())
   with inprocess.Parallelism(lockstep='on'):
-    with pytest.raises(ValueError, match=re.escape(f'--lockstep=on: {why}')):
+    with pytest.raises(inprocess.LockstepRefused, match=re.escape(f'--lockstep=on: {why}')):
       inprocess.for_runtime(process, 'inprocess')

@@ -168,13 +168,17 @@ class Parallelism:
 
   def in_lockstep(self, round_: composer.Round | None) -> bool:
     """Whether `round_`'s clients (None: tff.learning's process's) train in lockstep;
-    ValueError for 'on' where they cannot, naming why."""
+    LockstepRefused for 'on' where they cannot, naming why."""
     mode = self.lockstep or 'auto'
     if mode == 'on' and (round_ is None or round_.lockstep is None):
-      raise ValueError('--lockstep=on: ' + (round_.lockstep_refusal if round_ else
-                                            "tff.learning's process trains its clients one "
-                                            'by one'))
+      raise LockstepRefused('--lockstep=on: ' + (
+          round_.lockstep_refusal if round_ else
+          "tff.learning's process trains its clients one by one"))
     return mode != 'off' and round_ is not None and round_.lockstep is not None
+
+
+class LockstepRefused(ValueError):
+  """--lockstep=on for a round whose clients cannot train in lockstep."""
 
 
 _PARALLELISM = [Parallelism()]
