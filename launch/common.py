@@ -29,11 +29,7 @@ from tff_rec.training import loop
 native.compiler = quiet_start.quiet_compiler(native.compiler)
 
 # A user's modules register their algorithms and tasks before any flag is made of them.
-try:
-  imports.load_all(sys.argv)
-except SystemExit:
-  native.drop_tff_default_context()  # TFF's import-time context would print an error at exit
-  raise
+imports.load_all(sys.argv)
 flags.DEFINE_multi_string(imports.FLAG, [], 'A module of your own that registers algorithms '
                           '(tff_rec.algorithms.registry.register) or tasks (tasks.register): '
                           'a module name or a .py file; repeatable.')
@@ -195,9 +191,7 @@ def _element_type(annotation):
 
 
 def exit_at_import(message: str) -> None:
-  """Exits a launcher that cannot define its flags (a user's module at fault), TFF's
-  import-time context dropped first (it would print an error at exit)."""
-  native.drop_tff_default_context()
+  """Exits a launcher that cannot define its flags (a user's module at fault)."""
   sys.exit(f'error: {message}')
 
 

@@ -33,7 +33,7 @@ CTR_COLUMNS = ctr_file.Columns(label='label', client='user', features=('user', '
 @dataclasses.dataclass(frozen=True)
 class _Clicks:
   """DIN's rows as numbers: row r is users[r]'s click (labels[r] 1) or non-click on
-  items[r], with the items items_flat[begin[r]:end[r]] as its history."""
+  items[r], with sequences.lists.items[begin[r]:end[r]] as its history."""
   users: np.ndarray
   items: np.ndarray
   begin: np.ndarray
