@@ -353,8 +353,8 @@ def _lockstep_seconds(task, algorithm: str, clients: int, trainer: dict, options
 
 def _rounds_memory_case(workload: int, lockstep: str) -> dict:
   """RUNTIME_WORKLOADS' `workload`-th in-process with --lockstep=`lockstep`, in this
-  (fresh) process: its s/round and the peak resident memory while its rounds run,
-  beside what the process held when they began (built, before round 1)."""
+  (fresh) process: the peak resident memory while its rounds run, beside what the
+  process held when they began (built, before round 1)."""
   from tff_rec.runtime import inprocess  # pylint: disable=g-import-not-at-top
   task_name, settings, algorithm, clients, trainer, options = list(
       RUNTIME_WORKLOADS.values())[workload]
@@ -362,11 +362,9 @@ def _rounds_memory_case(workload: int, lockstep: str) -> dict:
   with _PeakRss(0.005) as peak:
     def start(_):
       peak.begin('rounds')
-    seconds = _run_rounds(task, 'inprocess', algorithm, clients, trainer, options,
-                          context=inprocess.Parallelism(lockstep=lockstep),
-                          on_start=start).seconds
-  return {'seconds': seconds, 'start_mb': peak.start / 2**20,
-          'peak_mb': peak.peaks['rounds'] / 2**20}
+    _run_rounds(task, 'inprocess', algorithm, clients, trainer, options,
+                context=inprocess.Parallelism(lockstep=lockstep), on_start=start)
+  return {'start_mb': peak.start / 2**20, 'peak_mb': peak.peaks['rounds'] / 2**20}
 
 
 def bench_runtimes() -> str:
