@@ -79,9 +79,9 @@ def din_rows(sequences: item_lists.Sequences, *, history_length: int = 10,
   # Each history is a slice of every item joined once (a join per row took most of
   # the time on 10^6 rows): item j spans text[first[j]:last[j]].
   texts = sequences.lists.items.astype(str)
-  text = ','.join(texts)
-  last = np.cumsum(np.char.str_len(texts) + 1) - 1
-  first = last - np.char.str_len(texts)
+  text, lengths = ','.join(texts), np.char.str_len(texts)
+  last = np.cumsum(lengths + 1) - 1
+  first = last - lengths
   histories = [text[a:b] for a, b in zip(first[clicks.begin].tolist(),
                                          last[clicks.end - 1].tolist())]
   return pd.DataFrame(dict(zip(COLUMNS, (clicks.users, clicks.items, histories,
@@ -98,14 +98,15 @@ def din_examples(sequences: item_lists.Sequences, *, history_length: int = 10, s
   # users and items as indices of one catalogue: a shared vocabulary is the union
   # of its columns' strings
   catalogue = np.unique(np.concatenate([sequences.user_ids, sequences.lists.items]))
-  user_ids, (client_ids,) = _ids_as_read([np.searchsorted(catalogue, clicks.users)], catalogue)
+  users = np.searchsorted(catalogue, clicks.users)
+  user_ids, (client_ids,) = _ids_as_read([users], catalogue)
   order = np.argsort(client_ids, kind='stable')  # by client, as ctr_file sorts its rows
   begin, end = clicks.begin[order], clicks.end[order]
   lengths = end - begin
   starts = np.cumsum(lengths) - lengths
   places = np.arange(lengths.sum()) - np.repeat(starts, lengths)
   in_catalogue = np.searchsorted(catalogue, sequences.lists.items)
-  values = {'user': np.searchsorted(catalogue, clicks.users[order]),
+  values = {'user': users[order],
             'item': np.searchsorted(catalogue, clicks.items[order]),
             'history': in_catalogue[np.repeat(begin, lengths) + places]}
   ids, vocab_sizes = {}, {}

@@ -149,7 +149,6 @@ def fit_users(items: np.ndarray, users: np.ndarray, item_ids: np.ndarray, labels
       tf.constant(l2, tf.float32)).numpy()
 
 
-
 def train_in_lockstep(items: tf.Tensor, users: tf.Tensor, item_ids: tf.Tensor,
                       labels: tf.Tensor, mask: tf.Tensor, learning_rate: float, l2: float,
                       basis: tf.Tensor | None = None, columns: tf.Tensor | None = None,
