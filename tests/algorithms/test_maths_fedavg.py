@@ -27,17 +27,23 @@ def _fedavg(run, **options):
                           **options)
 
 
-@pytest.mark.parametrize('heat', ['clients', 'examples'])
-def test_fedavg_weighs_clients_as_its_heat_says(monkeypatch, tmp_path, ctr_file, heat):
+# The cohort client by client, or in lockstep (keras_lockstep: the same maths).
+IN_LOCKSTEP = dict(runtime='inprocess', lockstep='on')
+
+
+@pytest.mark.parametrize('heat, flags', [('clients', {}), ('examples', IN_LOCKSTEP)])
+def test_fedavg_weighs_clients_as_its_heat_says(monkeypatch, tmp_path, ctr_file, heat, flags):
   run = as_trained.train(monkeypatch, tmp_path, *_flags(ctr_file, algorithm='fedavg',
-                                                         heat=heat))
+                                                         heat=heat, **flags))
   reference.assert_matches(run, _fedavg(run, weighting=heat))
 
 
-def test_fedprox_pulls_each_step_towards_the_broadcast_model(monkeypatch, tmp_path, ctr_file):
+@pytest.mark.parametrize('flags', [{}, IN_LOCKSTEP])
+def test_fedprox_pulls_each_step_towards_the_broadcast_model(monkeypatch, tmp_path, ctr_file,
+                                                             flags):
   """A strength other than 1, so a term that ignores or squares it differs."""
   run = as_trained.train(monkeypatch, tmp_path, *_flags(
-      ctr_file, algorithm='fedprox', proximal_strength=2.5))
+      ctr_file, algorithm='fedprox', proximal_strength=2.5, **flags))
   reference.assert_matches(run, _fedavg(run, weighting='clients', proximal=2.5))
 
 

@@ -24,7 +24,9 @@ from tff_rec.algorithms import api
 from tff_rec.algorithms import heat as heat_lib
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
+from tff_rec.data import sliced
 from tff_rec.training import functional
+from tff_rec.training import keras_lockstep
 from tff_rec.training import optimizers
 from tff_rec.training import proximal
 
@@ -82,31 +84,54 @@ def _refuse_lazy_adam(algorithm: str, client_optimizer: optimizers.OptimizerConf
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                 batches_type: tff.Type, *, client_optimizer: tff.learning.optimizers.Optimizer,
                 server_optimizer: tff.learning.optimizers.Optimizer,
-                uniform: bool = False) -> rounds.Parts:
+                uniform: bool = False, keras: keras_lockstep.KerasModel | None = None,
+                stacked_type: tff.Type | None = None) -> rounds.Parts:
   """FedAvg's round on sliced batches: each client runs `client_optimizer` over its
   batches from the broadcast weights and sends the change (broadcast - trained),
   weighed by its examples (or equally, `uniform`); the server steps by the
   aggregate, as tff.learning's FedAvg does. Unlike tff.learning's clients, a
   client whose update is not finite is not dropped: the model then is not
-  finite, and the run stops saying so (training.loop.Diverged)."""
+  finite, and the run stops saying so (training.loop.Diverged). With `keras`
+  and `stacked_type` (keras_lockstep.stacked_type of the batches), the round has
+  a lockstep form where the model allows one (keras_lockstep.refusal)."""
   initialize, *model_weights = rounds.keras_server_model(model_fn, server_optimizer)
   distributor = tff.tensorflow.computation(lambda state: state['weights'],
                                            initialize.type_signature.result)
 
+  def sent(weights, trained, count, loss_sum):  # each leaf a client's, or the clients'
+    return collections.OrderedDict(
+        update=[w - t for w, t in zip(weights, trained)],
+        weight=tf.ones_like(count, tf.float32) if uniform else tf.cast(count, tf.float32),
+        metrics=collections.OrderedDict(loss_sum=loss_sum, count=count))
+
   @tff.tensorflow.computation(distributor.type_signature.result, batches_type)
   def client_work(weights, batches):
     trained = functional.train(model_fn(), client_optimizer, weights, batches)
-    return collections.OrderedDict(
-        update=[w - t for w, t in zip(weights, trained.weights)],
-        weight=tf.constant(1.0) if uniform else tf.cast(trained.count, tf.float32),
-        metrics=collections.OrderedDict(loss_sum=trained.loss_sum, count=trained.count))
+    return sent(weights, trained.weights, trained.count, trained.loss_sum)
 
   def step(weights, sums, aggregate, broadcast):
     del weights, broadcast  # the optimizer steps the server's weights by the aggregate
     return aggregate, rounds.round_metrics(sums['loss_sum'], sums['count'])
 
+  refusal = keras and keras.refusal()
+  lockstep = None
+  if keras and not refusal:
+    predict = keras.predictor()
+
+    @tff.tensorflow.computation(distributor.type_signature.result, stacked_type)
+    def work(weights, stacked):
+      trained, loss_sum, count = keras_lockstep.train(predict, keras.loss, client_optimizer,
+                                                      weights, *stacked)
+      return sent([w[None] for w in weights], trained, count, loss_sum)
+
+    # Not for --lockstep=auto: client by client was the faster on DCN and Keras MF
+    # (results/benchmarks_runtimes.md, "Lockstep cohorts, Keras models").
+    lockstep = rounds.Lockstep(lambda data, _: keras_lockstep.stack(data), work,
+                               keras_lockstep.size, keras.client_bytes(), auto=False)
   return rounds.Parts(initialize, distributor, client_work, step, *model_weights,
-                      optimizer=server_optimizer)
+                      optimizer=server_optimizer, lockstep=lockstep,
+                      lockstep_refusal=(f'the Keras model cannot train in lockstep: {refusal}'
+                                        if refusal else rounds.Parts.lockstep_refusal))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,12 +194,15 @@ def build_on_batches(task, options, training, *, name: str):
   """FedAvg (FedProx with options' proximal_strength) as the project's round
   (build_round) on the task's numpy batches."""
   _refuse_lazy_adam(name, training.client_optimizer, training.server_optimizer)
+  batches = task.client_batches(task.train_client_ids[0], 0)
   parts = build_round(
-      task.model_fn, api.batches_type(task),
+      task.model_fn, sliced.tff_type(batches),
       client_optimizer=_client_optimizer(training.client_optimizer,
                                          _proximal_strength(options)),
       server_optimizer=training.server_optimizer.build(),
-      uniform=training.weighting == 'clients')
+      uniform=training.weighting == 'clients',
+      keras=keras_lockstep.KerasModel(task.keras_model, task.loss(), task.input_spec),
+      stacked_type=keras_lockstep.stacked_type(batches))
   return api.Built(parts, list(task.train_client_ids), task.client_batches)
 
 

@@ -75,12 +75,14 @@ class Lockstep:
   `work`(broadcast, those) -> client_work's output for each client, every leaf with
   the clients on a leading axis. The runtime hands it the clients longest first, by
   `size`(client data) (e.g. its examples), in groups whose `client_bytes` (the memory
-  one more client adds) fit its bound.
+  one more client adds) fit its bound. `auto`: whether --lockstep=auto runs it
+  (where the runtimes benchmark measured it faster than client by client).
   """
   stack: Callable[[Sequence[Any], Sequence[Any]], Any]
   work: tff.Computation
   size: Callable[[Any], int]
   client_bytes: int
+  auto: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -77,7 +77,7 @@ def from_keras(keras_model: Callable[[], tf.keras.Model], loss: tf.keras.losses.
     raise ValueError('the Keras model has non-trainable variables, which a TableModel '
                      'does not carry')
   tables = set(tables)
-  created, keras_order = _creation_order(keras_model)
+  created, keras_order = creation_order(keras_model)
   layers = [name.split('/')[0] for name in created]
   if len(layers) != len(trainable):
     raise ValueError(f'{len(layers)} variables created for {len(trainable)} weights')
@@ -98,7 +98,7 @@ def from_keras(keras_model: Callable[[], tf.keras.Model], loss: tf.keras.losses.
   return TableModel(initial, table_loss, compressed, per_user, KerasView(names, keras_order))
 
 
-def _creation_order(keras_model: Callable[[], tf.keras.Model]) -> tuple[list[str], list[int]]:
+def creation_order(keras_model: Callable[[], tf.keras.Model]) -> tuple[list[str], list[int]]:
   """The model's variable names in the order they are created (the order of
   functional_model_from_keras's weights), and for each of its
   trainable_variables (Keras's order) its position in that creation order."""

@@ -129,9 +129,9 @@ class Parallelism:
   (default: one per core), `clients_per_call` clients per TF call (default:
   default_clients_per_call); `lockstep`: a round's clients trained as one
   computation where its algorithm has that form (rounds.Lockstep): 'auto' (the
-  default) where it has, 'on' refusing a round that has not, 'off' never. As a
-  context manager, like TFF's execution contexts: the in-process rounds built
-  inside it use it."""
+  default) where that form is the faster (Lockstep.auto), 'on' wherever it has
+  one, refusing a round that has not, 'off' never. As a context manager, like
+  TFF's execution contexts: the in-process rounds built inside it use it."""
   threads: int | None = None
   clients_per_call: int | None = None
   lockstep: str | None = None
@@ -174,7 +174,8 @@ class Parallelism:
       raise LockstepRefused('--lockstep=on: ' + (
           round_.lockstep_refusal if round_ else
           "tff.learning's process trains its clients one by one"))
-    return mode != 'off' and round_ is not None and round_.lockstep is not None
+    return (round_ is not None and round_.lockstep is not None
+            and (mode == 'on' or mode == 'auto' and round_.lockstep.auto))
 
 
 class LockstepRefused(ValueError):

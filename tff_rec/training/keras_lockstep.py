@@ -1,0 +1,168 @@
+"""A cohort's clients training one Keras model side by side (the Keras rounds'
+rounds.Lockstep): their weights stacked on a leading clients axis, their batches
+stacked and padded, one step for all of them.
+
+Client n's step s is the step training.functional takes on its batch s: the
+gradient of the batch's mean loss (padded rows weigh nothing), then its
+optimizer's step. The client optimizers of the project (SGD, Adam, Adagrad, and
+FedProx's term around them) act entry by entry, so one step on the stacked
+weights is every client's own step; a scalar of their state (Adam's step count)
+is the same for every client still training, as they all started together. A
+client whose batches ended keeps its weights and state.
+
+It applies where each example's loss depends on its own row only: a loss of
+Keras's own (a loss of the whole batch, as in-batch negatives, would see the
+padding) on a model without state outside its trainable weights.
+"""
+
+import dataclasses
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_rec.data import sliced
+from tff_rec.models import table_model
+
+# (weights in the Keras model's trainable order, a batch's x) -> predictions
+Predict = Callable[[Sequence[tf.Tensor], object], tf.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class KerasModel:
+  """A Keras model as its clients train it in lockstep: the model, its loss and its
+  input spec (a task's keras_model, loss() and input_spec)."""
+  keras_model: Callable[[], tf.keras.Model]
+  loss: tf.keras.losses.Loss
+  input_spec: object
+
+  def refusal(self) -> str | None:
+    """Why its clients cannot train in lockstep (None: they can)."""
+    if not type(self.loss).__module__.startswith('keras.'):
+      return (f'its loss ({type(self.loss).__name__}) is not one of Keras\'s per-example '
+              'losses, so padding a batch could change it')
+    model = self.keras_model()
+    if model.losses:
+      return 'its Keras model adds a loss of its own (e.g. a regularizer)'
+    if model.non_trainable_variables:
+      return 'its Keras model has non-trainable state (e.g. batch normalization)'
+    return None
+
+  def predictor(self) -> Predict:
+    """The model's forward pass as a function of its weights (TFF's functional form)."""
+    functional = tff.learning.models.functional_model_from_keras(
+        self.keras_model, self.loss, self.input_spec)
+    _, keras_order = table_model.creation_order(self.keras_model)
+    created = np.argsort(keras_order)  # for each created variable, its Keras position
+
+    def predict(weights, x):
+      return functional.predict_on_batch(([weights[k] for k in created], ()), x,
+                                         training=True)
+
+    return predict
+
+  def client_bytes(self) -> int:
+    """The memory one more client adds: its weights, their gradients, their next
+    values and an optimizer's two moments (float32)."""
+    return 5 * 4 * sum(int(np.prod(w.shape)) for w in self.keras_model().trainable_weights)
+
+
+def stack(batches: Sequence[sliced.Batches]):
+  """Clients' numpy batches side by side, longest first (the most steps): their
+  columns, each [steps, clients, rows, ...] zero-padded, and the [steps,
+  clients, rows] 0/1 mask of real rows; client n's step s holds its batch s."""
+  lengths = [np.asarray(b.ends) - np.asarray(b.starts) for b in batches]
+  if any(len(a) < len(b) for a, b in zip(lengths, lengths[1:])):
+    raise ValueError(f'clients in lockstep come longest first; their steps are '
+                     f'{[len(n) for n in lengths]}')
+  steps = max(len(n) for n in lengths)
+  width = max([int(n.max()) for n in lengths if len(n)] or [1])
+  flat = [tf.nest.flatten(b.columns) for b in batches]
+  columns = [np.zeros((steps, len(batches), width, *c.shape[1:]), c.dtype) for c in flat[0]]
+  mask = np.zeros((steps, len(batches), width), np.float32)
+  for n, (b, length) in enumerate(zip(batches, lengths)):
+    step = np.repeat(np.arange(len(length)), length)
+    slot = np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length)
+    examples = np.asarray(b.rows)[np.repeat(np.asarray(b.starts), length) + slot]
+    mask[step, n, slot] = 1
+    for column, values in zip(columns, flat[n]):
+      column[step, n, slot] = values[examples]
+  return tf.nest.pack_sequence_as(batches[0].columns, columns), mask
+
+
+def stacked_type(batches: sliced.Batches) -> tff.Type:
+  """The TFF type of `stack`'s output for clients with batches like `batches`."""
+  steps = [None, None, None]  # steps, clients, rows
+  columns = tf.nest.map_structure(
+      lambda v: tff.TensorType(v.dtype, [*steps, *v.shape[1:]]), batches.columns)
+  return tff.types.to_type((columns, tff.TensorType(np.float32, steps)))
+
+
+def train(predict: Predict, loss: tf.keras.losses.Loss,
+          optimizer: tff.learning.optimizers.Optimizer, weights: Sequence[tf.Tensor],
+          columns, mask: tf.Tensor):
+  """Every client's pass over its batches (`stack`'s), from the same `weights`.
+
+  Returns (weights [clients, ...] each, their sums over examples of each
+  batch's mean loss [clients], their example counts [clients] int64), as
+  training.functional.train's weights, loss_sum and count per client.
+  """
+  per_example = type(loss).from_config({**loss.get_config(), 'reduction': 'none'})
+  clients = tf.shape(mask)[1]
+  # Each client's weights as one vector: a step then moves one tensor per client,
+  # not one per weight (ops on the clients' rows per step cost more than the model).
+  shapes = [w.shape for w in weights]
+  sizes = [int(np.prod(shape)) for shape in shapes]
+
+  def client_step(arguments):
+    flat, (x, y), rows = arguments
+    with tf.GradientTape() as tape:
+      tape.watch(flat)
+      client_weights = [tf.reshape(w, shape) for w, shape in zip(tf.split(flat, sizes), shapes)]
+      losses = per_example(y, predict(client_weights, x))
+      losses = tf.reshape(losses, [tf.shape(rows)[0], -1])  # a row's mean over its outputs
+      batch_loss = tf.math.divide_no_nan(tf.reduce_sum(tf.reduce_mean(losses, 1) * rows),
+                                         tf.reduce_sum(rows))
+    return batch_loss, tf.convert_to_tensor(tape.gradient(batch_loss, flat))
+
+  def step(s, weights, state, loss_sum, count):
+    # The clients still training (the first ones: `stack` takes them longest
+    # first), the others as their batches left them.
+    size = tf.reduce_sum(mask[s], 1)
+    upto = tf.math.count_nonzero(size, dtype=tf.int32)
+    head = lambda t: t[:upto] if _per_client(t) else t
+    head_weights, head_state = tf.nest.map_structure(head, (weights, state))
+    batch_losses, gradients = tf.vectorized_map(client_step, (
+        head_weights, tf.nest.map_structure(lambda c: c[s][:upto], columns), mask[s][:upto]))
+    new_state, new_weights = optimizer.next(head_state, head_weights, gradients)
+
+    def kept(new, old):
+      return tf.concat([new, old[upto:]], 0) if _per_client(new) else new
+
+    return (s + 1, kept(new_weights, weights), tf.nest.map_structure(kept, new_state, state),
+            loss_sum + tf.pad(batch_losses, [[0, clients - upto]]) * size,
+            count + tf.cast(size, tf.int64))
+
+  flat = tf.concat([tf.reshape(w, [-1]) for w in weights], 0)
+  state = tf.nest.map_structure(
+      lambda t: tf.broadcast_to(t, [clients, sum(sizes)]) if _per_client(t) else t,
+      optimizer.initialize(tf.TensorSpec([sum(sizes)], flat.dtype)))
+  _, trained, _, loss_sum, count = tf.while_loop(
+      lambda s, *_: s < tf.shape(mask)[0], step,
+      (tf.constant(0), tf.broadcast_to(flat, [clients, sum(sizes)]), state,
+       tf.zeros([clients]), tf.zeros([clients], tf.int64)))
+  return ([tf.reshape(w, tf.concat([[clients], shape], 0))
+           for w, shape in zip(tf.split(trained, sizes, axis=1), shapes)], loss_sum, count)
+
+
+def _per_client(value) -> bool:
+  """Whether an optimizer's state entry is one per weight (not a scalar: a step
+  count, a Python hyperparameter)."""
+  return tf.is_tensor(value) and value.shape.rank != 0
+
+
+def size(batches: sliced.Batches) -> int:
+  """A client's steps (the lockstep runs the longest first)."""
+  return len(batches.starts)
+
