@@ -31,15 +31,18 @@ def _task(tmp_path):
       test_column='test', batch_size=BATCH, local_epochs=2, seed=3))
 
 
-def _rounds(task, lockstep: str):
-  """(each round's trainable weights, each round's metrics) of two in-process
-  rounds of FedProx with client Adam, cohorts of COHORT drawn as the loop draws them."""
+def _fedprox(task):
+  """FedProx around client Adam, as the registry builds it for the in-process runtime."""
   training = registry.training(task, 'fedprox', runtime='inprocess', clients_per_round=COHORT,
                                client_optimizer='adam', client_learning_rate=0.05)
-  built = registry.build('fedprox', task, training, proximal_strength=0.5)
+  return registry.build('fedprox', task, training, proximal_strength=0.5).process
+
+
+def _rounds(task, built, lockstep: str):
+  """(each round's trainable weights, each round's metrics) of two in-process
+  rounds of the `built` process, cohorts of COHORT drawn as the loop draws them."""
   with inprocess.Parallelism(lockstep=lockstep):
-    process = inprocess.for_runtime(built.process, 'inprocess')
-  assert composer.round_of(built.process).lockstep is not None
+    process = inprocess.for_runtime(built, 'inprocess')
   state, weights, metrics = process.initialize(), [], []
   for r in (1, 2):
     cohort = loop.sample_cohort(sorted(task.train_client_ids), COHORT, seed=0, round_num=r)
@@ -53,8 +56,10 @@ def _rounds(task, lockstep: str):
 
 def test_a_lockstep_round_is_the_round_its_clients_train_one_by_one(tmp_path):
   task = _task(tmp_path)
-  (one_by_one, metrics), (side_by_side, lockstep_metrics) = (_rounds(task, 'off'),
-                                                             _rounds(task, 'on'))
+  built = _fedprox(task)
+  assert composer.round_of(built).lockstep is not None
+  (one_by_one, metrics), (side_by_side, lockstep_metrics) = (_rounds(task, built, 'off'),
+                                                             _rounds(task, built, 'on'))
   first = one_by_one[0]
   assert any(np.abs(a - b).max() > 1e-3 for a, b in zip(first, one_by_one[1]))  # it trains
   for got_round, want_round in zip(side_by_side, one_by_one, strict=True):

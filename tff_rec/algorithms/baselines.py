@@ -116,13 +116,16 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
   refusal = keras and keras.refusal()
   lockstep = None
   if keras and not refusal:
-    predict = keras.predictor()
+    def work():
+      predict = keras.predictor()
 
-    @tff.tensorflow.computation(distributor.type_signature.result, stacked_type)
-    def work(weights, stacked):
-      trained, loss_sum, count = keras_lockstep.train(predict, keras.loss, client_optimizer,
-                                                      weights, *stacked)
-      return sent([w[None] for w in weights], trained, count, loss_sum)
+      @tff.tensorflow.computation(distributor.type_signature.result, stacked_type)
+      def trained_side_by_side(weights, stacked):
+        trained, loss_sum, count = keras_lockstep.train(predict, keras.loss, client_optimizer,
+                                                        weights, *stacked)
+        return sent([w[None] for w in weights], trained, count, loss_sum)
+
+      return trained_side_by_side
 
     # Not for --lockstep=auto: client by client was the faster on DCN and Keras MF
     # (results/benchmarks_runtimes.md, "Lockstep cohorts, Keras models").

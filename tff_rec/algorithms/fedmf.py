@@ -278,8 +278,7 @@ def _lockstep_work(config: FedMFConfig, batch_size: int, broadcast_type, sent,
                                    item=item.astype(np.int32), label=label.astype(np.float32),
                                    mask=mask)
 
-  @tff.tensorflow.computation(broadcast_type, stacked_type)
-  def work(broadcast, stacked):
+  def trained(broadcast, stacked):
     items, clients = broadcast['items'], tf.shape(stacked['users'])[0]
     low_rank = {}
     if form.columns:  # colr: every client trains every column of A
@@ -297,7 +296,8 @@ def _lockstep_work(config: FedMFConfig, batch_size: int, broadcast_type, sent,
     output['state'] = users
     return output
 
-  return stack, work, lambda client_data: len(client_data[1][0])  # its rows
+  return (stack, lambda: tff.tensorflow.computation(trained, broadcast_type, stacked_type),
+          lambda client_data: len(client_data[1][0]))  # its rows
 
 
 # The registry's side: FedMF and the item-update forms (colr, scolr, svd, topk)

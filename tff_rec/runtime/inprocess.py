@@ -371,9 +371,11 @@ class LockstepClients:
     summed = _summed_keys(round_)
     broadcast_type = round_.client_work.type_signature.parameter[0]
 
-    @tff.tensorflow.computation(lockstep.work.type_signature.parameter[1], broadcast_type)
+    side_by_side = lockstep.work()
+
+    @tff.tensorflow.computation(side_by_side.type_signature.parameter[1], broadcast_type)
     def work(stacked, broadcast):
-      output = lockstep.work(broadcast, stacked)
+      output = side_by_side(broadcast, stacked)
       return (collections.OrderedDict(
           (k, tf.nest.map_structure(lambda t: tf.reduce_sum(t, 0), output[k])) for k in summed),
               collections.OrderedDict((k, v) for k, v in output.items() if k not in summed))

@@ -16,6 +16,7 @@ padding) on a model without state outside its trainable weights.
 """
 
 import dataclasses
+import functools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -42,7 +43,7 @@ class KerasModel:
     if not type(self.loss).__module__.startswith('keras.'):
       return (f'its loss ({type(self.loss).__name__}) is not one of Keras\'s per-example '
               'losses, so padding a batch could change it')
-    model = self.keras_model()
+    model = self._model
     if model.losses:
       return 'its Keras model adds a loss of its own (e.g. a regularizer)'
     if model.non_trainable_variables:
@@ -65,7 +66,11 @@ class KerasModel:
   def client_bytes(self) -> int:
     """The memory one more client adds: its weights, their gradients, their next
     values and an optimizer's two moments (float32)."""
-    return 5 * 4 * sum(int(np.prod(w.shape)) for w in self.keras_model().trainable_weights)
+    return 5 * 4 * sum(int(np.prod(w.shape)) for w in self._model.trainable_weights)
+
+  @functools.cached_property
+  def _model(self) -> tf.keras.Model:  # built once: refusal and client_bytes read it
+    return self.keras_model()
 
 
 def stack(batches: Sequence[sliced.Batches]):
