@@ -85,8 +85,10 @@ flags.DEFINE_integer('clients_per_call', None, '--runtime=inprocess: clients per
 flags.DEFINE_enum('lockstep', None, list(inprocess.LOCKSTEP), '--runtime=inprocess: train '
                   "a round's clients as one computation, their parameters side by side, "
                   'where the algorithm has that form (FedMF, CoLR, SVD and top-k with stored '
-                  'users): auto (the default) where it has, on (refused where it has not), '
-                  'off (client by client). Equal to float tolerance, not to the bit.')
+                  "users; the FedAvg family on a Keras model's batches): auto (the default) "
+                  'where that form is the faster (FedMF and its forms), on (wherever it has '
+                  'it; refused where it has not), off (client by client). Equal to float '
+                  'tolerance, not to the bit.')
 flags.DEFINE_float('worker_growth_limit_mb', None, "--runtime=native: replace TFF's "
                    'worker by a fresh one once it holds this many MB more than after its '
                    'first computations (TFF 0.87\'s worker grows on long runs; nothing of a run '

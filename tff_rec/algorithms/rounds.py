@@ -74,10 +74,11 @@ class Lockstep:
   data, their states (or []) as client_work takes them) -> numpy arrays side by side;
   `work`() -> the computation (broadcast, those) -> client_work's output for each
   client, every leaf with the clients on a leading axis (built only where the
-  runtime runs it: tracing it costs seconds). The runtime hands it the clients longest first, by
-  `size`(client data) (e.g. its examples), in groups whose `client_bytes` (the memory
-  one more client adds) fit its bound. `auto`: whether --lockstep=auto runs it
-  (where the runtimes benchmark measured it faster than client by client).
+  runtime runs it: tracing it costs seconds). The runtime hands it the clients
+  longest first, by `size`(client data) (e.g. its examples), in groups whose
+  `client_bytes` (the memory one more client adds) fit its bound. `auto`: whether
+  --lockstep=auto runs it (where the runtimes benchmark measured it faster than
+  client by client).
   """
   stack: Callable[[Sequence[Any], Sequence[Any]], Any]
   work: Callable[[], tff.Computation]
