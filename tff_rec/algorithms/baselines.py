@@ -24,7 +24,6 @@ from tff_rec.algorithms import api
 from tff_rec.algorithms import heat as heat_lib
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
-from tff_rec.data import sliced
 from tff_rec.training import functional
 from tff_rec.training import keras_lockstep
 from tff_rec.training import optimizers
@@ -84,16 +83,16 @@ def _refuse_lazy_adam(algorithm: str, client_optimizer: optimizers.OptimizerConf
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                 batches_type: tff.Type, *, client_optimizer: tff.learning.optimizers.Optimizer,
                 server_optimizer: tff.learning.optimizers.Optimizer,
-                uniform: bool = False, keras: keras_lockstep.KerasModel | None = None,
-                stacked_type: tff.Type | None = None) -> rounds.Parts:
+                uniform: bool = False, keras: keras_lockstep.KerasModel | None = None
+                ) -> rounds.Parts:
   """FedAvg's round on sliced batches: each client runs `client_optimizer` over its
   batches from the broadcast weights and sends the change (broadcast - trained),
   weighed by its examples (or equally, `uniform`); the server steps by the
   aggregate, as tff.learning's FedAvg does. Unlike tff.learning's clients, a
   client whose update is not finite is not dropped: the model then is not
   finite, and the run stops saying so (training.loop.Diverged). With `keras`
-  and `stacked_type` (keras_lockstep.stacked_type of the batches), the round has
-  a lockstep form where the model allows one (keras_lockstep.refusal)."""
+  (the Keras model model_fn wraps), the round has a lockstep form where the model
+  allows one (keras_lockstep.KerasModel.refusal)."""
   initialize, *model_weights = rounds.keras_server_model(model_fn, server_optimizer)
   distributor = tff.tensorflow.computation(lambda state: state['weights'],
                                            initialize.type_signature.result)
@@ -119,7 +118,8 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
     def work():
       predict = keras.predictor()
 
-      @tff.tensorflow.computation(distributor.type_signature.result, stacked_type)
+      @tff.tensorflow.computation(distributor.type_signature.result,
+                                  keras_lockstep.stacked_type(batches_type))
       def trained_side_by_side(weights, stacked):
         trained, loss_sum, count = keras_lockstep.train(predict, keras.loss, client_optimizer,
                                                         weights, *stacked)
@@ -197,15 +197,13 @@ def build_on_batches(task, options, training, *, name: str):
   """FedAvg (FedProx with options' proximal_strength) as the project's round
   (build_round) on the task's numpy batches."""
   _refuse_lazy_adam(name, training.client_optimizer, training.server_optimizer)
-  batches = task.client_batches(task.train_client_ids[0], 0)
   parts = build_round(
-      task.model_fn, sliced.tff_type(batches),
+      task.model_fn, api.batches_type(task),
       client_optimizer=_client_optimizer(training.client_optimizer,
                                          _proximal_strength(options)),
       server_optimizer=training.server_optimizer.build(),
       uniform=training.weighting == 'clients',
-      keras=keras_lockstep.KerasModel(task.keras_model, task.loss(), task.input_spec),
-      stacked_type=keras_lockstep.stacked_type(batches))
+      keras=keras_lockstep.KerasModel(task.keras_model, task.loss(), task.input_spec))
   return api.Built(parts, list(task.train_client_ids), task.client_batches)
 
 

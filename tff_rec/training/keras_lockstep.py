@@ -96,11 +96,12 @@ def stack(batches: Sequence[sliced.Batches]):
   return tf.nest.pack_sequence_as(batches[0].columns, columns), mask
 
 
-def stacked_type(batches: sliced.Batches) -> tff.Type:
-  """The TFF type of `stack`'s output for clients with batches like `batches`."""
+def stacked_type(batches_type: tff.Type) -> tff.Type:
+  """The TFF type of `stack`'s output for clients' batches of `batches_type`."""
   steps = [None, None, None]  # steps, clients, rows
   columns = tf.nest.map_structure(
-      lambda v: tff.TensorType(v.dtype, [*steps, *v.shape[1:]]), batches.columns)
+      lambda spec: tff.TensorType(spec.dtype.as_numpy_dtype, [*steps, *spec.shape[1:]]),
+      tff.types.type_to_tf_tensor_specs(batches_type).columns)
   return tff.types.to_type((columns, tff.TensorType(np.float32, steps)))
 
 
