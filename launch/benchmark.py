@@ -11,7 +11,7 @@ main = benchmark.main
 
 if __name__ == '__main__':
   # common.run's set-up (its task flags collide with these): TFF's import-time
-  # context, alive at exit, prints an error (runtime.native).
+  # context closed, so every computation runs inside a runtime (runtime.native).
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   native.drop_tff_default_context()
   app.run(main)

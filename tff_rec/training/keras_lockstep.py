@@ -120,6 +120,7 @@ def train(predict: Predict, loss: tf.keras.losses.Loss,
   # not one per weight (ops on the clients' rows per step cost more than the model).
   shapes = [w.shape for w in weights]
   sizes = [int(np.prod(shape)) for shape in shapes]
+  floats = sum(sizes)  # a client's
 
   def client_loss(arguments):  # a client's batch: its mean loss over the real rows
     flat, (x, y), rows = arguments
@@ -156,11 +157,11 @@ def train(predict: Predict, loss: tf.keras.losses.Loss,
 
   flat = tf.concat([tf.reshape(w, [-1]) for w in weights], 0)
   state = tf.nest.map_structure(
-      lambda t: tf.broadcast_to(t, [clients, sum(sizes)]) if _per_client(t) else t,
-      optimizer.initialize(tf.TensorSpec([sum(sizes)], flat.dtype)))
+      lambda t: tf.broadcast_to(t, [clients, floats]) if _per_client(t) else t,
+      optimizer.initialize(tf.TensorSpec([floats], flat.dtype)))
   _, trained, _, loss_sum, count = tf.while_loop(
       lambda s, *_: s < tf.shape(mask)[0], step,
-      (tf.constant(0), tf.broadcast_to(flat, [clients, sum(sizes)]), state,
+      (tf.constant(0), tf.broadcast_to(flat, [clients, floats]), state,
        tf.zeros([clients]), tf.zeros([clients], tf.int64)))
   return ([tf.reshape(w, tf.concat([[clients], shape], 0))
            for w, shape in zip(tf.split(trained, sizes, axis=1), shapes)], loss_sum, count)
