@@ -13,7 +13,10 @@ GPU ?= 0  # 1: also TensorFlow 2.14's CUDA 11.8 libraries (requirements-gpu.txt)
 # (2 cores: 6:28 against 7:17 one after the other, the same CPU time). Each
 # process's share starts with its part of the tests marked slow (conftest);
 # worksteal moves queued tests to idle processes (--dist=load does not: 9:31).
-PYTEST_ARGS ?= -n $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN) + 1 ))) --dist=worksteal
+# pytest's cache plugin is off: with it, `make test` kept 1.61-1.64 of the 2 cores
+# busy (3 runs, 8:00-8:49), without it 1.94-1.96 (5 runs, 6:48-8:29), 2026-12-07;
+# why is not known.
+PYTEST_ARGS ?= -p no:cacheprovider -n $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN) + 1 ))) --dist=worksteal
 
 .PHONY: setup ops run test clean bazel-setup bazel-test gpu-check
 
