@@ -34,7 +34,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import setting
-from tff_rec import capabilities
 from tff_rec import feeds
 from tff_rec import objectives
 from tff_rec.data import client_arrays
@@ -114,13 +113,10 @@ def load(config: Config) -> leave_one_out.LeaveOneOut:
                                  f'{user_items.EXPECTED}') from None
 
 
-class _DrawnInClientWork(capabilities.Wrapper):
+class _DrawnInClientWork(feeds.PositivesDrawnWhereTrained):
   """The task with its round draws (FedMF's epochs' negatives and order, the
   Keras clients' negatives) made in TF by its dataset computations, from the
-  round's seed: a client's data are its positives (fixed) and the seed, which a
-  worker reads from files (client_files.ReadWhereTrained). TF's draws are not
-  numpy's: every runtime repeats a run drawing here, but it does not repeat a
-  run drawing on the trainer."""
+  round's seed (feeds.PositivesDrawnWhereTrained)."""
 
   def mf_client_arguments(self, client_id: str, seed, extra_epochs: int = 0
                           ) -> tuple[np.ndarray, np.int64]:
@@ -148,50 +144,16 @@ class _DrawnInClientWork(capabilities.Wrapper):
 
     return build
 
-  # The Keras model's clients: one epoch of examples (the positives and
-  # num_negatives unseen items each) drawn here, batched as tff.learning's
-  # clients take them (dataset_computation) and as the project's rounds on
-  # numpy batches do (batches_computation, their order drawn by TF too).
-  def client_arguments(self, client_id: str, seed: int):
-    user = self.wrapped.user_index(client_id)
-    return np.int32(user), self.data.train.of(user).astype(np.int32), np.int64(seed)
-
-  ARGUMENT_TYPES = (np.int32, tff.TensorType(np.int32, [None]), np.int64)  # user, positives, seed
-
-  @functools.cached_property
-  def _examples(self) -> tff.Computation:
-    k, num_items = self.config.num_negatives, self.data.num_items
-
-    @tff.tensorflow.computation(*self.ARGUMENT_TYPES)
-    def build(user, positives, seed):
-      negatives = implicit.unseen_items_tf(positives, k * tf.size(positives), num_items,
-                                           implicit.seeds(seed, 1)[0])
-      items = tf.concat([positives, negatives], 0)
-      labels = tf.concat([tf.ones(tf.shape(positives)), tf.zeros(tf.shape(negatives))], 0)
-      return (collections.OrderedDict(user=tf.fill(tf.shape(items), user), item=items),
-              labels[:, None])
-
-    return build
-
-  def _of_examples(self, computation: tff.Computation) -> tff.Computation:
-    """`computation` (of a client's features, labels and the seed) on the examples
-    drawn here."""
-    examples = self._examples
-
-    @tff.tensorflow.computation(*self.ARGUMENT_TYPES)
-    def build(user, positives, seed):
-      features, labels = examples(user, positives, seed)
-      return computation(features, labels, seed)
-
-    return build
-
-  @functools.cached_property
-  def dataset_computation(self) -> tff.Computation:
-    return self._of_examples(self.wrapped.dataset_computation)
-
-  @functools.cached_property
-  def batches_computation(self) -> tff.Computation:
-    return self._of_examples(self.wrapped.batches_computation)
+  def examples_tf(self, user, positives, seed):
+    """The Keras model's clients: one epoch of examples, the positives and
+    num_negatives unseen items each."""
+    negatives = implicit.unseen_items_tf(positives, self.config.num_negatives
+                                         * tf.size(positives), self.data.num_items,
+                                         implicit.seeds(seed, 1)[0])
+    items = tf.concat([positives, negatives], 0)
+    labels = tf.concat([tf.ones(tf.shape(positives)), tf.zeros(tf.shape(negatives))], 0)
+    return (collections.OrderedDict(user=tf.fill(tf.shape(items), user), item=items),
+            labels[:, None])
 
 
 # Copies of the user table a run holds at least: every run its initial one; the

@@ -2,7 +2,10 @@
 
 Each user is a client. Training triples: each train positive with
 `num_negatives` items drawn uniformly from the items the user never trained
-on, redrawn every local epoch (and every round), shuffled per epoch.
+on, shuffled per epoch; redrawn every local epoch (and every round) for the
+weight-table NeuMF (FAIR's round and the table forms), every round for the
+Keras NeuMF (the other algorithms; its feeds come from client_arrays.
+ClientDraws, as loo_ranking's Keras MF's).
 Evaluation: the global model scores every item for every user, train items
 are excluded, and NDCG@k / recall@k / HR@k are taken against the test items
 (the official code's protocol, sklearn's NDCG for binary relevance). Any
@@ -21,8 +24,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import setting
-from tff_rec import capabilities
+from tff_rec import feeds
 from tff_rec import objectives
+from tff_rec.data import client_arrays
 from tff_rec.data import client_index
 from tff_rec.data import implicit
 from tff_rec.data import interactions
@@ -102,8 +106,9 @@ def make_config(**values) -> Config:
   return Config(**interactions.nested(values))
 
 
-class Task:
-  """The task; reading the data happens once, in the constructor."""
+class Task(feeds.Feeds):
+  """The task; reading the data happens once, in the constructor. The Keras
+  NeuMF's clients draw their negatives each round (client_arrays.ClientDraws)."""
 
   NAME = 'ranking'
   DEFAULT_ALGORITHM = 'fair'
@@ -140,12 +145,14 @@ class Task:
     counts = self.data.train.counts
     self._client_index = client_index.ClientIndex(self.data.user_ids,
                                                   np.flatnonzero(counts > 0))
+    self.client_arrays = client_arrays.ClientDraws(
+        self._client_index.ids, self._drawn,
+        own_seed=lambda client_id: [config.seed, self._client_index[client_id]])
     self.objective = objectives.ItemRanking(data.train, data.test, part, data.num_items, k,
                                             loss=neumf.BprLoss)
 
-  @property
-  def train_client_ids(self) -> list[str]:
-    return list(self._client_index.ids)
+  def user_index(self, client_id: str) -> int:
+    return self._client_index[client_id]
 
   def describe(self) -> str:
     return (f'{len(self.data.user_ids)} users, {self.data.num_items} items'
@@ -181,8 +188,10 @@ class Task:
   def client_sizes(self) -> list[int]:
     return [len(self.data.train.of(self._client_index[c])) for c in self.train_client_ids]
 
-  def client_arguments(self, client_id: str, seed: int
-                       ) -> tuple[np.int32, np.ndarray, np.ndarray]:
+  # The weight-table NeuMF's clients: E epochs of triples, drawn anew each epoch.
+
+  def table_client_arguments(self, client_id: str, seed: int
+                             ) -> tuple[np.int32, np.ndarray, np.ndarray]:
     """(user index, positives, negatives): E shuffled epochs of BPR triples."""
     user = self._client_index[client_id]
     positives = self.data.train.of(user)
@@ -197,7 +206,7 @@ class Task:
     return implicit.unseen_items(positives, count, self.data.num_items, rng)
 
   @functools.cached_property
-  def dataset_computation(self) -> tff.Computation:
+  def table_dataset_computation(self) -> tff.Computation:
     """(user, positives, negatives) of E epochs -> the client's batches, in TFF.
 
     Each epoch is batched on its own (its last batch may be partial), as the
@@ -220,25 +229,6 @@ class Task:
   def keras_model(self) -> tf.keras.Model:
     return neumf.keras_model(self.shape, self.config.num_negatives, self.config.seed)
 
-  @functools.cached_property
-  def input_spec(self):
-    ids = tf.TensorSpec([None], tf.int32)
-    return (collections.OrderedDict(
-        user=ids, positive=ids,
-        negatives=tf.TensorSpec([None, self.config.num_negatives], tf.int32)),
-            tf.TensorSpec([None, 1], tf.float32))
-
-  def loss(self) -> tf.keras.losses.Loss:
-    return self.objective.loss()
-
-  def model_fn(self) -> tff.learning.models.VariableModel:
-    return tff.learning.models.from_keras_model(self.keras_model(), loss=self.loss(),
-                                                input_spec=self.input_spec)
-
-  @functools.cached_property
-  def keras_dataset_computation(self) -> tff.Computation:
-    return _keras_form(self.dataset_computation)
-
   def drawn_where_trained(self) -> '_DrawnInClientWork':
     return _DrawnInClientWork(self)
 
@@ -246,30 +236,22 @@ class Task:
   def _keras_weight_names(self) -> list[str]:  # built once: tables of every item
     return neumf.keras_weight_names(self.keras_model())
 
-  def client_examples(self, client_id: str) -> collections.OrderedDict:
-    """The client's triples (negatives drawn once, from its own seed) and a 'label'."""
-    user, positives, negatives = self.client_arguments(
-        client_id, [self.config.seed, self._client_index[client_id]])
-    return collections.OrderedDict(user=np.full(len(positives), user, np.int32),
-                                   positive=positives, negatives=negatives,
-                                   label=np.ones(len(positives), np.float32))
-
-  @staticmethod
-  def model_input(examples):
-    return _with_label(examples)
+  def _drawn(self, client_id: str, seed) -> client_arrays.Examples:
+    """One round's examples: 'user', 'positive' (each train positive once) and
+    'negatives' (num_negatives unseen items each, drawn from `seed`), labels
+    [n, 1] of ones (BPR reads none; Keras wants one)."""
+    user = self._client_index[client_id]
+    positives = self.data.train.of(user)
+    k = self.config.num_negatives
+    negatives = self._negatives(positives, k * len(positives), np.random.default_rng(seed))
+    return (collections.OrderedDict(user=np.full(len(positives), user, np.int32),
+                                    positive=positives.astype(np.int32),
+                                    negatives=negatives.reshape(-1, k).astype(np.int32)),
+            np.ones((len(positives), 1), np.float32))
 
   @property
   def batch_plan(self) -> sliced.Plan:
     return sliced.Plan(self.config.batch_size, self.config.local_epochs)
-
-  def client_batches(self, client_id: str, seed: int) -> sliced.Batches:
-    """`keras_dataset_computation`'s batches, as numpy (the project's clients)."""
-    user, positives, negatives = self.client_arguments(client_id, seed)
-    batches = implicit.epoch_batches(collections.OrderedDict(
-        user=np.full(len(positives), user, np.int32), positive=positives,
-        negatives=negatives), self.config.local_epochs, self.config.batch_size)
-    return tf.nest.map_structure(np.asarray,
-                                 batches._replace(columns=_with_label(batches.columns)))
 
   def triples_dataset(self, users, positives, negatives) -> tf.data.Dataset:
     """Batches of (user, positive, negatives) triples, in order."""
@@ -284,9 +266,6 @@ class Task:
     scores = functools.partial(neumf.score_all_items,
                                {k: tf.constant(v) for k, v in weights.items()})
     return self.objective.evaluate(lambda users: scores(tf.constant(users)), part)
-
-  def floors(self) -> dict[str, dict[str, float]]:
-    return self.objective.floors()
 
   def centralized_epoch(self, epoch: int) -> tf.data.Dataset:
     """One pass over every user's triples (fresh negatives), shuffled across users."""
@@ -318,24 +297,22 @@ class Task:
         evaluate=lambda: {f'{part}/{k}': v for k, v in self.evaluate(epoch_of.weights, part)
                           .items()})
 
-class _DrawnInClientWork(capabilities.Wrapper):
-  """The task with each round's draws (the epochs' order, the sampled negatives)
-  made in TF by its dataset computation, from the round's seed: a client's
-  arguments are its user, its positives (fixed) and the seed, which a worker
-  reads from files (client_files.ReadWhereTrained). TF's draws are not numpy's:
-  every runtime repeats a run drawing here, but it does not repeat a run drawing
-  on the trainer."""
 
-  def client_arguments(self, client_id: str, seed: int):
-    user = self.wrapped._client_index[client_id]  # pylint: disable=protected-access
-    return np.int32(user), self.data.train.of(user).astype(np.int32), np.int64(seed)
+
+class _DrawnInClientWork(feeds.PositivesDrawnWhereTrained):
+  """The task with each round's draws (the weight-table NeuMF's epochs' order and
+  negatives, the Keras NeuMF's negatives) made in TF by its dataset computations,
+  from the round's seed (feeds.PositivesDrawnWhereTrained)."""
+
+  def table_client_arguments(self, client_id: str, seed: int):
+    return self.client_arguments(client_id, seed)
 
   @functools.cached_property
-  def dataset_computation(self) -> tff.Computation:
+  def table_dataset_computation(self) -> tff.Computation:
     k, epochs = self.config.num_negatives, self.config.local_epochs
-    triples, num_items = self.wrapped.dataset_computation, self.data.num_items
+    triples, num_items = self.wrapped.table_dataset_computation, self.data.num_items
 
-    @tff.tensorflow.computation(np.int32, tff.TensorType(np.int32, [None]), np.int64)
+    @tff.tensorflow.computation(*self.ARGUMENT_TYPES)
     def build(user, positives, seed):
       order_seed, negatives_seed = implicit.seeds(seed, 2)
       size = tf.size(positives)
@@ -346,33 +323,10 @@ class _DrawnInClientWork(capabilities.Wrapper):
 
     return build
 
-  @functools.cached_property
-  def keras_dataset_computation(self) -> tff.Computation:
-    return _keras_form(self.dataset_computation)
-
-  @functools.cached_property
-  def batches_computation(self) -> tff.Computation:
-    """The project's rounds on numpy batches: client_batches' Keras batches, drawn here."""
-    triples = self.dataset_computation
-
-    @tff.tensorflow.computation(triples.type_signature.parameter)
-    def build(arguments):
-      batches = triples(arguments)
-      return batches._replace(columns=_with_label(batches.columns))
-
-    return build
-
-
-def _keras_form(dataset_computation: tff.Computation) -> tff.Computation:
-  """The computation's batches as (triples, an unused label), for Keras."""
-  @tff.tensorflow.computation(dataset_computation.type_signature.parameter)
-  def build(arguments):
-    return dataset_computation(arguments).as_dataset().map(_with_label)
-
-  return build
-
-
-def _with_label(triples):
-  """Keras's (x, y) of a batch of triples: BPR needs no label, Keras wants one."""
-  triples = collections.OrderedDict((k, v) for k, v in triples.items() if k != 'label')
-  return triples, tf.ones([tf.shape(triples['user'])[0], 1])
+  def examples_tf(self, user, positives, seed):
+    k, size = self.config.num_negatives, tf.size(positives)
+    negatives = implicit.unseen_items_tf(positives, k * size, self.data.num_items,
+                                         implicit.seeds(seed, 1)[0])
+    return (collections.OrderedDict(user=tf.fill([size], user), positive=positives,
+                                    negatives=tf.reshape(negatives, [-1, k])),
+            tf.ones([size, 1]))

@@ -109,9 +109,9 @@ class WeightTables(Protocol):
 
   def functional_model(self): ...  # models.table_model.TableModel
 
-  dataset_computation: Any  # tff.Computation: a client's arguments -> its sliced batches
+  table_dataset_computation: Any  # tff.Computation: a client's arguments -> its sliced batches
 
-  def client_arguments(self, client_id: str, seed: int) -> tuple: ...
+  def table_client_arguments(self, client_id: str, seed: int) -> tuple: ...
 
 
 @runtime_checkable

@@ -5,7 +5,9 @@ A task that keeps its clients under `client_arrays` (a ClientArrays, or a
 ClientDraws where it draws their examples each round) and inherits `Feeds`
 offers the members of capabilities.KerasModel, KerasBatches, ClientExamples
 and FeatureHeat, and a centralized baseline, without writing them; with an
-`objective` (tff_rec.objectives), its loss, evaluation and floors too.
+`objective` (tff_rec.objectives), its loss, evaluation and floors too. A task
+whose clients draw negatives beside their positives makes the same feeds draw
+them where the clients train with `PositivesDrawnWhereTrained`.
 """
 
 import functools
@@ -15,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import capabilities
 from tff_rec.data import client_arrays
 from tff_rec.data import sliced
 from tff_rec.training import centralized
@@ -112,3 +115,46 @@ class Feeds:
 
     return centralized.train(epoch_of, epochs=epochs, eval_every=eval_every,
                              on_epoch=on_epoch, evaluate=evaluate)
+
+
+class PositivesDrawnWhereTrained(capabilities.Wrapper):
+  """A Feeds task (`wrapped`) whose clients draw their examples each round from
+  their train positives (sampled negatives), with the Keras feeds' draws made in
+  TF from the round's seed: a client's arguments are its user, its positives
+  (fixed) and the seed, which a worker reads from files
+  (client_files.ReadWhereTrained). TF's draws are not numpy's: every runtime
+  repeats a run drawing here, but it does not repeat a run drawing on the trainer.
+
+  The task has `user_index(client_id)` and `data.train.of(user)` (its positives);
+  a subclass gives `examples_tf`."""
+
+  ARGUMENT_TYPES = (np.int32, tff.TensorType(np.int32, [None]), np.int64)  # user, positives, seed
+
+  def examples_tf(self, user: tf.Tensor, positives: tf.Tensor, seed: tf.Tensor
+                  ) -> client_arrays.Examples:
+    """The client's (features, labels) of one round, drawn by TF from `seed`."""
+    raise NotImplementedError
+
+  def client_arguments(self, client_id: str, seed: int) -> tuple:
+    user = self.wrapped.user_index(client_id)
+    return np.int32(user), self.data.train.of(user).astype(np.int32), np.int64(seed)
+
+  @functools.cached_property
+  def dataset_computation(self) -> tff.Computation:
+    return self._of_examples(self.wrapped.dataset_computation)
+
+  @functools.cached_property
+  def batches_computation(self) -> tff.Computation:
+    return self._of_examples(self.wrapped.batches_computation)
+
+  def _of_examples(self, computation: tff.Computation) -> tff.Computation:
+    """`computation` (of a client's features, labels and the seed) on the examples
+    drawn here."""
+    examples = tff.tensorflow.computation(self.examples_tf, *self.ARGUMENT_TYPES)
+
+    @tff.tensorflow.computation(*self.ARGUMENT_TYPES)
+    def build(user, positives, seed):
+      features, labels = examples(user, positives, seed)
+      return computation(features, labels, seed)
+
+    return build

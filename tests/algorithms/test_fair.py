@@ -60,7 +60,7 @@ def _tff_fedavg(task):
     loss = model.loss(w, x, neumf.full_item_rows(w))
     return tf.fill([tf.shape(x['user'])[0]], loss)  # one row per example: weights by count
 
-  x_spec = task.dataset_computation.type_signature.result.columns
+  x_spec = task.table_dataset_computation.type_signature.result.columns
   functional_model = tff.learning.models.FunctionalModel(
       initial_weights=(tuple(model.initial_weights.values()), ()),
       predict_on_batch_fn=predict_on_batch,
@@ -71,9 +71,9 @@ def _tff_fedavg(task):
       server_optimizer_fn=TRAINING.server_optimizer.build(),
       loop_implementation=tff.learning.LoopImplementation.DATASET_ITERATOR)
 
-  @tff.tensorflow.computation(task.dataset_computation.type_signature.parameter)
+  @tff.tensorflow.computation(task.table_dataset_computation.type_signature.parameter)
   def with_labels(args):
-    return task.dataset_computation(args).as_dataset().map(
+    return task.table_dataset_computation(args).as_dataset().map(
         lambda b: (b, tf.zeros([tf.shape(b['user'])[0]])))
 
   return tff.simulation.compose_dataset_computation_with_learning_process(
@@ -90,7 +90,7 @@ def test_fair_with_every_client_at_1x_is_tff_fedavg(user_items_dir, tff_runtime)
   reference, names = _tff_fedavg(task)
   state = reference.initialize()
   for r, cohort in enumerate(cohorts):
-    state = reference.next(state, [task.client_arguments(c, r) for c in cohort]).state
+    state = reference.next(state, [task.table_client_arguments(c, r) for c in cohort]).state
   expected = reference.get_model_weights(state).trainable
   moved = max(np.abs(weights[n] - task.functional_model().initial_weights[n]).max() for n in names)
   assert moved > 1e-2
@@ -133,7 +133,7 @@ def test_tier_metrics_count_clients_and_bytes(user_items_dir, tff_runtime):
   assert dict(metrics['aggregator']['bytes_per_client']) == {'1x': 4 * (full + dense),
                                                '4x': 4 * (quarter + dense)}
   assert metrics['client_work']['train']['num_examples'] == sum(
-      len(task.client_arguments(c, 0)[1]) for c in ids[2:7])
+      len(task.table_client_arguments(c, 0)[1]) for c in ids[2:7])
 
 
 def test_fair_hom_keeps_the_model_in_the_subspace(user_items_dir, tff_runtime):
@@ -151,5 +151,5 @@ def test_tiers_must_cover_the_model_tables(user_items_dir):
   with pytest.raises(ValueError, match="tier 1x has forms for .'item_gmf'., expected"):
     fair.build_round(
         task.functional_model(), {'1x': {'item_gmf': None}},
-        dataset_computation=task.dataset_computation,
+        dataset_computation=task.table_dataset_computation,
         client_optimizer=TRAINING.client_optimizer.build())

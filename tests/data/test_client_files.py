@@ -108,10 +108,10 @@ def test_a_ranking_reads_its_positives_and_draws_its_negatives_where_trained(
   negatives and order in the client work: unseen items, the same for a seed."""
   if task_name == 'ranking':
     task = ranking.Task(ranking.Config(data_dir=str(user_items_dir), batch_size=4))
-    arguments = 'client_arguments'
+    arguments = 'table_client_arguments'
 
     def computation_of(form):
-      return form.dataset_computation
+      return form.table_dataset_computation
   else:
     task = loo_ranking.Task(loo_ranking.Config(data_dir=str(ranking_dir), embedding_dim=4))
     arguments = 'mf_client_arguments'
@@ -281,9 +281,9 @@ def test_a_tasks_own_batches_are_made_where_the_client_trains(
     return [np.asarray(tf.gather(v, batches.rows)) for v in tf.nest.flatten(batches.columns)]
 
   got, numpy_drawn = examples(made), examples(expected)
-  if task_name == 'ranking':  # (user, negatives, positive, label): E epochs of triples
-    assert sorted(got[2]) == sorted(numpy_drawn[2])
-    negatives, positives = got[1].ravel(), got[2]
+  if task_name == 'ranking':  # (negatives, positive, user, label): the triples' epochs
+    assert sorted(got[1]) == sorted(numpy_drawn[1])
+    negatives, positives = got[0].ravel(), got[1]
   elif task_name == 'loo_ranking':  # (item, user, label): positives, unseen negatives
     items, labels = got[0], got[2].ravel()
     assert sorted(labels) == sorted(numpy_drawn[2].ravel())
@@ -298,4 +298,4 @@ def test_a_tasks_own_batches_are_made_where_the_client_trains(
     return
   assert len(negatives) and not set(positives.tolist()) & set(negatives.tolist())
   again = examples(reading.read(reading.client_input(client, 8))[1])
-  assert not np.array_equal(again[1 if task_name == 'ranking' else 0], got[1 if task_name == 'ranking' else 0])
+  assert not np.array_equal(again[0], got[0])  # other negatives

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tasks import ctr
 from tasks import loo_ranking
 from tasks import next_item
+from tasks import ranking
 
 
 def _rows(batches) -> tuple[list[int], collections.Counter]:
@@ -32,8 +33,9 @@ def _tf_batches(task, client, seed):
   return task.batches(arguments[0], seed=seed)
 
 
-@pytest.mark.parametrize('name', ['ctr', 'next_item', 'ranking'])
-def test_numpy_and_tf_batches_hold_the_same_rows(name, ml100k_dir, ranking_dir):
+@pytest.mark.parametrize('name', ['ctr', 'next_item', 'loo_ranking', 'ranking'])
+def test_numpy_and_tf_batches_hold_the_same_rows(name, ml100k_dir, ranking_dir,
+                                                 user_items_dir):
   task = {
       'ctr': lambda: ctr.Task(ctr.make_config(
           data_dir=str(ml100k_dir), batch_size=4, local_epochs=2, local_steps=5)),
@@ -41,8 +43,10 @@ def test_numpy_and_tf_batches_hold_the_same_rows(name, ml100k_dir, ranking_dir):
           next_item.make_config(data_dir=str(ml100k_dir), batch_size=3,
                                 local_epochs=2, shuffle_buffer=2,
                                 drop_remainder=False)),
-      'ranking': lambda: loo_ranking.Task(loo_ranking.make_config(
+      'loo_ranking': lambda: loo_ranking.Task(loo_ranking.make_config(
           data_dir=str(ranking_dir), batch_size=8, embedding_dim=4)),
+      'ranking': lambda: ranking.Task(ranking.make_config(
+          data_dir=str(user_items_dir), batch_size=3, local_epochs=2)),
   }[name]()
   for client in task.train_client_ids[:3]:
     batches = task.client_batches(client, 11)

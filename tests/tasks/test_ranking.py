@@ -16,10 +16,10 @@ def _task(data_dir, **overrides):
       data_dir=str(data_dir), **overrides))
 
 
-def test_client_arguments_are_epochs_of_shuffled_positives_with_unseen_negatives(
+def test_table_client_arguments_are_epochs_of_shuffled_positives_with_unseen_negatives(
     user_items_dir):
   task = _task(user_items_dir, local_epochs=3, num_negatives=2)
-  user, positives, negatives = task.client_arguments('5', seed=7)
+  user, positives, negatives = task.table_client_arguments('5', seed=7)
   train = task.data.train.of(5)
   assert user == 5 and negatives.shape == (3 * len(train), 2)
   for epoch in range(3):  # each epoch is a permutation of the user's positives
@@ -27,9 +27,9 @@ def test_client_arguments_are_epochs_of_shuffled_positives_with_unseen_negatives
     assert sorted(chunk) == sorted(train)
   assert not np.isin(negatives, train).any()
   assert negatives.min() >= 0 and negatives.max() < task.data.num_items
-  again = task.client_arguments('5', seed=7)
+  again = task.table_client_arguments('5', seed=7)
   np.testing.assert_array_equal(again[2], negatives)  # a function of the seed
-  assert not np.array_equal(task.client_arguments('5', seed=8)[2], negatives)
+  assert not np.array_equal(task.table_client_arguments('5', seed=8)[2], negatives)
 
 
 def test_negatives_are_uniform_over_unseen_items(user_items_dir):
@@ -46,12 +46,13 @@ def test_negatives_are_uniform_over_unseen_items(user_items_dir):
 
 def test_triples_are_batched_keeping_the_last_partial_batch(user_items_dir):
   task = _task(user_items_dir, batch_size=3, local_epochs=1)
-  user, positives, negatives = task.client_arguments('2', seed=0)
+  user, positives, negatives = task.table_client_arguments('2', seed=0)
   dataset = task.triples_dataset(np.full(len(positives), user, np.int32), positives, negatives)
   batches = list(dataset.as_numpy_iterator())
   assert [len(b['user']) for b in batches] == [3, 3, 2]  # keeps the last partial batch
   np.testing.assert_array_equal(np.concatenate([b['positive'] for b in batches]), positives)
-  assert task.dataset_computation.type_signature.result.columns['negatives'].shape == (None, 1)
+  assert task.table_dataset_computation.type_signature.result.columns['negatives'].shape == (
+      None, 1)
 
 
 def test_evaluation_masks_train_items_and_scores_a_perfect_model(user_items_dir):
@@ -155,13 +156,13 @@ def test_bad_config(user_items_dir, overrides, message):
     ranking.Config(data_dir=str(user_items_dir), **overrides)
 
 
-def test_dataset_computation_batches_each_epoch_on_its_own(user_items_dir, tff_runtime):
+def test_table_dataset_computation_batches_each_epoch_on_its_own(user_items_dir, tff_runtime):
   task = _task(user_items_dir, batch_size=3, local_epochs=2)
-  user, positives, negatives = task.client_arguments('2', seed=0)  # 8 positives an epoch
+  user, positives, negatives = task.table_client_arguments('2', seed=0)  # 8 positives an epoch
 
-  @tff.tensorflow.computation(task.dataset_computation.type_signature.parameter)
+  @tff.tensorflow.computation(task.table_dataset_computation.type_signature.parameter)
   def batch_sizes(args):
-    return task.dataset_computation(args).as_dataset().reduce(
+    return task.table_dataset_computation(args).as_dataset().reduce(
         tf.zeros([0], tf.int32), lambda sizes, b: tf.concat([sizes, tf.shape(b['user'])], 0))
 
   assert batch_sizes((user, positives, negatives)).tolist() == [3, 3, 2, 3, 3, 2]
@@ -177,7 +178,7 @@ def test_keras_neumf_computes_the_functional_margins_and_evaluates_from_model_we
   for name, variable in zip(names, model.trainable_variables, strict=True):
     assert variable.shape == functional[name].shape, name
   model.set_weights([functional[n] for n in names])
-  user, positives, negatives = task.client_arguments(task.train_client_ids[0], 3)
+  user, positives, negatives = task.table_client_arguments(task.train_client_ids[0], 3)
   triples = {'user': np.full(len(positives), user, np.int32), 'positive': positives,
              'negatives': negatives}
   expected = neumf.score_margins({k: tf.constant(v) for k, v in functional.items()},

@@ -184,12 +184,10 @@ def _on_datasets(task, learning_process: Callable[..., tff.learning.templates.Le
                  ) -> api.Built:
   """tff.learning's process (`learning_process(model_aggregator)`: its aggregator
   slot, which the composer fills) fed by the client datasets as the Keras model
-  reads them: the task's `keras_dataset_computation` where its other algorithms
-  read another form."""
-  datasets = getattr(task, 'keras_dataset_computation', task.dataset_computation)
+  reads them."""
   return api.Built(
       lambda model_aggregator: tff.simulation.compose_dataset_computation_with_learning_process(
-          datasets, learning_process(model_aggregator)),
+          task.dataset_computation, learning_process(model_aggregator)),
       list(task.train_client_ids), task.client_arguments)
 
 

@@ -46,6 +46,6 @@ def client_data(task) -> tuple[tff.Computation, Callable[[str, int], Any]]:
   data): a weight-table model's own dataset computation and arguments, or a
   Keras model's client_batches (numpy batches, which the computation passes on)."""
   if capabilities.offers(task, capabilities.WeightTables):
-    return task.dataset_computation, task.client_arguments
+    return task.table_dataset_computation, task.table_client_arguments
   return tff.tensorflow.computation(lambda batches: batches,
                                     api.batches_type(task)), task.client_batches

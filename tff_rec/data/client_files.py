@@ -438,10 +438,11 @@ def _batch_types(data_type: tff.Type):
 
 
 # The forms a task may give its clients' data in: (dataset computation, client
-# arguments) pairs. A Keras or weight-table model's; FedMF's private users' rows;
-# the Keras model's client_batches made where the client trains, of the same
-# arguments (the project's rounds on numpy batches, BatchesWhereTrained).
+# arguments) pairs. A Keras model's; a weight-table model's; FedMF's private
+# users' rows; the Keras model's client_batches made where the client trains, of
+# the same arguments (the project's rounds on numpy batches, BatchesWhereTrained).
 FORMS = (('dataset_computation', 'client_arguments'),
+         ('table_dataset_computation', 'table_client_arguments'),
          ('mf_dataset_computation', 'mf_client_arguments'),
          ('batches_computation', 'client_arguments'))
 
@@ -456,8 +457,8 @@ class ReadWhereTrained(capabilities.Wrapper):
 
   A task whose clients draw examples every round (sampled negatives) offers
   `drawn_where_trained()`, the same task drawing them in its dataset
-  computation, from the seed; it is read so. A task with no such form, or
-  whose Keras algorithms read another form, is refused."""
+  computation, from the seed; it is read so. A task with no such form is
+  refused."""
 
   def __init__(self, task, folder: str | pathlib.Path):
     if capabilities.has(task, 'drawn_where_trained'):
@@ -467,9 +468,7 @@ class ReadWhereTrained(capabilities.Wrapper):
     fixed = functools.cache(lambda arguments: _fixed(task, arguments, ids[0]))  # forms share
     self._forms = [form for form in FORMS if all(capabilities.has(task, name) for name in form)
                    and fixed(form[1])]
-    keras = capabilities.has(task, 'keras_dataset_computation') and (
-        task.keras_dataset_computation.type_signature.parameter)
-    if not self._forms or keras not in (False, task.dataset_computation.type_signature.parameter):
+    if not self._forms:
       raise ClientFilesError(
           f"the {task.NAME} task's client arguments are not fixed arrays and a seed (they "
           'change every round, or come in another form), so they cannot be written once '
@@ -519,7 +518,7 @@ class ReadWhereTrained(capabilities.Wrapper):
     for form in self.__dict__.get('_forms', ()):
       if name == form[1]:
         return self._arguments
-      if name in (form[0], 'keras_dataset_computation' if form == FORMS[0] else None):
+      if name == form[0]:
         made = getattr(self.wrapped, name)
         reading = (self._reading(form, made) if isinstance(made, tff.Computation) else
                    functools.cache(lambda *plan, made=made, form=form: self._reading(
