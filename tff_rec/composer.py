@@ -31,6 +31,7 @@ from tff_rec.algorithms import api
 from tff_rec.algorithms import heat
 from tff_rec.algorithms import rounds
 from tff_rec.algorithms.rounds import Factory, METRICS, REPORT, STATE, UPDATE, WEIGHT
+from tff_rec.training import lockstep as lockstep_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Round:
   get_model_weights: tff.Computation
   set_model_weights: tff.Computation
   clients_in_model: str | None = None
-  lockstep: rounds.Lockstep | None = None  # rounds.Parts's
+  lockstep: lockstep_lib.Lockstep | None = None  # rounds.Parts's
   lockstep_refusal: str = rounds.Parts.lockstep_refusal
 
   @property

@@ -199,7 +199,7 @@ def test_user_state_options_are_checked_and_refused_where_no_private_user_is():
   assert item_updates.Options().extra_epochs == 0
 
 
-# Lockstep (rounds.Lockstep, run by the in-process runtime): a cohort trained side by
+# Lockstep (training.lockstep.Lockstep, run by the in-process runtime): a cohort trained side by
 # side gives the round its clients give one by one, to float tolerance.
 NUM_ITEMS, DIM, NUM_USERS, BATCH, LOCKSTEP_EPOCHS = 30, 6, 14, 4, 2
 

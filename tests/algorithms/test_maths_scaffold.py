@@ -1,19 +1,24 @@
 """SCAFFOLD as launch.train runs it, against Karimireddy et al.'s option II in
 numpy: each client's corrected steps, its control variate kept between the rounds
 it joins, the server's variate moved by |S| / N of the mean change. Two rounds of
-4 of the 6 clients of a small CTR file (tests/algorithms/small_ctr.py)."""
+4 of the 6 clients of a small CTR file (tests/algorithms/small_ctr.py), client by
+client and in lockstep (keras_lockstep, each client's correction its own)."""
 
 import numpy as np
+import pytest
 
 from tests.algorithms import as_trained
 from tests.algorithms import reference
 from tests.algorithms import small_ctr
 
 
-def test_scaffold_corrects_steps_with_variates_kept_between_rounds(monkeypatch, tmp_path):
+@pytest.mark.parametrize('flags', [{}, dict(runtime='inprocess', lockstep='on')])
+def test_scaffold_corrects_steps_with_variates_kept_between_rounds(monkeypatch, tmp_path,
+                                                                   flags):
   server_rate = 0.6
   run = as_trained.train(monkeypatch, tmp_path, *small_ctr.flags(
-      small_ctr.write(tmp_path), algorithm='scaffold', server_learning_rate=server_rate))
+      small_ctr.write(tmp_path), algorithm='scaffold', server_learning_rate=server_rate,
+      **flags))
   model = reference.LogisticRegression(small_ctr.COLUMNS)
   rate = small_ctr.CLIENT_RATE
   x = run.initial

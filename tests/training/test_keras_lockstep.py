@@ -1,7 +1,8 @@
 """A cohort of Keras clients trained side by side (keras_lockstep) against the
 same clients trained one by one: DCN (embeddings, cross and dense layers) on a
-small CTR file whose clients hold 1 to 5 batches an epoch, FedProx around
-client Adam (a scalar step count and per-weight moments), two rounds."""
+small CTR file whose clients hold 1 to 5 batches an epoch, and NeuMF (BPR, two
+negatives a positive) on a small ranking, FedProx around client Adam (a scalar
+step count and per-weight moments), two rounds."""
 
 import collections
 import re
@@ -11,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from tasks import ctr
+from tasks import ranking
 from tests import fixtures
 from tff_rec import composer
 from tff_rec import losses
@@ -24,17 +26,20 @@ COUNTS = (3, 17, 6, 10, 4, 9, 13)  # training examples per client
 BATCH, COHORT = 4, 5
 
 
-def _task(tmp_path):
+def _task(tmp_path, model='dcn', user_items_dir=None):
+  if model == 'neumf':  # 8 users of 10 positives, batches of 4
+    return ranking.Task(ranking.make_config(data_dir=str(user_items_dir), batch_size=BATCH,
+                                            local_epochs=2, num_negatives=2, factors=4))
   path = fixtures.write_ctr_file(tmp_path / 'clicks.csv', COUNTS)
   return ctr.Task(ctr.make_config(
       data_dir=str(path), model='dcn', client_column='user', feature_columns=('item', 'genre'),
       test_column='test', batch_size=BATCH, local_epochs=2, seed=3))
 
 
-def _fedprox(task):
+def _fedprox(task, client_optimizer='adam'):
   """FedProx around client Adam, as the registry builds it for the in-process runtime."""
   training = registry.training(task, 'fedprox', runtime='inprocess', clients_per_round=COHORT,
-                               client_optimizer='adam', client_learning_rate=0.05)
+                               client_optimizer=client_optimizer, client_learning_rate=0.05)
   return registry.build('fedprox', task, training, proximal_strength=0.5).process
 
 
@@ -54,9 +59,13 @@ def _rounds(task, built, lockstep: str):
   return weights, metrics
 
 
-def test_a_lockstep_round_is_the_round_its_clients_train_one_by_one(tmp_path):
-  task = _task(tmp_path)
-  built = _fedprox(task)
+@pytest.mark.parametrize('model', ['dcn', 'neumf'])
+def test_a_lockstep_round_is_the_round_its_clients_train_one_by_one(model, tmp_path,
+                                                                    user_items_dir):
+  task = _task(tmp_path, model, user_items_dir)
+  # BPR's margins cancel NeuMF's output bias: its gradient is rounding noise, which
+  # Adam's normalization turns into steps of its rate, another in each order of sums.
+  built = _fedprox(task, 'sgd' if model == 'neumf' else 'adam')
   assert composer.round_of(built).lockstep is not None
   (one_by_one, metrics), (side_by_side, lockstep_metrics) = (_rounds(task, built, 'off'),
                                                              _rounds(task, built, 'on'))

@@ -112,29 +112,18 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
     del weights, broadcast  # the optimizer steps the server's weights by the aggregate
     return aggregate, rounds.round_metrics(sums['loss_sum'], sums['count'])
 
-  refusal = keras and keras.refusal()
-  lockstep = None
-  if keras and not refusal:
-    def work():
-      predict = keras.predictor()
+  def side_by_side(predict):
+    @tff.tensorflow.computation(distributor.type_signature.result,
+                                keras_lockstep.stacked_type(batches_type))
+    def trained_side_by_side(weights, stacked):
+      trained, loss_sum, count = keras_lockstep.train(predict, keras.loss, client_optimizer,
+                                                      weights, *stacked)
+      return sent([w[None] for w in weights], trained, count, loss_sum)
 
-      @tff.tensorflow.computation(distributor.type_signature.result,
-                                  keras_lockstep.stacked_type(batches_type))
-      def trained_side_by_side(weights, stacked):
-        trained, loss_sum, count = keras_lockstep.train(predict, keras.loss, client_optimizer,
-                                                        weights, *stacked)
-        return sent([w[None] for w in weights], trained, count, loss_sum)
+    return trained_side_by_side
 
-      return trained_side_by_side
-
-    # Not for --lockstep=auto: client by client was the faster on DCN and Keras MF
-    # (results/benchmarks_runtimes.md, "Lockstep cohorts, Keras models").
-    lockstep = rounds.Lockstep(lambda data, _: keras_lockstep.stack(data), work,
-                               keras_lockstep.size, keras.client_bytes(), auto=False)
   return rounds.Parts(initialize, distributor, client_work, step, *model_weights,
-                      optimizer=server_optimizer, lockstep=lockstep,
-                      lockstep_refusal=(f'the Keras model cannot train in lockstep: {refusal}'
-                                        if refusal else rounds.Parts.lockstep_refusal))
+                      optimizer=server_optimizer, **keras_lockstep.form(keras, side_by_side))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,6 +49,7 @@ from tff_rec.data import sliced
 from tff_rec.models import mf
 from tff_rec.training import functional
 from tff_rec.training import lazy_sgd
+from tff_rec.training import lockstep as lockstep_lib
 
 @dataclasses.dataclass(frozen=True)
 class FedMFConfig:
@@ -160,7 +161,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
   stored (a reconstructed user's vector is reconstructed wherever it is
   needed). The server adds the decoded mean update times the server learning
   rate: SGD on its negation, exactly. `batch_size` (the dataset computation's)
-  gives stored users' rounds their lockstep client work (rounds.Lockstep), but
+  gives stored users' rounds their lockstep client work (training.lockstep.Lockstep), but
   scolr's.
   """
   if (initial_users is None) == (not config.reconstruction_epochs):
@@ -247,7 +248,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
     refusal = None
   lockstep = None
   if refusal is None and batch_size:
-    lockstep = rounds.Lockstep(*_lockstep_work(
+    lockstep = lockstep_lib.Lockstep(*_lockstep_work(
         config, batch_size, distributor.type_signature.result, sent,
         lambda: bytes_up(None)),
         client_bytes=3 * 4 * config.num_items * config.dim)  # change, its sum, coverage
@@ -261,7 +262,7 @@ def build_round(config: FedMFConfig, initial_items: np.ndarray,
 
 def _lockstep_work(config: FedMFConfig, batch_size: int, broadcast_type, sent,
                    bytes_up: Callable[[], tf.Tensor]):
-  """(stack, work, size) of rounds.Lockstep for FedMF's forms with stored users (all
+  """(stack, work, size) of training.lockstep.Lockstep for FedMF's forms with stored users (all
   but scolr): the clients' rows as implicit.padded_batches lays them out, trained side
   by side (mf.train_in_lockstep); `sent`(payload, coverage, loss sum, count, bytes up)
   -> what each client sends, `bytes_up`() its bytes."""

@@ -38,6 +38,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.training import lockstep as lockstep_lib
+
 UPDATE, WEIGHT, METRICS, STATE, REPORT = 'update', 'weight', 'metrics', 'state', 'report'
 Factory = tff.aggregators.WeightedAggregationFactory | tff.aggregators.UnweightedAggregationFactory
 
@@ -66,25 +68,6 @@ def server_model(initial: Mapping[str, np.ndarray], optimizer: tff.learning.opti
       lambda server: view.to_model_weights(server['weights']) if view else server['weights'],
       lambda _, weights: {'weights': view.from_model_weights(weights) if view else weights})
   return initialize, get_model_weights, set_model_weights
-
-
-@dataclasses.dataclass(frozen=True)
-class Lockstep:
-  """A cohort's clients trained as one computation: `stack`(their client
-  data, their states (or []) as client_work takes them) -> numpy arrays side by side;
-  `work`() -> the computation (broadcast, those) -> client_work's output for each
-  client, every leaf with the clients on a leading axis (built only where the
-  runtime runs it: tracing it costs seconds). The runtime hands it the clients
-  longest first, by `size`(client data) (e.g. its examples), in groups whose
-  `client_bytes` (the memory one more client adds) fit its bound. `auto`: whether
-  --lockstep=auto runs it (where the runtimes benchmark measured it faster than
-  client by client).
-  """
-  stack: Callable[[Sequence[Any], Sequence[Any]], Any]
-  work: Callable[[], tff.Computation]
-  size: Callable[[Any], int]
-  client_bytes: int
-  auto: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,9 +108,9 @@ class Parts:
   averaged: bool = False
   stack_refusal: str | None = None
   initial_client_states: Any = None
-  lockstep: Lockstep | None = None
+  lockstep: lockstep_lib.Lockstep | None = None
   lockstep_refusal: str = ('the algorithm trains its clients one by one (its round has no '
-                           'lockstep form, rounds.Lockstep)')
+                           'lockstep form, training.lockstep.Lockstep)')
 
   @property
   def weighted(self) -> bool:

@@ -13,7 +13,9 @@ client between rounds, which a MapReduce round cannot hand back to a client
 clients in the program state, so checkpoints and resumes are exact. That
 costs N x model floats of trainer memory: the algorithm for small models
 (FedSubAvg's MovieLens LR). dy and dc go through the round's aggregator, so
-TFF's secure sum and DP mean wrap them.
+TFF's secure sum and DP mean wrap them. A cohort's clients may train in
+lockstep (keras_lockstep, with each client's correction), where the Keras model
+allows it.
 """
 
 import collections
@@ -28,13 +30,14 @@ from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.training import functional
+from tff_rec.training import keras_lockstep
 from tff_rec.training import resources
 
 
 def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
                 batches_type: tff.Type, *, client_learning_rate: float,
-                server_learning_rate: float, num_clients: int, averaged: bool = False
-                ) -> rounds.Parts:
+                server_learning_rate: float, num_clients: int, averaged: bool = False,
+                keras: keras_lockstep.KerasModel | None = None) -> rounds.Parts:
   """SCAFFOLD's round, for the composer, with every client's variate kept between
   rounds: client inputs are (client index in 0..N-1, its training batches of the
   round, sliced.Batches of `batches_type`); the clients' state is, per trainable
@@ -42,7 +45,8 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
 
   dy and dc go through the composer's unweighted aggregation: a sum (TFF's plain
   or secure sum), or (`averaged`) a mean over the expected cohort such as TFF's
-  DP mean.
+  DP mean. With `keras` (the Keras model model_fn wraps), the round has a
+  lockstep form where the model allows one (keras_lockstep.KerasModel.refusal).
   """
   initial_server_state, get_model_weights, set_model_weights = rounds.keras_server_model(
       model_fn, more=lambda state: {'control': [tf.zeros_like(w) for w in state['weights']]})
@@ -53,26 +57,34 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
   def distributor(state):
     return collections.OrderedDict(model=state['weights'], control=state['control'])
 
+  sgd = tff.learning.optimizers.build_sgdm(client_learning_rate)
+
+  def sent(x, server_control, client_control, trained, steps, loss_sum, count):
+    """What clients send and keep: each leaf a client's, or in lockstep the clients'
+    (x, c and `steps`, one per weight, broadcast against theirs)."""
+    dy = [y - start for y, start in zip(trained, x)]
+    # c_i+ = c_i - c + (x - y) / (K lr); a client with no step keeps its variate.
+    new_control = [
+        tf.where(k > 0, ci - c - d / (tf.maximum(k, 1.0) * client_learning_rate), ci)
+        for ci, c, d, k in zip(client_control, server_control, dy, steps)]
+    return collections.OrderedDict(
+        update=collections.OrderedDict(
+            dy=dy, dc=[n - ci for n, ci in zip(new_control, client_control)]),
+        metrics=collections.OrderedDict(clients=tf.ones_like(loss_sum), loss_sum=loss_sum,
+                                        count=tf.cast(count, tf.float32)),
+        state=new_control)
+
   @tff.tensorflow.computation(distributor.type_signature.result, batches_type, weights_type)
   def client_work(broadcast, batches, client_control):
     # K corrected SGD steps from the broadcast x.
     x, server_control = broadcast['model'], broadcast['control']
     trained = functional.train(
-        model_fn(), tff.learning.optimizers.build_sgdm(client_learning_rate), x, batches,
+        model_fn(), sgd, x, batches,
         hook=lambda grads: [g - ci + c for g, c, ci in zip(grads, server_control,
                                                             client_control)])
     steps = tf.cast(trained.steps, tf.float32)
-    dy = [y - start for y, start in zip(trained.weights, x)]
-    # c_i+ = c_i - c + (x - y) / (K lr); a client with no step keeps its variate.
-    new_control = [
-        tf.where(steps > 0, ci - c - d / (tf.maximum(steps, 1.0) * client_learning_rate), ci)
-        for ci, c, d in zip(client_control, server_control, dy)]
-    return collections.OrderedDict(
-        update=collections.OrderedDict(
-            dy=dy, dc=[n - ci for n, ci in zip(new_control, client_control)]),
-        metrics=collections.OrderedDict(clients=tf.constant(1.0), loss_sum=trained.loss_sum,
-                                        count=tf.cast(trained.count, tf.float32)),
-        state=new_control)
+    return sent(x, server_control, client_control, trained.weights, [steps] * len(x),
+                trained.loss_sum, trained.count)
 
   def finalizer(state, broadcast, summed, aggregate):
     del broadcast  # the server's own
@@ -94,10 +106,30 @@ def build_round(model_fn: Callable[[], tff.learning.models.VariableModel],
     raise api.NotApplicable(
         f'--algorithm=scaffold keeps a control variate of the whole model for each client: '
         f'{refusal}; use fewer clients or a smaller model')
+
+  def side_by_side(predict):  # the cohort in lockstep, each its own correction
+    @tff.tensorflow.computation(distributor.type_signature.result, (
+        keras_lockstep.stacked_type(batches_type),
+        [tff.TensorType(np.float32, [None, *s]) for s in shapes]))
+    def trained_side_by_side(broadcast, stacked):
+      (columns, mask), client_control = stacked
+      x, server_control = broadcast['model'], broadcast['control']
+      trained, loss_sum, count = keras_lockstep.train(
+          predict, keras.loss, sgd, x, columns, mask,
+          correction=[c - ci for c, ci in zip(server_control, client_control)])
+      steps = keras_lockstep.steps(mask)
+      return sent(x, server_control, client_control, trained,
+                  [tf.reshape(steps, [-1] + [1] * len(s)) for s in shapes], loss_sum, count)
+
+    return trained_side_by_side
+
   return rounds.Parts(initial_server_state, distributor, client_work, finalizer,
                       get_model_weights, set_model_weights, averaged=averaged,
                       initial_client_states=[np.zeros((num_clients, *s), np.float32)
-                                             for s in shapes])
+                                             for s in shapes],
+                      **keras_lockstep.form(
+                          keras, side_by_side, state_bytes=3 * 4 * parameters,
+                          stack_states=lambda states: [np.stack(v) for v in zip(*states)]))
 
 
 def build(task, options, training, *, name: str):
@@ -113,7 +145,8 @@ def build(task, options, training, *, name: str):
       task.model_fn, api.batches_type(task), num_clients=len(ids),
       client_learning_rate=training.client_optimizer.learning_rate,
       server_learning_rate=training.server_optimizer.learning_rate,
-      averaged=training.aggregator.averages)
+      averaged=training.aggregator.averages,
+      keras=keras_lockstep.KerasModel(task.keras_model, task.loss(), task.input_spec))
   index = {client: k for k, client in enumerate(ids)}
 
   def client_input(client_id: str, seed: int):

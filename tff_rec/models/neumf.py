@@ -216,6 +216,8 @@ def keras_weight_names(model: tf.keras.Model) -> list[str]:
 class BprLoss(tf.keras.losses.Loss):
   """-log sigmoid(margin): BPR on a Keras NeuMF's output (the label is unused)."""
 
+  PER_EXAMPLE = True  # each row's loss reads that row only (keras_lockstep)
+
   def call(self, y_true, y_pred):
     del y_true
     return -tf.math.log_sigmoid(y_pred)

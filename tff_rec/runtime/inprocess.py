@@ -128,7 +128,7 @@ class Parallelism:
   """How in-process rounds spread a cohort: `threads` shards of clients run at once
   (default: one per core), `clients_per_call` clients per TF call (default:
   default_clients_per_call); `lockstep`: a round's clients trained as one
-  computation where its algorithm has that form (rounds.Lockstep): 'auto' (the
+  computation where its algorithm has that form (training.lockstep.Lockstep): 'auto' (the
   default) where that form is the faster (Lockstep.auto), 'on' wherever it has
   one, refusing a round that has not, 'off' never. As a context manager, like
   TFF's execution contexts: the in-process rounds built inside it use it."""
@@ -361,7 +361,7 @@ def _summed_client_work(round_: composer.Round) -> tff.Computation:
 
 
 class LockstepClients:
-  """A cohort's client work as its round's lockstep computation (rounds.Lockstep),
+  """A cohort's client work as its round's lockstep computation (training.lockstep.Lockstep),
   longest clients first, in groups whose clients' memory fits LOCKSTEP_BYTES: (the
   summed part, each client's part in cohort order) as SummedClients gives them,
   summed over the clients in the graph."""
@@ -396,7 +396,7 @@ class LockstepClients:
     return summed, kept
 
 
-# What a lockstep group's clients may take together (rounds.Lockstep.client_bytes).
+# What a lockstep group's clients may take together (training.lockstep.Lockstep.client_bytes).
 LOCKSTEP_BYTES = 1 << 30
 
 

@@ -1,5 +1,5 @@
 """A cohort's clients training one Keras model side by side (the Keras rounds'
-rounds.Lockstep): their weights stacked on a leading clients axis, their batches
+lockstep.Lockstep): their weights stacked on a leading clients axis, their batches
 stacked and padded, one step for all of them.
 
 Client n's step s is the step training.functional takes on its batch s: the
@@ -11,8 +11,9 @@ is the same for every client still training, as they all started together. A
 client whose batches ended keeps its weights and state.
 
 It applies where each example's loss depends on its own row only: a loss of
-Keras's own (a loss of the whole batch, as in-batch negatives, would see the
-padding) on a model without state outside its trainable weights.
+Keras's own, or a Keras Loss that says so (`PER_EXAMPLE = True`; a loss of the
+whole batch, as in-batch negatives, would see the padding), on a model without
+state outside its trainable weights.
 """
 
 import dataclasses
@@ -25,6 +26,7 @@ import tensorflow_federated as tff
 
 from tff_rec.data import sliced
 from tff_rec.models import table_model
+from tff_rec.training import lockstep
 
 # (weights in the Keras model's trainable order, a batch's x) -> predictions
 Predict = Callable[[Sequence[tf.Tensor], object], tf.Tensor]
@@ -40,7 +42,8 @@ class KerasModel:
 
   def refusal(self) -> str | None:
     """Why its clients cannot train in lockstep (None: they can)."""
-    if not type(self.loss).__module__.startswith('keras.'):
+    if not (type(self.loss).__module__.startswith('keras.')
+            or getattr(self.loss, 'PER_EXAMPLE', False)):
       return (f'its loss ({type(self.loss).__name__}) is not one of Keras\'s per-example '
               'losses, so padding a batch could change it')
     model = self._model
@@ -71,6 +74,29 @@ class KerasModel:
   @functools.cached_property
   def _model(self) -> tf.keras.Model:  # built once: refusal and client_bytes read it
     return self.keras_model()
+
+
+def form(keras: KerasModel | None, side_by_side: Callable[[Predict], tff.Computation], *,
+         stack_states: Callable[[Sequence], object] | None = None,
+         state_bytes: int = 0) -> dict:
+  """The lockstep fields of a Keras round's rounds.Parts: `side_by_side`(the
+  model's forward pass) -> the computation of (broadcast, the stacked clients) ->
+  their outputs side by side, the clients' states (where they keep one) stacked
+  beside their batches by `stack_states`, each adding `state_bytes`. Without
+  `keras`, or where its model cannot train in lockstep, none (and why). Not for
+  --lockstep=auto: client by client was the faster on DCN and Keras MF
+  (results/benchmarks_runtimes.md, "Lockstep cohorts, Keras models")."""
+  refusal = keras and keras.refusal()
+  if refusal:
+    return {'lockstep_refusal': f'the Keras model cannot train in lockstep: {refusal}'}
+  if not keras:
+    return {}
+
+  def stacked(data, states):
+    return (stack(data), stack_states(states)) if stack_states else stack(data)
+
+  return {'lockstep': lockstep.Lockstep(stacked, lambda: side_by_side(keras.predictor()), size,
+                                        keras.client_bytes() + state_bytes, auto=False)}
 
 
 def stack(batches: Sequence[sliced.Batches]):
@@ -107,8 +133,10 @@ def stacked_type(batches_type: tff.Type) -> tff.Type:
 
 def train(predict: Predict, loss: tf.keras.losses.Loss,
           optimizer: tff.learning.optimizers.Optimizer, weights: Sequence[tf.Tensor],
-          columns, mask: tf.Tensor):
-  """Every client's pass over its batches (`stack`'s), from the same `weights`.
+          columns, mask: tf.Tensor, correction: Sequence[tf.Tensor] | None = None):
+  """Every client's pass over its batches (`stack`'s), from the same `weights`;
+  with `correction` (per weight, [clients, ...]), each client's gradient plus its
+  own correction at every step (SCAFFOLD's c - c_i).
 
   Returns (weights [clients, ...] each, their sums over examples of each
   batch's mean loss [clients], their example counts [clients] int64), as
@@ -121,6 +149,8 @@ def train(predict: Predict, loss: tf.keras.losses.Loss,
   shapes = [w.shape for w in weights]
   sizes = [int(np.prod(shape)) for shape in shapes]
   floats = sum(sizes)  # a client's
+  if correction is not None:
+    correction = tf.concat([tf.reshape(c, [clients, -1]) for c in correction], 1)
 
   def client_loss(arguments):  # a client's batch: its mean loss over the real rows
     flat, (x, y), rows = arguments
@@ -146,6 +176,8 @@ def train(predict: Predict, loss: tf.keras.losses.Loss,
           head_weights, tf.nest.map_structure(lambda c: c[s][:upto], columns), mask[s][:upto]))
       summed = tf.reduce_sum(batch_losses)
     gradients = tf.convert_to_tensor(tape.gradient(summed, head_weights))
+    if correction is not None:
+      gradients += correction[:upto]
     new_state, new_weights = optimizer.next(head_state, head_weights, gradients)
 
     def kept(new, old):
@@ -171,6 +203,11 @@ def _per_client(value) -> bool:
   """Whether an optimizer's state entry is one per weight (not a scalar: a step
   count, a Python hyperparameter)."""
   return tf.is_tensor(value) and value.shape.rank != 0
+
+
+def steps(mask: tf.Tensor) -> tf.Tensor:
+  """Each client's steps [clients] (float32), of `stack`'s mask: its batches."""
+  return tf.cast(tf.math.count_nonzero(tf.reduce_sum(mask, 2), 0), tf.float32)
 
 
 def size(batches: sliced.Batches) -> int:
