@@ -64,7 +64,8 @@ def runtime_for(name: str, task, training: registry.Training, options=None
   (secure sums) and for FedMF's round, whose clients' sliced batches run there
   without the native worker's per-client calls (CoLR's setting, 60 clients: 0.087
   vs 0.159 s/round; results/benchmarks_runtimes.md); else TFF's native worker, as
-  fast or faster on the other workloads."""
+  fast or faster on the other workloads when this rule was set (the 2026-12-07
+  benchmark has in-process the faster on all of them: docs/runtimes.md)."""
   if training.runtime not in RUNTIMES:
     raise ValueError(f'unknown runtime {training.runtime!r}; choose one of {RUNTIMES}')
   if training.runtime != 'auto':
