@@ -45,6 +45,7 @@ from tff_rec.data import sliced
 from tff_rec.data import tables
 from tff_rec.data import user_items
 from tff_rec.models import ctr as ctr_models
+from tff_rec.models import spec as model_spec
 from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
@@ -250,6 +251,10 @@ class Task(feeds.Feeds):
                   self.examples.vocab_sizes)
     self.widths = {c: self.examples.features[c].shape[1] for c in self.spec.columns
                    if self.examples.features[c].ndim == 2}
+    # Seeded initializers; no global seed (it leaks). DIN's movie table: movie and history.
+    self.model = model_spec.KerasSpec(functools.partial(
+        self.spec.build, self.examples.vocab_sizes, self.widths, self.dim, config.seed,
+        embedding_stddev=config.embedding_stddev), self.spec.tables)
     train_rows = self.examples.client_rows('train')
     # Labels [n, 1], as Keras' binary cross-entropy takes them.
     self.client_arrays = client_arrays.ClientArrays(
@@ -284,20 +289,6 @@ class Task(feeds.Feeds):
             f'{validation}{len(e.rows("test"))} test examples ({split}), click rate '
             f'{e.labels.mean():.3f}; model {c.model} (dim {self.dim}), feature / parameter '
             'heat dispersion {:.0f} / {:.0f}'.format(*self.heat_dispersion()))
-
-  # Models ------------------------------------------------------------------
-
-  def keras_model(self) -> tf.keras.Model:
-    return self.spec.build(self.examples.vocab_sizes, self.widths, self.dim, self.config.seed,
-                           embedding_stddev=self.config.embedding_stddev)
-
-  # Tables ------------------------------------------------------------------
-
-  @functools.cached_property
-  def tables(self) -> tuple[tables_lib.Table, ...]:
-    """The model's embedding tables, each indexed by its columns (DIN's movie table:
-    movie and history)."""
-    return tables_lib.of_keras(self.keras_model(), self.spec.tables)
 
   def heat_dispersion(self) -> tuple[float, float]:
     """(feature, parameter) heat dispersion, max n_m / min n_m with n_m the clients
@@ -341,7 +332,7 @@ class Task(feeds.Feeds):
           self.examples.labels[order][:, None])).batch(c.batch_size)
 
     epoch_of = centralized.KerasEpochs(
-        self.keras_model(),  # seeded initializers; no global seed (it leaks)
+        self.keras_model(),
         loss=self.loss(),
         optimizer=optimizer.keras(), epoch_dataset=epoch_dataset)
     return centralized.train(

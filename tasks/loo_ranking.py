@@ -46,6 +46,7 @@ from tff_rec.data import sliced
 from tff_rec.data import tables
 from tff_rec.data import user_items
 from tff_rec.models import mf
+from tff_rec.models import spec as model_spec
 from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
@@ -196,6 +197,10 @@ class Task(feeds.Feeds):
     self.client_arrays = client_arrays.ClientDraws(
         self._client_index.ids, self._drawn,
         own_seed=lambda client_id: [config.seed, self._client_index[client_id]])
+    # The Keras MF (every algorithm but FedMF's family): every user's own row
+    # (private: a table form never compresses it) and the items.
+    self.model = model_spec.KerasSpec(self._keras_model, {'users': ('user',), 'items': ('item',)},
+                                      private=('users',))
     self.objective = objectives.SampledRanking(
         self.data.held_out, self.data.negatives, self.data.train.items, self.data.num_items,
         config.top_k, loss=objectives.Clicks.loss)  # BCE on the logits, a click's
@@ -269,7 +274,7 @@ class Task(feeds.Feeds):
 
   # The Keras model (every algorithm but FedMF's family) ----------------------
 
-  def keras_model(self) -> tf.keras.Model:
+  def _keras_model(self) -> tf.keras.Model:
     _check_tables_fit(len(self.data.user_ids), self.data.num_items, self.config,
                       KERAS_USER_COPIES, ' (the Keras MF\'s user table, a model weight)',
                       ", or FedMF's private users (--algorithm=fedmf)")
@@ -280,12 +285,6 @@ class Task(feeds.Feeds):
   def _variable_tables(self) -> list[str | None]:
     """The Keras model's table per trainable variable (built once, not per evaluation)."""
     return tables_lib.variable_tables(self.keras_model(), self.tables)
-
-  @functools.cached_property
-  def tables(self) -> tuple[tables_lib.Table, ...]:
-    """Every user's own row (private: a table form never compresses it) and the items."""
-    return tables_lib.of_keras(self.keras_model(), {'users': ('user',), 'items': ('item',)},
-                               private=('users',))
 
   def _drawn(self, client_id: str, seed):
     """One epoch of the client's examples: 'user' and 'item' (positives and

@@ -26,7 +26,7 @@ from tff_rec.data import sliced
 from tff_rec.data import tables
 from tff_rec.data import user_items
 from tff_rec.models import dual_encoder
-from tff_rec.models import tables as tables_lib
+from tff_rec.models import spec as model_spec
 from tff_rec.training import centralized
 from tff_rec.training import loop
 from tff_rec.training import optimizers
@@ -147,6 +147,8 @@ class Task(feeds.Feeds):
         {'context': self.examples.context}, self.examples.label,
         {c: np.arange(ranges[c][0], sum(ranges[c])) for c in self.train_data.client_ids})
     self.objective = objectives.Retrieval(self.split.pooled, self.vocab_size, self._loss)
+    # The item table, shared by both towers: context items and labels index it.
+    self.model = model_spec.KerasSpec(self._keras_model, {ITEM_TABLE: ('context', 'label')})
 
   def _check_parts(self) -> int:
     """Refuses a part with no user; returns how many training clients train nothing
@@ -182,7 +184,7 @@ class Task(feeds.Feeds):
     return (f'{self.vocab_size} items, loss {self.config.loss}'
             + (f' ({"; ".join(notes)})' if notes else ''))
 
-  def keras_model(self) -> tf.keras.Model:
+  def _keras_model(self) -> tf.keras.Model:
     _, spreadout = losses.RETRIEVAL_LOSSES[self.config.loss]
     return dual_encoder.build_dual_encoder(
         vocab_size=self.vocab_size,
@@ -209,11 +211,6 @@ class Task(feeds.Feeds):
     return tff.learning.models.from_keras_model(
         self.keras_model(), loss=self.loss(), input_spec=self.input_spec,
         metrics=self.objective.metrics())
-
-  @functools.cached_property
-  def tables(self) -> tuple[tables_lib.Table, ...]:
-    """The item table, shared by both towers: context items and labels index it."""
-    return tables_lib.of_keras(self.keras_model(), {ITEM_TABLE: ('context', 'label')})
 
   @functools.cache
   def client_table_rows(self) -> dict[str, list[np.ndarray]]:

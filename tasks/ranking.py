@@ -33,8 +33,8 @@ from tff_rec.data import interactions
 from tff_rec.data import sliced
 from tff_rec.data import user_items
 from tff_rec.models import neumf
+from tff_rec.models import spec as model_spec
 from tff_rec.models import table_model
-from tff_rec.models import tables as tables_lib
 from tff_rec.training import centralized
 from tff_rec.training import loop
 from tff_rec.training import optimizers
@@ -148,6 +148,12 @@ class Task(feeds.Feeds):
     self.client_arrays = client_arrays.ClientDraws(
         self._client_index.ids, self._drawn,
         own_seed=lambda client_id: [config.seed, self._client_index[client_id]])
+    # NeuMF's item tables and each user's own rows (private), named as its weights.
+    items = ('positive', 'negatives')
+    self.model = model_spec.KerasSpec(
+        self._keras_model, {'item_gmf': items, 'item_mlp': items, 'user_gmf': ('user',),
+                            'user_mlp': ('user',)},
+        private=('user_gmf', 'user_mlp'), shapes=self.shape.embedding_shapes)
     self.objective = objectives.ItemRanking(data.train, data.test, part, data.num_items, k,
                                             loss=neumf.BprLoss)
 
@@ -160,14 +166,6 @@ class Task(feeds.Feeds):
                if self.data.renumbered else '')
             + f', {self.data.train.counts.sum()} train / {self.data.test.counts.sum()} '
             f'{self.config.held_out} interactions')
-
-  @functools.cached_property
-  def tables(self) -> tuple[tables_lib.Table, ...]:
-    """NeuMF's item tables and each user's own rows (private), named as its weights."""
-    items = ('positive', 'negatives')
-    return tables_lib.declare(self.shape.embedding_shapes(), {'item_gmf': items, 'item_mlp': items,
-                                       'user_gmf': ('user',), 'user_mlp': ('user',)},
-                              private=('user_gmf', 'user_mlp'))
 
   def functional_model(self) -> table_model.TableModel:
     return table_model.TableModel(
@@ -226,7 +224,7 @@ class Task(feeds.Feeds):
 
   # The Keras NeuMF (the algorithms that train a Keras model) -----------------
 
-  def keras_model(self) -> tf.keras.Model:
+  def _keras_model(self) -> tf.keras.Model:
     return neumf.keras_model(self.shape, self.config.num_negatives, self.config.seed)
 
   def drawn_where_trained(self) -> '_DrawnInClientWork':

@@ -2,10 +2,11 @@
 form (tff_rec.data.client_arrays), so a task does not write them.
 
 A task that keeps its clients under `client_arrays` (a ClientArrays, or a
-ClientDraws where it draws their examples each round) and inherits `Feeds`
-offers the members of capabilities.KerasModel, KerasBatches, ClientExamples
-and FeatureHeat, and a centralized baseline, without writing them; with an
-`objective` (tff_rec.objectives), its loss, evaluation and floors too. A task
+ClientDraws where it draws their examples each round), its model under `model`
+(tff_rec.models.spec.KerasSpec) and inherits `Feeds` offers the members of
+capabilities.KerasModel, KerasBatches, ClientExamples and FeatureHeat, and a
+centralized baseline, without writing them; with an `objective`
+(tff_rec.objectives), its loss, evaluation and floors too. A task
 whose clients draw negatives beside their positives makes the same feeds draw
 them where the clients train with `PositivesDrawnWhereTrained`.
 """
@@ -28,16 +29,25 @@ CENTRAL_SHUFFLE_BUFFER = 1 << 17  # examples the centralized baseline shuffles a
 class Feeds:
   """The members of capabilities.KerasModel, KerasBatches, ClientExamples and
   FeatureHeat, for a task whose `client_arrays` is a ClientArrays (or a
-  ClientDraws, less the heat, sizes and baseline, which it writes), `keras_model()`
-  its model, `tables` its declared tables, `objective` its loss, scores and floors
-  (tff_rec.objectives) and `config` its settings (`batch_size`; `seed`, MetaUA's
-  query split; one epoch a round: a task overrides `batch_plan` for more)."""
+  ClientDraws, less the heat, sizes and baseline, which it writes), `model` its
+  model and declared tables (tff_rec.models.spec.KerasSpec), `objective` its loss,
+  scores and floors (tff_rec.objectives) and `config` its settings (`batch_size`;
+  `seed`, MetaUA's query split; one epoch a round: a task overrides `batch_plan`
+  for more)."""
 
   PADDING_ID: int | None = None  # an id of the tables that is no feature (heat skips it)
 
   @property
   def train_client_ids(self) -> list[str]:
     return self.client_arrays.ids
+
+  def keras_model(self) -> tf.keras.Model:
+    return self.model.build()
+
+  @functools.cached_property
+  def tables(self) -> tuple:
+    """The model's declared tables (models.tables.Table)."""
+    return self.model.tables()
 
   @functools.cached_property
   def input_spec(self):
