@@ -196,7 +196,8 @@ class Task(feeds.Feeds):
     self._client_index = client_index.ClientIndex(self.data.user_ids)
     self.client_arrays = client_arrays.ClientDraws(
         self._client_index.ids, self._drawn,
-        own_seed=lambda client_id: [config.seed, self._client_index[client_id]])
+        own_seed=lambda client_id: [config.seed, self._client_index[client_id]],
+        kept=client_arrays.kept_positives(self._client_index, self.data.train.of, 'item'))
     # The Keras MF (every algorithm but FedMF's family): every user's own row
     # (private: a table form never compresses it) and the items.
     self.model = model_spec.KerasSpec(self._keras_model, {'users': ('user',), 'items': ('item',)},
@@ -297,18 +298,6 @@ class Task(feeds.Feeds):
   @property
   def batch_plan(self) -> sliced.Plan:
     return sliced.Plan(self.config.batch_size, self.config.local_epochs)
-
-  # The rows of each table each client's data index (its positives; its own user
-  # row), for feature heat.
-
-  @functools.cache
-  def client_table_rows(self) -> dict[str, list[np.ndarray]]:
-    users = [self._client_index[c] for c in self.train_client_ids]
-    return {'items': [self.data.train.of(u) for u in users],
-            'users': [np.array([u]) for u in users]}
-
-  def client_sizes(self) -> list[int]:
-    return [len(self.data.train.of(self._client_index[c])) for c in self.train_client_ids]
 
   # Evaluation -------------------------------------------------------------------
 

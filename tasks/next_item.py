@@ -127,6 +127,7 @@ class Task(feeds.Feeds):
   TRAIN_DEFAULTS = dict(clients_per_round=50, client_optimizer='sgd', client_learning_rate=0.1,
                         server_optimizer='adam', server_learning_rate=0.01)
   EVAL_PARTS = ('validation', 'test')  # every N rounds, after the last
+  PADDING_ID = 0  # a context's padding, no item (heat skips it)
   PROGRESS = {'loss': loop.TRAIN_LOSS,
               'val recall_at_10': 'validation/recall_at_10',
               'test recall_at_10': 'test/recall_at_10'}
@@ -211,16 +212,6 @@ class Task(feeds.Feeds):
     return tff.learning.models.from_keras_model(
         self.keras_model(), loss=self.loss(), input_spec=self.input_spec,
         metrics=self.objective.metrics())
-
-  @functools.cache
-  def client_table_rows(self) -> dict[str, list[np.ndarray]]:
-    """Per training client: the item rows its examples index (context and labels)."""
-    rows = []
-    for client in self.train_client_ids:
-      examples = self.client_examples(client)
-      ids = np.concatenate([examples['context'].reshape(-1), examples['label']])
-      rows.append(ids[ids != 0])
-    return {ITEM_TABLE: rows}
 
   @property
   def batch_plan(self) -> sliced.Plan:

@@ -147,7 +147,8 @@ class Task(feeds.Feeds):
                                                   np.flatnonzero(counts > 0))
     self.client_arrays = client_arrays.ClientDraws(
         self._client_index.ids, self._drawn,
-        own_seed=lambda client_id: [config.seed, self._client_index[client_id]])
+        own_seed=lambda client_id: [config.seed, self._client_index[client_id]],
+        kept=client_arrays.kept_positives(self._client_index, self.data.train.of, 'positive'))
     # NeuMF's item tables and each user's own rows (private), named as its weights.
     items = ('positive', 'negatives')
     self.model = model_spec.KerasSpec(
@@ -173,18 +174,6 @@ class Task(feeds.Feeds):
         loss=functools.partial(neumf.bpr_loss, l2=self.config.l2),
         tables=[t.name for t in self.tables if not t.private],
         per_user_tables=[t.name for t in self.tables if t.private])
-
-  # Tables: the rows each client's data index (its positives), for feature heat.
-
-  @functools.cache
-  def client_table_rows(self) -> dict[str, list[np.ndarray]]:
-    """Per item table, per training client: its train positives (the negatives it
-    samples each round reach every item, so they are no feature of its data)."""
-    positives = [self.data.train.of(self._client_index[c]) for c in self.train_client_ids]
-    return {table: positives for table in neumf.ITEM_TABLES}
-
-  def client_sizes(self) -> list[int]:
-    return [len(self.data.train.of(self._client_index[c])) for c in self.train_client_ids]
 
   # The weight-table NeuMF's clients: E epochs of triples, drawn anew each epoch.
 

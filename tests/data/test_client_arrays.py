@@ -33,6 +33,31 @@ def test_a_table_indexed_by_two_features_counts_both():
   assert [r.tolist() for r in rows['ids']] == [[1, 1, 4, 5], [0, 0, 0, 5, 6, 7]]
 
 
+def test_drawn_clients_heat_and_sizes_count_their_positives_not_their_draws():
+  """A ranking's clients: each positive with a sampled negative, drawn anew each
+  round; the heat counts the positives and the user, which no draw changes, and a
+  labels' table (next_item's) its labels."""
+  users = {'b': 7, 'a': 8}
+  positives = {7: np.array([3, 4]), 8: np.array([5])}  # by user
+
+  def draw(client_id, seed):
+    mine = positives[users[client_id]]
+    return ({'user': np.full(len(mine), users[client_id]), 'positive': mine,
+             'negatives': (mine + seed + 1)[:, None] % 10}, np.ones((len(mine), 1)))
+
+  clients = client_arrays.ClientDraws(
+      ['b', 'a'], draw, own_seed=lambda c: 0,
+      kept=client_arrays.kept_positives(users, positives.get, 'positive'))
+  declared = (tables.Table('items', 10, 4, ('positive', 'negatives')),
+              tables.Table('users', 9, 4, ('user',)))
+  rows = clients.table_rows(declared)
+  assert [r.tolist() for r in rows['items']] == [[3, 4], [5]]
+  assert [r.tolist() for r in rows['users']] == [[7, 7], [8]]
+  assert clients.sizes() == [2, 1]
+  labelled = _clients().table_rows((tables.Table('ids', 10, 4, ('item', 'label')),))
+  assert [r.tolist() for r in labelled['ids']] == [[4, 5, 1, 2], [5, 6, 7, 3, 4, 5]]
+
+
 def test_a_clients_dataset_and_batches_hold_its_examples_shuffled_by_its_seed(tff_runtime):
   clients = _clients()
   plan = sliced.Plan(batch_size=2)

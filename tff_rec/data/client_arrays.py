@@ -6,8 +6,8 @@ FedSubAvg's heat (the rows of each declared table a client's features index,
 and its size), and the examples pooled for a centralized baseline.
 
 `ClientArrays`: examples the same every round; `ClientDraws`: examples a task
-draws each round (sampled negatives), which offer the feeds but the heat,
-sizes and pooled examples.
+draws each round (sampled negatives), which offer the feeds but the pooled
+examples, their heat and sizes counting what no draw changes (the positives).
 """
 
 import functools
@@ -43,6 +43,23 @@ class Clients:
     """What `dataset_computation` takes for a client: its features, labels, seed."""
     return (*self.drawn(client_id, seed), np.int64(seed))
 
+  def table_rows(self, tables, padding: int | None = None) -> dict[str, list[np.ndarray]]:
+    """Per declared table (models.tables.Table), per client in `ids` order: the rows
+    its features index (FedSubAvg's heat counts them), less `padding` (an id that
+    is no feature)."""
+    def indexed(table, client):
+      ids = np.concatenate([np.ravel(a) for a in (self._feature(client, f)
+                                                   for f in table.features) if a is not None]
+                           or [np.zeros(0, np.int64)])
+      return ids if padding is None else ids[ids != padding]
+
+    return {table.name: [indexed(table, c) for c in self.ids] for table in tables}
+
+  def _feature(self, client_id: str, name: str) -> np.ndarray | None:
+    """A client's feature `name` (LABEL: its labels), None where a table's feature is
+    none of its data's."""
+    raise NotImplementedError
+
   def input_spec(self):
     """(features, labels) as Keras takes them: TensorSpecs of any number of rows."""
     features, labels = self.examples(self.ids[0])
@@ -76,14 +93,39 @@ class Clients:
 class ClientDraws(Clients):
   """Clients whose examples a task draws each round from the seed (`draw(client_id,
   seed)`: sampled negatives beside the positives), and outside a round from each
-  client's own seed (`own_seed(client_id)`: MetaUA's examples)."""
+  client's own seed (`own_seed(client_id)`: MetaUA's examples). `kept(client_id)`:
+  the features no draw changes, a row per training example (its positives and
+  user): what its heat counts (a drawn negative is no feature of its data) and its
+  size."""
 
   def __init__(self, ids, draw: Callable[[str, object], Examples],
-               own_seed: Callable[[str], object]):
-    self.ids, self.drawn, self._own_seed = list(ids), draw, own_seed
+               own_seed: Callable[[str], object],
+               kept: Callable[[str], Mapping[str, np.ndarray]]):
+    self.ids, self.drawn, self._own_seed, self._kept = list(ids), draw, own_seed, kept
 
   def examples(self, client_id: str) -> Examples:
     return self.drawn(client_id, self._own_seed(client_id))
+
+  def sizes(self) -> list[int]:
+    """Training examples per client (its kept rows), in `ids` order."""
+    return [len(next(iter(self._kept(c).values()))) for c in self.ids]
+
+  def _feature(self, client_id: str, name: str) -> np.ndarray | None:
+    return self._kept(client_id).get(name)
+
+
+def kept_positives(users: Mapping[str, int], positives_of: Callable[[int], np.ndarray],
+                   name: str) -> Callable[[str], dict[str, np.ndarray]]:
+  """ClientDraws' `kept` of clients whose examples are their train positives (as
+  `name`; `positives_of(user)`) with sampled negatives: the positives and the
+  user (`users[client_id]`), a row each. The negatives a client samples reach
+  every item, so they are no feature of its data."""
+  def kept(client_id: str) -> dict[str, np.ndarray]:
+    user = users[client_id]
+    positives = positives_of(user)
+    return {'user': np.full(len(positives), user), name: positives}
+
+  return kept
 
 
 class ClientArrays(Clients):
@@ -124,16 +166,8 @@ class ClientArrays(Clients):
     """Examples per client, in `ids` order."""
     return [len(self._rows[c]) for c in self.ids]
 
-  def table_rows(self, tables, padding: int | None = None) -> dict[str, list[np.ndarray]]:
-    """Per declared table (models.tables.Table), per client in `ids` order: the rows
-    its features index (FedSubAvg's heat counts them), less `padding` (an id that
-    is no feature)."""
-    def indexed(table, client):
-      ids = np.concatenate([np.ravel(self._features[f][self._rows[client]])
-                            for f in table.features])
-      return ids if padding is None else ids[ids != padding]
-
-    return {table.name: [indexed(table, c) for c in self.ids] for table in tables}
+  def _feature(self, client_id: str, name: str) -> np.ndarray:
+    return (self._labels if name == LABEL else self._features[name])[self._rows[client_id]]
 
   def pooled(self) -> Examples:
     """Every client's examples, in `ids` order, as one set."""
