@@ -285,7 +285,6 @@ class Task(feeds.Feeds):
                           .items()})
 
 
-
 class _DrawnInClientWork(feeds.PositivesDrawnWhereTrained):
   """The task with each round's draws (the weight-table NeuMF's epochs' order and
   negatives, the Keras NeuMF's negatives) made in TF by its dataset computations,

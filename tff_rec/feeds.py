@@ -29,7 +29,7 @@ CENTRAL_SHUFFLE_BUFFER = 1 << 17  # examples the centralized baseline shuffles a
 class Feeds:
   """The members of capabilities.KerasModel, KerasBatches, ClientExamples and
   FeatureHeat, for a task whose `client_arrays` is a ClientArrays (or a
-  ClientDraws, less the heat, sizes and baseline, which it writes), `model` its
+  ClientDraws, less the baseline, which it writes), `model` its
   model and declared tables (tff_rec.models.spec.KerasSpec), `objective` its loss,
   scores and floors (tff_rec.objectives) and `config` its settings (`batch_size`;
   `seed`, MetaUA's query split; one epoch a round: a task overrides `batch_plan`

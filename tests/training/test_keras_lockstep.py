@@ -1,8 +1,8 @@
 """A cohort of Keras clients trained side by side (keras_lockstep) against the
 same clients trained one by one: DCN (embeddings, cross and dense layers) on a
-small CTR file whose clients hold 1 to 5 batches an epoch, and NeuMF (BPR, two
-negatives a positive) on a small ranking, FedProx around client Adam (a scalar
-step count and per-weight moments), two rounds."""
+small CTR file whose clients hold 1 to 5 batches an epoch, FedProx around client
+Adam (a scalar step count and per-weight moments), and NeuMF (BPR, two negatives
+a positive) on a small ranking, FedProx around client SGD; two rounds each."""
 
 import collections
 import re
@@ -37,7 +37,8 @@ def _task(tmp_path, model='dcn', user_items_dir=None):
 
 
 def _fedprox(task, client_optimizer='adam'):
-  """FedProx around client Adam, as the registry builds it for the in-process runtime."""
+  """FedProx around the client optimizer, as the registry builds it for the in-process
+  runtime."""
   training = registry.training(task, 'fedprox', runtime='inprocess', clients_per_round=COHORT,
                                client_optimizer=client_optimizer, client_learning_rate=0.05)
   return registry.build('fedprox', task, training, proximal_strength=0.5).process
