@@ -68,6 +68,8 @@ class BatchSoftmax(tf.keras.losses.Loss):
 class GlobalSoftmax(tf.keras.losses.Loss):
   """Softmax over the whole vocabulary (batch-insensitive)."""
 
+  PER_EXAMPLE = True  # a row's loss reads that row only: its clients train in lockstep
+
   def call(self, y_true, y_pred):
     return tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=_label_columns(y_true), logits=y_pred)
@@ -76,6 +78,8 @@ class GlobalSoftmax(tf.keras.losses.Loss):
 @tf.keras.utils.register_keras_serializable('tff_rec')
 class SquaredHinge(tf.keras.losses.Loss):
   """max(0, margin - s(x, y))^2 on the positive pair only (batch-insensitive)."""
+
+  PER_EXAMPLE = True
 
   def __init__(self, margin: float = HINGE_MARGIN, **kwargs):
     super().__init__(**kwargs)

@@ -9,7 +9,8 @@ gradient at w_t. The reference computes that derivative by central differences
 of the exact aggregation, and each client's split, attributes, losses and
 query gradient from its own examples. FedNova (Wang et al.): updates weighed
 n_k / n, each divided by its local steps tau_k, the sum times sum_k tau_k n_k / n.
-Two rounds of 4 of the 6 clients of a small CTR file (tests/algorithms/small_ctr.py).
+Two rounds of 4 of the 6 clients of a small CTR file (tests/algorithms/small_ctr.py),
+client by client and, in some cases, in lockstep (keras_lockstep).
 """
 
 import numpy as np
@@ -165,13 +166,18 @@ DEFAULTS = dict(attributes=('local_loss',), meta_loss='sum', meta_lr=2.0, query_
                 client_weighting=True, server_lr_scaling=True, server_adaptivity=1e-3)
 
 
+# The cohort in lockstep (keras_lockstep) in some cases, client by client in the others.
+LOCKSTEP = dict(runtime='inprocess', lockstep='on')
+
+
 # Each data attribute alone in a case (beside others): attributes read from one
 # another's column change that case's weights (a swap inside one case would not).
 @pytest.mark.parametrize('options', [
     {},
-    dict(attributes=('num_samples', 'loss_ratio'), meta_loss='client_mean', meta_lr=40.0),
+    dict(attributes=('num_samples', 'loss_ratio'), meta_loss='client_mean', meta_lr=40.0,
+         **LOCKSTEP),
     dict(attributes=('positive_rate',), meta_loss='mean', meta_lr=400.0,
-         query_fraction=0.1),  # the smallest clients hold no query example
+         query_fraction=0.1, **LOCKSTEP),  # the smallest clients hold no query example
     dict(attributes=('unique_features', 'update_norm'), meta_loss='mean', meta_lr=400.0,
          query_fraction=0.4),
     dict(client_weighting=False, server_adaptivity=0.1, meta_lr=20.0),
@@ -196,9 +202,11 @@ def test_metaua_learns_client_weights_and_server_scale_from_the_next_rounds_quer
       not client['query'] for client in rounds[-1])
 
 
-def test_fednova_normalises_each_update_by_its_local_steps(monkeypatch, tmp_path):
+@pytest.mark.parametrize('flags', [{}, LOCKSTEP])
+def test_fednova_normalises_each_update_by_its_local_steps(monkeypatch, tmp_path, flags):
   run = as_trained.train(monkeypatch, tmp_path, *small_ctr.flags(
-      small_ctr.write(tmp_path), algorithm='fednova'))
+      small_ctr.write(tmp_path), algorithm='fednova', **flags))
+  assert run.training.runtime == flags.get('runtime', 'native')
   weights = run.initial
   for cohort in run.rounds:
     updates, steps, counts = [], [], []

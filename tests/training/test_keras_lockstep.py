@@ -2,7 +2,8 @@
 same clients trained one by one: DCN (embeddings, cross and dense layers) on a
 small CTR file whose clients hold 1 to 5 batches an epoch, FedProx around client
 Adam (a scalar step count and per-weight moments), and NeuMF (BPR, two negatives
-a positive) on a small ranking, FedProx around client SGD; two rounds each."""
+a positive) on a small ranking and the dual encoder (the global softmax over every
+item) on a small MovieLens, FedProx around client SGD; two rounds each."""
 
 import collections
 import re
@@ -12,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from tasks import ctr
+from tasks import next_item
 from tasks import ranking
 from tests import fixtures
 from tff_rec import composer
@@ -26,7 +28,10 @@ COUNTS = (3, 17, 6, 10, 4, 9, 13)  # training examples per client
 BATCH, COHORT = 4, 5
 
 
-def _task(tmp_path, model='dcn', user_items_dir=None):
+def _task(tmp_path, model='dcn', user_items_dir=None, ml100k_dir=None):
+  if model == 'dual_encoder':  # 30 users, 40 items; clients of 1 to 6 batches
+    return next_item.Task(next_item.Config(data_dir=str(ml100k_dir), batch_size=BATCH,
+                                           drop_remainder=False, seed=3))
   if model == 'neumf':  # 8 users of 10 positives, batches of 4
     return ranking.Task(ranking.make_config(data_dir=str(user_items_dir), batch_size=BATCH,
                                             local_epochs=2, num_negatives=2, factors=4))
@@ -60,13 +65,13 @@ def _rounds(task, built, lockstep: str):
   return weights, metrics
 
 
-@pytest.mark.parametrize('model', ['dcn', 'neumf'])
+@pytest.mark.parametrize('model', ['dcn', 'neumf', 'dual_encoder'])
 def test_a_lockstep_round_is_the_round_its_clients_train_one_by_one(model, tmp_path,
-                                                                    user_items_dir):
-  task = _task(tmp_path, model, user_items_dir)
+                                                                    user_items_dir, ml100k_dir):
+  task = _task(tmp_path, model, user_items_dir, ml100k_dir)
   # BPR's margins cancel NeuMF's output bias: its gradient is rounding noise, which
   # Adam's normalization turns into steps of its rate, another in each order of sums.
-  built = _fedprox(task, 'sgd' if model == 'neumf' else 'adam')
+  built = _fedprox(task, 'adam' if model == 'dcn' else 'sgd')
   assert composer.round_of(built).lockstep is not None
   (one_by_one, metrics), (side_by_side, lockstep_metrics) = (_rounds(task, built, 'off'),
                                                              _rounds(task, built, 'on'))
@@ -99,6 +104,8 @@ def test_stack_puts_each_clients_batch_s_at_step_s_longest_first_and_masks_the_p
       np.testing.assert_array_equal(mask[s, n], np.arange(3) < len(want_y))
       np.testing.assert_array_equal(x['x'][s, n, :rows], want_x['x'])
       np.testing.assert_array_equal(y[s, n, :rows], want_y)
+      # padded with the batch's last row: a label read as an index stays valid
+      np.testing.assert_array_equal(x['x'][s, n, rows:], want_x['x'][-1])
 
 
 def _refusal(keras_model, loss):
@@ -113,8 +120,9 @@ def test_a_loss_not_of_keras_or_a_model_with_state_of_its_own_is_refused_naming_
     return tf.keras.Sequential([tf.keras.Input([2]), tf.keras.layers.BatchNormalization()])
 
   assert _refusal(dense, tf.keras.losses.BinaryCrossentropy()) is None
-  assert _refusal(dense, losses.GlobalSoftmax()) == (
-      "its loss (GlobalSoftmax) is not one of Keras's per-example losses, so padding a batch "
+  assert _refusal(dense, losses.GlobalSoftmax()) is None  # it says it is per example
+  assert _refusal(dense, losses.BatchSoftmax()) == (
+      "its loss (BatchSoftmax) is not one of Keras's per-example losses, so padding a batch "
       'could change it')
   assert _refusal(normalized, tf.keras.losses.MeanSquaredError()) == (
       'its Keras model has non-trainable state (e.g. batch normalization)')

@@ -190,7 +190,7 @@ def build_on_batches(task, options, training, *, name: str):
                                          _proximal_strength(options)),
       server_optimizer=training.server_optimizer.build(),
       uniform=training.weighting == 'clients',
-      keras=keras_lockstep.KerasModel(task.keras_model, task.loss(), task.input_spec))
+      keras=keras_lockstep.KerasModel.of(task))
   return api.Built(parts, list(task.train_client_ids), task.client_batches)
 
 

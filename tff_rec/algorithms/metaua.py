@@ -43,6 +43,7 @@ stacks the cohort's reports and runs the server step (MetaUAServer).
 
 import collections
 import dataclasses
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -56,6 +57,7 @@ from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.data import sliced
 from tff_rec.training import functional
+from tff_rec.training import keras_lockstep
 
 # Client attributes (the paper's z1..z6), each computed without sending data.
 ATTRIBUTES = ('num_samples', 'local_loss', 'update_norm', 'loss_ratio', 'positive_rate',
@@ -72,6 +74,28 @@ STANDARDISE_EPSILON = 1e-6
 META_LOSSES = ('sum', 'client_mean', 'mean')
 
 
+def _needs(learns: bool, attributes: Sequence[str]) -> tuple[bool, bool]:
+  """Whether the server reads the losses before training, and after it."""
+  before = learns and bool(set(LOSS_ATTRIBUTES) & set(attributes))
+  return before, learns and 'loss_ratio' in attributes
+
+
+def _reported(report, before, after, trained, weights, steps, loss_sum, count):
+  """A client's report (or, trained side by side, the clients' on a leading axis)
+  completed by its losses around training, its update flat (each report's
+  tensors cost at the driver: rounds), its steps and training loss."""
+  if before is not None:
+    report['local_loss'] = before
+  if after is not None:
+    report['loss_ratio'] = after / tf.maximum(before, 1e-12)
+  report.update(update=tf.concat(
+      [tf.reshape(t - w, tf.concat([tf.shape(t)[:len(t.shape) - len(w.shape)], [-1]], 0))
+       for t, w in zip(trained, weights)], -1),
+      steps=tf.cast(steps, tf.float32), train_loss=loss_sum,
+      train_count=tf.cast(count, tf.float32))
+  return report
+
+
 def _client_work(model, learning_rate: float, weights, train, support, query, *,
                  learns: bool, attributes: Sequence[str] = ()):
   """One client's round: (report for the server, its update flat; g_k). Only
@@ -79,8 +103,7 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
   the 'none' ablation), and of the losses around training (local_loss: the
   support's and query's at w_t; loss_ratio: theirs after training over before)
   those among the `attributes` it weighs clients by."""
-  before_needed = learns and bool(set(LOSS_ATTRIBUTES) & set(attributes))
-  after_needed = learns and 'loss_ratio' in attributes
+  before_needed, after_needed = _needs(learns, attributes)
 
   @tf.function  # one function, so its control dependencies order assignments and steps
   def run():
@@ -108,22 +131,41 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
     # g_k: the gradient of the summed query loss at w_t; that loss is local_loss's too
     query_before, gradient = (loss_sum(query, with_gradient=True) if learns
                               else (None, [tf.zeros_like(v) for v in variables]))
-    if before_needed:
-      report['local_loss'] = before = (loss_sum(support)[0] + query_before) / all_count
+    before = (loss_sum(support)[0] + query_before) / all_count if before_needed else None
     trained = functional.train(model, tff.learning.optimizers.build_sgdm(learning_rate),
                                weights, train)
+    after = None
     if after_needed:
       for variable, value in zip(variables, trained.weights):
         variable.assign(value)  # the losses after training read the variables
       after = (loss_sum(support)[0] + loss_sum(query)[0]) / all_count
-      report['loss_ratio'] = after / tf.maximum(before, 1e-12)
-    report.update(  # the update flat: each report's tensors cost at the driver (rounds)
-        update=tf.concat([tf.reshape(t - w, [-1]) for t, w in zip(trained.weights, weights)], 0),
-        steps=tf.cast(trained.steps, tf.float32), train_loss=trained.loss_sum,
-        train_count=tf.cast(trained.count, tf.float32))
-    return report, gradient
+    return _reported(report, before, after, trained.weights, weights, trained.steps,
+                     trained.loss_sum, trained.count), gradient
 
   return run()
+
+
+def _clients_side_by_side(predict, loss, learning_rate: float, weights, train, support, query,
+                          *, learns: bool, attributes: Sequence[str] = ()):
+  """_client_work for a cohort in lockstep (keras_lockstep): each part the
+  clients' batches stacked ((columns, mask): `train`'s longest first), every
+  output on a leading clients axis."""
+  before_needed, after_needed = _needs(learns, attributes)
+  clients = tf.shape(train[1])[1]
+  at_start = [tf.broadcast_to(w, tf.concat([[clients], tf.shape(w)], 0)) for w in weights]
+  sums = functools.partial(keras_lockstep.loss_sums, predict, loss)
+  counts = [tf.reduce_sum(mask, [0, 2]) for _, mask in (support, query)]
+  all_count = tf.maximum(counts[0] + counts[1], 1.0)
+  report = collections.OrderedDict(support_count=counts[0], query_count=counts[1])
+  query_before, gradient = (sums(at_start, *query, with_gradient=True) if learns
+                            else (None, [tf.zeros_like(w) for w in at_start]))
+  before = (sums(at_start, *support)[0] + query_before) / all_count if before_needed else None
+  trained, loss_sum, count = keras_lockstep.train(
+      predict, loss, tff.learning.optimizers.build_sgdm(learning_rate), weights, *train)
+  after = ((sums(trained, *support)[0] + sums(trained, *query)[0]) / all_count
+           if after_needed else None)
+  return _reported(report, before, after, trained, weights, keras_lockstep.steps(train[1]),
+                   loss_sum, count), gradient
 
 
 class MetaUAServer:
@@ -240,7 +282,8 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
                 client_learning_rate: float,
                 server_optimizer: tff.learning.optimizers.Optimizer,
                 groups: Sequence[int], model_bytes: int,
-                normalize_by_steps: bool = False) -> rounds.Parts:
+                normalize_by_steps: bool = False,
+                keras: keras_lockstep.KerasModel | None = None) -> rounds.Parts:
   """MetaUA's (and FedNova's) round: the project's round with reports, its
   server step (MetaUAServer) run where the round's driver runs. Its aggregation
   is its own: the query gradients go through the composer's sum (the only
@@ -250,7 +293,9 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   train (E shuffled epochs of its support examples), one pass over the support,
   one over the query; the DATA_ATTRIBUTES of its data). It sends its query
   gradient g_k (summed over the cohort; with meta_loss 'client_mean', of its
-  mean query loss) and its report (to the server, client by client).
+  mean query loss) and its report (to the server, client by client). With
+  `keras` (the Keras model model_fn wraps), the round has a lockstep form where
+  the model allows one (keras_lockstep.KerasModel.refusal).
   """
   client_type = tff.types.to_type((
       sliced.Joined(batches_type, tff.TensorType(np.int32, [3])),
@@ -277,17 +322,41 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
   distributor = tff.tensorflow.computation(lambda state: state['weights'],
                                            initialize.type_signature.result)
 
+  def sent(report, gradient, attributes):  # a client's, or the clients' side by side
+    if config.meta_loss == 'client_mean':
+      per_client = tf.maximum(report['query_count'], 1.0)
+      gradient = [g / tf.reshape(per_client, tf.concat(
+          [tf.shape(per_client), tf.ones([g.shape.rank - per_client.shape.rank], tf.int32)], 0))
+                  for g in gradient]
+    report['attributes'] = attributes
+    clients = tf.ones_like(report['query_count'], tf.int32)
+    return collections.OrderedDict(update=gradient,
+                                   metrics=collections.OrderedDict(clients=clients),
+                                   report=report)
+
   @tff.tensorflow.computation(distributor.type_signature.result, client_type)
   def client_work(weights, client):
-    report, gradient = _client_work(model_fn(), client_learning_rate, weights,
-                                    *client[0].parts(),
-                                    learns=config.learns, attributes=config.attributes)
-    if config.meta_loss == 'client_mean':
-      gradient = [g / tf.maximum(report['query_count'], 1.0) for g in gradient]
-    report['attributes'] = client[1]
-    return collections.OrderedDict(update=gradient,
-                                   metrics=collections.OrderedDict(clients=tf.constant(1)),
-                                   report=report)
+    return sent(*_client_work(model_fn(), client_learning_rate, weights, *client[0].parts(),
+                              learns=config.learns, attributes=config.attributes), client[1])
+
+  def side_by_side(predict):  # the cohort in lockstep: each part's batches stacked
+    part = keras_lockstep.stacked_type(batches_type)
+
+    @tff.tensorflow.computation(distributor.type_signature.result, (
+        part, part, part, tff.TensorType(np.float32, [None, len(DATA_ATTRIBUTES)])))
+    def clients_work(weights, stacked):
+      *parts, attributes = stacked
+      return sent(*_clients_side_by_side(predict, keras.loss, client_learning_rate, weights,
+                                         *parts, learns=config.learns,
+                                         attributes=config.attributes), attributes)
+
+    return clients_work
+
+  def stack_clients(data):  # each part's stacked; training's longest first, as they come
+    parts = [joined.parts() for joined, _ in data]
+    return (keras_lockstep.stack([p[0] for p in parts]),
+            *(keras_lockstep.stack([p[k] for p in parts], longest_first=False) for k in (1, 2)),
+            np.stack([attributes for _, attributes in data]))
 
   def finalizer(state, broadcast, summed, gradient, reports):
     del broadcast, summed  # the weights, the clients' count: the reports say it all
@@ -314,7 +383,10 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
     return new_state, metrics
 
   return rounds.Parts(initialize, distributor, client_work, finalizer, get_model_weights,
-                      set_model_weights)
+                      set_model_weights, **keras_lockstep.form(
+                          keras, side_by_side, stack_data=stack_clients,
+                          size_of=lambda client: keras_lockstep.size(client[0].parts()[0]),
+                          state_bytes=3 * model_bytes))  # the start, g_k, the update
 
 
 # The registry's side: MetaUA and FedNova on any task with a Keras model whose
@@ -391,7 +463,8 @@ def build(task, config: Options, training, *, name: str, normalize_by_steps: boo
       task.model_fn, sliced.tff_type(client_input(ids[0], 0)[0].batches), config=config,
       client_learning_rate=training.client_optimizer.learning_rate,
       server_optimizer=training.server_optimizer.build(), groups=groups,
-      model_bytes=4 * parameters, normalize_by_steps=normalize_by_steps)
+      model_bytes=4 * parameters, normalize_by_steps=normalize_by_steps,
+      keras=keras_lockstep.KerasModel.of(task))
   return api.Built(parts, ids, client_input)
 
 

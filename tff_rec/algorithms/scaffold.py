@@ -146,7 +146,7 @@ def build(task, options, training, *, name: str):
       client_learning_rate=training.client_optimizer.learning_rate,
       server_learning_rate=training.server_optimizer.learning_rate,
       averaged=training.aggregator.averages,
-      keras=keras_lockstep.KerasModel(task.keras_model, task.loss(), task.input_spec))
+      keras=keras_lockstep.KerasModel.of(task))
   index = {client: k for k, client in enumerate(ids)}
 
   def client_input(client_id: str, seed: int):

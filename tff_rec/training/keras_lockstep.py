@@ -40,6 +40,11 @@ class KerasModel:
   loss: tf.keras.losses.Loss
   input_spec: object
 
+  @classmethod
+  def of(cls, task) -> 'KerasModel':
+    """A task's Keras model as its clients train it."""
+    return cls(task.keras_model, task.loss(), task.input_spec)
+
   def refusal(self) -> str | None:
     """Why its clients cannot train in lockstep (None: they can)."""
     if not (type(self.loss).__module__.startswith('keras.')
@@ -77,34 +82,44 @@ class KerasModel:
 
 
 def form(keras: KerasModel | None, side_by_side: Callable[[Predict], tff.Computation], *,
+         stack_data: Callable[[Sequence], object] | None = None,
+         size_of: Callable[[object], int] | None = None,
          stack_states: Callable[[Sequence], object] | None = None,
          state_bytes: int = 0) -> dict:
   """The lockstep fields of a Keras round's rounds.Parts: `side_by_side`(the
   model's forward pass) -> the computation of (broadcast, the stacked clients) ->
-  their outputs side by side, the clients' states (where they keep one) stacked
-  beside their batches by `stack_states`, each adding `state_bytes`. Without
-  `keras`, or where its model cannot train in lockstep, none (and why). Not for
-  --lockstep=auto: client by client was the faster on DCN and Keras MF
-  (results/benchmarks_runtimes.md, "Lockstep cohorts, Keras models")."""
+  their outputs side by side; the clients' data stacked by `stack_data` (default:
+  their batches, `stack`) and run longest first by `size_of` (default: their
+  steps), their states (where they keep one) stacked beside by `stack_states`,
+  each adding `state_bytes`. Without `keras`, or where its model cannot train in
+  lockstep, none (and why). Not for --lockstep=auto: client by client was the
+  faster on DCN and Keras MF (results/benchmarks_runtimes.md, "Lockstep cohorts,
+  Keras models")."""
   refusal = keras and keras.refusal()
   if refusal:
     return {'lockstep_refusal': f'the Keras model cannot train in lockstep: {refusal}'}
   if not keras:
     return {}
+  stack_data = stack_data or stack
 
   def stacked(data, states):
-    return (stack(data), stack_states(states)) if stack_states else stack(data)
+    return (stack_data(data), stack_states(states)) if stack_states else stack_data(data)
 
-  return {'lockstep': lockstep.Lockstep(stacked, lambda: side_by_side(keras.predictor()), size,
-                                        keras.client_bytes() + state_bytes, auto=False)}
+  return {'lockstep': lockstep.Lockstep(
+      stacked, lambda: side_by_side(keras.predictor()), size_of or size,
+      keras.client_bytes() + state_bytes, auto=False)}
 
 
-def stack(batches: Sequence[sliced.Batches]):
-  """Clients' numpy batches side by side, longest first (the most steps): their
-  columns, each [steps, clients, rows, ...] zero-padded, and the [steps,
-  clients, rows] 0/1 mask of real rows; client n's step s holds its batch s."""
+def stack(batches: Sequence[sliced.Batches], *, longest_first: bool = True):
+  """Clients' numpy batches side by side: their columns, each [steps, clients,
+  rows, ...], and the [steps, clients, rows] 0/1 mask of real rows; client n's
+  step s holds its batch s. A batch narrower than the widest is padded with its
+  last row, the steps after a client's last with its last row (weighing nothing:
+  the mask), so a loss that reads a row's label as an index (the global softmax)
+  reads a valid one. `longest_first`: the clients come with the most steps first
+  (`train` steps a prefix of them), else refused."""
   lengths = [np.asarray(b.ends) - np.asarray(b.starts) for b in batches]
-  if any(len(a) < len(b) for a, b in zip(lengths, lengths[1:])):
+  if longest_first and any(len(a) < len(b) for a, b in zip(lengths, lengths[1:])):
     raise ValueError(f'clients in lockstep come longest first; their steps are '
                      f'{[len(n) for n in lengths]}')
   steps = max(len(n) for n in lengths)
@@ -112,13 +127,17 @@ def stack(batches: Sequence[sliced.Batches]):
   flat = [tf.nest.flatten(b.columns) for b in batches]
   columns = [np.zeros((steps, len(batches), width, *c.shape[1:]), c.dtype) for c in flat[0]]
   mask = np.zeros((steps, len(batches), width), np.float32)
+  slots = np.arange(width)
   for n, (b, length) in enumerate(zip(batches, lengths)):
-    step = np.repeat(np.arange(len(length)), length)
-    slot = np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length)
-    examples = np.asarray(b.rows)[np.repeat(np.asarray(b.starts), length) + slot]
-    mask[step, n, slot] = 1
+    if not len(length):
+      continue  # no example: zeros, masked
+    mask[:len(length), n] = slots < length[:, None]
+    # each step's rows, clipped to its last; after the client's last step, its last row
+    last = np.minimum(slots, np.maximum(length, 1)[:, None] - 1)
+    at = np.full((steps, width), b.ends[-1] - 1)
+    at[:len(length)] = np.asarray(b.starts)[:, None] + last
     for column, values in zip(columns, flat[n]):
-      column[step, n, slot] = values[examples]
+      column[:, n] = values[np.asarray(b.rows)[at]]
   return tf.nest.pack_sequence_as(batches[0].columns, columns), mask
 
 
@@ -142,7 +161,7 @@ def train(predict: Predict, loss: tf.keras.losses.Loss,
   batch's mean loss [clients], their example counts [clients] int64), as
   training.functional.train's weights, loss_sum and count per client.
   """
-  per_example = type(loss).from_config({**loss.get_config(), 'reduction': 'none'})
+  per_example = _per_example(loss)
   clients = tf.shape(mask)[1]
   # Each client's weights as one vector: a step then moves one tensor per client,
   # not one per weight (ops on the clients' rows per step cost more than the model).
@@ -197,6 +216,40 @@ def train(predict: Predict, loss: tf.keras.losses.Loss,
        tf.zeros([clients]), tf.zeros([clients], tf.int64)))
   return ([tf.reshape(w, tf.concat([[clients], shape], 0))
            for w, shape in zip(tf.split(trained, sizes, axis=1), shapes)], loss_sum, count)
+
+
+def loss_sums(predict: Predict, loss: tf.keras.losses.Loss, weights: Sequence[tf.Tensor],
+              columns, mask: tf.Tensor, *, with_gradient: bool = False):
+  """Each client's loss summed over its examples (`stack`'s, in any order) at its
+  own weights ([clients, ...] each) [clients], and (`with_gradient`, else None)
+  the gradient of that sum, per weight [clients, ...]."""
+  per_example = _per_example(loss)
+
+  def client_sum(arguments):
+    client_weights, (x, y), rows = arguments
+    losses = tf.reshape(per_example(y, predict(client_weights, x)), [tf.shape(rows)[0], -1])
+    return tf.reduce_sum(tf.where(rows > 0, tf.reduce_mean(losses, 1), 0.0))
+
+  def step(s, weights, total, gradient):  # the weights a loop variable: the tape sees them
+    with tf.GradientTape() as tape:
+      tape.watch(weights)
+      sums = tf.vectorized_map(client_sum, (
+          weights, tf.nest.map_structure(lambda c: c[s], columns), mask[s]))
+      summed = tf.reduce_sum(sums)
+    if with_gradient:
+      gradient = [g + tf.convert_to_tensor(d)
+                  for g, d in zip(gradient, tape.gradient(summed, weights))]
+    return s + 1, weights, total + sums, gradient
+
+  _, _, total, gradient = tf.while_loop(
+      lambda s, *_: s < tf.shape(mask)[0], step,
+      (tf.constant(0), list(weights), tf.zeros([tf.shape(mask)[1]]),
+       [tf.zeros_like(w) for w in weights] if with_gradient else []))
+  return total, gradient if with_gradient else None
+
+
+def _per_example(loss: tf.keras.losses.Loss) -> tf.keras.losses.Loss:
+  return type(loss).from_config({**loss.get_config(), 'reduction': 'none'})
 
 
 def _per_client(value) -> bool:
