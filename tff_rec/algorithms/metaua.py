@@ -386,7 +386,10 @@ def build_round(model_fn, batches_type: tff.Type, *, config: 'Options',
                       set_model_weights, **keras_lockstep.form(
                           keras, side_by_side, stack_data=stack_clients,
                           size_of=lambda client: keras_lockstep.size(client[0].parts()[0]),
-                          state_bytes=3 * model_bytes))  # the start, g_k, the update
+                          state_bytes=3 * model_bytes,  # the start, g_k, the update
+                          # DCN, 94 clients: 1.24-1.55x (MetaUA), 1.07-1.43x (FedNova)
+                          # client by client's round (results/benchmarks_runtimes.md)
+                          auto=True))
 
 
 # The registry's side: MetaUA and FedNova on any task with a Keras model whose

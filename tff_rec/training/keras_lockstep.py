@@ -85,16 +85,16 @@ def form(keras: KerasModel | None, side_by_side: Callable[[Predict], tff.Computa
          stack_data: Callable[[Sequence], object] | None = None,
          size_of: Callable[[object], int] | None = None,
          stack_states: Callable[[Sequence], object] | None = None,
-         state_bytes: int = 0) -> dict:
+         state_bytes: int = 0, auto: bool = False) -> dict:
   """The lockstep fields of a Keras round's rounds.Parts: `side_by_side`(the
   model's forward pass) -> the computation of (broadcast, the stacked clients) ->
   their outputs side by side; the clients' data stacked by `stack_data` (default:
   their batches, `stack`) and run longest first by `size_of` (default: their
   steps), their states (where they keep one) stacked beside by `stack_states`,
   each adding `state_bytes`. Without `keras`, or where its model cannot train in
-  lockstep, none (and why). Not for --lockstep=auto: client by client was the
-  faster on DCN and Keras MF (results/benchmarks_runtimes.md, "Lockstep cohorts,
-  Keras models")."""
+  lockstep, none (and why). `auto`: whether --lockstep=auto runs it (Lockstep.auto;
+  not by default: the FedAvg family's rounds were as fast client by client on DCN
+  and Keras MF, results/benchmarks_runtimes.md, "Lockstep cohorts, Keras models")."""
   refusal = keras and keras.refusal()
   if refusal:
     return {'lockstep_refusal': f'the Keras model cannot train in lockstep: {refusal}'}
@@ -107,7 +107,7 @@ def form(keras: KerasModel | None, side_by_side: Callable[[Predict], tff.Computa
 
   return {'lockstep': lockstep.Lockstep(
       stacked, lambda: side_by_side(keras.predictor()), size_of or size,
-      keras.client_bytes() + state_bytes, auto=False)}
+      keras.client_bytes() + state_bytes, auto=auto)}
 
 
 def stack(batches: Sequence[sliced.Batches], *, longest_first: bool = True):
