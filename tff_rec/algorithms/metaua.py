@@ -43,7 +43,6 @@ stacks the cohort's reports and runs the server step (MetaUAServer).
 
 import collections
 import dataclasses
-import functools
 from typing import Sequence
 
 import numpy as np
@@ -74,46 +73,46 @@ STANDARDISE_EPSILON = 1e-6
 META_LOSSES = ('sum', 'client_mean', 'mean')
 
 
-def _needs(learns: bool, attributes: Sequence[str]) -> tuple[bool, bool]:
-  """Whether the server reads the losses before training, and after it."""
-  before = learns and bool(set(LOSS_ATTRIBUTES) & set(attributes))
-  return before, learns and 'loss_ratio' in attributes
-
-
-def _reported(report, before, after, trained, weights, steps, loss_sum, count):
-  """A client's report (or, trained side by side, the clients' on a leading axis)
-  completed by its losses around training, its update flat (each report's
-  tensors cost at the driver: rounds), its steps and training loss."""
-  if before is not None:
-    report['local_loss'] = before
-  if after is not None:
+def _client_round(sums, train, weights, start, support, query, counts, *, learns: bool,
+                  attributes: Sequence[str]):
+  """A client's round (or, trained side by side, the clients' on a leading axis):
+  (report for the server, g_k). sums(weights, part[, with_gradient]) -> (the
+  part's loss summed over its examples, its gradient); train() -> (trained
+  weights, steps, loss sum, count); `start`: the broadcast `weights` as sums
+  takes them. Only what the server reads is computed: g_k when it `learns` (else
+  zero: FedNova, the 'none' ablation), and of the losses around training
+  (local_loss: the support's and query's at w_t; loss_ratio: theirs after training
+  over before) those among the `attributes` it weighs clients by."""
+  all_count = tf.maximum(counts[0] + counts[1], 1.0)
+  report = collections.OrderedDict(support_count=counts[0], query_count=counts[1])
+  # g_k: the gradient of the summed query loss at w_t; that loss is local_loss's too
+  query_before, gradient = (sums(start, query, with_gradient=True) if learns
+                            else (None, [tf.zeros_like(w) for w in start]))
+  if learns and set(LOSS_ATTRIBUTES) & set(attributes):
+    report['local_loss'] = before = (sums(start, support)[0] + query_before) / all_count
+  trained, steps, loss_sum, count = train()
+  if learns and 'loss_ratio' in attributes:
+    after = (sums(trained, support)[0] + sums(trained, query)[0]) / all_count
     report['loss_ratio'] = after / tf.maximum(before, 1e-12)
-  report.update(update=tf.concat(
-      [tf.reshape(t - w, tf.concat([tf.shape(t)[:len(t.shape) - len(w.shape)], [-1]], 0))
-       for t, w in zip(trained, weights)], -1),
+  report.update(  # the update flat: each report's tensors cost at the driver (rounds)
+      update=tf.concat(
+          [tf.reshape(t - w, tf.concat([tf.shape(t)[:len(t.shape) - len(w.shape)], [-1]], 0))
+           for t, w in zip(trained, weights)], -1),
       steps=tf.cast(steps, tf.float32), train_loss=loss_sum,
       train_count=tf.cast(count, tf.float32))
-  return report
+  return report, gradient
 
 
-def _client_work(model, learning_rate: float, weights, train, support, query, *,
-                 learns: bool, attributes: Sequence[str] = ()):
-  """One client's round: (report for the server, its update flat; g_k). Only
-  what the server reads is computed: g_k when it `learns` (else zero: FedNova,
-  the 'none' ablation), and of the losses around training (local_loss: the
-  support's and query's at w_t; loss_ratio: theirs after training over before)
-  those among the `attributes` it weighs clients by."""
-  before_needed, after_needed = _needs(learns, attributes)
+def _client_work(model, learning_rate: float, weights, train, support, query, **options):
+  """One client's round (_client_round) on its tff.learning model's variables."""
 
   @tf.function  # one function, so its control dependencies order assignments and steps
   def run():
     variables = model.trainable_variables
-    for variable, value in zip(variables, weights):
-      variable.assign(value)
 
-    def loss_sum(batches, with_gradient: bool = False):
-      """The loss summed over the batches' examples at the variables' values,
-      and (`with_gradient`, else zero) its gradient."""
+    def sums(values, batches, with_gradient: bool = False):
+      for variable, value in zip(variables, values):
+        variable.assign(value)
       total, gradient = tf.constant(0.0), [tf.zeros_like(v) for v in variables]
       for s in tf.range(batches.steps()):
         with tf.GradientTape() as tape:
@@ -125,47 +124,35 @@ def _client_work(model, learning_rate: float, weights, train, support, query, *,
                       zip(gradient, tape.gradient(batch_total, variables))]
       return total, gradient
 
+    def trained():
+      done = functional.train(model, tff.learning.optimizers.build_sgdm(learning_rate),
+                              weights, train)
+      return done.weights, done.steps, done.loss_sum, done.count
+
     counts = [tf.cast(tf.reduce_sum(b.ends - b.starts), tf.float32) for b in (support, query)]
-    all_count = tf.maximum(counts[0] + counts[1], 1.0)
-    report = collections.OrderedDict(support_count=counts[0], query_count=counts[1])
-    # g_k: the gradient of the summed query loss at w_t; that loss is local_loss's too
-    query_before, gradient = (loss_sum(query, with_gradient=True) if learns
-                              else (None, [tf.zeros_like(v) for v in variables]))
-    before = (loss_sum(support)[0] + query_before) / all_count if before_needed else None
-    trained = functional.train(model, tff.learning.optimizers.build_sgdm(learning_rate),
-                               weights, train)
-    after = None
-    if after_needed:
-      for variable, value in zip(variables, trained.weights):
-        variable.assign(value)  # the losses after training read the variables
-      after = (loss_sum(support)[0] + loss_sum(query)[0]) / all_count
-    return _reported(report, before, after, trained.weights, weights, trained.steps,
-                     trained.loss_sum, trained.count), gradient
+    return _client_round(sums, trained, weights, weights, support, query, counts, **options)
 
   return run()
 
 
 def _clients_side_by_side(predict, loss, learning_rate: float, weights, train, support, query,
-                          *, learns: bool, attributes: Sequence[str] = ()):
-  """_client_work for a cohort in lockstep (keras_lockstep): each part the
-  clients' batches stacked ((columns, mask): `train`'s longest first), every
-  output on a leading clients axis."""
-  before_needed, after_needed = _needs(learns, attributes)
+                          **options):
+  """The cohort's rounds (_client_round) in lockstep (keras_lockstep): each part
+  the clients' batches stacked ((columns, mask): `train`'s longest first)."""
   clients = tf.shape(train[1])[1]
-  at_start = [tf.broadcast_to(w, tf.concat([[clients], tf.shape(w)], 0)) for w in weights]
-  sums = functools.partial(keras_lockstep.loss_sums, predict, loss)
-  counts = [tf.reduce_sum(mask, [0, 2]) for _, mask in (support, query)]
-  all_count = tf.maximum(counts[0] + counts[1], 1.0)
-  report = collections.OrderedDict(support_count=counts[0], query_count=counts[1])
-  query_before, gradient = (sums(at_start, *query, with_gradient=True) if learns
-                            else (None, [tf.zeros_like(w) for w in at_start]))
-  before = (sums(at_start, *support)[0] + query_before) / all_count if before_needed else None
-  trained, loss_sum, count = keras_lockstep.train(
-      predict, loss, tff.learning.optimizers.build_sgdm(learning_rate), weights, *train)
-  after = ((sums(trained, *support)[0] + sums(trained, *query)[0]) / all_count
-           if after_needed else None)
-  return _reported(report, before, after, trained, weights, keras_lockstep.steps(train[1]),
-                   loss_sum, count), gradient
+
+  def sums(values, part, with_gradient: bool = False):
+    return keras_lockstep.loss_sums(predict, loss, values, *part, with_gradient=with_gradient)
+
+  def trained():
+    done, loss_sum, count = keras_lockstep.train(
+        predict, loss, tff.learning.optimizers.build_sgdm(learning_rate), weights, *train)
+    return done, keras_lockstep.steps(train[1]), loss_sum, count
+
+  return _client_round(
+      sums, trained, weights,
+      [tf.broadcast_to(w, tf.concat([[clients], tf.shape(w)], 0)) for w in weights],
+      support, query, [tf.reduce_sum(mask, [0, 2]) for _, mask in (support, query)], **options)
 
 
 class MetaUAServer:
