@@ -43,8 +43,9 @@ from tff_rec.data import client_files
      'clients; use at most 24'),
     ('--threads=2', '--threads applies to --runtime=inprocess'),
     ('--runtime=native --lockstep=on', '--lockstep applies to --runtime=inprocess'),
-    ('--runtime=inprocess --lockstep=on', '--lockstep=on: the Keras model cannot train in '
-     "lockstep: its loss (GlobalSoftmax) is not one of Keras's per-example losses"),
+    ('--runtime=inprocess --lockstep=on --loss=batch_softmax', '--lockstep=on: the Keras '
+     "model cannot train in lockstep: its loss (BatchSoftmax) is not one of Keras's "
+     'per-example losses'),
     ('--runtime=inprocess --worker_growth_limit_mb=100',
      '--worker_growth_limit_mb applies to --runtime=native'),
     ('--runtime=native --worker_growth_limit_mb=-1',
