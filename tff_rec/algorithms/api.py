@@ -13,6 +13,7 @@ from tff_rec import settings
 from tff_rec.aggregators import fedsubavg
 from tff_rec.aggregators import inner
 from tff_rec.data import sliced
+from tff_rec.models import spec
 from tff_rec.models import tables
 from tff_rec.training import optimizers
 
@@ -165,7 +166,7 @@ def table_of_variable(task) -> list[str | None] | None:
   None (dense); None when no variable is a declared table (e.g. NeuMF's one layer)."""
   if not (hasattr(task, 'tables') and hasattr(task, 'keras_model')):
     return None
-  per_variable = tables.variable_tables(task.keras_model(), task.tables)
+  per_variable = tables.variable_tables(spec.built_to_read(task), task.tables)
   return per_variable if any(per_variable) else None
 
 

@@ -12,6 +12,7 @@ import tensorflow_federated as tff
 
 from tff_rec import capabilities
 from tff_rec.algorithms import api
+from tff_rec.models import spec
 from tff_rec.models import table_model
 
 MIN_TABLE_ROWS = 100  # smaller tables of a Keras model (gender, age) train in full
@@ -23,7 +24,7 @@ def table_model_of(task, name: str, why: str) -> table_model.TableModel:
     return task.functional_model()
   if not capabilities.offers(task, capabilities.KerasTables):
     raise api.not_applicable(name, task, why)
-  if task.keras_model().losses:
+  if spec.built_to_read(task).losses:
     raise api.not_applicable(name, task, 'its Keras model adds a regularization loss '
                              '(e.g. spreadout), which the table form would drop')
   try:

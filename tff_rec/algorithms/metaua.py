@@ -55,6 +55,7 @@ from tff_rec.algorithms import api
 from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.data import sliced
+from tff_rec.models import spec
 from tff_rec.training import functional
 from tff_rec.training import keras_lockstep
 
@@ -438,7 +439,7 @@ def build(task, config: Options, training, *, name: str, normalize_by_steps: boo
   if training.client_optimizer.name != 'sgd':
     raise api.NotApplicable(f'--algorithm={name}: its clients take SGD steps; got '
                             f'--client_optimizer={training.client_optimizer.name}')
-  variables = task.keras_model().trainable_variables
+  variables = spec.built_to_read(task).trainable_variables
   layers = [v.name.split('/')[0] for v in variables]
   groups = [sorted(set(layers), key=layers.index).index(l) for l in layers]
   parameters = sum(int(np.prod(v.shape)) for v in variables)

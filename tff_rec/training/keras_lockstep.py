@@ -25,6 +25,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec.data import sliced
+from tff_rec.models import spec
 from tff_rec.models import table_model
 from tff_rec.training import lockstep
 
@@ -39,11 +40,12 @@ class KerasModel:
   keras_model: Callable[[], tf.keras.Model]
   loss: tf.keras.losses.Loss
   input_spec: object
+  reference: tf.keras.Model | None = None  # one built already, to read (refusal, client_bytes)
 
   @classmethod
   def of(cls, task) -> 'KerasModel':
     """A task's Keras model as its clients train it."""
-    return cls(task.keras_model, task.loss(), task.input_spec)
+    return cls(task.keras_model, task.loss(), task.input_spec, spec.built_to_read(task))
 
   def refusal(self) -> str | None:
     """Why its clients cannot train in lockstep (None: they can)."""
@@ -78,7 +80,7 @@ class KerasModel:
 
   @functools.cached_property
   def _model(self) -> tf.keras.Model:  # built once: refusal and client_bytes read it
-    return self.keras_model()
+    return self.reference if self.reference is not None else self.keras_model()
 
 
 def form(keras: KerasModel | None, side_by_side: Callable[[Predict], tff.Computation], *,
