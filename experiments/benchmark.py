@@ -315,7 +315,7 @@ def _run_rounds(task, runtime: str, algorithm: str, clients: int, trainer: dict,
   runs them (runner.run: its build, runtime and round loop; a round's seconds
   include making its clients' inputs)."""
   from tff_rec import runner  # pylint: disable=g-import-not-at-top
-  from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
+  from tff_rec import registry  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
   training = registry.training(task, algorithm, runtime=runtime, clients_per_round=clients,
                                **trainer)
@@ -849,7 +849,7 @@ def _eval_memory_case(dataset: str, runtime: str) -> dict:
   worker while training (the rounds before the first evaluation) and while
   evaluating, sampled every 5 ms."""
   from tff_rec import runner  # pylint: disable=g-import-not-at-top
-  from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
+  from tff_rec import registry  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
   settings = dict(model='din', data_dir=FLAGS.data_dir if dataset == 'movielens'
                   else FLAGS.beauty_sequences)
@@ -1091,7 +1091,7 @@ def _soak_case(workload: str) -> dict:
   progress line every round (on stderr, with both)."""
   from launch import progress  # pylint: disable=g-import-not-at-top
   from tff_rec import runner  # pylint: disable=g-import-not-at-top
-  from tff_rec.algorithms import registry  # pylint: disable=g-import-not-at-top
+  from tff_rec import registry  # pylint: disable=g-import-not-at-top
   from tff_rec.runtime import native  # pylint: disable=g-import-not-at-top
   from tff_rec.training import loop  # pylint: disable=g-import-not-at-top
   runs, runtime = SOAK_WORKLOADS[workload]

@@ -9,9 +9,9 @@ import math
 import pathlib
 import time
 
+from tff_rec import registry
 from tff_rec import runner
 from tff_rec.aggregators import inner
-from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
 from tff_rec.training import loop
 

@@ -4,7 +4,7 @@ The grid is three rates of the 1, 3, 10 ladder around the rate the method runs a
 default; a cell at that default keeps its plain name and flags."""
 
 from experiments import rate_sweep
-from tff_rec.algorithms import registry
+from tff_rec import registry
 
 
 def default(task_class, algorithm: str) -> float:

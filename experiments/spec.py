@@ -18,8 +18,8 @@ import pathlib
 from typing import Any, Mapping
 
 import tasks
+from tff_rec import registry
 from tff_rec.aggregators import inner
-from tff_rec.algorithms import registry
 from tff_rec.training import loop
 from tff_rec.training import optimizers
 

@@ -51,8 +51,8 @@ from typing import Any, Mapping
 
 import tasks
 from experiments import spec as spec_lib
+from tff_rec import registry
 from tff_rec.aggregators import inner
-from tff_rec.algorithms import registry
 
 TOP = ('task', 'imports', 'rounds', 'eval_every', 'seeds', 'baseline', 'floors', 'floor_item',
        'selection', 'report', 'methods')

@@ -19,7 +19,7 @@ from launch import quiet_start
 from launch import usage
 import tasks
 from tasks import setting
-from tff_rec.algorithms import registry
+from tff_rec import registry
 from tff_rec.data import tables
 from tff_rec.runtime import native
 from tff_rec.training import loop
@@ -31,7 +31,7 @@ native.compiler = quiet_start.quiet_compiler(native.compiler)
 # A user's modules register their algorithms and tasks before any flag is made of them.
 imports.load_all(sys.argv)
 flags.DEFINE_multi_string(imports.FLAG, [], 'A module of your own that registers algorithms '
-                          '(tff_rec.algorithms.registry.register) or tasks (tasks.register): '
+                          '(tff_rec.registry.register) or tasks (tasks.register): '
                           'a module name or a .py file; repeatable.')
 
 

@@ -1,6 +1,6 @@
 """--import=MODULE: a user's own modules, loaded before a launcher makes its flags.
 
-A module registers algorithms (`tff_rec.algorithms.registry.register`) or tasks
+A module registers algorithms (`tff_rec.registry.register`) or tasks
 (`tasks.register`) when imported; loading it before the flags are defined
 makes its algorithms, options and tasks flags and choices like the package's
 own. MODULE is a module name on the Python path (the working directory

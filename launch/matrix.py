@@ -28,7 +28,7 @@ from experiments import matrix_table
 from launch import common
 from launch import progress
 import tasks
-from tff_rec.algorithms import registry
+from tff_rec import registry
 from tff_rec.runtime import native
 
 flags.DEFINE_integer('rounds', 2, 'Rounds per cell.', lower_bound=1)

@@ -32,9 +32,9 @@ from launch import outputs
 from launch import progress
 import tasks  # pylint: disable=g-bad-import-order
 import tensorflow_federated as tff
+from tff_rec import registry
 from tff_rec import runner
 from tff_rec.aggregators import inner
-from tff_rec.algorithms import registry
 from tff_rec.data import client_files
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native

@@ -17,8 +17,8 @@ import tasks
 from tasks import ctr
 from tests import conftest
 from tff_rec import composer
+from tff_rec import registry
 from tff_rec.aggregators import inner
-from tff_rec.algorithms import registry
 from tff_rec.training import loop
 from tff_rec.training import optimizers
 
@@ -116,7 +116,7 @@ def test_the_added_algorithm_runs_as_a_module_of_the_package(tmp_path):
   script = textwrap.dedent(f"""
       import tff_rec.algorithms
       tff_rec.algorithms.__path__.append({str(tmp_path)!r})
-      from tff_rec.algorithms import registry
+      from tff_rec import registry
       registry.BUILTIN_MODULES += ('fedavg_robust',)
       print(sorted(registry.algorithms()).index('fedavg_robust') >= 0,
             registry.implementations()['fedavg_robust'])

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from tff_rec import registry
 from tff_rec import runner
-from tff_rec.algorithms import registry
 
 
 @pytest.mark.parametrize('client_input, sends_examples', [

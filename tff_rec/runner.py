@@ -12,8 +12,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec import composer
+from tff_rec import registry
 from tff_rec.aggregators import inner
-from tff_rec.algorithms import registry
 from tff_rec.data import client_files
 from tff_rec.runtime import inprocess
 from tff_rec.runtime import native

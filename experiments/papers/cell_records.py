@@ -18,7 +18,7 @@ from experiments import run_records
 from experiments import seed_stats
 from launch import common
 import tasks  # pylint: disable=g-bad-import-order
-from tff_rec.algorithms import registry
+from tff_rec import registry
 from tff_rec.runtime import native
 
 

@@ -50,8 +50,8 @@ from experiments import seed_stats
 from experiments.papers import cell_records
 from launch import common
 from tasks import ranking
+from tff_rec import registry
 from tff_rec.algorithms import capacities
-from tff_rec.algorithms import registry
 from tff_rec.models import neumf
 from tff_rec.runtime import native
 from tff_rec.training import checkpoints

@@ -11,8 +11,8 @@ import numpy as np
 
 from launch import train as launcher
 from tests.launch import launchers
+from tff_rec import registry
 from tff_rec import runner
-from tff_rec.algorithms import registry
 from tff_rec.training import loop
 
 

@@ -14,9 +14,9 @@ import tensorflow_federated as tff
 from tasks import loo_ranking
 from tasks import ranking
 from tff_rec import composer
+from tff_rec import registry
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import fair
-from tff_rec.algorithms import registry
 
 # What each aggregator puts in a round's measurements, and in its state.
 SHOWN = {'secure': ('secure_upper_threshold', None), 'dp': ('dp_clip', 'l2_norm_clip')}

@@ -10,9 +10,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import ranking
+from tff_rec import registry
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import fair
-from tff_rec.algorithms import registry
 from tff_rec.models import neumf
 from tff_rec.runtime import inprocess
 from tff_rec.training import optimizers

@@ -8,8 +8,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import ctr
+from tff_rec import registry
 from tff_rec.algorithms import metaua
-from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
 from tff_rec.training import loop
 from tff_rec.training import optimizers

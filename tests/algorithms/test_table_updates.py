@@ -8,8 +8,8 @@ import pytest
 
 from tasks import ctr
 from tasks import ranking
+from tff_rec import registry
 from tff_rec.aggregators import factor_sum
-from tff_rec.algorithms import registry
 from tff_rec.runtime import inprocess
 from tff_rec.training import optimizers
 

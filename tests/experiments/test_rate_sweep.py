@@ -7,7 +7,7 @@ import pytest
 from experiments import rate_sweep
 from experiments import server_rates
 from tasks import ctr
-from tff_rec.algorithms import registry
+from tff_rec import registry
 
 
 def test_rates_beyond_an_edge_follow_the_1_3_10_ladder():

@@ -449,9 +449,9 @@ def test_ranking_stored_users_resume_to_the_same_metrics(ranking_dir, tmp_path, 
 CLIPS_ELSEWHERE = '''
 import dataclasses
 
+from tff_rec import registry
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import baselines
-from tff_rec.algorithms import registry
 
 
 def clipping_at_5(task, options, training, *, name):
@@ -484,7 +484,7 @@ def test_a_users_option_named_as_a_trainer_flag_stops_the_trainer_cleanly(tmp_pa
   module = tmp_path / 'clashing.py'
   module.write_text(textwrap.dedent("""
       import dataclasses
-      from tff_rec.algorithms import registry
+      from tff_rec import registry
 
       @dataclasses.dataclass(frozen=True)
       class Options:

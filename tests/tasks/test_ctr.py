@@ -10,9 +10,9 @@ from experiments import synthetic
 from tasks import ctr as task_lib
 from tff_rec import metrics
 from tff_rec import objectives
+from tff_rec import registry
 from tff_rec.algorithms import api
 from tff_rec.algorithms import heat as heat_lib
-from tff_rec.algorithms import registry
 from tff_rec.data import item_lists
 from tff_rec.data import sequence_clicks
 from tff_rec.runtime import inprocess

@@ -6,8 +6,8 @@ import pytest
 from tasks import loo_ranking as task_lib
 from tests import fixtures
 from tff_rec import objectives
+from tff_rec import registry
 from tff_rec.algorithms import api
-from tff_rec.algorithms import registry
 from tff_rec.models import tables
 from tff_rec.training import loop
 from tff_rec.training import optimizers

@@ -18,7 +18,7 @@ from tasks import ranking
 from tests import fixtures
 from tff_rec import composer
 from tff_rec import losses
-from tff_rec.algorithms import registry
+from tff_rec import registry
 from tff_rec.data import sliced
 from tff_rec.runtime import inprocess
 from tff_rec.training import keras_lockstep

@@ -18,11 +18,11 @@ from typing import Callable
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import registry
 from tff_rec import settings
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import heat as heat_lib
-from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.training import functional
 from tff_rec.training import keras_lockstep

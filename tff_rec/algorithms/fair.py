@@ -32,13 +32,13 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import registry
 from tff_rec import settings
 from tff_rec.aggregators import inner
 from tff_rec.aggregators import tier_recovery
 from tff_rec.algorithms import api
 from tff_rec.algorithms import capacities
 from tff_rec.algorithms import declared_tables
-from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.models import compressed_table
 from tff_rec.models import table_model

@@ -13,10 +13,10 @@ diverges on data where one client holds a row).
 
 import dataclasses
 
+from tff_rec import registry
 from tff_rec import settings
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import heat
-from tff_rec.algorithms import registry
 
 
 @dataclasses.dataclass(frozen=True)

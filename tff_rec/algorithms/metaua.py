@@ -50,9 +50,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_rec import capabilities
+from tff_rec import registry
 from tff_rec import settings
 from tff_rec.algorithms import api
-from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.data import sliced
 from tff_rec.models import spec

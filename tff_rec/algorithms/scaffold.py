@@ -25,9 +25,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import registry
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
-from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.training import functional
 from tff_rec.training import keras_lockstep

@@ -28,12 +28,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec import registry
 from tff_rec.aggregators import factor_sum
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import declared_tables
 from tff_rec.algorithms import item_updates
-from tff_rec.algorithms import registry
 from tff_rec.algorithms import rounds
 from tff_rec.models import table_model
 from tff_rec.training import functional

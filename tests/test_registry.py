@@ -11,11 +11,11 @@ from tasks import ctr
 from tasks import loo_ranking
 from tasks import next_item
 from tasks import ranking
+from tff_rec import registry
 from tff_rec import runner
 from tff_rec.aggregators import inner
 from tff_rec.algorithms import api
 from tff_rec.algorithms import baselines
-from tff_rec.algorithms import registry
 from tff_rec.algorithms import scaffold
 from tff_rec.training import optimizers
 
