@@ -1,5 +1,6 @@
-"""The layers import downward only: the algorithms describe rounds and the
-composer composes them, and neither knows a runtime, task or launcher; the
+"""The layers import downward only: the algorithms describe rounds, the
+composer composes them and the registry builds them, and none knows a runtime,
+task or launcher; the
 library knows no launcher; tasks know no algorithm."""
 
 import ast
@@ -11,8 +12,9 @@ from tests import conftest
 FORBIDDEN = {
     'tff_rec/algorithms': ('tff_rec.runtime', 'tasks', 'launch'),
     'tff_rec/composer.py': ('tff_rec.runtime', 'tasks', 'launch'),
+    'tff_rec/registry.py': ('tff_rec.runtime', 'tasks', 'launch'),
     'tff_rec': ('tasks', 'launch'),
-    'tasks': ('tff_rec.algorithms', 'launch'),
+    'tasks': ('tff_rec.algorithms', 'tff_rec.registry', 'launch'),
 }
 
 
