@@ -47,13 +47,17 @@ class Clients:
     """Per declared table (models.tables.Table), per client in `ids` order: the rows
     its features index (FedSubAvg's heat counts them), less `padding` (an id that
     is no feature)."""
-    def indexed(table, client):
-      ids = np.concatenate([np.ravel(a) for a in (self._feature(client, f)
-                                                   for f in table.features) if a is not None]
+    def indexed(table, read):
+      ids = np.concatenate([np.ravel(a) for a in map(read, table.features) if a is not None]
                            or [np.zeros(0, np.int64)])
       return ids if padding is None else ids[ids != padding]
 
-    return {table.name: [indexed(table, c) for c in self.ids] for table in tables}
+    rows = {table.name: [] for table in tables}
+    for client in self.ids:  # each of its features read once (a draw's kept ones are made)
+      read = functools.cache(functools.partial(self._feature, client))
+      for table in tables:
+        rows[table.name].append(indexed(table, read))
+    return rows
 
   def _feature(self, client_id: str, name: str) -> np.ndarray | None:
     """A client's feature `name` (LABEL: its labels), None where a table's feature is
