@@ -285,7 +285,7 @@ class Task(feeds.Feeds):
   @functools.cached_property
   def _variable_tables(self) -> list[str | None]:
     """The Keras model's table per trainable variable (built once, not per evaluation)."""
-    return tables_lib.variable_tables(self.keras_model(), self.tables)
+    return tables_lib.variable_tables(model_spec.built_to_read(self), self.tables)
 
   def _drawn(self, client_id: str, seed):
     """One epoch of the client's examples: 'user' and 'item' (positives and

@@ -220,8 +220,8 @@ class Task(feeds.Feeds):
     return _DrawnInClientWork(self)
 
   @functools.cached_property
-  def _keras_weight_names(self) -> list[str]:  # built once: tables of every item
-    return neumf.keras_weight_names(self.keras_model())
+  def _keras_weight_names(self) -> list[str]:  # read once: tables of every item
+    return neumf.keras_weight_names(model_spec.built_to_read(self))
 
   def _drawn(self, client_id: str, seed) -> client_arrays.Examples:
     """One round's examples: 'user', 'positive' (each train positive once) and

@@ -41,8 +41,8 @@ def built_to_read(task) -> tf.keras.Model:
   a build (0.1-0.2 s a model) reads one to choose tables, another for a lockstep form."""
   try:
     built = _BUILT_TO_READ.get(task)
-    if built is None:
-      built = _BUILT_TO_READ[task] = task.keras_model()
-    return built
   except TypeError:  # a task that cannot be a weak key (unhashable, slots): built each time
     return task.keras_model()
+  if built is None:
+    built = _BUILT_TO_READ[task] = task.keras_model()
+  return built

@@ -176,10 +176,8 @@ def train(predict: Predict, loss: tf.keras.losses.Loss,
   def client_loss(arguments):  # a client's batch: its mean loss over the real rows
     flat, (x, y), rows = arguments
     client_weights = [tf.reshape(w, shape) for w, shape in zip(tf.split(flat, sizes), shapes)]
-    losses = per_example(y, predict(client_weights, x))
-    losses = tf.reshape(losses, [tf.shape(rows)[0], -1])  # a row's mean over its outputs
-    return tf.math.divide_no_nan(tf.reduce_sum(tf.reduce_mean(losses, 1) * rows),
-                                 tf.reduce_sum(rows))
+    losses = _row_losses(per_example, predict, client_weights, x, y, rows)
+    return tf.math.divide_no_nan(tf.reduce_sum(losses * rows), tf.reduce_sum(rows))
 
   def step(s, weights, state, loss_sum, count):
     # The clients still training (the first ones: `stack` takes them longest
@@ -229,8 +227,8 @@ def loss_sums(predict: Predict, loss: tf.keras.losses.Loss, weights: Sequence[tf
 
   def client_sum(arguments):
     client_weights, (x, y), rows = arguments
-    losses = tf.reshape(per_example(y, predict(client_weights, x)), [tf.shape(rows)[0], -1])
-    return tf.reduce_sum(tf.where(rows > 0, tf.reduce_mean(losses, 1), 0.0))
+    losses = _row_losses(per_example, predict, client_weights, x, y, rows)
+    return tf.reduce_sum(tf.where(rows > 0, losses, 0.0))
 
   def step(s, weights, total, gradient):  # the weights a loop variable: the tape sees them
     with tf.GradientTape() as tape:
@@ -248,6 +246,13 @@ def loss_sums(predict: Predict, loss: tf.keras.losses.Loss, weights: Sequence[tf
       (tf.constant(0), list(weights), tf.zeros([tf.shape(mask)[1]]),
        [tf.zeros_like(w) for w in weights] if with_gradient else []))
   return total, gradient if with_gradient else None
+
+
+def _row_losses(per_example, predict: Predict, weights, x, y, rows: tf.Tensor) -> tf.Tensor:
+  """A client's batch's loss per row [rows], padded ones too: a row's mean over its
+  outputs, as Keras's mean reduction takes it."""
+  losses = per_example(y, predict(weights, x))
+  return tf.reduce_mean(tf.reshape(losses, [tf.shape(rows)[0], -1]), 1)
 
 
 def _per_example(loss: tf.keras.losses.Loss) -> tf.keras.losses.Loss:
