@@ -446,8 +446,8 @@ def bench_lazy_adam() -> str:
   return (f'Median of {FLAGS.rounds} rounds after a warm-up, the same cohorts, run as '
           f'launch.train runs them, {os.cpu_count()} CPU cores. Dense Adam\'s floor: the '
           'bytes its steps must move (every step reads a client\'s weights, gradient and two '
-          'moments and writes weights and moments: 7 x 4 bytes a float; the client\'s floats '
-          'are its tier\'s, counted at the smallest tier; steps as examples / batch size, '
+          'moments and writes weights and moments: 7 x 4 bytes a float; a client\'s floats '
+          'are its tier\'s; each tier\'s steps as its examples / batch size, '
           'with no partial batch) over the memory bandwidth measured here '
           f'({bandwidth / 1e9:.1f} GB/s: {_BANDWIDTH_HOW}), a lower bound of a round\'s '
           'optimizer work alone (the forward and backward passes not counted).\n\n'
@@ -469,11 +469,12 @@ def _memory_bandwidth() -> float:
 
 
 def _adam_traffic(metrics: dict, batch_size: int) -> float:
-  """The bytes dense Adam's steps of a FAIR round must move, at least."""
-  tier_bytes = [v for k, v in metrics.items()
-                if k.startswith('train/aggregator/bytes_per_client/')]
-  steps = metrics['train/client_work/train/num_examples'] / batch_size
-  return 7 * min(tier_bytes) * steps
+  """The bytes dense Adam's steps of a FAIR round must move, at least: each tier's
+  examples / batch size steps, each moving 7 times its clients' floats."""
+  tiers = [k.rsplit('/', 1)[1] for k in metrics
+           if k.startswith('train/aggregator/bytes_per_client/')]
+  return sum(7 * metrics[f'train/aggregator/bytes_per_client/{tier}']
+             * metrics[f'train/client_work/examples/{tier}'] / batch_size for tier in tiers)
 
 
 STUDY = 'docs/studies/ml100k_ctr.toml'  # the guide's study, at a size set below

@@ -132,8 +132,10 @@ def test_tier_metrics_count_clients_and_bytes(user_items_dir, tff_runtime):
   assert metrics['aggregator']['bytes_up'] == metrics['aggregator']['bytes_down']
   assert dict(metrics['aggregator']['bytes_per_client']) == {'1x': 4 * (full + dense),
                                                '4x': 4 * (quarter + dense)}
-  assert metrics['client_work']['train']['num_examples'] == sum(
-      len(task.table_client_arguments(c, 0)[1]) for c in ids[2:7])
+  examples = [len(task.table_client_arguments(c, 0)[1]) for c in ids[2:7]]
+  assert metrics['client_work']['train']['num_examples'] == sum(examples)
+  assert dict(metrics['client_work']['examples']) == {'1x': sum(examples[:2]),
+                                                      '4x': sum(examples[2:])}
 
 
 def test_fair_hom_keeps_the_model_in_the_subspace(user_items_dir, tff_runtime):

@@ -17,7 +17,7 @@ its own (MapReduceForm has no federated_select). A client's training holds
 only its own tier's tensors (the other branches of its tf.switch_case never
 run). The bytes a real deployment would move per client (its tier's tables,
 the non-table weights, one row of each per-user table) are reported as
-metrics, as are the tiers' client counts.
+metrics, as are the tiers' client and example counts.
 
 Baselines are the same process with other tiers: FedAvg (one 1x tier),
 FAIR-HOM (one tier at the smallest capacity), FedHM (low-rank tiers) and
@@ -126,7 +126,8 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
         update=update, weight=tf.cast(count, tf.float32),
         metrics=collections.OrderedDict(
             loss_sum=loss_sum, num_examples=count,
-            clients=tf.one_hot(tier, len(labels), dtype=tf.int64)))
+            clients=tf.one_hot(tier, len(labels), dtype=tf.int64),
+            examples=tf.one_hot(tier, len(labels), dtype=tf.int64) * count))
 
   def step(weights, sums, mean, _broadcast):
     target = {**mean['dense'], **mean['tiers']}
@@ -134,8 +135,9 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
     moved = tf.reduce_sum(tf.cast(sums['clients'], tf.float64) * tier_bytes)
     return pseudo_gradient, rounds.round_metrics(
         sums['loss_sum'], sums['num_examples'],
-        client_work=dict(clients=collections.OrderedDict(
-            (label, sums['clients'][i]) for i, label in enumerate(labels))),
+        client_work={k: collections.OrderedDict(
+            (label, sums[k][i]) for i, label in enumerate(labels))
+                     for k in ('clients', 'examples')},
         aggregator=dict(
             bytes_per_client=collections.OrderedDict(zip(labels, tier_bytes)),
             bytes_down=moved, bytes_up=moved))  # a client uploads what it downloaded

@@ -7,7 +7,8 @@ clients, the Keras clients of SCAFFOLD, MetaUA and FedNova (their model's
 variables take the weights, then its forward pass is differentiated) and the
 centralized baselines. Clients read sliced.Batches; datasets remain for the
 centralized baselines. What differs between algorithms is a hook on the
-gradients (SCAFFOLD's correction) or the optimizer (lazy_adam's and lazy_sgd's rows).
+gradients (SCAFFOLD's correction) or the optimizer (lazy_adam's and lazy_sgd's rows,
+fused_adam's variables).
 """
 
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -68,16 +69,18 @@ def _loss_and_gradients(objective: Objective, weights, batch):
 @tf.function(reduce_retracing=True, autograph=False)
 def _loop(objective, optimizer, weights, batches, state, hook):
   def step(weights, state, loss_sum, count, batch):
-    loss, grads = _loss_and_gradients(objective, weights, batch)
+    loss, grads = _loss_and_gradients(objective, held.read(weights) if held else weights,
+                                      batch)
     if not getattr(optimizer, 'takes_indexed_slices', False):  # lazy_adam keeps them
       grads = tf.nest.map_structure(tf.convert_to_tensor, grads)
     if hook:
       grads = hook(grads)
-    if in_place:
-      # The forward pass reads the weights that next_in_place overwrites; a
-      # gradient need not depend on every read (a linear term's does not).
+    if held or in_place:
+      # The forward pass reads the weights that this step overwrites; a gradient
+      # need not depend on every read (a linear term's does not).
       with tf.control_dependencies([loss]):
-        state, weights = optimizer.next_in_place(state, weights, grads)
+        state, weights = (held.next if held else optimizer.next_in_place)(state, weights,
+                                                                            grads)
     else:
       state, weights = optimizer.next(state, weights, grads)
     size = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
@@ -91,6 +94,11 @@ def _loop(objective, optimizer, weights, batches, state, hook):
     # DeepCopy is stateful: never folded into a constant or merged with another copy.
     weights, state = tf.nest.map_structure(lambda t: tf.raw_ops.DeepCopy(x=t),
                                            (weights, state))
+  # An optimizer that steps variables (fused_adam.Adam) holds the weights and its
+  # state in variables of the loop's own.
+  held = optimizer.in_variables(state, weights) if hasattr(optimizer, 'in_variables') else None
+  if held:
+    weights, state = held.weights, held.state
   start = (weights, state, tf.constant(0.0), tf.constant(0, tf.int64))
   if isinstance(batches, sliced.Batches):
     total = batches.steps()
@@ -100,7 +108,15 @@ def _loop(objective, optimizer, weights, batches, state, hook):
 
     *done, _ = tf.while_loop(lambda *values: values[-1] < total, sliced_step,
                              (*start, tf.zeros_like(total)))
-    return (*done, tf.cast(total, tf.int64))
+    done.append(tf.cast(total, tf.int64))
+  else:
+    done = _dataset_loop(batches, step, start)
+  if held:
+    done[1], done[0] = held.release(done[1], done[0])
+  return done
+
+
+def _dataset_loop(batches, step, start):
   # The dataset's iterator, as autograph loops over iter(dataset) (a loop over the
   # dataset itself becomes a slow ReduceDataset op; see baselines.CLIENT_LOOP).
   iterator = iter(batches)
@@ -110,5 +126,5 @@ def _loop(objective, optimizer, weights, batches, state, hook):
     done = step(weights, state, loss_sum, count, optional.get_value())
     return (iterator.get_next_as_optional(), *done, steps + 1)
 
-  return tf.while_loop(lambda optional, *_: optional.has_value(), dataset_step,
-                       (first, *start, tf.constant(0, tf.int64)))[1:]
+  return list(tf.while_loop(lambda optional, *_: optional.has_value(), dataset_step,
+                            (first, *start, tf.constant(0, tf.int64)))[1:])

@@ -6,6 +6,7 @@ import dataclasses
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_rec.training import fused_adam
 from tff_rec.training import lazy_adam
 
 OPTIMIZERS = ('sgd', 'adam', 'adagrad', 'lazy_adam')
@@ -37,9 +38,9 @@ class OptimizerConfig:
     tau = self.adaptivity
     if self.name == 'lazy_adam':
       return lazy_adam.LazyAdam(self.learning_rate)
-    if self.name == 'adam':
-      return (tff.learning.optimizers.build_adam(self.learning_rate, epsilon=tau) if tau
-              else tff.learning.optimizers.build_adam(self.learning_rate))
+    if self.name == 'adam':  # TFF's Adam; its client loops in TF's fused kernel
+      return (fused_adam.Adam(self.learning_rate, epsilon=tau) if tau
+              else fused_adam.Adam(self.learning_rate))
     if self.name == 'adagrad':
       # TFF's Adagrad adds epsilon inside the root: sqrt(v + tau^2) ~ sqrt(v) + tau.
       return (tff.learning.optimizers.build_adagrad(
