@@ -52,6 +52,25 @@ def test_the_client_loop_takes_tffs_adam_steps_bit_for_bit():
     assert not np.array_equal(fused['weights']['table'], TABLE)  # it trained
 
 
+def test_a_keras_models_loop_takes_tffs_adam_steps_bit_for_bit():
+  """The clients of SCAFFOLD, MetaUA and FedNova: a model's variables take the
+  held weights' values, then its forward pass is differentiated."""
+  def model():
+    ids = tf.keras.Input((), dtype=tf.int32, name='ids')
+    rows = tf.keras.layers.Embedding(12, 4)(ids)
+    keras = tf.keras.Model(ids, tf.keras.layers.Dense(1)(rows)[:, 0])
+    return tff.learning.models.from_keras_model(
+        keras, loss=tf.keras.losses.MeanSquaredError(),
+        input_spec=(tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.float32)))
+
+  start = [TABLE, DENSE[:, None], np.zeros(1, np.float32)]
+  batches = _dataset().map(lambda b: (b['ids'], b['y']))
+  fused, tffs = (functional.train(model(), optimizer, start, batches).weights
+                 for optimizer in (fused_adam.Adam(LR), tff.learning.optimizers.build_adam(LR)))
+  tf.nest.map_structure(np.testing.assert_array_equal, fused, tffs)
+  assert not np.array_equal(fused[0], TABLE)
+
+
 def test_the_callers_weights_never_change():
   weights = _weights()
 
