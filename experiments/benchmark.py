@@ -471,10 +471,9 @@ def _memory_bandwidth() -> float:
 def _adam_traffic(metrics: dict, batch_size: int) -> float:
   """The bytes dense Adam's steps of a FAIR round must move, at least: each tier's
   examples / batch size steps, each moving 7 times its clients' floats."""
-  tiers = [k.rsplit('/', 1)[1] for k in metrics
-           if k.startswith('train/aggregator/bytes_per_client/')]
-  return sum(7 * metrics[f'train/aggregator/bytes_per_client/{tier}']
-             * metrics[f'train/client_work/examples/{tier}'] / batch_size for tier in tiers)
+  prefix = 'train/aggregator/bytes_per_client/'
+  return sum(7 * tier_bytes * metrics[f'train/client_work/examples/{k[len(prefix):]}']
+             / batch_size for k, tier_bytes in metrics.items() if k.startswith(prefix))
 
 
 STUDY = 'docs/studies/ml100k_ctr.toml'  # the guide's study, at a size set below

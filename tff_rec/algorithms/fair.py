@@ -122,12 +122,11 @@ def build_round(model: table_model.TableModel, tiers: Mapping[str, Mapping[str, 
 
     tier = client_data['tier']
     update, loss_sum, count = tf.switch_case(tier, [branch(l) for l in labels])
+    in_tier = tf.one_hot(tier, len(labels), dtype=tf.int64)
     return collections.OrderedDict(
         update=update, weight=tf.cast(count, tf.float32),
         metrics=collections.OrderedDict(
-            loss_sum=loss_sum, num_examples=count,
-            clients=tf.one_hot(tier, len(labels), dtype=tf.int64),
-            examples=tf.one_hot(tier, len(labels), dtype=tf.int64) * count))
+            loss_sum=loss_sum, num_examples=count, clients=in_tier, examples=in_tier * count))
 
   def step(weights, sums, mean, _broadcast):
     target = {**mean['dense'], **mean['tiers']}

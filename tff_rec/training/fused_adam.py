@@ -49,7 +49,7 @@ class Held:
   `release` the values at the end, the variables freed."""
 
   def __init__(self, state, weights):
-    self._like = (weights, [state[m] for m in _MOMENTS])
+    self._like = _held_parts(state, weights)
     # weights', then m's, v's: a handle's read has neither dtype nor shape of its own
     self._specs = [tf.TensorSpec(t.shape, t.dtype) for t in tf.nest.flatten(self._like)]
     self.state, self.weights = self._unflatten(
@@ -81,7 +81,7 @@ class Held:
     return collections.OrderedDict(state, step=step), weights
 
   def release(self, state, weights):
-    held = tf.nest.flatten((weights, [state[m] for m in _MOMENTS]))
+    held = tf.nest.flatten(_held_parts(state, weights))
     values = [_value_of(h, spec) for h, spec in zip(held, self._specs)]
     with tf.control_dependencies(values):
       freed = [tf.raw_ops.DestroyResourceOp(resource=h) for h in held]
@@ -91,6 +91,11 @@ class Held:
   def _unflatten(self, state, flat):
     weights, moments = tf.nest.pack_sequence_as(self._like, flat)
     return collections.OrderedDict(state, **dict(zip(_MOMENTS, moments))), weights
+
+
+def _held_parts(state, weights) -> tuple:
+  """What a loop holds in variables, in Held's order: the weights, then m and v."""
+  return weights, [state[m] for m in _MOMENTS]
 
 
 def _variable_of(value: tf.Tensor) -> tf.Tensor:
